@@ -56,7 +56,8 @@ def compare(got, ref, scale, *, targets=None, times=None, show=5) -> Verdict:
     lines = [f"FAIL: {n_bad:,} of {ref.size:,} outputs are wrong {_shape(ref)}"
              + (f"; {n_nan:,} are NaN (never written, or computed as NaN)" if n_nan else "")]
     for b, t, d, e, x in first:
-        lines.append(f"  out[{b}, {t}, {d}]: expected {e:.6g}, got {x:.6g}")
+        rounded = float(inputs.to_bf16(e).astype(np.float64))
+        lines.append(f"  out[{b}, {t}, {d}]: expected {e:.6g} (bf16 {rounded:.6g}), got {x:.6g}")
     hint = diagnose(bad, nan, targets, times)
     if hint:
         lines.append("Hint: " + hint)

@@ -1,0 +1,35 @@
+# The workbook's commands. Each creates the environment (.venv) first if it is missing.
+PY      ?= python3
+VENV    ?= .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+
+.PHONY: workbook test gpu-test bench notebooks lab clean
+
+workbook: $(STAMP)            ## run every lesson headlessly; executed notebooks + results report in build/
+	$(BIN)/python -m cudabook.workbook
+
+test: $(STAMP)                ## unit tests + every lesson, solution and lab through nbval (what CI runs)
+	$(BIN)/python -m pytest -q tests --nbval-lax notebooks solutions labs
+
+gpu-test: $(STAMP)            ## the same, on a GPU machine: the gpu-marked tests run instead of skipping
+	$(BIN)/python -m pytest -q -m "gpu or hopper or not gpu" tests --nbval-lax notebooks solutions
+
+bench: $(STAMP)               ## measure the ladder on this GPU, write results/<gpu>.json, refresh the README
+	$(BIN)/python -m cudabook.results && $(BIN)/python -m cudabook.results readme
+
+notebooks: $(STAMP)           ## rebuild notebooks/, solutions/ and labs/ from lessons/
+	$(BIN)/python -m cudabook.notebooks build
+
+lab: $(STAMP)                 ## open JupyterLab on the workbook
+	$(BIN)/jupyter lab
+
+$(STAMP): pyproject.toml
+	test -d $(VENV) || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 > /dev/null
+	touch $(STAMP)
+
+clean:
+	rm -rf build

@@ -1,0 +1,78 @@
+"""The lab grader: runs a learner's kernel with the stage's own launch, on fresh inputs, and says what is wrong.
+
+    grade("01_naive", globals().get("resample_naive"))
+"""
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+
+from . import SIMULATOR, check, notebooks
+from . import resample as _resample
+
+# (name, B, S, T, D, sorted): small in the simulator, larger on a GPU; the edge cases are in both.
+_CASES_SIM = [("random, sorted targets", 2, 19, 45, 5, True),
+              ("random, unsorted targets", 2, 19, 45, 5, False),
+              ("S = 2, D = 1", 1, 2, 33, 1, True),
+              ("odd D, one batch row", 1, 23, 40, 7, False)]
+_CASES_GPU = [("random, sorted targets", 8, 1000, 3000, 256, True),
+              ("random, unsorted targets", 8, 1000, 3000, 129, False),
+              ("S = 2, D = 1", 3, 2, 333, 1, True),
+              ("odd D, one batch row", 1, 777, 1500, 37, False)]
+
+
+def cases():
+    return _CASES_SIM if SIMULATOR else _CASES_GPU
+
+
+def hint(stage_name) -> str:
+    module = _resample.stage(stage_name)
+    text = pathlib.Path(module.__file__).read_text()
+    found = notebooks.lab_hints(text)
+    return found[0] if found else "write the kernel body"
+
+
+def grade(stage_name, kernel, *, quiet=False, **params) -> bool:
+    """Grade a learner's kernel for `stage_name`. Prints PASS or a diagnosis; returns True on PASS."""
+    say = (lambda *a: None) if quiet else print
+    module = _resample.stage(stage_name)
+    if kernel is None:
+        say(f"No kernel to grade yet: define the kernel in the cell above and run that cell first.\n"
+            f"What to write: {hint(stage_name)}.")
+        return False
+    for name, B, S, T, D, is_sorted in cases():
+        src_times, src_feats, tgt_times = _resample.random_problem(B, S, T, D, sorted_targets=is_sorted)
+        try:
+            verdict = check.check_on(lambda p: module.launch(p, kernel=kernel, **params),
+                                     src_times, src_feats, tgt_times)
+        except Exception as e:  # the learner's kernel failed to compile or run: explain, don't dump
+            say(f"Your kernel raised an error on the case '{name}' (B={B}, S={S}, T={T}, D={D}):\n"
+                f"  {type(e).__name__}: {_first_line(e)}\n"
+                f"Fix that first; the full traceback appears if you call the kernel directly.")
+            return False
+        if not verdict.ok:
+            say(f"Case '{name}':\n{verdict}")
+            if verdict.nan == verdict.total:
+                say(f"It looks like the kernel body is still the TODO. What to write: {hint(stage_name)}.")
+            return False
+    say(f"PASS: {stage_name} is correct on {len(cases())} fresh random cases "
+        f"(sorted and unsorted targets, S = 2, D = 1, odd D).")
+    return True
+
+
+def _first_line(e):
+    text = str(e).strip().split("\n")
+    return text[-1] if text else ""
+
+
+def demo_size():
+    """Sizes the lessons use: small in the simulator, benchmark-sized on a GPU."""
+    from .bench import BENCH_SIZE
+    return dict(B=2, S=24, T=64, D=8) if SIMULATOR else dict(BENCH_SIZE)
+
+
+def random_inputs(size=None, *, sorted_targets=True):
+    s = size or demo_size()
+    return _resample.random_problem(s["B"], s["S"], s["T"], s["D"], sorted_targets=sorted_targets,
+                                    rng=np.random.default_rng())

@@ -1,0 +1,205 @@
+"""Notebooks are built from plain-text sources, and labs from solutions.
+
+Sources live in `lessons/` in the "percent" format (`# %%` starts a code cell, `# %% [markdown]` a text cell
+whose lines start with `# `). Two kinds of source:
+
+    lessons/NN_topic.py       -> notebooks/NN_topic.ipynb             (the lesson)
+    lessons/NN_topic_lab.py   -> solutions/NN_topic_SOLUTION.ipynb    (the completed lab)
+                              -> labs/NN_topic.ipynb                  (the exercise, derived)
+
+A code line `#! kernel <module> <function>` is replaced by that function's source, read from cudabook's own
+module: each kernel is written once, in cudabook/, and every notebook shows that copy. Inside a kernel, the
+part a learner writes sits between `# >>> lab: <hint>` and `# <<< lab`. Lessons and solutions keep the code
+and drop the two marker lines; labs replace the region by the hint and `pass`.
+
+    python -m cudabook.notebooks build    regenerate every notebook
+    python -m cudabook.notebooks check    fail if any committed notebook differs from its source
+"""
+from __future__ import annotations
+
+import ast
+import json
+import pathlib
+import re
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SOURCES = ROOT / "lessons"
+PACKAGE = ROOT / "cudabook"
+
+LAB_BEGIN = re.compile(r"^(\s*)# >>> lab: (.*)$")
+LAB_END = re.compile(r"^\s*# <<< lab\s*$")
+DIRECTIVE = re.compile(r"^#! kernel (\S+) (\S+)\s*$")
+
+
+class SourceError(ValueError):
+    pass
+
+
+def parse_percent(text: str) -> list[dict]:
+    """Split a percent-format source into cells: [{"cell_type": ..., "source": ...}]."""
+    cells, kind, lines = [], None, []
+
+    def flush():
+        if kind is not None:
+            body = "\n".join(lines).strip("\n")
+            if kind == "markdown":
+                body = "\n".join(_unhash(line) for line in body.split("\n"))
+            cells.append({"cell_type": kind, "source": body})
+
+    for line in text.split("\n"):
+        if line.startswith("# %%"):
+            flush()
+            kind, lines = ("markdown" if "[markdown]" in line else "code"), []
+        elif kind is not None:
+            lines.append(line)
+    flush()
+    return cells
+
+
+def _unhash(line: str) -> str:
+    if line.startswith("# "):
+        return line[2:]
+    if line == "#":
+        return ""
+    raise SourceError(f"markdown line does not start with '# ': {line!r}")
+
+
+def function_source(module: str, function: str) -> str:
+    """The source of `function` (decorators included) in cudabook/<module path>.py."""
+    path = PACKAGE / (module.replace(".", "/") + ".py")
+    if not path.exists():
+        raise SourceError(f"#! kernel {module} {function}: no file {path.relative_to(ROOT)}")
+    text = path.read_text()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function:
+            first = min([d.lineno for d in node.decorator_list] + [node.lineno])
+            lines = text.split("\n")
+            end = node.end_lineno
+            while end < len(lines) and LAB_END.match(lines[end]):   # a closing marker is a comment: not in the AST
+                end += 1
+            return "\n".join(lines[first - 1:end])
+    raise SourceError(f"#! kernel {module} {function}: no function {function} in {path.relative_to(ROOT)}")
+
+
+def expand(code: str) -> str:
+    out = []
+    for line in code.split("\n"):
+        m = DIRECTIVE.match(line)
+        out.append(function_source(*m.groups()) if m else line)
+    return "\n".join(out)
+
+
+def strip_markers(code: str) -> str:
+    return "\n".join(line for line in code.split("\n") if not (LAB_BEGIN.match(line) or LAB_END.match(line)))
+
+
+def blank_regions(code: str) -> str:
+    """The lab version: each marked region becomes its hint and `pass`."""
+    out, inside = [], False
+    for line in code.split("\n"):
+        begin = LAB_BEGIN.match(line)
+        if begin:
+            indent, hint = begin.groups()
+            out += [f"{indent}# TODO: {hint}", f"{indent}pass"]
+            inside = True
+        elif LAB_END.match(line):
+            inside = False
+        elif not inside:
+            out.append(line)
+    if inside:
+        raise SourceError("a '# >>> lab:' region is never closed by '# <<< lab'")
+    return "\n".join(out)
+
+
+def lab_hints(code: str) -> list[str]:
+    return [m.group(2) for m in map(LAB_BEGIN.match, code.split("\n")) if m]
+
+
+def notebook(cells: list[dict]) -> dict:
+    nb_cells = []
+    for i, c in enumerate(cells):
+        cell = {"cell_type": c["cell_type"], "id": f"cell-{i:02d}", "metadata": {}, "source": c["source"]}
+        if c["cell_type"] == "code":
+            cell.update(execution_count=None, outputs=[])
+        nb_cells.append(cell)
+    return {
+        "cells": nb_cells,
+        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+                     "language_info": {"name": "python"}},
+        "nbformat": 4, "nbformat_minor": 5,
+    }
+
+
+def _render(cells, transform):
+    return notebook([dict(c, source=transform(expand(c["source"]))) if c["cell_type"] == "code" else c
+                     for c in cells])
+
+
+def targets() -> dict[pathlib.Path, dict]:
+    """Every notebook, by path, as its source says it should be."""
+    built = {}
+    for src in sorted(SOURCES.glob("[0-9][0-9]_*.py")):
+        cells = parse_percent(src.read_text())
+        stem = src.stem
+        if stem.endswith("_lab"):
+            topic = stem[:-4]
+            built[ROOT / "solutions" / f"{topic}_SOLUTION.ipynb"] = _render(cells, strip_markers)
+            built[ROOT / "labs" / f"{topic}.ipynb"] = _render(cells, blank_regions)
+        else:
+            built[ROOT / "notebooks" / f"{stem}.ipynb"] = _render(cells, strip_markers)
+    return built
+
+
+def dumps(nb: dict) -> str:
+    return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+
+
+def build() -> list[pathlib.Path]:
+    written = []
+    for path, nb in targets().items():
+        path.parent.mkdir(exist_ok=True)
+        text = dumps(nb)
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+            written.append(path)
+    return written
+
+
+def drift() -> list[str]:
+    """Notebooks that differ from their sources (or have no source, or are missing)."""
+    want = targets()
+    problems = [f"{p.relative_to(ROOT)}: missing (run `python -m cudabook.notebooks build`)"
+                for p in want if not p.exists()]
+    problems += [f"{p.relative_to(ROOT)}: differs from its source in lessons/ (edit the source, then build)"
+                 for p, nb in want.items() if p.exists() and _cells(json.loads(p.read_text())) != _cells(nb)]
+    for folder in ("notebooks", "labs", "solutions"):
+        for p in (ROOT / folder).glob("*.ipynb"):
+            if p not in want:
+                problems.append(f"{p.relative_to(ROOT)}: no source in lessons/")
+    return problems
+
+
+def _cells(nb):
+    def text(src):
+        return "".join(src) if isinstance(src, list) else src
+    return [(c["cell_type"], text(c["source"])) for c in nb["cells"]]
+
+
+def main(argv=None):
+    cmd = (argv or sys.argv[1:] or ["build"])[0]
+    if cmd == "build":
+        for p in build():
+            print("wrote", p.relative_to(ROOT))
+    elif cmd == "check":
+        problems = drift()
+        print("\n".join(problems) or "all notebooks match their sources")
+        return 1 if problems else 0
+    else:
+        print(__doc__)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""Run the whole workbook headlessly: every lesson this machine can run, then the results report.
+
+    python -m cudabook.workbook            lessons + solutions, executed into build/notebooks/
+    python -m cudabook.workbook --labs     also the labs (they run, and their graders say what to write)
+
+With a GPU the lessons run at full size and the benchmark writes build/results/<gpu>.json; with none they run
+in the simulator at small sizes, and the report shows the records in results/ instead.
+"""
+from __future__ import annotations
+
+import argparse
+import pathlib
+import shutil
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BUILD = ROOT / "build"
+
+
+def execute(path: pathlib.Path, out_dir: pathlib.Path, timeout: int) -> tuple[bool, float, str]:
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+    nb = nbformat.read(path, as_version=4)
+    start = time.time()
+    ok, err = True, ""
+    try:
+        NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    except CellExecutionError as e:
+        ok, err = False, str(e).strip().splitlines()[-1][:300]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, out_dir / path.name)
+    return ok, time.time() - start, err
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--labs", action="store_true", help="also execute the labs")
+    ap.add_argument("--timeout", type=int, default=1800, help="seconds a cell may take")
+    ap.add_argument("--no-bench", action="store_true", help="skip the benchmark on a GPU")
+    args = ap.parse_args(argv)
+
+    import cudabook
+    from cudabook import results
+    print(f"cudabook workbook on: {cudabook.where()}", flush=True)
+    folders = ["notebooks", "solutions"] + (["labs"] if args.labs else [])
+    paths = [p for f in folders for p in sorted((ROOT / f).glob("*.ipynb"))]
+    failures = 0
+    for i, path in enumerate(paths, 1):
+        print(f"[{i}/{len(paths)}] {path.relative_to(ROOT)} ...", end=" ", flush=True)
+        ok, seconds, err = execute(path, BUILD / path.parent.name, args.timeout)
+        failures += not ok
+        print(f"{'ok' if ok else 'FAILED'} ({seconds:.0f} s){'  ' + err if err else ''}", flush=True)
+    print(f"executed notebooks are in {(BUILD / 'notebooks').relative_to(ROOT)}/, "
+          f"{(BUILD / 'solutions').relative_to(ROOT)}/")
+
+    report = BUILD / "results"
+    report.mkdir(parents=True, exist_ok=True)
+    if cudabook.SIMULATOR or args.no_bench:
+        records = results.load_all()
+        print("\nNo GPU: the ladder as recorded in results/ (measured on real GPUs):\n" if cudabook.SIMULATOR else "")
+    else:
+        print("\nBenchmark (same process, same data, copy ceiling measured alongside):", flush=True)
+        record = results.run_ladder()
+        results.save(record, report)
+        records = [record]
+    text = "\n\n".join(results.table(r) for r in records) or "no records"
+    for r in records:
+        results.save_plot(r, report)
+        if cudabook.SIMULATOR:
+            shutil.copy(ROOT / "results" / f"{results.slug(r['gpu'])}.json", report)
+    (report / "ladder.md").write_text(text + "\n")
+    print(text)
+    print(f"\nreport: {(report / 'ladder.md').relative_to(ROOT)} and the plots beside it")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+# %% [markdown]
+# # 00 · Setup and ceilings
+#
+# Before we make anything fast we need two things: to know **what machine we are on**, and to know **how
+# fast is possible** on it. Every later stage reports its speed as a percentage of a ceiling measured here,
+# in the same process, on the same GPU. A number without a ceiling tells you nothing.
+#
+# The first cell must always be `import cudabook`. With no GPU it switches Numba to its CUDA *simulator*
+# (which must happen before numba is imported) and teaches the simulator the warp operations it lacks.
+
+# %%
+import cudabook
+from cudabook import device
+
+print(cudabook.where())
+
+# %% [markdown]
+# ## What machine am I on?
+#
+# With a GPU you see its name, compute capability (9.0 is Hopper: H100, H200), number of streaming
+# multiprocessors (SMs), memory, and the versions of everything that compiles and runs our kernels. Without
+# one you see "simulator": every Numba stage still runs (slowly, on small sizes) and every C++ stage still
+# compiles, but there are no timings.
+
+# %%
+info = device.describe()
+for key in ("gpu", "compute_capability", "sms", "memory_bytes", "driver_version", "nvrtc", "why_simulator"):
+    if info.get(key) is not None:
+        print(f"{key:>20}: {info[key]}")
+print(f"{'packages':>20}: " + ", ".join(f"{k} {v}" for k, v in info["packages"].items() if v))
+
+# %% [markdown]
+# ## The ceiling: how fast can bytes move?
+#
+# Our running example, trajectory resampling, does almost no arithmetic per byte: a search, one
+# multiply-add per channel. It is **memory-bound**: the best any kernel can do is to read each input once
+# and write each output once, at the speed the memory allows. So the ceiling is a bandwidth.
+#
+# Two numbers:
+# - the **theoretical** bandwidth from the device attributes (memory clock x 2 for DDR x bus width), which no
+#   real kernel reaches;
+# - the **measured** device-to-device copy (`cudaMemcpy`), counting bytes read plus bytes written. This is
+#   what a perfect streaming kernel achieves, and what we compare every stage to.
+#
+# ```
+#   bytes that must move            time a kernel takes
+#   ---------------------  = GB/s   ------------------- ... as a % of the copy's GB/s
+#   (inputs once, output once)
+# ```
+
+# %%
+from cudabook import bench
+from cudabook.resample import Problem
+
+B, S, T, D = bench.BENCH_SIZE.values()
+min_bytes = 4 * B * S + 2 * B * S * D + 4 * B * T + 2 * B * T * D
+print(f"benchmark problem B={B}, S={S}, T={T}, D={D}: {min_bytes / 1e6:.1f} MB must move at least")
+
+gpu = device.gpu()
+if gpu:
+    sizes_mb = [1, 4, 16, 64, 256, 1024]
+    measured = [bench.copy_GBps(mb * 1e6) for mb in sizes_mb]
+    print(f"theoretical: {gpu.theoretical_GBps:,.0f} GB/s   measured copy of 256 MB: {measured[-2]:,.0f} GB/s")
+    print(f"so the benchmark problem cannot take less than {min_bytes / measured[-1] / 1e3:.1f} µs")
+else:
+    print("No GPU: no measurement. The recorded benchmarks in results/ show what GPUs measured.")
+
+# %% [markdown]
+# Small copies are slower per byte: a launch costs a few microseconds whatever its size, and a small copy
+# cannot keep every memory channel busy. That is why the benchmark problem is large (270 MB), and why the
+# ceiling is measured at the benchmark's own size.
+
+# %%
+import matplotlib.pyplot as plt
+from cudabook import results
+
+fig, ax = plt.subplots(figsize=(6, 3))
+if gpu:
+    ax.semilogx(sizes_mb, measured, "o-", label="measured copy")
+    ax.axhline(gpu.theoretical_GBps, color="k", ls="--", lw=0.8, label="theoretical")
+    ax.set_xlabel("bytes copied (MB, read + write counted)")
+    ax.set_ylabel("GB/s")
+    ax.set_title(gpu.name)
+    ax.legend()
+else:
+    records = results.load_all()
+    ax.bar([r["gpu"] for r in records], [r["copy_GBps"] for r in records])
+    ax.set_ylabel("copy ceiling, GB/s")
+    ax.set_title("copy ceilings recorded in results/")
+fig.tight_layout()
+
+# %% [markdown]
+# ## How the workbook checks a kernel
+#
+# A kernel is correct when it computes `np.interp` for every (batch, channel), rounded once to bf16. The
+# checker is built so that a wrong kernel cannot slip through:
+#
+# 1. **fresh random inputs** every time (a kernel that only works on one input is not correct);
+# 2. the output is **poisoned** with NaN before each launch, so an element the kernel never writes fails;
+# 3. **NaN never passes**;
+# 4. the tolerance is **one bf16 rounding** of the float64 reference (half a bf16 unit in the last place),
+#    plus a little float32 arithmetic slack. A kernel that truncates instead of rounding fails.
+#
+# Here is the checker catching a kernel that truncates (drops the low 16 bits instead of rounding):
+
+# %%
+import numpy as np
+from numba import cuda
+from cudabook import check
+from cudabook.bits import bf16_to_f32, lerp
+from cudabook.resample.s01_naive import find_interval, weight, launch as launch_naive
+from cudabook.bits import _as_bits
+
+
+@cuda.jit
+def truncating(times, feats, targets, out):
+    t = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    b = cuda.blockIdx.y
+    if t < targets.shape[1]:
+        x = targets[b, t]
+        lo = find_interval(times, b, x)
+        w = weight(times, b, lo, x)
+        for d in range(feats.shape[2]):
+            v = lerp(bf16_to_f32(feats[b, lo, d]), bf16_to_f32(feats[b, lo + 1, d]), w)
+            out[b, t, d] = np.uint16(_as_bits(v) >> np.uint32(16))   # the bug: truncation
+
+
+print(check.check_launch(lambda p: launch_naive(p, kernel=truncating), 2, 16, 40, 4))
+
+# %% [markdown]
+# The tests in `tests/corpus/` hold a collection of such deliberately wrong kernels (a wrong search bound,
+# a missing tail, an unwritten element, truncation, a race, a wrong shuffle mask...). A test fails if the
+# checker lets any of them pass. Next: [01 · naive](01_naive.ipynb).

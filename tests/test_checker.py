@@ -1,0 +1,50 @@
+"""The checker itself: tolerance, NaN, poison, diagnostics."""
+import numpy as np
+
+from cudabook import check, resample
+from cudabook.resample.inputs import BF16, reference_with_scale
+
+
+def problem():
+    st, sf, tt = resample.random_problem(2, 11, 25, 6)
+    ref, scale = reference_with_scale(st, sf, tt)
+    return ref, scale
+
+
+def test_the_correctly_rounded_answer_passes():
+    ref, scale = problem()
+    assert check.compare(ref.astype(np.float32).astype(BF16), ref, scale).ok
+
+
+def test_a_nan_never_passes():
+    ref, scale = problem()
+    got = ref.astype(np.float32).astype(BF16)
+    got[1, 3, 2] = np.nan
+    v = check.compare(got, ref, scale)
+    assert not v.ok and v.wrong == 1 and v.nan == 1 and "out[1, 3, 2]" in v.message
+
+
+def test_one_bf16_step_off_fails():
+    ref, scale = problem()
+    bits = ref.astype(np.float32).astype(BF16).view(np.uint16).copy()
+    bits[0, 0, 0] += 1
+    v = check.compare(bits.view(BF16), ref, scale)
+    assert not v.ok and v.wrong == 1
+
+
+def test_wrong_shape_fails():
+    ref, scale = problem()
+    assert not check.compare(np.zeros((1, 1, 1), BF16), ref, scale).ok
+
+
+def test_unwritten_output_is_caught_by_the_poison():
+    def writes_nothing(p):
+        pass
+    v = check.check_launch(writes_nothing, 1, 5, 9, 2)
+    assert not v.ok and v.nan == v.total and "no output was written" in v.message
+
+
+def test_bf16_half_ulp():
+    assert check.bf16_half_ulp(1.0) == 2.0 ** -8
+    assert check.bf16_half_ulp(1.5) == 2.0 ** -8
+    assert check.bf16_half_ulp(2.0) == 2.0 ** -7

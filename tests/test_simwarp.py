@@ -1,0 +1,127 @@
+"""The simulator's warp operations follow CUDA's semantics (and are stricter about masks)."""
+import numpy as np
+import pytest
+from numba import cuda
+
+from cudabook import SIMULATOR, simwarp
+
+pytestmark = pytest.mark.skipif(not SIMULATOR, reason="tests the simulator's warp operations (no GPU here)")
+FULL = 0xFFFFFFFF
+
+
+@cuda.jit
+def xor_allreduce(a, out):
+    i = cuda.threadIdx.x
+    v = a[i]
+    off = 16
+    while off > 0:
+        v += cuda.shfl_xor_sync(0xFFFFFFFF, v, off)
+        off //= 2
+    out[i] = v
+
+
+@cuda.jit
+def down_reduce(a, out):
+    i = cuda.threadIdx.x
+    v = a[i]
+    off = 16
+    while off > 0:
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, off)
+        off //= 2
+    out[i] = v
+
+
+@cuda.jit
+def up_scan(a, out):
+    i = cuda.threadIdx.x
+    lane = i % 32
+    v = a[i]
+    off = 1
+    while off < 32:
+        u = cuda.shfl_up_sync(0xFFFFFFFF, v, off)
+        if lane >= off:
+            v += u
+        off *= 2
+    out[i] = v
+
+
+@cuda.jit
+def broadcast_and_ballot(a, src, bcast, ballot):
+    i = cuda.threadIdx.x
+    bcast[i] = cuda.shfl_sync(0xFFFFFFFF, a[i], src[0])
+    ballot[i] = cuda.ballot_sync(0xFFFFFFFF, a[i] > 40)
+
+
+@cuda.jit
+def shifts_keep_own(a, up, down):
+    i = cuda.threadIdx.x
+    up[i] = cuda.shfl_up_sync(0xFFFFFFFF, a[i], 3)
+    down[i] = cuda.shfl_down_sync(0xFFFFFFFF, a[i], 3)
+
+
+@cuda.jit
+def early_exit(a, out, mask_out):
+    i = cuda.threadIdx.x
+    if i % 32 >= 16:
+        return
+    cuda.syncwarp(0x0000FFFF)
+    mask_out[i] = cuda.activemask()
+    out[i] = cuda.shfl_xor_sync(0x0000FFFF, a[i], 1)
+
+
+@cuda.jit
+def wrong_mask(a, out):
+    i = cuda.threadIdx.x
+    out[i] = cuda.shfl_sync(0x0000FFFF, a[i], 0)
+
+
+def test_xor_allreduce_gives_each_warp_its_sum():
+    a = np.arange(64, dtype=np.float64)
+    out = np.zeros(64)
+    xor_allreduce[1, 64](a, out)
+    assert np.all(out[:32] == a[:32].sum()) and np.all(out[32:] == a[32:].sum())
+
+
+def test_down_reduction_puts_the_sum_in_lane_0():
+    a = np.random.default_rng().integers(0, 100, 64).astype(np.int64)
+    out = np.zeros(64, np.int64)
+    down_reduce[1, 64](a, out)
+    assert out[0] == a[:32].sum() and out[32] == a[32:].sum()
+
+
+def test_up_scan_is_an_inclusive_prefix_sum_per_warp():
+    a = np.random.default_rng().integers(0, 100, 64).astype(np.int64)
+    out = np.zeros(64, np.int64)
+    up_scan[1, 64](a, out)
+    assert np.array_equal(out[:32], np.cumsum(a[:32])) and np.array_equal(out[32:], np.cumsum(a[32:]))
+
+
+def test_broadcast_and_ballot():
+    a = np.arange(64, dtype=np.int64)
+    bcast, ballot = np.zeros(64, np.int64), np.zeros(64, np.int64)
+    broadcast_and_ballot[1, 64](a, np.array([37]), bcast, ballot)   # source lane 37 % 32 = 5
+    assert np.all(bcast[:32] == 5) and np.all(bcast[32:] == 37)
+    assert np.all(ballot[:32] == 0)
+    assert np.all(ballot[32:] == sum(1 << (v - 32) for v in range(41, 64)))
+
+
+def test_out_of_range_lanes_keep_their_own_value():
+    a = np.arange(32, dtype=np.int64) * 10
+    up, down = np.zeros(32, np.int64), np.zeros(32, np.int64)
+    shifts_keep_own[1, 32](a, up, down)
+    assert np.array_equal(up[:3], a[:3]) and np.array_equal(up[3:], a[:-3])
+    assert np.array_equal(down[-3:], a[-3:]) and np.array_equal(down[:-3], a[3:])
+
+
+def test_lanes_that_returned_are_not_waited_for():
+    a = np.arange(64, dtype=np.int64)
+    out, masks = np.full(64, -1, np.int64), np.zeros(64, np.int64)
+    early_exit[1, 64](a, out, masks)
+    assert np.array_equal(out[:16], a[:16] ^ 1) and np.array_equal(out[32:48], a[32:48] ^ 1)
+    assert np.all(out[16:32] == -1)
+    assert np.all(masks[:16] == 0xFFFF)
+
+
+def test_a_lane_outside_the_mask_is_an_error_that_says_so():
+    with pytest.raises(simwarp.WarpMaskError, match="not set in mask 0x0000ffff"):
+        wrong_mask[1, 32](np.arange(32), np.zeros(32))
