@@ -22,7 +22,9 @@ if SIMULATOR:
             "numba.cuda was imported before cudabook on a machine with no GPU, so Numba could not be switched "
             "to its simulator. Restart the kernel and run `import cudabook` before importing numba.",
             RuntimeWarning, stacklevel=2)
-    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+        os.environ["CUDABOOK_SET_CUDASIM"] = "1"
 
 from numba import cuda  # noqa: E402  (must follow the simulator switch above)
 

@@ -92,7 +92,9 @@ def why_no_gpu() -> str | None:
 @functools.lru_cache(maxsize=1)
 def simulator_forced() -> bool:
     """Did the user ask for the simulator? Read once, before cudabook itself sets the variable."""
-    return os.environ.get("CUDABOOK_SIMULATOR") == "1" or os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+    set_by_us = os.environ.get("CUDABOOK_SET_CUDASIM") == "1"     # inherited from a parent `import cudabook`
+    return os.environ.get("CUDABOOK_SIMULATOR") == "1" or (
+        os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" and not set_by_us)
 
 
 def has_gpu() -> bool:

@@ -24,7 +24,7 @@ src_times, src_feats, tgt_times = resample.random_problem(1, 12, 40, 1, rng=3)
 out = resample.run("01_naive", src_times, src_feats, tgt_times)
 
 fig, ax = plt.subplots(figsize=(7, 2.6))
-ax.plot(src_times[0], src_feats[0, :, 0].astype(float), "o", label="source samples")
+ax.plot(src_times[0], src_feats[0, :, 0].astype(float), "o--", lw=0.6, label="source samples")
 ax.plot(tgt_times[0], out[0, :, 0].astype(float), "x", label="resampled (stage 01)")
 ax.set_xlabel("time"); ax.legend(); ax.set_title("one batch row, one channel")
 plt.show()
