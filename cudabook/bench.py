@@ -4,6 +4,11 @@ Times come from CUDA events around the launches after a warm-up, the median of m
 device-to-device copy of a buffer as large as the problem's traffic: GB/s counts bytes read plus bytes written.
 A kernel's GB/s counts the fewest bytes the problem needs (`Problem.min_bytes`), so % of copy is honest:
 extra traffic a kernel makes lowers its figure.
+
+Two details that matter. Numba spends tens of microseconds of host time on every launch; timing a single
+launch would count that, so a measurement times `batch` launches queued back to back and divides. And the
+copy ceiling is the faster of the driver's own device-to-device copy and a 16-byte-per-thread copy kernel:
+the one a streaming kernel can actually reach.
 """
 from __future__ import annotations
 
@@ -26,8 +31,9 @@ def _require_gpu():
         raise NoTimingsInSimulator("the simulator has no clock worth reading: timings need a GPU")
 
 
-def time_ms(fn, *, warmup=3, repeats=25, flush=None) -> float:
-    """Median milliseconds of `fn()` (which only enqueues GPU work), timed with CUDA events."""
+def time_ms(fn, *, warmup=3, repeats=25, batch=1, flush=None) -> float:
+    """Median milliseconds of one `fn()` (which only enqueues GPU work), timed with CUDA events around
+    `batch` calls queued back to back (so the host's launch overhead hides behind the GPU's work)."""
     _require_gpu()
     for _ in range(warmup):
         fn()
@@ -38,10 +44,11 @@ def time_ms(fn, *, warmup=3, repeats=25, flush=None) -> float:
             flush()
         start, stop = cuda.event(), cuda.event()
         start.record()
-        fn()
+        for _ in range(batch):
+            fn()
         stop.record()
         stop.synchronize()
-        times.append(cuda.event_elapsed_time(start, stop))
+        times.append(cuda.event_elapsed_time(start, stop) / batch)
     return statistics.median(times)
 
 
@@ -55,17 +62,91 @@ class L2Flush:
         self.buf[:] = 0
 
 
-def copy_GBps(nbytes, *, repeats=25) -> float:
-    """The device-to-device copy ceiling: GB/s (read + write) of a cudaMemcpy of nbytes / 2 each way."""
+def copy_ceilings(nbytes, *, repeats=25) -> dict:
+    """GB/s (read + write counted) of copying nbytes / 2 from one buffer to another, every way we have:
+    the driver's cuMemcpyDtoDAsync, a copy kernel moving 4 x 16 bytes per thread per step, and PyTorch's
+    `copy_` when torch is installed. The ceiling is the fastest: the one a streaming kernel can reach."""
     _require_gpu()
-    n = max(int(nbytes) // 2 // 4, 1 << 20)
-    src = cuda.to_device(np.arange(n, dtype=np.int32))
+    from cuda.bindings import driver as drv
+
+    words = max(int(nbytes) // 2 // 64, 1 << 14) * 16
+    src = cuda.to_device(np.arange(words, dtype=np.uint32).reshape(1, 1, words))
     dst = cuda.device_array_like(src)
-    ms = time_ms(lambda: dst.copy_to_device(src), repeats=repeats)
-    return 2 * n * 4 / (ms * 1e-3) / 1e9
+    moved = 2 * words * 4
+
+    def driver_copy():
+        err, = drv.cuMemcpyDtoDAsync(dst.device_ctypes_pointer.value, src.device_ctypes_pointer.value, words * 4, 0)
+        if err != drv.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(f"cuMemcpyDtoDAsync failed: {err.name}")
+
+    sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
+    kernel = _copy_kernel()
+    out = {"memcpy": moved / (time_ms(driver_copy, repeats=repeats, batch=10) * 1e-3) / 1e9}
+    for per_sm in (4, 8):
+        blocks = sms * per_sm
+        ms = time_ms(lambda: kernel[blocks, 256](src, dst), repeats=repeats, batch=10)
+        out[f"kernel16x4_{per_sm}"] = moved / (ms * 1e-3) / 1e9
+    if not np.array_equal(dst.copy_to_host(), src.copy_to_host()):
+        raise RuntimeError("the copy ceiling's copy kernel copied wrongly")
+    out.update(_torch_copy(words * 4, repeats))
+    return {k: round(v, 1) for k, v in out.items()}
 
 
-def measure_stage(launch, problem, *, repeats=25, **params) -> dict:
-    """median_us, GBps and the raw ms of one stage's launch on an uploaded problem."""
-    ms = time_ms(lambda: launch(problem, **params), repeats=repeats)
+def _copy_kernel():
+    from .resample.s03_coalesced import load_u32x4, store_u32x4
+
+    @cuda.jit
+    def copy16x4(a, b):
+        """Grid-stride copy: each thread has four 16-byte loads in flight before it stores."""
+        n = a.shape[2]
+        step = 4 * cuda.gridDim.x * cuda.blockDim.x
+        i = 4 * (cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x)
+        while i + 3 * step < n:
+            x0, x1, x2, x3 = load_u32x4(a, 0, 0, i)
+            y0, y1, y2, y3 = load_u32x4(a, 0, 0, i + step)
+            z0, z1, z2, z3 = load_u32x4(a, 0, 0, i + 2 * step)
+            u0, u1, u2, u3 = load_u32x4(a, 0, 0, i + 3 * step)
+            store_u32x4(b, 0, 0, i, x0, x1, x2, x3)
+            store_u32x4(b, 0, 0, i + step, y0, y1, y2, y3)
+            store_u32x4(b, 0, 0, i + 2 * step, z0, z1, z2, z3)
+            store_u32x4(b, 0, 0, i + 3 * step, u0, u1, u2, u3)
+            i += 4 * step
+        while i < n:
+            x0, x1, x2, x3 = load_u32x4(a, 0, 0, i)
+            store_u32x4(b, 0, 0, i, x0, x1, x2, x3)
+            i += step
+
+    return copy16x4
+
+
+def _torch_copy(nbytes, repeats) -> dict:
+    try:
+        import torch
+        if not torch.cuda.is_available():
+            return {}
+    except ImportError:
+        return {}
+    a = torch.empty(nbytes, dtype=torch.uint8, device="cuda").random_(0, 255)
+    b = torch.empty_like(a)
+    times = []
+    for i in range(repeats + 3):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(10):
+            b.copy_(a)
+        stop.record()
+        stop.synchronize()
+        if i >= 3:
+            times.append(start.elapsed_time(stop) / 10)
+    return {"torch_copy": 2 * nbytes / (statistics.median(times) * 1e-3) / 1e9}
+
+
+def copy_GBps(nbytes, *, repeats=25) -> float:
+    """The copy ceiling: the faster of the driver's copy and a 16-byte copy kernel, GB/s read + write."""
+    return max(copy_ceilings(nbytes, repeats=repeats).values())
+
+
+def measure_stage(launch, problem, *, repeats=25, batch=10, **params) -> dict:
+    """median_us and GBps of a stage's launch on an uploaded problem (batch launches back to back)."""
+    ms = time_ms(lambda: launch(problem, **params), repeats=repeats, batch=batch)
     return {"median_us": round(ms * 1e3, 2), "GBps": round(problem.min_bytes / (ms * 1e-3) / 1e9, 1)}

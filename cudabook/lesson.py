@@ -43,7 +43,7 @@ def sweep(stage: str, param: str, values, *, fixed=None, size=None):
     if SIMULATOR:
         print(f"No GPU, so no timings: checking that every {param} gives correct results instead.")
         for v in values:
-            verdict = check.check_launch(module.launch, 2, 20, 48, 9, **{**fixed, param: v})
+            verdict = check.check_launch(module.launch, 1, 20, 12, 9, **{**fixed, param: v})
             print(f"  {param}={v!r:>6}: {verdict.message.splitlines()[0]}")
         return None
     size = dict(size or bench.BENCH_SIZE)

@@ -54,8 +54,10 @@ def run_ladder(stages=None, *, size=None, sorted_targets=True, peers=True, repea
                                                               rng=np.random.default_rng())
     ref, scale = resample.inputs.reference_with_scale(src_times, src_feats, tgt_times)
     problem = resample.upload(src_times, src_feats, tgt_times)
-    copy = bench.copy_GBps(problem.min_bytes)
-    progress(f"copy ceiling: {copy:,.0f} GB/s (device-to-device, read + write, {problem.min_bytes / 1e6:.1f} MB)")
+    ceilings = bench.copy_ceilings(problem.min_bytes)
+    copy = max(ceilings.values())
+    progress(f"copy ceiling: {copy:,.0f} GB/s (read + write of {problem.min_bytes / 1e6:.1f} MB; "
+             + ", ".join(f"{k} {v:,.0f}" for k, v in ceilings.items()) + ")")
     rows = {}
     for name in stages:
         why = resample.unavailable(name)
@@ -91,6 +93,7 @@ def run_ladder(stages=None, *, size=None, sorted_targets=True, peers=True, repea
         "schema": 1,
         "gpu": info["gpu"],
         "copy_GBps": round(copy, 1),
+        "copy_ceilings_GBps": {k: round(v, 1) for k, v in ceilings.items()},
         "machine": info,
         "commit": _commit(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

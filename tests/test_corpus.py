@@ -1,6 +1,7 @@
 """The checker must catch every deliberately wrong kernel in tests/corpus/.
 
-Each module there defines BUG (what is wrong), launch(p), and optionally SIZE and SORTED. A planted bug counts
+Each module there defines BUG (what is wrong), launch(p), and optionally SIZE (simulator), GPU_SIZE, SORTED,
+and GPU_ONLY or SIM_ONLY (a sentence saying why the bug can only be shown there). A planted bug counts
 as caught when the checker's verdict fails, or when the kernel raises (the simulator's warp operations raise
 on a wrong mask, for instance). Fresh random inputs each try; a bug must be caught within three tries.
 """
@@ -29,6 +30,8 @@ def test_checker_catches(name):
     module = importlib.import_module(f"corpus.{name}")
     if getattr(module, "GPU_ONLY", False) and SIMULATOR:
         pytest.skip(f"{name}: {module.GPU_ONLY}")
+    if getattr(module, "SIM_ONLY", False) and not SIMULATOR:
+        pytest.skip(f"{name}: {module.SIM_ONLY}")
     for _ in range(3):
         caught = attempt(module)
         if caught:

@@ -1,0 +1,114 @@
+"""cudabook.nvrtc: compiling CUDA C++ to cubins with no GPU, caching, readable compile errors, SASS."""
+import pytest
+
+from cudabook import device, nvrtc
+
+TINY = r'''
+extern "C" __global__ void scale(float* x, float a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = a * x[i] + 1.0f;
+}
+'''
+
+BROKEN = '''extern "C" __global__ void broken(float* x) {
+    int i = threadIdx.x;
+    x[i] = undefined_name * 2.0f;
+}
+'''
+
+
+def _needs_sass():
+    try:
+        nvrtc.cuobjdump_path()
+        nvrtc._tool_path("nvdisasm") or pytest.skip("nvdisasm is not installed: pip install nvidia-cuda-nvdisasm")
+    except nvrtc.ToolMissing as e:
+        pytest.skip(str(e))
+
+
+def test_compiles_to_a_hopper_cubin_without_a_gpu():
+    cubin = nvrtc.compile(TINY, arch="sm_90a", disk_cache=False)
+    assert cubin[:4] == b"\x7fELF"          # a cubin is an ELF file of machine code, not PTX text
+
+
+def test_default_arch():
+    arch = nvrtc.default_arch()
+    if device.gpu() is None:
+        assert arch == "sm_90a"
+    else:
+        major, minor = device.compute_capability()
+        assert arch.startswith(f"sm_{major}{minor}")
+
+
+def test_memory_cache_hit():
+    source = TINY + "\n// memory cache test\n"
+    before = dict(nvrtc.stats)
+    a = nvrtc.compile(source, arch="sm_90a", disk_cache=False)
+    b = nvrtc.compile(source, arch="sm_90a", disk_cache=False)
+    assert a == b
+    assert nvrtc.stats["compiled"] == before["compiled"] + 1
+    assert nvrtc.stats["memory_hits"] == before["memory_hits"] + 1
+
+
+def test_disk_cache_hit(tmp_path, monkeypatch):
+    monkeypatch.setattr(nvrtc, "CACHE_DIR", tmp_path)
+    source = TINY + "\n// disk cache test\n"
+    a = nvrtc.compile(source, arch="sm_90a", disk_cache=True)
+    assert list(tmp_path.glob("*.cubin"))
+    nvrtc.clear_cache()
+    before = nvrtc.stats["disk_hits"]
+    b = nvrtc.compile(source, arch="sm_90a", disk_cache=True)
+    assert a == b and nvrtc.stats["disk_hits"] == before + 1
+
+
+def test_options_and_defines_change_the_key():
+    a = nvrtc.compile(TINY, arch="sm_90a", disk_cache=False)
+    b = nvrtc.compile(TINY, arch="sm_90a", options=["-lineinfo"], disk_cache=False)
+    c = nvrtc.compile(TINY, arch="sm_80", disk_cache=False)
+    assert a != c and len(b) >= len(a)
+    with pytest.raises(ValueError, match="unknown option"):
+        nvrtc.compile(TINY, options=["--no-such-flag"], disk_cache=False)
+
+
+def test_compile_error_shows_the_offending_line():
+    with pytest.raises(nvrtc.CompileError) as info:
+        nvrtc.compile(BROKEN, arch="sm_90a", name="broken.cu", disk_cache=False)
+    message = str(info.value)
+    assert "broken.cu:3: error" in message
+    assert ">>    3 |     x[i] = undefined_name * 2.0f;" in message     # the line, numbered and marked
+    assert "^^^" in message
+    assert info.value.errors == [("broken.cu", 3, 'identifier "undefined_name" is undefined')]
+
+
+def test_headers_from_the_pip_wheels():
+    src = '#include <cuda/std/cstdint>\nextern "C" __global__ void k(cuda::std::uint32_t* p) { p[0] = 7u; }\n'
+    assert nvrtc.compile(src, arch="sm_90a", include_cccl=True, disk_cache=False)[:4] == b"\x7fELF"
+
+
+def test_sass_finds_instructions():
+    _needs_sass()
+    cubin = nvrtc.compile(TINY, arch="sm_90a", disk_cache=False)
+    assert nvrtc.sass_lines(cubin, r"^STG")                  # the store
+    assert nvrtc.sass_lines(cubin, r"^FFMA")                 # a * x + 1 fused
+    assert "scale" in nvrtc.sass(cubin, "scale")
+
+
+def test_resource_usage():
+    try:
+        nvrtc.cuobjdump_path()
+    except nvrtc.ToolMissing as e:
+        pytest.skip(str(e))
+    usage = nvrtc.resource_usage(nvrtc.compile(TINY, arch="sm_90a", disk_cache=False))
+    assert usage["scale"]["registers"] > 0 and usage["scale"]["local"] == 0
+
+
+@pytest.mark.gpu
+def test_load_and_launch():
+    import ctypes
+
+    import numpy as np
+    from numba import cuda
+    x = cuda.to_device(np.arange(1000, dtype=np.float32))
+    kernel = nvrtc.load(nvrtc.compile(TINY), "scale")
+    kernel.launch((1000 + 127) // 128, 128, [x.device_ctypes_pointer.value, 2.0, 1000],
+                  [ctypes.c_void_p, ctypes.c_float, ctypes.c_int])
+    np.testing.assert_array_equal(x.copy_to_host(), 2 * np.arange(1000, dtype=np.float32) + 1)

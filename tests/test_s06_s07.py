@@ -1,0 +1,270 @@
+"""06 cp.async and 07 TMA: the C++ rungs.
+
+CPU (no GPU needed): both kernels compile to sm_90a cubins, their SASS has the instructions the lessons are
+about (LDGSTS for cp.async, UTMALDG/UTMASTG for TMA), the host's shared-memory layout agrees with the
+kernel's, and run() says what the stage needs on a machine that cannot run it.
+GPU: the edge cases every stage must pass, random cases, parameter variants (pipeline depth, box and window
+shapes, the TMA store, few blocks so the ring wraps), both tensor-map paths giving identical output, the
+benchmark size once, and compute-sanitizer memcheck/racecheck on small problems.
+"""
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from cudabook import check, device, nvrtc, resample
+from cudabook.resample import inputs, s06_cp_async as s06, s07_tma as s07
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _sass_or_skip():
+    try:
+        nvrtc.cuobjdump_path()
+    except nvrtc.ToolMissing as e:
+        pytest.skip(str(e))
+    if nvrtc._tool_path("nvdisasm") is None:
+        pytest.skip("cuobjdump needs nvdisasm to print SASS: pip install nvidia-cuda-nvdisasm")
+
+
+# ------------------------------------------------------------------------------------------ CPU
+
+def test_stages_are_listed():
+    assert "06_cp_async" in resample.STAGES and "07_tma" in resample.STAGES
+    assert resample.stage(6) is s06 and resample.stage("07") is s07
+    assert s06.TITLE == "cp.async pipeline" and s07.TITLE == "TMA bulk tensor copies"
+
+
+@pytest.mark.parametrize("D", [256, 12, 6])          # 16-, 8- and 4-byte copies
+def test_06_sass_has_ldgsts(D):
+    _sass_or_skip()
+    cubin = s06.compile_cubin("sm_90a", D=D)
+    copies = nvrtc.sass_lines(cubin, r"^LDGSTS", kernel=s06.KERNEL)
+    assert copies, "no cp.async (LDGSTS) instructions in the 06 kernel"
+    if D == 256:
+        assert any("BYPASS.128" in c for c in copies), copies[:5]   # 16-byte copies that skip L1 (.cg)
+    assert nvrtc.sass_lines(cubin, r"LDGDEPBAR|DEPBAR", kernel=s06.KERNEL)   # commit_group / wait_group
+
+
+def test_06_compiles_for_ampere():
+    assert s06.compile_cubin("sm_80")[:4] == b"\x7fELF"
+
+
+def test_07_sass_has_utmaldg():
+    _sass_or_skip()
+    cubin = s07.compile_cubin("sm_90a")
+    assert nvrtc.sass_lines(cubin, r"^UTMALDG\.3D", kernel=s07.KERNEL)       # feature rows: [B, S, D] boxes
+    times_by_tma = s07.compile_cubin("sm_90a", times_tma=True)
+    assert nvrtc.sass_lines(times_by_tma, r"^UTMALDG\.2D", kernel=s07.KERNEL)   # source times: [B, S] boxes
+    assert nvrtc.sass_lines(cubin, r"SYNCS", kernel=s07.KERNEL)        # the mbarrier operations
+    assert not nvrtc.sass_lines(cubin, r"^UTMASTG", kernel=s07.KERNEL)
+    stored = s07.compile_cubin("sm_90a", tma_store=True)
+    assert nvrtc.sass_lines(stored, r"^UTMASTG", kernel=s07.KERNEL)
+
+
+def test_no_register_spills():
+    try:
+        nvrtc.cuobjdump_path()
+    except nvrtc.ToolMissing as e:
+        pytest.skip(str(e))
+    for cubin, name in ((s06.compile_cubin(), s06.KERNEL), (s07.compile_cubin(), s07.KERNEL)):
+        assert nvrtc.resource_usage(cubin)[name]["local"] == 0
+
+
+@pytest.mark.parametrize("D, params", [(256, {}), (12, {}), (6, {}), (520, {"stages": 3, "window_rows": 20}),
+                                       (64, {"targets_per_item": 64, "threads": 128})])
+def test_06_host_layout_matches_kernel(D, params):
+    cfg = s06.config(D, **params)
+    nvrtc.compile(s06.source(), arch="sm_90a", name="cp_async.cu", include_path=[s06.KERNEL_DIR],
+                  defines={**cfg, "EXPECT_SMEM": s06.smem_bytes(cfg)})
+
+
+@pytest.mark.parametrize("D, params", [(256, {}), (8, {}), (136, {"box_rows": 3}), (64, {"tma_store": True}),
+                                       (256, {"targets_per_item": 20, "window_rows": 30, "stages": 3}),
+                                       (256, {"times_tma": True, "schedule": "strided"})])
+def test_07_host_layout_matches_kernel(D, params):
+    cfg = s07.config(D, **params)
+    assert cfg["BOXR"] * cfg["DC"] * 2 % 128 == 0 and cfg["WMAX"] % cfg["BOXR"] == 0 and cfg["WMAX"] % 4 == 0
+    nvrtc.compile(s07.source(), arch="sm_90a", name="tma.cu", include_path=[s07.KERNEL_DIR],
+                  defines={**cfg, "EXPECT_SMEM": s07.smem_bytes(cfg)})
+
+
+def test_defaults_fit_two_blocks_per_hopper_sm():
+    # 227 KiB of shared memory per SM on H100/H200: two blocks of each kernel fit at the benchmark's D = 256
+    assert 2 * s06.smem_bytes(s06.config(256)) <= 227 * 1024
+    assert 2 * s07.smem_bytes(s07.config(256)) <= 227 * 1024
+
+
+def test_sources_have_lab_markers():
+    for module in (s06, s07):
+        text = module.source()
+        assert text.count("// >>> lab:") == 1 and text.count("// <<< lab") == 1
+
+
+def test_paths_for_awkward_shapes():
+    class P:   # plan() reads only the shape
+        def __init__(self, D):
+            self.shape = (2, 10, 20, D)
+    assert s07.plan(P(12))["path"].startswith("fallback")     # 24-byte rows: not whole 16-byte chunks
+    assert s07.plan(P(16))["path"] == "tma"
+    assert s07.plan(P(16), times_tma=True)["config"]["TIMES_TMA"] == 0   # S = 10: rows not 16-byte multiples
+    assert s07.config(16, S=12, times_tma=True)["TIMES_TMA"] == 1
+    assert s06.plan(P(7))["path"].startswith("fallback")
+    assert s06.plan(P(6))["config"]["VEC"] == 2
+
+
+@pytest.mark.skipif(device.gpu() is not None, reason="this machine has a GPU")
+@pytest.mark.parametrize("name, need", [("06_cp_async", "8.0"), ("07_tma", "9.0")])
+def test_run_without_gpu_says_what_is_needed(name, need):
+    st, sf, tt = inputs.random_problem(1, 5, 4, 3, rng=0)
+    with pytest.raises(resample.StageUnavailable) as info:
+        resample.run(name, st, sf, tt)
+    message = str(info.value)
+    assert name in message and f"compute capability {need}" in message and "this machine has none" in message
+
+
+# ------------------------------------------------------------------------------------------ GPU
+
+def edge_cases():
+    """(id, src_times, src_feats, tgt_times): the cases every stage must pass."""
+    rng = np.random.default_rng(7)
+    out = []
+
+    def add(name, B, S, T, D, sorted_targets=True):
+        out.append((name,) + inputs.random_problem(B, S, T, D, sorted_targets=sorted_targets, rng=rng))
+
+    add("S=2", 3, 2, 300, 16)
+    add("D=1", 2, 200, 300, 1)
+    add("D=7 odd", 2, 200, 300, 7)
+    add("D=12 not a multiple of 8", 2, 200, 300, 12)
+    add("D=6 (4-byte copies)", 2, 200, 300, 6)
+    add("D=520 several chunks", 2, 150, 100, 520)
+    add("unsorted", 2, 300, 500, 64, sorted_targets=False)
+    add("B=1", 1, 500, 900, 32)
+    st, sf, _ = inputs.random_problem(2, 100, 1, 24, rng=rng)
+    outside = np.concatenate([st[:, :1] - np.float32(5), st[:, :1] - np.float32(0.01),
+                              st[:, -1:] + np.float32(0.01), st[:, -1:] + np.float32(1e3)], axis=1)
+    out.append(("targets outside the source range", st, sf, np.sort(outside, axis=1).astype(np.float32)))
+    out.append(("targets exactly on source times", st, sf, st.copy()))
+    out.append(("T=0", st, sf, np.zeros((2, 0), np.float32)))
+    return out
+
+
+EDGE = edge_cases()
+EDGE_IDS = [e[0] for e in EDGE]
+
+RANDOM = [(3, 777, 1500, D, srt) for D in (1, 7, 64, 129, 256) for srt in (True, False)]
+
+V06 = [{}, {"schedule": "strided"}, {"stages": 2}, {"stages": 3, "blocks": 3}, {"window_rows": 6, "blocks": 5}, {"threads": 64},
+       {"targets_per_item": 64, "d_chunk": 64}, {"targets_per_item": 7, "window_rows": 9, "blocks": 2}]
+V07 = [{}, {"schedule": "strided"}, {"tma_store": True}, {"box_rows": 1}, {"box_rows": 16, "window_rows": 64}, {"stages": 2, "blocks": 3},
+       {"window_rows": 8, "blocks": 5}, {"consumer_warps": 2}, {"targets_per_item": 64, "d_chunk": 64},
+       {"targets_per_item": 8, "tma_store": True, "blocks": 2}, {"streaming_stores": True},
+       {"tensor_map": "cuda_core"}, {"tensor_map": "cuda_core", "tma_store": True, "stages": 3}]
+
+STAGES_GPU = [pytest.param(s06, marks=pytest.mark.gpu, id="06"),
+              pytest.param(s07, marks=[pytest.mark.gpu, pytest.mark.hopper], id="07")]
+
+
+@pytest.mark.parametrize("module", STAGES_GPU)
+@pytest.mark.parametrize("case", EDGE, ids=EDGE_IDS)
+def test_edge_cases(module, case):
+    _, st, sf, tt = case
+    verdict = check.check_on(module.launch, st, sf, tt)
+    assert verdict.ok, str(verdict)
+
+
+@pytest.mark.parametrize("module", STAGES_GPU)
+@pytest.mark.parametrize("B, S, T, D, srt", RANDOM)
+def test_random(module, B, S, T, D, srt):
+    verdict = check.check_launch(module.launch, B, S, T, D, sorted_targets=srt)
+    assert verdict.ok, str(verdict)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("params", V06, ids=[str(v) for v in V06])
+@pytest.mark.parametrize("srt", [True, False])
+def test_06_variants(params, srt):
+    verdict = check.check_launch(s06.launch, 2, 600, 1100, 40, sorted_targets=srt, **params)
+    assert verdict.ok, str(verdict)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("params", V07, ids=[str(v) for v in V07])
+@pytest.mark.parametrize("srt", [True, False])
+def test_07_variants(params, srt):
+    verdict = check.check_launch(s07.launch, 2, 600, 1100, 72, sorted_targets=srt, **params)
+    assert verdict.ok, str(verdict)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("params", [{}, {"tma_store": True}])
+def test_07_tensor_map_paths_agree(params):
+    st, sf, tt = inputs.random_problem(3, 1000, 2000, 256, rng=11)
+    outs = []
+    for path in ("driver", "cuda_core"):
+        p = resample.upload(st, sf, tt)
+        p.poison()
+        s07.launch(p, tensor_map=path, **params)
+        outs.append(p.out.copy_to_host())
+    assert np.array_equal(outs[0], outs[1])
+    ref, scale = inputs.reference_with_scale(st, sf, tt)
+    assert check.compare(outs[0].view(inputs.BF16), ref, scale).ok
+
+
+@pytest.mark.gpu
+def test_run_api():
+    st, sf, tt = inputs.random_problem(2, 100, 150, 16, rng=3)
+    for name in ("06_cp_async",) + (("07_tma",) if s07.unavailable() is None else ()):
+        got = resample.run(name, st, sf, tt)
+        assert got.dtype == inputs.BF16 and got.shape == (2, 150, 16)
+        ref, scale = inputs.reference_with_scale(st, sf, tt)
+        assert check.compare(got, ref, scale).ok
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("module", STAGES_GPU)
+def test_benchmark_size(module):
+    verdict = check.check_launch(module.launch, 64, 4096, 4096, 256, rng=0)
+    assert verdict.ok, str(verdict)
+
+
+def _sanitizer():
+    return shutil.which("compute-sanitizer") or next(
+        (p for p in ("/usr/local/cuda/bin/compute-sanitizer",) if os.access(p, os.X_OK)), None)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
+def test_compute_sanitizer(tool):
+    exe = _sanitizer()
+    if exe is None:
+        pytest.skip("compute-sanitizer is not on PATH (it comes with the CUDA toolkit)")
+    run = subprocess.run([exe, "--tool", tool, sys.executable, str(ROOT / "tools" / "sanitize_small.py")],
+                         capture_output=True, text=True, timeout=600, cwd=ROOT)
+    text = run.stdout + run.stderr
+    print(text[-3000:])
+    # memcheck ends with "ERROR SUMMARY: 0 errors"; racecheck with "RACECHECK SUMMARY: 0 hazards displayed
+    # (0 errors, 0 warnings)"
+    summary = "ERROR SUMMARY: 0 errors" if tool == "memcheck" else "RACECHECK SUMMARY: 0 hazards displayed (0 errors"
+    assert summary in text, text[-3000:]
+    assert run.returncode == 0, text[-3000:]
+
+
+# Last in the file on purpose: the times-by-TMA path is the newest, and a kernel fault ends the process's CUDA
+# context for every test after it.
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("B, S, T, D, srt, params", [
+    (2, 600, 1100, 72, True, {}), (2, 600, 1100, 72, False, {}), (3, 777, 1500, 64, True, {}),   # S % 4 != 0
+    (2, 600, 1100, 72, True, {"schedule": "strided", "blocks": 3}), (2, 64, 900, 16, True, {"window_rows": 8}),
+    (2, 600, 1100, 72, True, {"tensor_map": "cuda_core"}), (64, 4096, 4096, 256, True, {})])
+def test_07_times_by_tma(B, S, T, D, srt, params):
+    verdict = check.check_launch(s07.launch, B, S, T, D, sorted_targets=srt, times_tma=True, **params)
+    assert verdict.ok, str(verdict)
