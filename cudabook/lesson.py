@@ -15,7 +15,7 @@ from . import resample
 def ladder_so_far(upto: str, *, peers=True):
     """Measure (GPU) or show the recorded (simulator) ladder up to and including stage `upto`."""
     import matplotlib.pyplot as plt
-    if not SIMULATOR:
+    if not SIMULATOR and not resample.unavailable(upto):
         stages = [s for s in resample.STAGES if s <= upto]
         record = results.run_ladder(stages, peers=peers, repeats=15, progress=lambda *a: None)
         print(results.table(record))
@@ -24,12 +24,13 @@ def ladder_so_far(upto: str, *, peers=True):
         return record
     records = results.load_all()
     if not records:
-        print("No GPU here and no records in results/ yet.")
+        print("Nothing measured here, and no records in results/ yet.")
         return None
     fig, axes = plt.subplots(1, len(records), figsize=(7 * len(records), 3.2), squeeze=False)
     for ax, r in zip(axes[0], records):
         results.plot(r, upto=upto, ax=ax, peers=peers)
-    fig.suptitle("recorded on GPUs (results/): this machine has none", fontsize=9)
+    why = resample.unavailable(upto) or "this machine has no GPU"
+    fig.suptitle(f"recorded in results/ ({why.split(';')[0]})", fontsize=9)
     fig.tight_layout()
     plt.show()
     return records
@@ -40,6 +41,10 @@ def sweep(stage: str, param: str, values, *, fixed=None, size=None):
     import matplotlib.pyplot as plt
     module = resample.stage(stage)
     fixed = fixed or {}
+    why = resample.unavailable(stage)
+    if why:
+        print(f"Nothing to sweep on this machine: {why}")
+        return None
     if SIMULATOR:
         print(f"No GPU, so no timings: checking that every {param} gives correct results instead.")
         for v in values:
@@ -69,3 +74,17 @@ def sweep(stage: str, param: str, values, *, fixed=None, size=None):
     ax.set_ylim(0, 105)
     plt.show()
     return rows
+
+
+def show_region(source: str, *, context: int = 0):
+    """Print the marked heart of a CUDA C++ kernel (between `// >>> lab` and `// <<< lab`), numbered."""
+    lines = source.splitlines()
+    begin = next((i for i, line in enumerate(lines) if "// >>> lab" in line), None)
+    end = next((i for i, line in enumerate(lines) if "// <<< lab" in line), None)
+    if begin is None or end is None or end < begin:
+        begin, end = 0, len(lines)
+    first = max(begin - context, 0)
+    for n in range(first, min(end + 1 + context, len(lines))):
+        if "// >>> lab" in lines[n] or "// <<< lab" in lines[n]:
+            continue
+        print(f"{n + 1:4d}  {lines[n]}")

@@ -1,0 +1,155 @@
+# %% [markdown]
+# # 07 · TMA: a copy engine that moves whole boxes
+#
+# In stage 06 every thread computed addresses and issued its share of 16-byte copies. Hopper (sm_90) has a
+# **Tensor Memory Accelerator**: one thread hands it a *tensor map* (where a tensor lives and how it is laid
+# out) plus the coordinates of a **box**, and the hardware copies the whole box into shared memory by itself.
+# Completion is signalled on an **mbarrier** in shared memory, which counts the bytes that arrived.
+#
+# ```
+#   producer warp (1 elected thread)            consumer warps
+#   wait "empty[s]"                             wait "full[s]"  (bytes arrived = bytes expected)
+#   arrive.expect_tx(full[s], box bytes)        interpolate from stage s
+#   cp.async.bulk.tensor ... [stage s]          arrive "empty[s]"
+# ```
+#
+# Two things to learn here: making the tensor map (the call seed 002 never got past), and the
+# producer/consumer ring of shared-memory stages.
+
+# %%
+import cudabook
+print(cudabook.where())
+
+import numpy as np
+import matplotlib.pyplot as plt
+from cudabook import resample, check, labs, lesson, nvrtc, tma
+from cudabook.resample import s07_tma as s07
+
+# %% [markdown]
+# ## The tensor map, step by step
+#
+# The driver's `cuTensorMapEncodeTiled` takes the tensor's description **innermost dimension first**:
+#
+# | argument | for our features `[B, S, D]` bf16 |
+# |---|---|
+# | data type | `BFLOAT16` |
+# | rank | 3 |
+# | global address | the device pointer (16-byte aligned) |
+# | global dims | `[D, S, B]`: innermost first |
+# | global strides | `[D*2, S*D*2]` bytes, for all but the innermost (each a multiple of 16) |
+# | box dims | `[D_chunk, rows, 1]`: what one copy brings |
+# | element strides | `[1, 1, 1]` |
+# | interleave, swizzle, L2 promotion, out-of-bounds fill | none, none, 256B, none (zeros) |
+#
+# `cudabook.tma` takes NumPy's order (`shape`, `strides` exactly as `ndarray.shape` / `.strides`) and does the
+# reversal for you; `driver_args` shows what it will pass:
+
+# %%
+B, S, D = 64, 4096, 256
+feats = np.empty((B, S, D), np.uint16)
+args = tma.driver_args("bfloat16", feats.shape, feats.strides, box=(1, 8, 256), address=0x7F0000000000,
+                       l2_promotion="256B")
+for key, value in args.items():
+    print(f"{key:>16}: {value}")
+
+# %% [markdown]
+# ## The rules, checked before the driver sees them
+#
+# The driver answers a bad map with a bare `CUDA_ERROR_INVALID_VALUE`. `tma.check_tiled` checks every rule
+# first, the undocumented ones included, and says which one is broken, with the numbers:
+
+# %%
+bad = [
+    dict(dtype="bfloat16", shape=(64, 4096, 514), strides=(4096 * 1028, 1028, 2), box=(1, 8, 256)),
+    dict(dtype="bfloat16", shape=(64, 4096, 256), strides=(4096 * 512, 512, 2), box=(1, 8, 4)),
+    dict(dtype="bfloat16", shape=(64, 4096, 256), strides=(4096 * 512, 512, 2), box=(1, 257, 256)),
+    dict(dtype="float32", shape=(4096, 4096), strides=(16384, 4), box=(256, 256)),
+    dict(dtype="bfloat16", shape=(64, 4096, 256), strides=(4096 * 512, 512, 2), box=(1, 8, 256), swizzle="128B"),
+]
+for kw in bad:
+    try:
+        tma.check_tiled(**kw)
+        print("valid:", kw)
+    except tma.TensorMapError as e:
+        print(f"[{e.rule}] {e}\n")
+
+# %% [markdown]
+# ## Which rows does each box bring in?
+#
+# A work item is a run of consecutive sorted targets; they need a window of consecutive source rows. The
+# producer covers the window with boxes of a few rows each (box rows x D channels). Each colour below is one
+# TMA copy; the dots are the targets of three consecutive work items.
+
+# %%
+rng = np.random.default_rng(0)
+times = np.cumsum(rng.uniform(0.5, 1.5, 200))
+targets = np.sort(rng.uniform(times[0], times[-1], 200))
+box_rows, tw = 8, 32
+fig, ax = plt.subplots(figsize=(9, 2.8))
+for item in range(3):
+    run = targets[item * tw:(item + 1) * tw]
+    lo, hi = np.searchsorted(times, run[0]) - 1, np.searchsorted(times, run[-1])
+    for k, r0 in enumerate(range(lo, hi + 1, box_rows)):
+        ax.add_patch(plt.Rectangle((r0, item - 0.35), box_rows, 0.7, alpha=0.35, color=f"C{(item * 3 + k) % 10}"))
+    ax.plot(np.interp(run, times, np.arange(len(times))), np.full(len(run), item), "k.", ms=3)
+ax.set_xlim(0, 110); ax.set_ylim(-0.6, 2.6); ax.set_yticks([0, 1, 2], ["item 0", "item 1", "item 2"])
+ax.set_xlabel("source row"); ax.set_title(f"boxes of {box_rows} rows x D channels cover each item's window", fontsize=9)
+plt.show()
+
+# %% [markdown]
+# ## The kernel
+#
+# The tensor map reaches the kernel as a `const __grid_constant__` parameter: a 128-byte, 64-byte-aligned
+# struct passed by value (NVRTC cannot include `cuda.h`, so the kernel declares its own). Its address is what
+# `cp.async.bulk.tensor` takes. The producer and consumer parts of `kernels/tma.cu`:
+
+# %%
+lesson.show_region(s07.source(), context=12)
+
+# %% [markdown]
+# The SASS shows the copy engine at work: **`UTMALDG`** (a TMA load of a 3-D box) and the `SYNCS` mbarrier
+# instructions. No per-thread `LDGSTS` remains in the hot path.
+
+# %%
+cubin07 = s07.compile_cubin(arch="sm_90a")
+for line in nvrtc.sass_lines(cubin07, r"UTMALDG|UTMASTG|SYNCS\.ARRIVE")[:8]:
+    print(line)
+
+# %% [markdown]
+# ## Two ways to make the map
+#
+# `s07.launch(p, tensor_map="driver")` encodes with the real `cuTensorMapEncodeTiled` (through `tma.encode_tiled`,
+# validator first) and launches with `cuLaunchKernel`. `tensor_map="cuda_core"` builds the same map with
+# cuda.core's `StridedMemoryView.as_tensor_map` and launches with `cuda.core.launch`. The tests check that both
+# give bit-identical output.
+
+# %%
+why = resample.unavailable("07_tma")
+if why:
+    print(why)
+else:
+    st, sf, tt = resample.random_problem(4, 1000, 3000, 256)
+    outs = {}
+    for path in ("driver", "cuda_core"):
+        p = resample.upload(st, sf, tt)
+        p.poison()
+        s07.launch(p, tensor_map=path)
+        outs[path] = p.result().view(np.uint16)
+    print("identical outputs from both tensor-map paths:", np.array_equal(outs["driver"], outs["cuda_core"]))
+    print(check.check_launch(s07.launch, 3, 777, 1500, 256, sorted_targets=False))
+
+# %% [markdown]
+# ## How fast? The whole ladder
+
+# %%
+lesson.ladder_so_far("07_tma")
+
+# %% [markdown]
+# ## Experiment: ring depth and box shape
+#
+# More stages in the ring keep more copies in flight, but cost shared memory, so fewer blocks fit on an SM.
+# Bigger boxes mean fewer copies, but a box beyond the window's end moves rows nobody needs.
+
+# %%
+lesson.sweep("07_tma", "stages", [2, 3, 4])
+lesson.sweep("07_tma", "box_rows", [4, 8, 16])
