@@ -108,7 +108,7 @@ lesson.ladder_so_far("06_cp_async")
 # matters, so a shallow pipeline with more blocks per SM does as well as a deep one with fewer.)
 
 # %%
-lesson.sweep("06_cp_async", "stages", [2, 3, 4, 6])
+lesson.sweep("06_cp_async", "stages", [2, 3, 4])
 
 # %% [markdown]
 # Every thread still spends instructions computing addresses for its share of the copies. Hopper's **Tensor

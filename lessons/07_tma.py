@@ -14,7 +14,12 @@
 # ```
 #
 # Two things to learn here: making the tensor map (the call seed 002 never got past), and the
-# producer/consumer ring of shared-memory stages.
+# producer/consumer hand-off through mbarriers.
+#
+# One more change from stage 06: the search moves out of the hot loop. A small first kernel (the
+# **prepass**) finds every target's interval and weight (2 MB for the benchmark), so the main kernel's
+# producer knows each work item's window at once and the consumers never search: the main kernel becomes a
+# pure stream of box copies in and 16-byte stores out.
 
 # %%
 import cudabook
@@ -145,11 +150,18 @@ else:
 lesson.ladder_so_far("07_tma")
 
 # %% [markdown]
-# ## Experiment: ring depth and box shape
+# ## Experiments: where to search, how to hand out work, box shape
 #
-# More stages in the ring keep more copies in flight, but cost shared memory, so fewer blocks fit on an SM.
-# Bigger boxes mean fewer copies, but a box beyond the window's end moves rows nobody needs.
+# - `search`: `"prepass"` (a first kernel), `"producer"` (the producer warp searches for each item before
+#   issuing its copies), `"inline"` (consumers search per target, as stage 06 does). Prediction: a search in
+#   the producer puts a chain of dependent loads in front of every copy, and the copy engine starves.
+# - `persistent`: one block per work item (`False`: the hardware scheduler hands out work, in memory order)
+#   against a persistent grid walking a ring of `stages` buffers. Measured on an H200: more blocks per SM beat
+#   a deeper ring, and no ring at all was fastest. Try `stages` with `persistent=True` to see it.
+# - `box_rows`: bigger boxes mean fewer copies, but a box past the window's end moves rows nobody needs.
 
 # %%
-lesson.sweep("07_tma", "stages", [2, 3, 4])
+lesson.sweep("07_tma", "search", ["prepass", "producer", "inline"])
+lesson.sweep("07_tma", "persistent", [False, True])
+lesson.sweep("07_tma", "stages", [2, 3, 4], fixed={"persistent": True})
 lesson.sweep("07_tma", "box_rows", [4, 8, 16])

@@ -1,12 +1,16 @@
 """06 cp.async and 07 TMA: the C++ rungs.
 
 CPU (no GPU needed): both kernels compile to sm_90a cubins, their SASS has the instructions the lessons are
-about (LDGSTS for cp.async, UTMALDG/UTMASTG for TMA), the host's shared-memory layout agrees with the
-kernel's, and run() says what the stage needs on a machine that cannot run it.
-GPU: the edge cases every stage must pass, random cases, parameter variants (pipeline depth, box and window
-shapes, the TMA store, few blocks so the ring wraps), both tensor-map paths giving identical output, the
-benchmark size once, and compute-sanitizer memcheck/racecheck on small problems.
+about (LDGSTS for cp.async, UTMALDG/UTMASTG for TMA, F2FP for the one-instruction bf16 rounding), the host's
+shared-memory layout agrees with the kernel's, and run() says what the stage needs on a machine that cannot
+run it.
+GPU: the edge cases every stage must pass, random cases (a row of source times too long for the prepass's
+shared memory too), parameter variants (pipeline depth, box and window shapes, the TMA store, both searches,
+both roundings, few blocks so the ring wraps and shares end in mid-row), the prepass's (lo, w) pairs against
+NumPy, both tensor-map paths giving identical output, the benchmark size once, and compute-sanitizer
+memcheck/racecheck on small problems.
 """
+import functools
 import os
 import pathlib
 import shutil
@@ -48,6 +52,8 @@ def test_06_sass_has_ldgsts(D):
     if D == 256:
         assert any("BYPASS.128" in c for c in copies), copies[:5]   # 16-byte copies that skip L1 (.cg)
     assert nvrtc.sass_lines(cubin, r"LDGDEPBAR|DEPBAR", kernel=s06.KERNEL)   # commit_group / wait_group
+    assert nvrtc.sass_lines(cubin, r"^F2FP\.BF16", kernel=s06.KERNEL)       # cvt.rn.bf16x2.f32
+    assert not nvrtc.sass_lines(s06.compile_cubin("sm_90a", D=D, bf16_cvt=False), r"^F2FP", kernel=s06.KERNEL)
 
 
 def test_06_compiles_for_ampere():
@@ -58,7 +64,11 @@ def test_07_sass_has_utmaldg():
     _sass_or_skip()
     cubin = s07.compile_cubin("sm_90a")
     assert nvrtc.sass_lines(cubin, r"^UTMALDG\.3D", kernel=s07.KERNEL)       # feature rows: [B, S, D] boxes
-    times_by_tma = s07.compile_cubin("sm_90a", times_tma=True)
+    assert nvrtc.sass_lines(cubin, r"^F2FP\.BF16", kernel=s07.KERNEL)        # cvt.rn.bf16x2.f32
+    assert not nvrtc.sass_lines(cubin, r"^UTMALDG\.2D", kernel=s07.KERNEL)   # the prepass: no source times here
+    assert nvrtc.sass_lines(cubin, r"^LDS", kernel=s07.INTERVALS)            # the prepass searches shared memory
+    assert not nvrtc.sass_lines(s07.compile_cubin("sm_90a", bf16_cvt=False), r"^F2FP", kernel=s07.KERNEL)
+    times_by_tma = s07.compile_cubin("sm_90a", search="inline", times_tma=True)
     assert nvrtc.sass_lines(times_by_tma, r"^UTMALDG\.2D", kernel=s07.KERNEL)   # source times: [B, S] boxes
     assert nvrtc.sass_lines(cubin, r"SYNCS", kernel=s07.KERNEL)        # the mbarrier operations
     assert not nvrtc.sass_lines(cubin, r"^UTMASTG", kernel=s07.KERNEL)
@@ -71,7 +81,8 @@ def test_no_register_spills():
         nvrtc.cuobjdump_path()
     except nvrtc.ToolMissing as e:
         pytest.skip(str(e))
-    for cubin, name in ((s06.compile_cubin(), s06.KERNEL), (s07.compile_cubin(), s07.KERNEL)):
+    for cubin, name in ((s06.compile_cubin(), s06.KERNEL), (s07.compile_cubin(), s07.KERNEL),
+                        (s07.compile_cubin(), s07.INTERVALS), (s07.compile_cubin(search="inline"), s07.KERNEL)):
         assert nvrtc.resource_usage(cubin)[name]["local"] == 0
 
 
@@ -85,7 +96,15 @@ def test_06_host_layout_matches_kernel(D, params):
 
 @pytest.mark.parametrize("D, params", [(256, {}), (8, {}), (136, {"box_rows": 3}), (64, {"tma_store": True}),
                                        (256, {"targets_per_item": 20, "window_rows": 30, "stages": 3}),
-                                       (256, {"times_tma": True, "schedule": "strided"})])
+                                       (256, {"times_tma": True, "schedule": "strided"}),
+                                       (256, {"search": "inline"}), (136, {"search": "inline", "box_rows": 3}),
+                                       (64, {"search": "inline", "tma_store": True}),
+                                       (256, {"search": "inline", "targets_per_item": 20, "window_rows": 30}),
+                                       (256, {"search": "inline", "times_tma": True, "schedule": "strided"}),
+                                       (256, {"search": "producer"}), (136, {"search": "producer", "box_rows": 3}),
+                                       (64, {"search": "producer", "tma_store": True, "schedule": "contiguous"}),
+                                       (256, {"search": "producer", "targets_per_item": 64, "window_rows": 80}),
+                                       (256, {"persistent": False, "stages": 1}), (64, {"stages": 1, "tma_store": True})])
 def test_07_host_layout_matches_kernel(D, params):
     cfg = s07.config(D, **params)
     assert cfg["BOXR"] * cfg["DC"] * 2 % 128 == 0 and cfg["WMAX"] % cfg["BOXR"] == 0 and cfg["WMAX"] % 4 == 0
@@ -110,9 +129,11 @@ def test_paths_for_awkward_shapes():
         def __init__(self, D):
             self.shape = (2, 10, 20, D)
     assert s07.plan(P(12))["path"].startswith("fallback")     # 24-byte rows: not whole 16-byte chunks
-    assert s07.plan(P(16))["path"] == "tma"
-    assert s07.plan(P(16), times_tma=True)["config"]["TIMES_TMA"] == 0   # S = 10: rows not 16-byte multiples
-    assert s07.config(16, S=12, times_tma=True)["TIMES_TMA"] == 1
+    assert s07.plan(P(16))["path"] == "tma + prepass"
+    assert s07.plan(P(16), search="inline")["path"] == "tma"
+    assert s07.plan(P(16), search="inline", times_tma=True)["config"]["TIMES_TMA"] == 0   # S = 10: rows not 16-byte multiples
+    assert s07.config(16, S=12, search="inline", times_tma=True)["TIMES_TMA"] == 1
+    assert s07.config(16, S=12, times_tma=True)["TIMES_TMA"] == 0   # the prepass path reads no source times
     assert s06.plan(P(7))["path"].startswith("fallback")
     assert s06.plan(P(6))["config"]["VEC"] == 2
 
@@ -158,30 +179,66 @@ EDGE = edge_cases()
 EDGE_IDS = [e[0] for e in EDGE]
 
 RANDOM = [(3, 777, 1500, D, srt) for D in (1, 7, 64, 129, 256) for srt in (True, False)]
+RANDOM += [(2, 9000, 700, 64, True)]   # a row of source times longer than the prepass keeps in shared memory
 
 V06 = [{}, {"schedule": "strided"}, {"stages": 2}, {"stages": 3, "blocks": 3}, {"window_rows": 6, "blocks": 5}, {"threads": 64},
-       {"targets_per_item": 64, "d_chunk": 64}, {"targets_per_item": 7, "window_rows": 9, "blocks": 2}]
+       {"targets_per_item": 64, "d_chunk": 64}, {"targets_per_item": 7, "window_rows": 9, "blocks": 2},
+       {"bf16_cvt": False}]
 V07 = [{}, {"schedule": "strided"}, {"tma_store": True}, {"box_rows": 1}, {"box_rows": 16, "window_rows": 64}, {"stages": 2, "blocks": 3},
        {"window_rows": 8, "blocks": 5}, {"consumer_warps": 2}, {"targets_per_item": 64, "d_chunk": 64},
        {"targets_per_item": 8, "tma_store": True, "blocks": 2}, {"streaming_stores": True},
-       {"tensor_map": "cuda_core"}, {"tensor_map": "cuda_core", "tma_store": True, "stages": 3}]
+       {"tensor_map": "cuda_core"}, {"tensor_map": "cuda_core", "tma_store": True, "stages": 3},
+       # shares that end in mid-row (a block's last run is short): with the TMA store too
+       {"blocks": 7}, {"tma_store": True, "blocks": 5}, {"d_chunk": 32, "blocks": 4}, {"bf16_cvt": False},
+       {"stages": 3, "window_rows": 40}, {"targets_per_item": 24, "box_rows": 16, "window_rows": 32},
+       {"schedule": "contiguous"}, {"schedule": "contiguous", "blocks": 7},
+       {"schedule": "contiguous", "tma_store": True, "blocks": 5},
+       # the producer warp searches (one launch)
+       {"search": "producer"}, {"search": "producer", "blocks": 7}, {"search": "producer", "schedule": "contiguous"},
+       {"search": "producer", "schedule": "strided", "blocks": 3}, {"search": "producer", "window_rows": 8, "blocks": 5},
+       {"search": "producer", "targets_per_item": 64, "d_chunk": 64}, {"search": "producer", "tma_store": True},
+       # one block per item, no ring to speak of
+       {"persistent": False, "stages": 1}, {"persistent": False}, {"persistent": False, "stages": 1, "d_chunk": 32},
+       {"persistent": False, "stages": 1, "tma_store": True}, {"persistent": False, "stages": 1, "search": "inline"},
+       {"persistent": False, "stages": 1, "search": "producer"}, {"stages": 1, "blocks": 3},
+       # the defaults (one block per item, 4 consumer warps), alone and with a few of the knobs
+       {"persistent": False, "stages": 1, "consumer_warps": 4},
+       {"persistent": False, "stages": 1, "consumer_warps": 4, "d_chunk": 32},
+       {"persistent": False, "stages": 1, "consumer_warps": 4, "tma_store": True},
+       {"persistent": False, "stages": 1, "consumer_warps": 4, "blocks": 5},
+       # the consumers search (the first version of this stage)
+       {"search": "inline"}, {"search": "inline", "schedule": "strided"}, {"search": "inline", "blocks": 3},
+       {"search": "inline", "tma_store": True, "blocks": 5}, {"search": "inline", "window_rows": 8, "blocks": 5}]
 
 STAGES_GPU = [pytest.param(s06, marks=pytest.mark.gpu, id="06"),
               pytest.param(s07, marks=[pytest.mark.gpu, pytest.mark.hopper], id="07")]
+# 07's persistent ring (a block walks many items through a ring of 2 stages), the base of the variants below
+RING = {"persistent": True, "stages": 2, "schedule": "interleaved", "consumer_warps": 8}
+# the edge and random cases for 07 run with its defaults (one block per item) and with the persistent ring
+LAUNCHES_GPU = STAGES_GPU + [
+    pytest.param(functools.partial(s07.launch, persistent=False, stages=1, consumer_warps=8),
+                 marks=[pytest.mark.gpu, pytest.mark.hopper], id="07-one-item-per-block-8-warps"),
+    pytest.param(functools.partial(s07.launch, **RING), marks=[pytest.mark.gpu, pytest.mark.hopper], id="07-ring"),
+    pytest.param(functools.partial(s07.launch, **{**RING, "schedule": "strided"}),
+                 marks=[pytest.mark.gpu, pytest.mark.hopper], id="07-ring-strided")]
 
 
-@pytest.mark.parametrize("module", STAGES_GPU)
+def _launch_of(module):
+    return module if isinstance(module, functools.partial) else module.launch
+
+
+@pytest.mark.parametrize("module", LAUNCHES_GPU)
 @pytest.mark.parametrize("case", EDGE, ids=EDGE_IDS)
 def test_edge_cases(module, case):
     _, st, sf, tt = case
-    verdict = check.check_on(module.launch, st, sf, tt)
+    verdict = check.check_on(_launch_of(module), st, sf, tt)
     assert verdict.ok, str(verdict)
 
 
-@pytest.mark.parametrize("module", STAGES_GPU)
+@pytest.mark.parametrize("module", LAUNCHES_GPU)
 @pytest.mark.parametrize("B, S, T, D, srt", RANDOM)
 def test_random(module, B, S, T, D, srt):
-    verdict = check.check_launch(module.launch, B, S, T, D, sorted_targets=srt)
+    verdict = check.check_launch(_launch_of(module), B, S, T, D, sorted_targets=srt)
     assert verdict.ok, str(verdict)
 
 
@@ -198,7 +255,7 @@ def test_06_variants(params, srt):
 @pytest.mark.parametrize("params", V07, ids=[str(v) for v in V07])
 @pytest.mark.parametrize("srt", [True, False])
 def test_07_variants(params, srt):
-    verdict = check.check_launch(s07.launch, 2, 600, 1100, 72, sorted_targets=srt, **params)
+    verdict = check.check_launch(s07.launch, 2, 600, 1100, 72, sorted_targets=srt, **{**RING, **params})
     assert verdict.ok, str(verdict)
 
 
@@ -216,6 +273,46 @@ def test_07_tensor_map_paths_agree(params):
     assert np.array_equal(outs[0], outs[1])
     ref, scale = inputs.reference_with_scale(st, sf, tt)
     assert check.compare(outs[0].view(inputs.BF16), ref, scale).ok
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("srt", [True, False])
+def test_07_searches_and_schedules_agree(srt):
+    # every way of finding the intervals and of handing out the items computes the same bits
+    st, sf, tt = inputs.random_problem(3, 900, 1700, 64, sorted_targets=srt, rng=13)
+    p = resample.upload(st, sf, tt)
+    outs = {}
+    for search in s07.SEARCHES:
+        for schedule in s07.SCHEDULES:
+            p.poison()
+            s07.launch(p, search=search, schedule=schedule, blocks=11, persistent=True, stages=2)
+            outs[search, schedule] = p.out.copy_to_host()
+        p.poison()
+        s07.launch(p, search=search, persistent=False, stages=1)
+        outs[search, "one item per block"] = p.out.copy_to_host()
+    first = next(iter(outs.values()))
+    assert all(np.array_equal(first, o) for o in outs.values()), [k for k, o in outs.items() if not np.array_equal(first, o)]
+    ref, scale = inputs.reference_with_scale(st, sf, tt)
+    assert check.compare(first.view(inputs.BF16), ref, scale).ok
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("B, S, T, srt", [(2, 777, 1500, True), (2, 777, 1500, False), (2, 9000, 700, True),
+                                          (3, 100, 5, True), (1, 2, 40, True)])
+def test_07_prepass_pairs(B, S, T, srt):
+    # the prepass alone: every target's (lo, w), against NumPy (the same float32 arithmetic: bit for bit)
+    st, sf, tt = inputs.random_problem(B, S, T, 8, sorted_targets=srt, rng=5)
+    p = resample.upload(st, sf, tt)
+    parts = s07.parts(p)
+    parts["prepass"]()
+    got = s07.pairs_buffer(B * T).copy_to_host()[:B * T].reshape(B, T, 2)
+    lo = np.clip(np.stack([np.searchsorted(st[b], tt[b], side="right") for b in range(B)]) - 1, 0, S - 2)
+    t0, t1 = np.take_along_axis(st, lo, 1), np.take_along_axis(st, lo + 1, 1)
+    w = np.clip((tt - t0) / (t1 - t0), np.float32(0), np.float32(1)).astype(np.float32)
+    assert np.array_equal(got[..., 0], lo)
+    assert np.array_equal(got[..., 1].view(np.float32), w)
 
 
 @pytest.mark.gpu
@@ -266,5 +363,6 @@ def test_compute_sanitizer(tool):
     (2, 600, 1100, 72, True, {"schedule": "strided", "blocks": 3}), (2, 64, 900, 16, True, {"window_rows": 8}),
     (2, 600, 1100, 72, True, {"tensor_map": "cuda_core"}), (64, 4096, 4096, 256, True, {})])
 def test_07_times_by_tma(B, S, T, D, srt, params):
-    verdict = check.check_launch(s07.launch, B, S, T, D, sorted_targets=srt, times_tma=True, **params)
+    verdict = check.check_launch(s07.launch, B, S, T, D, sorted_targets=srt, search="inline", times_tma=True,
+                                 **{**RING, **params})
     assert verdict.ok, str(verdict)

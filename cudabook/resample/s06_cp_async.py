@@ -29,13 +29,16 @@ TITLE = "cp.async pipeline"
 PARAMS = {
     "targets_per_item": 32,   # TW: targets per work item
     "window_rows": 48,        # WMAX: source rows a stage holds (wider windows fall back per target)
-    "stages": 3,              # pipeline depth: items in flight (3 lets 3 blocks share an SM at D = 256; on an
-                              # H200, 3 stages ran 119 us, 4 stages 149 us, 2 stages 111 us: see the lesson's sweep)
+    "stages": 2,              # pipeline depth: items in flight. Deeper is slower here: each stage costs shared
+                              # memory, so fewer blocks share an SM (H200: 2 stages 98 us, 3 stages 105 us, 4 stages
+                              # 131 us; see the lesson's sweep)
     "threads": 256,           # threads per block
     "d_chunk": 256,           # channels per work item (D is split into chunks of this many)
     "blocks_per_sm": 0,       # 0: as many as fit (occupancy); else at most this many
     "blocks": 0,              # 0: fill the GPU (persistent grid); else exactly this many blocks (tests use few)
     "schedule": "contiguous", # each block takes a contiguous run of items ("contiguous") or every G-th ("strided")
+    "bf16_cvt": True,         # round to bf16 with cvt.rn.bf16x2.f32 (one instruction for two values); False:
+                              # the integer recipe of cudabook/bits.py (same results, ~2x the arithmetic)
 }
 MIN_CC = (8, 0)
 KERNEL_DIR = pathlib.Path(__file__).parent / "kernels"
@@ -82,7 +85,7 @@ def _round_up(x, m):
 
 def config(D: int, targets_per_item=PARAMS["targets_per_item"], window_rows=PARAMS["window_rows"],
            stages=PARAMS["stages"], threads=PARAMS["threads"], d_chunk=PARAMS["d_chunk"],
-           schedule=PARAMS["schedule"]) -> dict:
+           schedule=PARAMS["schedule"], bf16_cvt=PARAMS["bf16_cvt"]) -> dict:
     """The kernel's compile-time constants for D channels and these parameters."""
     if targets_per_item < 1 or window_rows < 2 or stages < 2 or threads < 32 or threads % 32 or threads > 1024:
         raise ValueError(f"{NAME}: need targets_per_item >= 1, window_rows >= 2, stages >= 2 and threads a "
@@ -92,7 +95,7 @@ def config(D: int, targets_per_item=PARAMS["targets_per_item"], window_rows=PARA
     vec = vector_width(D) or 8
     dc = min(_round_up(D, vec), max(vec, d_chunk // vec * vec))
     return dict(TW=int(targets_per_item), WMAX=int(window_rows), STAGES=int(stages), NT=int(threads), DC=dc,
-                VEC=vec, CONTIG=int(schedule == "contiguous"))
+                VEC=vec, CONTIG=int(schedule == "contiguous"), BF16_CVT=int(bool(bf16_cvt)))
 
 
 def smem_bytes(cfg: dict) -> int:
@@ -119,7 +122,7 @@ def _source_of(kernel) -> str:
     raise TypeError(f"{NAME}: kernel= takes CUDA C++ source text (or a pathlib.Path), got {type(kernel).__name__}")
 
 
-_CONFIG_KEYS = ("targets_per_item", "window_rows", "stages", "threads", "d_chunk", "schedule")
+_CONFIG_KEYS = ("targets_per_item", "window_rows", "stages", "threads", "d_chunk", "schedule", "bf16_cvt")
 _prepared: dict = {}
 
 

@@ -1,6 +1,6 @@
 """07 TMA bulk tensor copies (Hopper, sm_90).
 
-The same work items as 06 (a run of consecutive targets of one batch row, and the window of source rows they
+Work items like 06's (a run of consecutive targets of one batch row, and the window of source rows they
 need), but the copies are made by the Tensor Memory Accelerator. The host describes feats to it once: a tensor
 map built by the driver's `cuTensorMapEncodeTiled` (through cudabook.tma.encode_tiled, which checks the rules
 first) over feats viewed as a [B, S, D] bf16 tensor, with a box of (1, BOXR rows, DC channels). In the kernel,
@@ -8,15 +8,31 @@ one thread of a producer warp asks for a whole box with one `cp.async.bulk.tenso
 in a ring of shared-memory stages and complete on an mbarrier, which the consumer warps wait on. Consumers
 interpolate, store, and arrive on the stage's "empty" mbarrier so the producer can refill it.
 
+Where each target's interval and weight are found (search=):
+    "prepass"   a small first kernel, `resample_intervals`, writes them for every target (B*T int2 pairs: 2 MB
+                at the benchmark size); the streaming kernel only reads them, so its producer never waits on a
+                search. Both launches are part of launch(), so both are timed.
+    "producer"  the streaming kernel's producer warp finds them, item by item, while earlier items' copies are
+                in flight; the consumers get the same pairs as with the prepass. One launch.
+    "inline"    the first version of this stage: the producer finds each item's window, the consumers search
+                each target inside it, then meet at a barrier before they interpolate.
+How the items are handed out (persistent=): by default one block per item, a grid of every item in order;
+the hardware starts blocks as others finish, several share an SM and overlap each other's copies, and all of
+them move through memory together. persistent=True keeps as many blocks as fit, each walking many items
+through its ring of `stages`, taking them by schedule=: "strided" (every G-th chunk), "interleaved" (every block
+the same number of targets, as slices spread over the whole problem) or "contiguous" (one equal share each).
+On an H200 one block per item was fastest (78 us against 81-83 us for the ring): with four blocks on each SM,
+the other blocks supply the overlap a deeper ring would. The lesson times them all.
+
 The tensor map reaches the kernel as a `const __grid_constant__` 128-byte parameter. Two ways to get it there:
     tensor_map="driver"     cuLaunchKernel, the CUtensorMap passed by value (its getPtr())
     tensor_map="cuda_core"  cuda.core's StridedMemoryView.as_tensor_map and cuda.core.launch
 Both give the same output (tests/test_s06_s07.py checks).
 
 TMA needs every row stride to be a multiple of 16 bytes: D % 8 == 0 for bf16. Other D take a plain fallback
-kernel (correct, slower). The times map needs S % 4 == 0; otherwise the producer warp loads the window's
-times itself. Unsorted targets are correct: a target whose interval is not in its window reads
-its rows from global memory.
+kernel (correct, slower). With search="inline", times_tma=True brings the window's source times with a second
+tensor map (needs S % 4 == 0; otherwise the producer warp loads them itself). Unsorted targets are correct: a
+target whose interval is not in its item's window reads its rows from global memory.
 """
 from __future__ import annotations
 
@@ -32,21 +48,33 @@ from . import s06_cp_async as s06
 NAME = "07_tma"
 TITLE = "TMA bulk tensor copies"
 PARAMS = {
+    "search": "prepass",       # where each target's interval and weight are found: "prepass" (a first, small
+                               # kernel), "producer" (the producer warp, per item), "inline" (the consumers, per
+                               # target: the first version of this stage)
     "targets_per_item": 32,    # TW (rounded up to a multiple of 8)
     "window_rows": 48,         # WMAX: rows a stage holds (rounded up to a multiple of box_rows)
     "box_rows": 8,             # BOXR: rows per TMA box
-    "stages": 2,               # ring depth (2 lets 4 blocks share an SM at D = 256: on an H200 2 stages ran
-                               # 88 us, 3 stages 92 us, 4 stages 100 us: more blocks beat a deeper ring)
-    "consumer_warps": 8,       # NCW (plus one producer warp)
+    "stages": 1,               # ring depth. One block per item (persistent=False) needs one stage; a persistent
+                               # ring wants 2 (4 blocks share an SM at D = 256: more blocks beat a deeper ring)
+    "consumer_warps": 4,       # NCW (plus one producer warp)
     "d_chunk": 256,            # DC: channels per item and box width (at most 256, the TMA box limit)
     "tma_store": False,        # write outputs with a TMA store of a shared-memory tile instead of 16-byte stores
     "streaming_stores": False, # st.global.cs (evict-first) for the 16-byte stores
+    "bf16_cvt": True,          # round to bf16 with cvt.rn.bf16x2.f32 (one instruction for two values); False:
+                               # the integer recipe of cudabook/bits.py (same results, ~2x the arithmetic)
     "l2_promotion": "256B",    # the tensor map's L2 promotion
-    "schedule": "contiguous",  # each block takes a contiguous run of items ("contiguous") or every G-th ("strided")
-    "times_tma": False,        # bring the window's source times with a second tensor map (needs S % 4 == 0);
-                               # False: the producer warp loads them
+    "schedule": "strided",     # (persistent=True) which items a block takes: "strided" (every G-th chunk of
+                               # targets_per_item), "interleaved" (equal shares, as slices spread so that all
+                               # blocks sweep memory together) or "contiguous" (one equal share each)
+    "times_tma": False,        # (search="inline") bring the window's source times with a second tensor map
+                               # (needs S % 4 == 0); False: the producer warp loads them
+    "persistent": False,       # False: one block per item (a grid of every item, in order): the hardware hands
+                               # them out as blocks finish, and the blocks on an SM overlap each other's copies.
+                               # True: a persistent grid, each block walking many items through its ring.
+                               # (H200, B=64 S=T=4096 D=256: one block per item 78 us; persistent ring 81-83 us)
     "blocks_per_sm": 0,        # 0: as many as fit
-    "blocks": 0,               # 0: fill the GPU (persistent grid); else exactly this many blocks
+    "blocks": 0,               # 0: every item (or, persistent, every slot the GPU has); else exactly this many
+                               # blocks, each walking the items it gets through its ring (tests use few)
     "tensor_map": "driver",    # "driver" (cuTensorMapEncodeTiled + cuLaunchKernel) or "cuda_core"
 }
 MIN_CC = (9, 0)
@@ -54,8 +82,10 @@ KERNEL_DIR = s06.KERNEL_DIR
 SOURCE = KERNEL_DIR / "tma.cu"
 KERNEL = "resample_tma"
 FALLBACK = "resample_generic"
-_CONFIG_KEYS = ("targets_per_item", "window_rows", "box_rows", "stages", "consumer_warps", "d_chunk",
-                "tma_store", "streaming_stores", "schedule", "times_tma")
+INTERVALS = "resample_intervals"
+PRE_NT, PRE_PER = 256, 4      # the prepass: threads per block, targets per thread (tma.cu)
+_CONFIG_KEYS = ("search", "targets_per_item", "window_rows", "box_rows", "stages", "consumer_warps", "d_chunk",
+                "tma_store", "streaming_stores", "schedule", "times_tma", "bf16_cvt", "persistent")
 
 
 _source_cache: dict = {}
@@ -90,21 +120,28 @@ def tma_ok(D: int) -> bool:
     return D * 2 % 16 == 0
 
 
+SEARCHES = {"inline": 0, "prepass": 1, "producer": 2}          # the kernel's SEARCH
+SCHEDULES = {"strided": 0, "contiguous": 1, "interleaved": 2}   # the kernel's SCHED
+
+
 def _round_up(x, m):
     return -(-x // m) * m
 
 
-def config(D: int, targets_per_item=PARAMS["targets_per_item"], window_rows=PARAMS["window_rows"],
-           box_rows=PARAMS["box_rows"], stages=PARAMS["stages"], consumer_warps=PARAMS["consumer_warps"],
-           d_chunk=PARAMS["d_chunk"], tma_store=PARAMS["tma_store"], streaming_stores=PARAMS["streaming_stores"],
-           schedule=PARAMS["schedule"], times_tma=PARAMS["times_tma"], S=None) -> dict:
+def config(D: int, search=PARAMS["search"], targets_per_item=PARAMS["targets_per_item"],
+           window_rows=PARAMS["window_rows"], box_rows=PARAMS["box_rows"], stages=PARAMS["stages"],
+           consumer_warps=PARAMS["consumer_warps"], d_chunk=PARAMS["d_chunk"], tma_store=PARAMS["tma_store"],
+           streaming_stores=PARAMS["streaming_stores"], schedule=PARAMS["schedule"], times_tma=PARAMS["times_tma"],
+           bf16_cvt=PARAMS["bf16_cvt"], persistent=PARAMS["persistent"], S=None) -> dict:
     """The kernel's compile-time constants for D channels (and S source times) and these parameters."""
-    if not (1 <= targets_per_item <= 256 and window_rows >= 2 and 1 <= box_rows <= 256 and stages >= 2
+    if not (1 <= targets_per_item <= 256 and window_rows >= 2 and 1 <= box_rows <= 256 and stages >= 1
             and 1 <= consumer_warps <= 31):
         raise ValueError(f"{NAME}: need 1 <= targets_per_item <= 256, window_rows >= 2, 1 <= box_rows <= 256, "
-                         f"stages >= 2, 1 <= consumer_warps <= 31")
-    if schedule not in ("contiguous", "strided"):
-        raise ValueError(f"{NAME}: schedule must be 'contiguous' or 'strided', got {schedule!r}")
+                         f"stages >= 1, 1 <= consumer_warps <= 31")
+    if schedule not in SCHEDULES:
+        raise ValueError(f"{NAME}: schedule must be one of {sorted(SCHEDULES)}, got {schedule!r}")
+    if search not in SEARCHES:
+        raise ValueError(f"{NAME}: search must be one of {sorted(SEARCHES)}, got {search!r}")
     dc = min(_round_up(D, 8), max(8, min(d_chunk, 256) // 8 * 8))
     # each box must start 128-byte aligned in shared memory: BOXR * DC * 2 a multiple of 128
     step = 128 // math.gcd(128, dc * 2)
@@ -115,9 +152,12 @@ def config(D: int, targets_per_item=PARAMS["targets_per_item"], window_rows=PARA
     if wmax > 252:
         raise ValueError(f"{NAME}: window_rows {window_rows} rounds up to {wmax} > 252 (the times box, 4 rows "
                          f"longer, must stay within the TMA box limit of 256)")
-    return dict(TW=_round_up(targets_per_item, 8), WMAX=wmax, BOXR=boxr, STAGES=int(stages),
-                NCW=int(consumer_warps), DC=dc, OUT_TMA=int(bool(tma_store)), ST_CS=int(bool(streaming_stores)),
-                CONTIG=int(schedule == "contiguous"), TIMES_TMA=int(bool(times_tma) and (S is None or S % 4 == 0)))
+    sched = SCHEDULES[schedule] if persistent else SCHEDULES["strided"]   # (one item a block: the chunks in order)
+    return dict(SEARCH=SEARCHES[search], SCHED=sched, TW=_round_up(targets_per_item, 8), WMAX=wmax,
+                BOXR=boxr, STAGES=int(stages), NCW=int(consumer_warps), DC=dc, OUT_TMA=int(bool(tma_store)),
+                ST_CS=int(bool(streaming_stores)),
+                TIMES_TMA=int(search == "inline" and bool(times_tma) and (S is None or S % 4 == 0)),
+                BF16_CVT=int(bool(bf16_cvt)))
 
 
 def threads(cfg) -> int:
@@ -127,11 +167,14 @@ def threads(cfg) -> int:
 def smem_bytes(cfg: dict) -> int:
     """Dynamic shared memory per block; mirrors SMEM_BYTES in tma.cu (the kernel traps if it disagrees)."""
     r16 = lambda x: _round_up(x, 16)  # noqa: E731
+    pairs = cfg["SEARCH"] != 0
     fs = cfg["WMAX"] * cfg["DC"] * 2
     ot = cfg["TW"] * cfg["DC"] * 2 if cfg["OUT_TMA"] else 0
-    wt = _round_up((cfg["WMAX"] + 4) * 4, 128)
-    xs = r16(cfg["TW"] * 4)
-    return (cfg["STAGES"] * (fs + wt + xs) + 2 * ot + 4 * xs + r16(cfg["STAGES"] * 8) + 16 * cfg["STAGES"] + 128)
+    wt = 0 if pairs else _round_up((cfg["WMAX"] + 4) * 4, 128)
+    xs = r16(cfg["TW"] * (8 if pairs else 4))
+    mb = 0 if pairs else r16(cfg["TW"] * 4)
+    pw = r16(cfg["WMAX"] * 4) if cfg["SEARCH"] == 2 else 0
+    return cfg["STAGES"] * (fs + wt + xs) + 2 * ot + 4 * mb + pw + 32 * cfg["STAGES"] + 16 * cfg["STAGES"] + 128
 
 
 def compile_cubin(arch: str | None = "sm_90a", D: int = 256, source_text: str | None = None, **params) -> bytes:
@@ -242,13 +285,39 @@ def _prepare(text, cfg, blocks_per_sm):
     if fits < 1:
         raise ValueError(f"{NAME}: not even one block fits on an SM with {smem} bytes of shared memory")
     bps = min(fits, blocks_per_sm) if blocks_per_sm else fits
-    prepared = dict(kernel=kern, fallback=nvrtc.load(cubin, FALLBACK), smem=smem, slots=bps * gpu.sms,
-                    blocks_per_sm=bps, cubin=cubin, core=None)
+    prepared = dict(kernel=kern, fallback=nvrtc.load(cubin, FALLBACK),
+                    intervals=nvrtc.load(cubin, INTERVALS) if cfg["SEARCH"] == 1 else None, smem=smem,
+                    slots=bps * gpu.sms, blocks_per_sm=bps, cubin=cubin, core=None)
     _prepared[key] = prepared
     return prepared
 
 
-ARG_TYPES = (None, None, None) + (ctypes.c_void_p,) * 4 + (ctypes.c_int,) * 4
+_scratch: dict = {}
+
+
+def pairs_buffer(n: int):
+    """The prepass's output: n (lo, w) pairs as int32 [n, 2] (w's float32 bits). Allocated once per size
+    (allocating can synchronise, so never inside a timed launch after the first) and reused: every launch
+    writes it before reading it, in stream order."""
+    from numba import cuda
+    key = (id(cuda.current_context()), n)
+    if key not in _scratch:
+        if len(_scratch) >= 4:
+            _scratch.pop(next(iter(_scratch)))
+        _scratch[key] = cuda.device_array((max(n, 1), 2), np.int32)
+    return _scratch[key]
+
+
+ARG_TYPES = (None, None, None) + (ctypes.c_void_p,) * 5 + (ctypes.c_int,) * 4
+PRE_ARG_TYPES = (ctypes.c_void_p,) * 3 + (ctypes.c_int,) * 3
+
+
+def _grid(p, cfg, prep, blocks, persistent=True):
+    """Blocks of the persistent grid: every slot the GPU has (or `blocks`), no more than there is work for;
+    not persistent: one block per item."""
+    B, S, T, D = p.shape
+    work = B * T if cfg["SCHED"] else B * math.ceil(T / cfg["TW"]) * math.ceil(D / cfg["DC"])   # slices, items
+    return min(work, blocks or (prep["slots"] if persistent else work))
 
 
 def plan(p, **params) -> dict:
@@ -257,16 +326,54 @@ def plan(p, **params) -> dict:
     params = {**PARAMS, **params}
     cfg = config(D, S=S, **{k: params[k] for k in _CONFIG_KEYS})
     items = B * math.ceil(T / cfg["TW"]) * math.ceil(D / cfg["DC"])
-    return dict(path="tma" if tma_ok(D) else "fallback (D * 2 bytes is not a multiple of 16)", config=cfg,
-                items=items, smem=smem_bytes(cfg), threads=threads(cfg))
+    path = ("tma" + (" + prepass" if cfg["SEARCH"] == 1 else "") if tma_ok(D)
+            else "fallback (D * 2 bytes is not a multiple of 16)")
+    return dict(path=path, config=cfg, items=items, smem=smem_bytes(cfg), threads=threads(cfg),
+                prepass_blocks=B * math.ceil(T / (PRE_NT * PRE_PER)) if cfg["SEARCH"] == 1 and tma_ok(D) else 0)
+
+
+_recent: dict = {}
 
 
 def launch(p, kernel=None, **params):
     """Enqueue 07 on the legacy default stream. `kernel`: CUDA C++ source text to use instead of
-    kernels/tma.cu (a learner's version with the same kernel names), compiled with this stage's constants."""
+    kernels/tma.cu (a learner's version with the same kernel names), compiled with this stage's constants.
+
+    The work of preparing a launch (checking parameters, finding the compiled kernels and tensor maps, packing
+    pointers) is remembered per problem and parameters, so a repeated launch costs the host little more than
+    its two cuLaunchKernel calls: launched back to back, the GPU never waits for Python."""
+    key = (id(p), kernel, tuple(sorted(params.items())))
+    arrays = (p.times, p.feats, p.targets, p.out)
+    hit = _recent.get(key)
+    if hit is None or any(ref() is not a for ref, a in zip(hit[0], arrays)):
+        hit = (_refs(arrays), tuple(_parts(p, kernel, params).values()))
+        if hit[0] is not None:
+            if len(_recent) >= 16:
+                _recent.pop(next(iter(_recent)))
+            _recent[key] = hit
+    for part in hit[1]:
+        part()
+
+
+def _refs(arrays):
+    """Weak references to the problem's arrays (a cached launch is reused only for the very same arrays)."""
+    import weakref
+    try:
+        return tuple(weakref.ref(a) for a in arrays)
+    except TypeError:
+        return None
+
+
+def parts(p, kernel=None, **params) -> dict:
+    """The launch in its pieces, for timing them apart: {"prepass": fn, "main": fn} (prepass only with
+    search="prepass"; "main" alone re-reads the pairs the last prepass wrote), or {"fallback": fn}, or {}."""
+    return _parts(p, kernel, params)
+
+
+def _parts(p, kernel, params) -> dict:
     B, S, T, D = p.shape
     if T == 0:
-        return
+        return {}
     require_gpu()
     unknown = set(params) - set(PARAMS)
     if unknown:
@@ -276,23 +383,34 @@ def launch(p, kernel=None, **params):
         raise ValueError(f"{NAME}: tensor_map must be 'driver' or 'cuda_core', got {params['tensor_map']!r}")
     cfg = config(D, S=S, **{k: params[k] for k in _CONFIG_KEYS})
     prep = _prepare(_source_of(kernel), cfg, params["blocks_per_sm"])
+    ptrs = s06._pointers(p)      # (the closures below hold pointers and maps, never the problem's arrays)
     if not tma_ok(D):
-        s06.launch_fallback(p, prep["fallback"])
-        return
-    items = B * math.ceil(T / cfg["TW"]) * math.ceil(D / cfg["DC"])
-    grid = min(items, params["blocks"] or prep["slots"])
-    ptrs = s06._pointers(p)
+        fallback, nblocks = prep["fallback"], B * math.ceil(T / s06.GEN_T)
+        return {"fallback": lambda: fallback.launch(nblocks, 256, ptrs + [B, S, T, D], s06.ARG_TYPES)}
+    grid = _grid(p, cfg, prep, params["blocks"], params["persistent"])
+    out = {}
+    if cfg["SEARCH"] == 1:
+        buf = pairs_buffer(B * T)
+        pairs = buf.device_ctypes_pointer.value
+        intervals, nblocks = prep["intervals"], B * math.ceil(T / (PRE_NT * PRE_PER))
+        out["prepass"] = lambda buf=buf: intervals.launch(nblocks, PRE_NT, [ptrs[0], ptrs[2], pairs, B, S, T],
+                                                          PRE_ARG_TYPES)   # (buf: kept alive with the closure)
+    else:
+        pairs = 0
     if params["tensor_map"] == "driver":
         fmap = feature_map(p, cfg, params["l2_promotion"])
         tmap = times_map(p, cfg, params["l2_promotion"]) if cfg["TIMES_TMA"] else fmap
         omap = output_map(p, cfg) if cfg["OUT_TMA"] else fmap
-        prep["kernel"].launch(grid, threads(cfg), [fmap, tmap, omap] + ptrs + [B, S, T, D], ARG_TYPES,
-                              shared=prep["smem"])
+        args = [fmap, tmap, omap] + ptrs + [pairs, B, S, T, D]
+        kern, nthreads, smem = prep["kernel"], threads(cfg), prep["smem"]
+        out["main"] = lambda: kern.launch(grid, nthreads, args, ARG_TYPES, shared=smem)
     else:
-        _launch_cuda_core(p, cfg, prep, grid, ptrs, params["l2_promotion"])
+        out["main"] = _cuda_core_launcher(p, cfg, prep, grid, ptrs + [pairs], params["l2_promotion"])
+    return out
 
 
-def _launch_cuda_core(p, cfg, prep, grid, ptrs, l2_promotion):
+def _cuda_core_launcher(p, cfg, prep, grid, ptrs, l2_promotion):
+    """The streaming kernel's launch through cuda.core, with cuda.core's own tensor maps."""
     from cuda.core import LaunchConfig
     from cuda.core import launch as core_launch
     B, S, T, D = p.shape
@@ -302,8 +420,8 @@ def _launch_cuda_core(p, cfg, prep, grid, ptrs, l2_promotion):
     tmap = core_map(p.times, (1, cfg["WMAX"] + 4), l2_promotion, bf16=False) if cfg["TIMES_TMA"] else fmap
     omap = core_map(p.out, (1, cfg["TW"], cfg["DC"]), "none") if cfg["OUT_TMA"] else fmap
     config_ = LaunchConfig(grid=grid, block=threads(cfg), shmem_size=prep["smem"])
-    core_launch(_legacy_stream(), config_, prep["core"], fmap, tmap, omap, *ptrs,
-                np.int32(B), np.int32(S), np.int32(T), np.int32(D))
+    kernel, stream, sizes = prep["core"], _legacy_stream(), (np.int32(B), np.int32(S), np.int32(T), np.int32(D))
+    return lambda: core_launch(stream, config_, kernel, fmap, tmap, omap, *ptrs, *sizes)
 
 
 def _legacy_stream():

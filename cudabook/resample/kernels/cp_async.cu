@@ -18,7 +18,7 @@
 //
 // Compile-time constants (NVRTC -D): TW targets per item, WMAX window rows, STAGES pipeline depth, NT threads,
 // DC channels per item, VEC channels per copy (8 = 16 bytes; 4 and 2 for rows that are not whole 16-byte
-// chunks), CONTIG (0/1).
+// chunks), CONTIG (0/1), BF16_CVT (resample_common.cuh: round with cvt.rn.bf16x2.f32, 0/1).
 #include "resample_common.cuh"
 
 #ifndef TW
