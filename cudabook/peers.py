@@ -34,7 +34,8 @@ def measure(src_times, src_feats, tgt_times, ref, scale, *, repeats=25):
     import numpy as np
     import torch
 
-    from . import check
+    from . import bench, check
+    from .resample.inputs import BF16
     dev = torch.device("cuda")
     times = torch.from_numpy(src_times).to(dev)
     feats = torch.from_numpy(src_feats.view(np.uint16).astype(np.int16)).to(dev).view(torch.bfloat16)
@@ -43,22 +44,11 @@ def measure(src_times, src_feats, tgt_times, ref, scale, *, repeats=25):
     compiled = torch.compile(resample_torch)
     for name, fn in (("torch_eager", resample_torch), ("torch_compile", compiled)):
         try:
-            for _ in range(3):
-                got = fn(times, feats, targets)
-            torch.cuda.synchronize()
-            ms = []
-            for _ in range(repeats):
-                start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                for _ in range(10):          # back to back, as the stages are timed
-                    fn(times, feats, targets)
-                stop.record()
-                stop.synchronize()
-                ms.append(start.elapsed_time(stop) / 10)
+            got = fn(times, feats, targets)          # compiles (torch.compile) and warms up
+            ms = bench.time_ms(lambda: fn(times, feats, targets), repeats=repeats, batch=10)
             bits = got.view(torch.int16).cpu().numpy().view(np.uint16)
-            from .resample.inputs import BF16
             verdict = check.compare(bits.view(BF16), ref, scale)
-            out[name] = {"median_us": round(float(np.median(ms)) * 1e3, 2), "correct": verdict.ok}
+            out[name] = {"median_us": round(ms * 1e3, 2), "correct": verdict.ok}
         except Exception as e:  # a peer that fails is reported, not fatal
             out[name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
     return out

@@ -1,0 +1,130 @@
+"""05 double buffering: load the next window while interpolating from this one.
+
+In stage 04 a block does one thing at a time: it loads a window, waits for all of it at a barrier, then
+interpolates from it while no load of its own is in flight. Other blocks on the same SM fill those gaps, but
+only as far as shared memory and registers let enough blocks live there.
+
+Here each block keeps two windows in shared memory. Before it interpolates work item k from one buffer, each
+thread issues its loads for item k+1's window (a batch of 8 wide loads into registers, plus the next item's
+times and targets); it then interpolates item k, and only after that stores the registers into the other
+buffer. A load stalls a thread only at the first instruction that reads its register, so the loads of window
+k+1 are in flight during the whole interpolation of item k. That is how synchronous code overlaps: load early
+into registers, use late. It costs registers (32 a thread hold the batch across the interpolation), which
+lowers how many blocks fit on an SM; `max_registers` trades some of that back (the compiler then keeps fewer
+values live, or spills). Stage 06's cp.async copies global to shared memory with no registers in between.
+
+A block needs two barriers per work item here instead of stage 04's three. Everything else (work items,
+windows, run bounds, fallback, layout) is stage 04's, imported from it.
+"""
+import numpy as np
+from numba import cuda, float32, int32, uint32
+
+from .s04_smem_windows import (BATCH, UNROLL, _launch, batch_bounds, buffer_words, fill_rest, fill_window,
+                               interpolate_window, load_batch, load_targets, load_times, locate_targets,
+                               per_target, store_batch, window_of, window_start, work_item)
+
+NAME = "05_double_buffered"
+TITLE = "double buffering"
+PARAMS = {"threads": 128, "targets_per_block": 24, "window_rows": 40, "chunk_cols": 256, "blocks_per_sm": 16,
+          "vec_bytes": 16, "max_registers": 128, "blocks": 0}
+
+
+@cuda.jit
+def resample_double(times, feats, feats64, targets, out, is_sorted, vec, tpb, wrows, cwmax, n_runs, n_chunks):
+    # Dynamic shared memory, in 4-byte words: two buffers of [window: wrows * cwmax][its times: wrows]
+    # [its targets: tpb], then [each target's interval: tpb][its weight: tpb][the runs' intervals: 2 * BATCH].
+    sm32 = cuda.shared.array(0, uint32)
+    smf = cuda.shared.array(0, float32)
+    smi = cuda.shared.array(0, int32)
+    TOFF = wrows * cwmax                # times, within a buffer
+    XOFF = TOFF + wrows                 # targets, within a buffer
+    BUF = buffer_words(wrows, cwmax, tpb)
+    LOFF = 2 * BUF
+    WOFF = LOFF + tpb
+    BOFF = WOFF + tpb
+    tid = cuda.threadIdx.x
+    nthr = cuda.blockDim.x
+    lane = tid % 32
+    warp = tid // 32
+    nwarps = nthr // 32
+    S = times.shape[1]
+    T = targets.shape[1]
+    Dc = out.shape[2]
+    G = cuda.gridDim.x
+    n_items = times.shape[0] * n_runs * n_chunks
+    item = cuda.blockIdx.x
+    # Prologue: the bounds of the first BATCH items, and the first window loaded the plain way.
+    if is_sorted:
+        batch_bounds(times, targets, smi, BOFF, item, G, n_items, n_runs, n_chunks, tpb, cwmax, Dc, tid, nthr)
+    cuda.syncthreads()
+    b, t0, nt, c0, cw = work_item(item, n_runs, n_chunks, tpb, cwmax, T, Dc)
+    row0, span = window_of(smi, BOFF, is_sorted, wrows)
+    if span <= wrows:
+        fill_window(feats, feats64, times, sm32, smf, 0, TOFF, b, row0, span, c0, cw, vec, tid, nthr)
+        load_targets(targets, smf, XOFF, b, t0, nt, tid, nthr)
+    k = 0
+    while item < n_items:               # the persistent loop; item k's window is in buffer k % 2
+        base = (k % 2) * BUF
+        nbase = BUF - base
+        nitem = item + G
+        if (k + 1) % BATCH == 0 and is_sorted:
+            batch_bounds(times, targets, smi, BOFF, nitem, G, n_items, n_runs, n_chunks, tpb, cwmax, Dc, tid,
+                         nthr)
+        cuda.syncthreads()              # window k is complete; everyone is done with buffer (k + 1) % 2
+        if span <= wrows:
+            locate_targets(smf, smi, base + TOFF, base + XOFF, LOFF, WOFF, nt, span, tid, nthr)
+        nb, nt0, nnt, nc0, ncw = work_item(nitem, n_runs, n_chunks, tpb, cwmax, T, Dc)
+        nrow0 = 0
+        nspan = wrows + 1
+        if nitem < n_items:
+            nrow0, nspan = window_of(smi, BOFF + 2 * ((k + 1) % BATCH), is_sorted, wrows)
+        cuda.syncthreads()              # targets located; everyone has read the next item's bounds
+        # >>> lab: issue the loads of the next window into registers, interpolate this item, then store the registers into the other buffer
+        pspan = 0                       # rows to prefetch: none if there is no next window
+        pnt = 0
+        if nitem < n_items and nspan <= wrows:
+            pspan = nspan
+            pnt = nnt
+        cwl, q, rem, step, wrap, r, j, off = window_start(tid, nthr, nb, nrow0, nc0, ncw, vec, S, Dc)
+        (a0, a1, a2, a3, b0, b1, b2, b3, c0_, c1, c2, c3, d0, d1, d2, d3, e0, e1, e2, e3, f0, f1, f2, f3,
+         g0, g1, g2, g3, h0, h1, h2, h3, r, j, off) = load_batch(feats, feats64, pspan, cwl, vec, q, rem, step,
+                                                                 wrap, r, j, off)    # in flight from here on
+        tv = np.float32(0.0)
+        if tid < pspan:
+            tv = times[nb, nrow0 + tid]
+        xv = np.float32(0.0)
+        if tid < pnt:
+            xv = targets[nb, nt0 + tid]
+        if span <= wrows:
+            interpolate_window(sm32, smf, smi, out, base, LOFF, WOFF, b, t0, nt, c0, cw, vec, warp, nwarps, lane)
+        else:
+            per_target(times, feats, targets, out, b, t0, nt, c0, cw, warp, nwarps, lane)
+        store_batch(sm32, nbase + tid * vec, tid, nthr, pspan * cwl, vec, a0, a1, a2, a3, b0, b1, b2, b3,
+                    c0_, c1, c2, c3, d0, d1, d2, d3, e0, e1, e2, e3, f0, f1, f2, f3, g0, g1, g2, g3, h0, h1, h2,
+                    h3)                 # the first use of the registers: here a thread may wait for its loads
+        if tid < pspan:
+            smf[nbase + TOFF + tid] = tv
+        if tid < pnt:
+            smf[nbase + XOFF + tid] = xv
+        fill_rest(feats, feats64, sm32, nbase, pspan, cwl, vec, q, rem, step, wrap, tid + UNROLL * nthr, r, j, off,
+                  nthr)                 # a window larger than one batch: the rest, the plain way
+        load_times(times, smf, nbase + TOFF, nb, nrow0, pspan, tid + nthr, nthr)
+        load_targets(targets, smf, nbase + XOFF, nb, nt0, pnt, tid + nthr, nthr)
+        # <<< lab
+        item = nitem
+        b = nb
+        t0 = nt0
+        nt = nnt
+        c0 = nc0
+        cw = ncw
+        row0 = nrow0
+        span = nspan
+        k += 1
+
+
+def launch(p, kernel=resample_double, threads=PARAMS["threads"], targets_per_block=PARAMS["targets_per_block"],
+           window_rows=PARAMS["window_rows"], chunk_cols=PARAMS["chunk_cols"],
+           blocks_per_sm=PARAMS["blocks_per_sm"], vec_bytes=PARAMS["vec_bytes"],
+           max_registers=PARAMS["max_registers"], blocks=PARAMS["blocks"]):
+    _launch(p, kernel, 2, threads, targets_per_block, window_rows, chunk_cols, blocks_per_sm, vec_bytes,
+            max_registers, blocks)
