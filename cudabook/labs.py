@@ -53,6 +53,9 @@ def grade(stage_name, kernel, *, quiet=False, **params) -> bool:
             say(f"Your kernel raised an error on the case '{name}' (B={B}, S={S}, T={T}, D={D}):\n"
                 f"  {type(e).__name__}: {_first_line(e)}\n"
                 f"Fix that first; the full traceback appears if you call the kernel directly.")
+            if not SIMULATOR:
+                say("On a GPU an illegal memory access leaves the CUDA context unusable for this process: "
+                    "restart the notebook's kernel (Kernel > Restart) before you try again.")
             return False
         if not verdict.ok:
             say(f"Case '{name}':\n{verdict}")

@@ -12,7 +12,7 @@ from . import SIMULATOR, bench, check, results
 from . import resample
 
 
-def ladder_so_far(upto: str, *, peers=True):
+def ladder_so_far(upto: str, *, peers=False):
     """Measure (GPU) or show the recorded (simulator) ladder up to and including stage `upto`."""
     import matplotlib.pyplot as plt
     if not SIMULATOR and not resample.unavailable(upto):

@@ -32,6 +32,9 @@ def slug(gpu: str) -> str:
 
 
 def _commit():
+    import os
+    if os.environ.get("CUDABOOK_COMMIT"):          # a copy of the tree without .git (the GPU machine)
+        return os.environ["CUDABOOK_COMMIT"]
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                               text=True, timeout=10).stdout.strip() or None

@@ -56,6 +56,13 @@ print("tiny grid", check.check_launch(s05.launch, 2, 40, 40, 8, blocks=1))
 #
 # It should be, *if* the block's own idle time mattered. If enough other blocks already fill each SM's gaps,
 # double buffering buys little and its extra registers can even cost. The measurement decides.
+#
+# **An honest rung.** In the H200 record in `results/`, stage 05 is *slower* than stage 04. The reason is
+# the registers: holding a batch of eight 16-byte loads across the interpolation takes about 200 registers a
+# thread uncapped; capped at 128 (the launch does that), 4 blocks fit on an SM, where stage 04's leaner kernel
+# fits more. Stage 04 already overlaps one block's loads with another block's compute: the SM's warp
+# scheduler does for free what stage 05 does by hand, and does it without spending registers. Overlap inside
+# a block only pays when it is nearly free, which is what `cp.async` (stage 06) gives.
 
 # %%
 lesson.ladder_so_far("05_double_buffered")

@@ -4,6 +4,7 @@ import pathlib
 
 import pytest
 
+import cudabook
 from cudabook import labs, notebooks
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -66,6 +67,8 @@ def test_grader_passes_the_solution(capsys):
     assert "PASS" in capsys.readouterr().out
 
 
+@pytest.mark.skipif(not cudabook.SIMULATOR, reason="on a GPU an out-of-bounds read kills the CUDA context for "
+                    "every later test in this process; the simulator raises an IndexError instead")
 def test_grader_explains_a_crashing_kernel(capsys):
     from numba import cuda
 
