@@ -45,9 +45,10 @@ MAX_DIM = 2**32  # each globalDim is 1 .. 2**32
 STRIDE_LIMIT = 2**40  # each globalStride is < 2**40 bytes
 MAX_BOX = 256  # each boxDim is 1 .. 256
 MAX_ELEMENT_STRIDE = 8  # each elementStride is 1 .. 8
-# Not in the documentation: on an H100 (driver 580) a 256 KiB box was rejected
-# and a 128 KiB box accepted.  Sizes in between were not tried.
-MAX_BOX_BYTES = 128 * 1024
+# Not in the documentation: the driver (580, H100 and H200) rejected a 256 KiB box and accepted 128, 192 and
+# 227 KiB boxes, and a 256 KiB box with element stride 2 (128 KiB loaded): the limit counts the elements loaded.
+# 227 KiB is the most shared memory a block can have on Hopper; between 227 and 256 KiB was not tried.
+MAX_BOX_BYTES = 227 * 1024
 
 # Allowed option strings -> (driver enum name, size in bytes or None).
 SWIZZLES = {
@@ -354,14 +355,15 @@ def _check_box_inner_bytes(r: _Request):
 
 
 def _check_box_total(r: _Request):
-    nbytes = math.prod(r.box) * r.dtype.itemsize
+    loaded = [-(-b // max(e, 1)) for b, e in zip(r.box, r.element_strides)]   # (a bad stride is reported next)
+    nbytes = math.prod(loaded) * r.dtype.itemsize
     if nbytes > MAX_BOX_BYTES:
-        dims = " x ".join(str(b) for b in r.box)
+        dims = " x ".join(str(b) for b in loaded)
         raise TensorMapError(
             "box_total_bytes",
-            f"box {dims} {r.dtype.name} = {nbytes} bytes ({nbytes / 1024:g} KiB) is larger than 128 KiB "
-            "(not in the documentation: an H100 driver rejected a 256 KiB box and accepted 128 KiB; "
-            "the box lands in shared memory, so use a smaller box)",
+            f"box {dims} {r.dtype.name} = {nbytes} bytes ({nbytes / 1024:g} KiB) is larger than 227 KiB "
+            "(not in the documentation: the driver rejected a 256 KiB box and accepted 227 KiB, the most shared "
+            "memory a Hopper block can have; the box lands in shared memory, so use a smaller box)",
         )
 
 
@@ -417,7 +419,7 @@ def check_tiled(dtype, shape, strides, box, *, element_strides=None, swizzle="no
     of 16 bytes [stride_multiple_16], of 32 with 32B interleave [stride_multiple_32], and below 2**40
     [stride_too_large]; box 1..256 per axis [box_range]; without interleave the inner box is whole
     16-byte chunks [box_inner_multiple_16] and, with swizzle, no wider than the swizzle span
-    [box_inner_swizzle_span]; whole box <= 128 KiB, an undocumented limit measured on H100
+    [box_inner_swizzle_span]; elements loaded <= 227 KiB, an undocumented limit measured on H100/H200
     [box_total_bytes]; element strides 1..8 [element_stride_range]; NaN fill only for floating
     types [oob_nan_needs_float].
 
@@ -428,7 +430,7 @@ def check_tiled(dtype, shape, strides, box, *, element_strides=None, swizzle="no
     * a box larger than the tensor (TMA fills the out-of-bounds part);
     * 32B interleave without 32B swizzle (the docs require it; the H100 driver accepted none);
     * how big the inner box may be with interleave;
-    * the exact box-size limit between 128 KiB and 256 KiB, and whether element strides reduce it
+    * the exact box-size limit between 227 KiB and 256 KiB
       (the product of ``box`` is what is checked);
     * that ``address`` is device memory.
 
@@ -630,6 +632,10 @@ CASES = [
     _case("f32 inner box 12 (48 B)", None, **F32_256, box=(32, 12)),
     _case("f16 inner box 4 (8 B)", "box_inner_multiple_16", "float16", (64, 64), (8, 4)),
     _case("box 128 KiB", None, **F32_256, box=(128, 256)),
+    _case("box 192 KiB", None, **F32_256, box=(192, 256)),
+    _case("box 227 KiB (Hopper's opt-in shared memory)", None, **F32_256, box=(227, 256)),
+    _case("box 256 KiB with element stride 2 (128 KiB loaded)", None, **F32_256, box=(256, 256),
+          element_strides=(2, 1)),
     _case("box 256 KiB", "box_total_bytes", **F32_256, box=(256, 256)),
     # swizzle
     _case("128B swizzle, 128 B inner box", None, **F32_256, box=(32, 32), swizzle="128B"),
@@ -670,10 +676,7 @@ CASES = [
 PROBES = [
     _case("overlapping rows: 512 B stride, 1024 B rows", None, **F32_256, box=(32, 32), row_bytes=512),
     _case("outer stride 0 (every row the same)", None, **F32_256, box=(32, 32), row_bytes=0),
-    _case("box 192 KiB", "box_total_bytes", **F32_256, box=(192, 256)),
-    _case("box 227 KiB (H100 opt-in shared memory)", "box_total_bytes", **F32_256, box=(227, 256)),
-    _case("box 256 KiB with element stride 2 (128 KiB loaded)", "box_total_bytes", **F32_256, box=(256, 256),
-          element_strides=(2, 1)),
+    _case("box 228 KiB (just over the largest accepted)", "box_total_bytes", **F32_256, box=(228, 256)),
     _case("innermost element stride 9 (docs: ignored)", "element_stride_range", **F32_256, box=(32, 32), element_strides=(1, 9)),
     _case("128B swizzle, 64 B inner box", None, **F32_256, box=(32, 16), swizzle="128B"),
     _case("32B interleave + 64B swizzle", None, "float16", (4, 64, 16), (1, 64, 16), interleave="32B",
