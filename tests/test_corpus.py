@@ -42,3 +42,19 @@ def test_checker_catches(name):
 
 def test_corpus_is_not_empty():
     assert len(CORPUS) >= 5
+
+
+def test_an_unmutated_mutant_passes():
+    """The mutation machinery itself: the stage's kernel, recompiled with no edit, is correct."""
+    from corpus.mutate import mutant
+    from cudabook.resample import s01_naive
+    kernel = mutant("cudabook.resample.s01_naive", "resample_naive")
+    size = dict(B=2, S=19, T=45, D=6) if SIMULATOR else DEFAULT_SIZE
+    verdict = check.check_launch(lambda p: s01_naive.launch(p, kernel=kernel), **size)
+    assert verdict.ok, str(verdict)
+
+
+def test_a_stale_mutation_fails_loudly():
+    from corpus.mutate import mutant
+    with pytest.raises(AssertionError, match="occurs 0 times"):
+        mutant("cudabook.resample.s01_naive", "resample_naive", [("no such line", "x")])

@@ -1,24 +1,19 @@
 import numpy as np
 from numba import cuda
 
-from cudabook.bits import _as_bits, bf16_to_f32, lerp
-from cudabook.resample.s01_naive import find_interval, launch as _launch, weight
+from cudabook.bits import _as_bits
+from corpus.mutate import mutant
+from cudabook.resample.s01_naive import launch as _launch
 
 BUG = "float32 -> bf16 by truncation (drop the low 16 bits) instead of rounding to nearest even"
 
 
-@cuda.jit
-def kernel(times, feats, targets, out):
-    t = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-    b = cuda.blockIdx.y
-    if t >= targets.shape[1]:
-        return
-    x = targets[b, t]
-    lo = find_interval(times, b, x)
-    w = weight(times, b, lo, x)
-    for d in range(feats.shape[2]):
-        v = lerp(bf16_to_f32(feats[b, lo, d]), bf16_to_f32(feats[b, lo + 1, d]), w)
-        out[b, t, d] = np.uint16(_as_bits(v) >> np.uint32(16))      # the bug
+@cuda.jit(device=True)
+def truncate_to_bf16(x):
+    return np.uint16(_as_bits(x) >> np.uint32(16))
+
+
+kernel = mutant("cudabook.resample.s01_naive", "resample_naive", f32_to_bf16=truncate_to_bf16)
 
 
 def launch(p):

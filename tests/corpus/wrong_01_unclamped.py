@@ -1,22 +1,10 @@
-from numba import cuda
-
-from cudabook.bits import bf16_to_f32, f32_to_bf16, lerp
-from cudabook.resample.s01_naive import find_interval, launch as _launch
+from corpus.mutate import mutant
+from cudabook.resample.s01_naive import launch as _launch
 
 BUG = "weight not clamped to [0, 1]: targets outside the source range are extrapolated, not held"
 
-
-@cuda.jit
-def kernel(times, feats, targets, out):
-    t = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-    b = cuda.blockIdx.y
-    if t >= targets.shape[1]:
-        return
-    x = targets[b, t]
-    lo = find_interval(times, b, x)
-    w = (x - times[b, lo]) / (times[b, lo + 1] - times[b, lo])     # the bug: no clamp
-    for d in range(feats.shape[2]):
-        out[b, t, d] = f32_to_bf16(lerp(bf16_to_f32(feats[b, lo, d]), bf16_to_f32(feats[b, lo + 1, d]), w))
+weight = mutant("cudabook.resample.s01_naive", "weight", [("return min(max(w, np.float32(0.0)), np.float32(1.0))", "return w")])
+kernel = mutant("cudabook.resample.s01_naive", "resample_naive", weight=weight)
 
 
 def launch(p):
