@@ -1,62 +1,17 @@
-"""Stage 04 assuming every run of targets fits its window: when a run spans more source rows than the window
-holds, the kernel loads only the first window_rows of them instead of taking the per-target fallback."""
-from numba import cuda, float32, int32, uint32
-
-from cudabook.resample import s04_smem_windows as s04
-from cudabook.resample.s04_smem_windows import (BATCH, batch_bounds, buffer_words, fill_rest, fill_window,
-                                                interpolate_window, load_targets, load_times, locate_targets,
-                                                per_target, window_of, window_start, work_item)
+"""Stage 04 trusting every window to fit: a run that spans more rows than window_rows is clamped instead of
+taking the per-target path."""
+from corpus.mutate import mutant
+from cudabook.resample.s04_smem_windows import launch as _launch
 
 BUG = "no fallback for a run that spans more rows than the window: its span is clamped to window_rows"
 SIZE = dict(B=2, S=40, T=24, D=16)
 GPU_SIZE = dict(B=4, S=2000, T=700, D=67)     # most runs span more rows than the window
 PARAMS = dict(threads=64, targets_per_block=8, window_rows=8, chunk_cols=16)
 
-@cuda.jit
-def kernel(times, feats, feats64, targets, out, is_sorted, vec, tpb, wrows, cwmax, n_runs, n_chunks):
-    # Dynamic shared memory, in 4-byte words: [window: wrows * cwmax][its times: wrows][its targets: tpb]
-    # [each target's interval in the window: tpb][its weight: tpb][the runs' intervals: 2 * BATCH]
-    sm32 = cuda.shared.array(0, uint32)
-    smf = cuda.shared.array(0, float32)
-    smi = cuda.shared.array(0, int32)
-    TOFF = wrows * cwmax
-    XOFF = TOFF + wrows
-    LOFF = buffer_words(wrows, cwmax, tpb)
-    WOFF = LOFF + tpb
-    BOFF = WOFF + tpb
-    tid = cuda.threadIdx.x
-    nthr = cuda.blockDim.x
-    lane = tid % 32
-    warp = tid // 32
-    nwarps = nthr // 32
-    T = targets.shape[1]
-    Dc = out.shape[2]
-    G = cuda.gridDim.x
-    n_items = times.shape[0] * n_runs * n_chunks
-    item = cuda.blockIdx.x
-    k = 0
-    while item < n_items:               # the persistent loop: this block's work items are item, item + G, ...
-        slot = k % BATCH
-        if slot == 0 and is_sorted:     # the run bounds of this block's next BATCH items
-            batch_bounds(times, targets, smi, BOFF, item, G, n_items, n_runs, n_chunks, tpb, cwmax, Dc, tid,
-                         nthr)
-        cuda.syncthreads()              # bounds written; every thread is done with the previous window
-        b, t0, nt, c0, cw = work_item(item, n_runs, n_chunks, tpb, cwmax, T, Dc)
-        row0, span = window_of(smi, BOFF + 2 * slot, is_sorted, wrows)
-        span = min(span, wrows)         # the bug: the window "always fits"
-        if span <= wrows:
-            fill_window(feats, feats64, times, sm32, smf, 0, TOFF, b, row0, span, c0, cw, vec, tid, nthr)
-            load_targets(targets, smf, XOFF, b, t0, nt, tid, nthr)
-            cuda.syncthreads()
-            locate_targets(smf, smi, TOFF, XOFF, LOFF, WOFF, nt, span, tid, nthr)
-            cuda.syncthreads()
-            interpolate_window(sm32, smf, smi, out, 0, LOFF, WOFF, b, t0, nt, c0, cw, vec, warp, nwarps, lane)
-        else:
-            per_target(times, feats, targets, out, b, t0, nt, c0, cw, warp, nwarps, lane)
-            cuda.syncthreads()          # all have read their bounds before a new batch overwrites them
-        item += G
-        k += 1
+kernel = mutant("cudabook.resample.s04_smem_windows", "resample_windows", [("row0, span = window_of(smi, BOFF + 2 * slot, is_sorted, wrows)",
+                                              "row0, span = window_of(smi, BOFF + 2 * slot, is_sorted, wrows)\n"
+                                              "        span = min(span, wrows)")])
 
 
 def launch(p):
-    s04.launch(p, kernel=kernel, **PARAMS)
+    _launch(p, kernel=kernel, **PARAMS)
