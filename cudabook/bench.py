@@ -31,7 +31,7 @@ def _require_gpu():
         raise NoTimingsInSimulator("the simulator has no clock worth reading: timings need a GPU")
 
 
-def time_ms(fn, *, warmup=3, repeats=25, batch=1, flush=None, hold=True) -> float:
+def time_ms(fn, *, warmup=3, repeats=25, batch=1, hold=True) -> float:
     """Median milliseconds of GPU time of one `fn()` (which only enqueues work on the default stream).
 
     CUDA events bracket `batch` calls queued back to back. With `hold`, a short sleeping kernel is queued
@@ -51,8 +51,6 @@ def time_ms(fn, *, warmup=3, repeats=25, batch=1, flush=None, hold=True) -> floa
     hold_ns = int(2 * (batch + 2) * host_s * 1e9) + 200_000
     times = []
     for _ in range(repeats):
-        if flush is not None:
-            flush()
         start, stop = cuda.event(), cuda.event()
         if hold:
             _sleeper()[1, 1](hold_ns // 1000)
@@ -77,16 +75,6 @@ def _sleeper():
                 cuda.nanosleep(1000)
         _SLEEPER.append(sleep_us)
     return _SLEEPER[0]
-
-
-class L2Flush:
-    """Writing a buffer larger than L2 between runs, so that no run finds its inputs in the cache."""
-
-    def __init__(self, nbytes=256 << 20):
-        self.buf = cuda.device_array(nbytes // 4, np.int32)
-
-    def __call__(self):
-        self.buf[:] = 0
 
 
 def copy_ceilings(nbytes, *, repeats=25) -> dict:

@@ -76,9 +76,3 @@ def demo_size():
     """Sizes the lessons use: small in the simulator, benchmark-sized on a GPU."""
     from .bench import BENCH_SIZE
     return dict(B=2, S=24, T=20, D=8) if SIMULATOR else dict(BENCH_SIZE)
-
-
-def random_inputs(size=None, *, sorted_targets=True):
-    s = size or demo_size()
-    return _resample.random_problem(s["B"], s["S"], s["T"], s["D"], sorted_targets=sorted_targets,
-                                    rng=np.random.default_rng())
