@@ -99,4 +99,4 @@ lesson.sweep("04_smem_windows", "blocks_per_sm", [1, 2, 4, 8])
 
 # %% [markdown]
 # While a block waits at `syncthreads` for its window, it has no loads in flight of its own. Next,
-# [05 · double buffering](05_double_buffered.ipynb): load the next window while computing this one.
+# [05 · double buffering](05_double_buffered.ipynb): keep the next loads in flight while computing.

@@ -1,30 +1,26 @@
 # %% [markdown]
-# # 05 · Double buffering
+# # 05 · Double buffering: keep the next loads in flight
 #
 # In stage 04 a block does one thing at a time: load a window, wait at a barrier, compute, repeat. While it
-# computes, none of its own loads are in flight; other blocks on the SM fill that gap only as far as shared
-# memory lets enough of them live there.
+# computes, none of its own loads are in flight. DRAM only runs at full speed when enough bytes are *in
+# flight* at every moment: on a Hopper GPU, some tens of kilobytes per SM. This lesson tries two ways to keep
+# the next loads flying while the current data is used, measures both, and keeps the faster.
 #
-# **Double buffering**: two windows in shared memory. While the block interpolates from buffer A, it is
-# already loading the next window into buffer B; then they swap.
+# ## Way 1: two windows in shared memory (`buffers="shared"`)
+#
+# The classic picture: while the block interpolates from buffer A, it is already loading the next window for
+# buffer B; then they swap.
 #
 # ```
 #   stage 04:  [load 0][wait][compute 0][load 1][wait][compute 1] ...
-#   stage 05:  [load 0][wait][compute 0 | loads of 1 in flight][store 1][compute 1 | loads of 2 in flight] ...
+#   shared:    [load 0][wait][compute 0 | loads of 1 in flight][store 1][compute 1 | loads of 2 in flight] ...
 # ```
 #
-# ## What synchronous loads can, and cannot, overlap
-#
 # A Numba load is *synchronous* in one precise sense: the thread stalls at the first instruction that reads
-# the loaded register, not at the load itself. So the trick is to issue next window's loads into
-# **registers**, compute the current window, and only then store those registers to the other buffer. The
-# loads fly during the compute. The costs are real:
-#
-# - the in-flight data sits in registers (here 16 x 8 bytes a thread), so fewer blocks fit on an SM;
-# - the store to shared memory still passes through those registers and needs its own barrier.
-#
-# The hardware can do better: `cp.async` (stage 06) copies global to shared memory without registers and
-# without stalling the thread. That is why this rung exists: to feel the limit that stage 06 removes.
+# the loaded register, not at the load itself. So the kernel issues the next window's loads into
+# **registers**, interpolates the current window, and only then stores those registers to the other buffer.
+# The costs are real: the in-flight data sits in registers (8 loads of 16 bytes a thread) for the whole
+# interpolation, so fewer blocks fit on an SM, and the store to shared memory still needs its own barrier.
 
 # %%
 import cudabook
@@ -34,47 +30,89 @@ import numpy as np
 from numba import cuda, float32, int32, uint32
 from cudabook import resample, check, labs, lesson
 from cudabook.resample import s05_double_buffered as s05
-from cudabook.resample.s05_double_buffered import *   # stage 04's device functions, which this kernel reuses
-
-# %% [markdown]
-# ## The kernel
+from cudabook.resample.s05_double_buffered import *   # stage 04's device functions, which these kernels reuse
 
 # %%
 #! kernel resample/s05_double_buffered resample_double
 
 # %% [markdown]
-# ## Is it right?
+# **Measured, and slower.** On an H200 this kernel is *slower* than stage 04 (run the sweep at the end to see
+# it on your GPU). Holding a batch of eight 16-byte loads across the interpolation takes about 200 registers a
+# thread; capped at 128, only 4 blocks fit on an SM, where stage 04's leaner kernel fits more. Stage 04 already
+# overlaps one block's loads with another block's compute: the warp scheduler does for free what this kernel
+# does by hand, without spending registers.
+#
+# ## Step back: what is the window for?
+#
+# The window reads each source row from DRAM once, however many targets use it. But with sorted targets a
+# source row is used by about two neighbouring targets, and the GPU's L2 cache (50 MB on an H100, 60 MB on an
+# H200) already catches the second read: two warps that read the same row a few microseconds apart get one
+# DRAM read between them. So the window saves little DRAM traffic, and it costs barriers, shared memory and the
+# searches inside it.
+#
+# What matters is **bytes in flight**. So:
+#
+# 1. **Search once, up front.** A small prepass kernel, `find_intervals`, finds every target's interval `lo`
+#    and weight `w` (the row of source times in shared memory, stage 04's search) and writes them out:
+#    8 bytes a target, 2 MB at the benchmark size, a few microseconds.
+# 2. **Registers are the buffers.** In `resample_in_flight` a warp takes four consecutive targets. Lanes 0-3
+#    read the four `(lo, w)` pairs, shuffles hand them to all 32 lanes, and each lane issues **all eight** of
+#    its row loads (two rows for each of four targets, 16 bytes each) before it uses the first:
+#
+# ```
+#   lane L:  ld lo(t)  ld lo(t)+1  ld lo(t+1) ... ld lo(t+3)+1      8 x 16 bytes requested, nothing waited for
+#            |<------------------ all eight in flight ------------------>|
+#                                   lerp t -> st | lerp t+1 -> st | lerp t+2 -> st | lerp t+3 -> st
+#                                   (waits only for the first two)   (the others have landed meanwhile)
+# ```
+#
+# 3. **A persistent grid** (SMs x `blocks_per_sm` blocks) walks the groups, so each SM holds up to 64 warps
+#    with 128 bytes a lane in flight: about 256 KB requested per SM at any moment, plenty for full speed.
+#
+# Targets in any order take the same path, because every target's search is its own: no fallback needed.
+
+# %%
+#! kernel resample/s05_double_buffered find_intervals
+
+# %%
+#! kernel resample/s05_double_buffered resample_in_flight
+
+# %% [markdown]
+# ## Is it right? Both ways, sorted and unsorted
 
 # %%
 size = labs.demo_size()
-print("sorted   ", check.check_launch(s05.launch, **size))
-print("unsorted ", check.check_launch(s05.launch, **size, sorted_targets=False))
-print("tiny grid", check.check_launch(s05.launch, 2, 40, 40, 8, blocks=1))
+print("registers, sorted  ", check.check_launch(s05.launch, **size))
+print("registers, unsorted", check.check_launch(s05.launch, **size, sorted_targets=False))
+print("registers, 1 block ", check.check_launch(s05.launch, 3, 40, 41, 8, blocks=1))
+print("shared, sorted     ", check.check_launch(s05.launch, **size, buffers="shared"))
+print("shared, unsorted   ", check.check_launch(s05.launch, **size, buffers="shared", sorted_targets=False))
 
 # %% [markdown]
 # ## How fast? Is it faster than 04?
 #
-# It should be, *if* the block's own idle time mattered. If enough other blocks already fill each SM's gaps,
-# double buffering buys little and its extra registers can even cost. The measurement decides.
-#
-# **An honest rung.** In the H200 record in `results/`, stage 05 is *slower* than stage 04. The reason is
-# the registers: holding a batch of eight 16-byte loads across the interpolation takes about 200 registers a
-# thread uncapped; capped at 128 (the launch does that), 4 blocks fit on an SM, where stage 04's leaner kernel
-# fits more. Stage 04 already overlaps one block's loads with another block's compute: the SM's warp
-# scheduler does for free what stage 05 does by hand, and does it without spending registers. Overlap inside
-# a block only pays when it is nearly free, which is what `cp.async` (stage 06) gives.
+# The ladder below is stage 05's default, `buffers="registers"`, prepass included. The prepass costs a few
+# microseconds of mostly latency (one search a thread, the whole GPU waiting for the slowest), which is why the
+# streaming kernel alone is a few percent faster than the stage: the TMA lesson (07) meets the same cost.
 
 # %%
 lesson.ladder_so_far("05_double_buffered")
 
 # %% [markdown]
-# ## Experiment: blocks per SM
+# ## Experiments
 #
-# Double buffering and more blocks per SM are two ways to keep loads in flight. Compare them: sweep
-# `blocks_per_sm` here, and the same sweep in lesson 04.
+# **Which buffers?** The two ways, side by side. **Blocks per SM**: how many warps it takes to keep enough
+# bytes in flight; with 4 targets a warp, too few warps starve DRAM and too many buy nothing (more warps than
+# fit wait their turn). Try also `vec_bytes=8` or `4`: fewer bytes a load means fewer bytes in flight.
+#
+# One more experiment worth trying in your own copy: prefetch the *next* group's rows before storing this one
+# (a true double buffer in registers). On an H200 it was slower: 94 registers a thread instead of 56 cost more
+# warps per SM than the prefetch gained.
 
 # %%
-lesson.sweep("05_double_buffered", "blocks_per_sm", [1, 2, 4, 8])
+lesson.sweep("05_double_buffered", "buffers", ["shared", "registers"])
+lesson.sweep("05_double_buffered", "blocks_per_sm", [2, 4, 8, 16])
 
 # %% [markdown]
-# Next: [06 · cp.async](06_cp_async.ipynb), where copies need no registers and no stalls.
+# Next: [06 · cp.async](06_cp_async.ipynb): copies from global to shared memory with no registers in between
+# and no stall, the hardware's own way to keep the window design's loads in flight.

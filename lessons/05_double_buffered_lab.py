@@ -1,27 +1,29 @@
 # %% [markdown]
-# # Lab 05 · Loads in flight while you compute
+# # Lab 05 · Eight loads in flight
 #
-# Everything but the overlap is written. Inside the loop, for the current item (in buffer `base`) and the next
-# one (to go into buffer `nbase`), write:
+# The prepass (`find_intervals`) is written and runs before your kernel. In `resample_in_flight` everything is
+# written up to the point where a lane knows, for its warp's four targets, where their rows start (`r0` .. `r3`,
+# flat word offsets, already including this lane's column `j`) and their weights (`w0` .. `w3`). Write:
 #
-# 1. `load_batch(...)`: issue the next window's wide loads into registers (the 32 values it returns). Do not
-#    touch them yet: a load only stalls the thread when its register is first *read*.
-# 2. Load the next window's times and targets into registers too (one per thread).
-# 3. Interpolate the current item from its buffer (`interpolate_window`), or take the fallback (`per_target`).
-# 4. Only now `store_batch(...)` the registers into the other buffer: the first use of the loaded values.
+# 1. **Eight loads, first.** `load_element(feats, feats64, offset, ok, vec)` returns four words; load the lower
+#    row (`r0`) and the upper row (`r0 + Dc`) of each of the four targets, all eight, before you use any.
+#    A load only stalls the lane when its register is first *read*: issue them all, then read.
+# 2. **Four stores.** Target `i + q` goes to flat word offset `o + q * Dc`: `store_element(out, offset, ok,
+#    vec, w0, w1, w2, w3)` with four `lerp2(lower_word, upper_word, weight)`. Guard the targets past the end:
+#    target `i + q` exists only if `i + q < n`.
 #
-# Read `resample_double` in `cudabook/resample/s05_double_buffered.py` for the argument lists.
+# Read `resample_in_flight` in `cudabook/resample/s05_double_buffered.py` if you are stuck.
 
 # %%
 import cudabook
 print(cudabook.where())
 import numpy as np
 from numba import cuda, float32, int32, uint32
-from cudabook.resample.s05_double_buffered import *   # stage 04's device functions, reused here
+from cudabook.resample.s05_double_buffered import *   # the device functions the kernel uses
 from cudabook.labs import grade
 
 # %%
-#! kernel resample/s05_double_buffered resample_double
+#! kernel resample/s05_double_buffered resample_in_flight
 
 # %%
-grade("05_double_buffered", globals().get("resample_double"))
+grade("05_double_buffered", globals().get("resample_in_flight"))

@@ -1,4 +1,5 @@
-"""Stages 04 (shared-memory windows, persistent grid) and 05 (double buffering) against the reference.
+"""Stages 04 (shared-memory windows, persistent grid) and 05 (double buffering: buffers="registers", the
+default, and buffers="shared") against the reference.
 
 In the simulator the launch parameters are shrunk (2 warps a block, runs of 8 targets, windows of 12 rows,
 chunks of 16 channels) so that the small problems still exercise every path: 16-, 8- and 4-byte loads, several
@@ -15,8 +16,21 @@ from cudabook import SIMULATOR, check, resample
 from cudabook.resample import s04_smem_windows as s04
 from cudabook.resample import s05_double_buffered as s05
 
-STAGES = [s04, s05]
-IDS = ["04", "05"]
+
+
+class S05Shared:
+    """Stage 05 with two shared-memory windows (buffers="shared"), as a stage of its own for these tests."""
+    NAME = s05.NAME
+
+    @staticmethod
+    def launch(p, **params):
+        s05.launch(p, buffers="shared", **params)
+
+
+STAGES = [s04, s05, S05Shared]
+IDS = ["04", "05", "05-shared"]
+WINDOWED = [s04, S05Shared]          # the stages with windows, work items and a fallback
+WINDOWED_IDS = ["04", "05-shared"]
 SIM = dict(threads=64, targets_per_block=8, window_rows=12, chunk_cols=16)
 
 CASES = [  # B, S, T, D, sorted, parameters beyond SIM, what it covers
@@ -34,6 +48,8 @@ CASES = [  # B, S, T, D, sorted, parameters beyond SIM, what it covers
      "one block, 35 work items: more than a batch of run bounds (32)"),
     (1, 30, 50, 4, True, {"threads": 32, "targets_per_block": 40, "window_rows": 48},
      "more targets in a run and rows in a window than threads"),
+    (1, 2100, 9, 6, True, {}, "S = 2100: the 05 prepass searches global memory (times too long for its block)"),
+    (3, 11, 7, 300, True, {"blocks": 2}, "B * T = 21 targets, not a multiple of 4; rows wider than a warp's 16 bytes"),
 ]
 
 
@@ -57,7 +73,7 @@ def work_items_that_fit(src_times, tgt_times, tpb, wrows):
     return fit, wide
 
 
-@pytest.mark.parametrize("stage", STAGES, ids=IDS)
+@pytest.mark.parametrize("stage", WINDOWED, ids=WINDOWED_IDS)
 def test_window_too_wide(stage):
     """window_rows = 4 with few targets spread over many source rows: no run fits, all fall back."""
     st, sf, tt = resample.random_problem(1, 60, 6, 4, rng=1)
@@ -66,7 +82,7 @@ def test_window_too_wide(stage):
     assert v.ok, str(v)
 
 
-@pytest.mark.parametrize("stage", STAGES, ids=IDS)
+@pytest.mark.parametrize("stage", WINDOWED, ids=WINDOWED_IDS)
 def test_some_runs_fit_and_some_fall_back(stage):
     """Both paths in one launch, in the same blocks (2 blocks, 10 work items)."""
     st, sf, tt = resample.random_problem(1, 40, 40, 8, rng=2)
@@ -84,7 +100,7 @@ def test_targets_on_knots_and_outside_the_range(stage):
     tt.sort(axis=1)
     v = check.check_on(stage.launch, st, sf, tt, **SIM)
     assert v.ok, str(v)
-    out = resample.run(stage.NAME, st, sf, tt, **SIM)
+    out = resample.run(stage.NAME, st, sf, tt, **SIM, **({"buffers": "shared"} if stage is S05Shared else {}))
     on_knots = np.isin(tt[0], st[0])
     assert np.array_equal(out[0, on_knots].view(np.uint16), sf[0].view(np.uint16))   # exact knots: exact values
 
@@ -93,8 +109,12 @@ def test_targets_on_knots_and_outside_the_range(stage):
 def test_parameters_are_checked(stage):
     st, sf, tt = resample.random_problem(1, 5, 4, 512)
     p = resample.upload(st, sf, tt)
-    with pytest.raises(ValueError, match="shared memory"):
-        stage.launch(p, window_rows=200, chunk_cols=512)
+    if stage is not s05:
+        with pytest.raises(ValueError, match="shared memory"):
+            stage.launch(p, window_rows=200, chunk_cols=512)
+    else:
+        with pytest.raises(ValueError, match="buffers must be"):
+            stage.launch(p, buffers="double")
     with pytest.raises(ValueError, match="multiple of 32"):
         stage.launch(p, threads=48)
     with pytest.raises(ValueError, match="vec_bytes"):
@@ -130,7 +150,7 @@ def test_correct_kernel_passes_where_the_planted_bug_fails(name):
 # ----------------------------------------------------------------------------------------------------------
 GPU_CASES = [(3, 777, 1500, 1, True), (3, 777, 1500, 7, False), (3, 777, 1500, 64, True),
              (3, 777, 1500, 129, True), (3, 777, 1500, 256, False), (3, 777, 1500, 256, True),
-             (3, 1500, 777, 260, True), (5, 64, 3000, 1024, True)]
+             (3, 1500, 777, 260, True), (5, 64, 3000, 1024, True), (2, 9000, 500, 16, True)]
 
 
 @pytest.mark.gpu

@@ -1,32 +1,47 @@
-"""05 double buffering: load the next window while interpolating from this one.
+"""05 double buffering: keep the next loads in flight while the current ones are used.
 
-In stage 04 a block does one thing at a time: it loads a window, waits for all of it at a barrier, then
-interpolates from it while no load of its own is in flight. Other blocks on the same SM fill those gaps, but
-only as far as shared memory and registers let enough blocks live there.
+Two ways, both here, both measured in the lesson.
 
-Here each block keeps two windows in shared memory. Before it interpolates work item k from one buffer, each
-thread issues its loads for item k+1's window (a batch of 8 wide loads into registers, plus the next item's
-times and targets); it then interpolates item k, and only after that stores the registers into the other
-buffer. A load stalls a thread only at the first instruction that reads its register, so the loads of window
-k+1 are in flight during the whole interpolation of item k. That is how synchronous code overlaps: load early
-into registers, use late. It costs registers (32 a thread hold the batch across the interpolation), which
-lowers how many blocks fit on an SM; `max_registers` trades some of that back (the compiler then keeps fewer
-values live, or spills). Stage 06's cp.async copies global to shared memory with no registers in between.
+buffers="shared" (the classic picture). Each block keeps two windows of stage 04 in shared memory. Before it
+interpolates work item k from one buffer, each thread issues its loads for item k+1's window (a batch of 8 wide
+loads into registers, plus the next item's times and targets); it interpolates item k, and only then stores the
+registers into the other buffer. A load stalls a thread only at the first instruction that reads its register,
+so the loads of window k+1 fly during the interpolation of item k. It costs registers (32 a thread hold the
+batch across the interpolation), so fewer blocks fit on an SM, and on an H200 it is slower than stage 04.
 
-A block needs two barriers per work item here instead of stage 04's three. Everything else (work items,
-windows, run bounds, fallback, layout) is stage 04's, imported from it.
+buffers="registers" (the default, and the fast one). The shared window existed to read each source row once
+from DRAM; the 50-60 MB L2 of a Hopper GPU already does that for neighbouring targets. So drop it:
+  1. a prepass kernel (`find_intervals`) finds every target's interval lo and weight w once, with the row of
+     source times in shared memory, and writes them to two small arrays (8 bytes a target);
+  2. the streaming kernel (`resample_in_flight`) gives each warp four consecutive targets at a time: lanes 0-3
+     read the four (lo, w) pairs, shuffles hand them to the whole warp, and every lane issues all eight of its
+     row loads (two rows for each of four targets, 16 bytes each) before it uses the first. Registers are the
+     buffers: while a lane interpolates target 1, the rows of targets 2-4 are still arriving. A persistent grid
+     (SMs x blocks_per_sm) walks the groups, so many warps per SM keep even more loads in flight.
+Targets in any order take the same path (each target's search is its own), so there is no fallback.
+
+Everything of buffers="shared" (work items, windows, run bounds, fallback, layout) is stage 04's, imported.
 """
 import numpy as np
 from numba import cuda, float32, int32, uint32
 
-from .s04_smem_windows import (BATCH, UNROLL, _launch, batch_bounds, buffer_words, fill_rest, fill_window,
-                               interpolate_window, load_batch, load_targets, load_times, locate_targets,
-                               per_target, store_batch, window_of, window_start, work_item)
+from .. import SIMULATOR
+from .s01_naive import find_interval, weight
+from .s04_smem_windows import (BATCH, UNROLL, _aligned, _launch, batch_bounds, buffer_words, compiled, fill_rest,
+                               fill_window, grid_size, interpolate_window, lerp2, load_batch, load_element,
+                               load_targets, load_times, locate_targets, per_target, store_batch, store_element,
+                               window_interval, window_of, window_start, window_weight, with_register_cap, words,
+                               work_item)
 
 NAME = "05_double_buffered"
 TITLE = "double buffering"
-PARAMS = {"threads": 128, "targets_per_block": 24, "window_rows": 40, "chunk_cols": 256, "blocks_per_sm": 16,
-          "vec_bytes": 16, "max_registers": 128, "blocks": 0}
+PARAMS = {"buffers": "registers", "threads": 128, "blocks_per_sm": 8, "vec_bytes": 16, "blocks": 0,
+          # buffers="shared" only:
+          "targets_per_block": 24, "window_rows": 40, "chunk_cols": 256, "max_registers": 128}
+GROUP = 4                     # targets a warp keeps in flight (buffers="registers")
+SMAX = 8192                   # source times the prepass holds in shared memory (32 KB)
+PRE_THREADS = 256             # prepass threads a block (each finds PRE_PER targets)
+PRE_PER = 4
 
 
 @cuda.jit
@@ -79,7 +94,6 @@ def resample_double(times, feats, feats64, targets, out, is_sorted, vec, tpb, wr
         if nitem < n_items:
             nrow0, nspan = window_of(smi, BOFF + 2 * ((k + 1) % BATCH), is_sorted, wrows)
         cuda.syncthreads()              # targets located; everyone has read the next item's bounds
-        # >>> lab: issue the loads of the next window into registers, interpolate this item, then store the registers into the other buffer
         pspan = 0                       # rows to prefetch: none if there is no next window
         pnt = 0
         if nitem < n_items and nspan <= wrows:
@@ -110,7 +124,6 @@ def resample_double(times, feats, feats64, targets, out, is_sorted, vec, tpb, wr
                   nthr)                 # a window larger than one batch: the rest, the plain way
         load_times(times, smf, nbase + TOFF, nb, nrow0, pspan, tid + nthr, nthr)
         load_targets(targets, smf, nbase + XOFF, nb, nt0, pnt, tid + nthr, nthr)
-        # <<< lab
         item = nitem
         b = nb
         t0 = nt0
@@ -122,9 +135,169 @@ def resample_double(times, feats, feats64, targets, out, is_sorted, vec, tpb, wr
         k += 1
 
 
-def launch(p, kernel=resample_double, threads=PARAMS["threads"], targets_per_block=PARAMS["targets_per_block"],
-           window_rows=PARAMS["window_rows"], chunk_cols=PARAMS["chunk_cols"],
-           blocks_per_sm=PARAMS["blocks_per_sm"], vec_bytes=PARAMS["vec_bytes"],
-           max_registers=PARAMS["max_registers"], blocks=PARAMS["blocks"]):
-    _launch(p, kernel, 2, threads, targets_per_block, window_rows, chunk_cols, blocks_per_sm, vec_bytes,
-            max_registers, blocks)
+# ----------------------------------------------------------------------------------------------------------
+# buffers="registers": a prepass for the searches, then four targets' loads in flight a warp
+# ----------------------------------------------------------------------------------------------------------
+@cuda.jit
+def find_intervals(times, targets, lo, wt):
+    """lo[b * T + t], wt[b * T + t]: target t's interval and weight, for PRE_PER * blockDim.x targets of one
+    batch row a block. When the row of source times fits (S <= SMAX) and is not much longer than the block's
+    targets, the block first copies it to shared memory, four loads in flight a thread (a plain loop would wait
+    for each load before the next), and every search probes shared memory; otherwise they probe global memory."""
+    st = cuda.shared.array(SMAX, float32)
+    S = times.shape[1]
+    T = targets.shape[1]
+    nthr = cuda.blockDim.x
+    tid = cuda.threadIdx.x
+    per_block = PRE_PER * nthr
+    ntb = (T + per_block - 1) // per_block
+    b = cuda.blockIdx.x // ntb
+    t0 = (cuda.blockIdx.x - b * ntb) * per_block
+    if S <= SMAX and S <= 16 * per_block:
+        i = tid
+        while i < S:
+            v0 = times[b, i]
+            v1 = times[b, min(i + nthr, S - 1)]
+            v2 = times[b, min(i + 2 * nthr, S - 1)]
+            v3 = times[b, min(i + 3 * nthr, S - 1)]
+            st[i] = v0
+            if i + nthr < S:
+                st[i + nthr] = v1
+            if i + 2 * nthr < S:
+                st[i + 2 * nthr] = v2
+            if i + 3 * nthr < S:
+                st[i + 3 * nthr] = v3
+            i += 4 * nthr
+        cuda.syncthreads()
+        t = t0 + tid
+        while t < min(t0 + per_block, T):
+            x = targets[b, t]
+            li = window_interval(st, 0, S, x)          # stage 04's search, over the whole row
+            lo[b * T + t] = li
+            wt[b * T + t] = window_weight(st, 0, li, x)
+            t += nthr
+    else:
+        t = t0 + tid
+        while t < min(t0 + per_block, T):
+            x = targets[b, t]
+            li = find_interval(times, b, x)            # stage 01's search, in global memory
+            lo[b * T + t] = li
+            wt[b * T + t] = weight(times, b, li, x)
+            t += nthr
+
+
+@cuda.jit
+def resample_in_flight(feats, feats64, lo, wt, out, S, T, vec):
+    """A warp takes four consecutive targets (of the flattened B * T) and one stretch of 32 * vec words of
+    their rows; a persistent grid walks the (group, stretch) units. `feats`/`out` are word views (stage 04's
+    layout), `vec` words a load."""
+    lane = cuda.threadIdx.x % 32
+    warp = (cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x) // 32
+    nwarps = cuda.gridDim.x * cuda.blockDim.x // 32
+    n = lo.shape[0]
+    Dc = out.shape[2]
+    span = 32 * vec
+    stretches = (Dc + span - 1) // span
+    units = (n + GROUP - 1) // GROUP * stretches
+    u = warp
+    while u < units:                    # the same for every lane of a warp: the shuffles below see all 32
+        g = u // stretches
+        i = GROUP * g                   # the group's first target
+        j = (u - g * stretches) * span + lane * vec     # this lane's first word in a row
+        ok = j < Dc
+        # lanes 0-3 read target i+q's (lo, w); a shuffle gives each lane all four
+        k = min(i + lane % GROUP, n - 1)
+        row = ((k // T) * S + lo[k]) * Dc
+        w = wt[k]
+        r0 = cuda.shfl_sync(0xFFFFFFFF, row, 0) + j
+        r1 = cuda.shfl_sync(0xFFFFFFFF, row, 1) + j
+        r2 = cuda.shfl_sync(0xFFFFFFFF, row, 2) + j
+        r3 = cuda.shfl_sync(0xFFFFFFFF, row, 3) + j
+        w0 = cuda.shfl_sync(0xFFFFFFFF, w, 0)
+        w1 = cuda.shfl_sync(0xFFFFFFFF, w, 1)
+        w2 = cuda.shfl_sync(0xFFFFFFFF, w, 2)
+        w3 = cuda.shfl_sync(0xFFFFFFFF, w, 3)
+        o = i * Dc + j
+        # >>> lab: issue all eight row loads of the four targets first, then interpolate and store each target
+        a0, a1, a2, a3 = load_element(feats, feats64, r0, ok, vec)
+        c0, c1, c2, c3 = load_element(feats, feats64, r0 + Dc, ok, vec)
+        d0, d1, d2, d3 = load_element(feats, feats64, r1, ok, vec)
+        e0, e1, e2, e3 = load_element(feats, feats64, r1 + Dc, ok, vec)
+        f0, f1, f2, f3 = load_element(feats, feats64, r2, ok, vec)
+        g0, g1, g2, g3 = load_element(feats, feats64, r2 + Dc, ok, vec)
+        h0, h1, h2, h3 = load_element(feats, feats64, r3, ok, vec)
+        k0, k1, k2, k3 = load_element(feats, feats64, r3 + Dc, ok, vec)
+        store_element(out, o, ok, vec, lerp2(a0, c0, w0), lerp2(a1, c1, w0), lerp2(a2, c2, w0), lerp2(a3, c3, w0))
+        store_element(out, o + Dc, ok and i + 1 < n, vec,
+                      lerp2(d0, e0, w1), lerp2(d1, e1, w1), lerp2(d2, e2, w1), lerp2(d3, e3, w1))
+        store_element(out, o + 2 * Dc, ok and i + 2 < n, vec,
+                      lerp2(f0, g0, w2), lerp2(f1, g1, w2), lerp2(f2, g2, w2), lerp2(f3, g3, w2))
+        store_element(out, o + 3 * Dc, ok and i + 3 < n, vec,
+                      lerp2(h0, k0, w3), lerp2(h1, k1, w3), lerp2(h2, k2, w3), lerp2(h3, k3, w3))
+        # <<< lab
+        u += nwarps
+
+
+_scratch: dict = {}
+
+
+def intervals_buffer(n: int):
+    """The prepass's output arrays (lo int32 [n], w float32 [n]), allocated once per size and reused:
+    allocating can synchronise the GPU, which must never happen inside a timed launch after the first. Each
+    launch writes them before it reads them, in stream order."""
+    key = (id(cuda.current_context()) if not SIMULATOR else 0, n)
+    if SIMULATOR:
+        return cuda.device_array(n, np.int32), cuda.device_array(n, np.float32)
+    if key not in _scratch:
+        if len(_scratch) >= 4:
+            _scratch.pop(next(iter(_scratch)))
+        _scratch[key] = cuda.device_array(n, np.int32), cuda.device_array(n, np.float32)
+    return _scratch[key]
+
+
+def vec_words(p, vec_bytes):
+    """Words a load (4, 2 or 1) for this problem: as wide as vec_bytes allows, D divides and the arrays'
+    alignment permits (odd D: one uint16 word)."""
+    if vec_bytes not in (16, 8, 4):
+        raise ValueError(f"vec_bytes must be 16, 8 or 4, got {vec_bytes!r}")
+    D = p.shape[3]
+    Dc = D if D % 2 else D // 2
+    vec = 1 if D % 2 else vec_bytes // 4
+    while vec > 1 and (Dc % vec or not (_aligned(p.feats, 4 * vec) and _aligned(p.out, 4 * vec))):
+        vec //= 2
+    return vec
+
+
+def launch_in_flight(p, kernel, threads, blocks_per_sm, vec_bytes, blocks):
+    B, S, T, D = p.shape
+    if threads < 32 or threads % 32 or threads > 1024:
+        raise ValueError(f"threads must be a multiple of 32 between 32 and 1024, got {threads}")
+    vec = vec_words(p, vec_bytes)
+    if T == 0:
+        return
+    n = B * T
+    lo, wt = intervals_buffer(n)
+    pre_threads = 32 if SIMULATOR else PRE_THREADS
+    find_intervals[B * ((T + PRE_PER * pre_threads - 1) // (PRE_PER * pre_threads)), pre_threads](
+        p.times, p.targets, lo, wt)
+    fw, f64, ow, Dc = words(p)
+    args = (fw, f64, lo, wt, ow, np.int32(S), np.int32(T), np.int32(vec))
+    found = compiled(kernel, args, threads, 0)
+    units = (n + GROUP - 1) // GROUP * ((Dc + 32 * vec - 1) // (32 * vec))
+    grid = grid_size((units * 32 + threads - 1) // threads, blocks_per_sm, blocks, found[1] if found else None)
+    kernel[grid, threads](*args)
+
+
+def launch(p, kernel=None, buffers=PARAMS["buffers"], threads=PARAMS["threads"],
+           blocks_per_sm=PARAMS["blocks_per_sm"], vec_bytes=PARAMS["vec_bytes"], blocks=PARAMS["blocks"],
+           targets_per_block=PARAMS["targets_per_block"], window_rows=PARAMS["window_rows"],
+           chunk_cols=PARAMS["chunk_cols"], max_registers=PARAMS["max_registers"]):
+    """Stage 05. buffers="registers": the prepass and resample_in_flight (`kernel` replaces the latter);
+    buffers="shared": stage 04's windows, two of them, resample_double (`kernel` replaces it)."""
+    if buffers == "registers":
+        launch_in_flight(p, kernel or resample_in_flight, threads, blocks_per_sm, vec_bytes, blocks)
+    elif buffers == "shared":
+        _launch(p, kernel or resample_double, 2, threads, targets_per_block, window_rows, chunk_cols,
+                blocks_per_sm, vec_bytes, max_registers, blocks)
+    else:
+        raise ValueError(f"buffers must be 'registers' or 'shared', got {buffers!r}")

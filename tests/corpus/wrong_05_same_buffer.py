@@ -16,8 +16,8 @@ SIZE = dict(B=2, S=19, T=45, D=64)
 # targets over 4 warps: the warp with one target more still reads the window when the others
 # overwrite it.
 GPU_SIZE = dict(B=4, S=20, T=2000, D=256)
-PARAMS = (dict(threads=64, targets_per_block=8, window_rows=12, chunk_cols=64, vec_bytes=4, blocks=2) if SIMULATOR
-          else dict(threads=128, targets_per_block=33, window_rows=12, chunk_cols=256, blocks=61))
+PARAMS = (dict(buffers="shared", threads=64, targets_per_block=8, window_rows=12, chunk_cols=64, vec_bytes=4, blocks=2) if SIMULATOR
+          else dict(buffers="shared", threads=128, targets_per_block=33, window_rows=12, chunk_cols=256, blocks=61))
 
 
 @cuda.jit
