@@ -76,15 +76,18 @@ def sweep(stage: str, param: str, values, *, fixed=None, size=None):
     return rows
 
 
-def show_region(source: str, *, context: int = 0):
-    """Print the marked heart of a CUDA C++ kernel (between `// >>> lab` and `// <<< lab`), numbered."""
+def show_region(source: str, *, context: int = 0, start: str | None = None, end: str | None = None):
+    """Print part of a CUDA C++ kernel, numbered: from the first line containing `start` to the next line
+    containing `end` (by default the lab region, between `// >>> lab` and `// <<< lab`), plus `context` lines
+    either side. The lab markers themselves are not printed."""
     lines = source.splitlines()
-    begin = next((i for i, line in enumerate(lines) if "// >>> lab" in line), None)
-    end = next((i for i, line in enumerate(lines) if "// <<< lab" in line), None)
-    if begin is None or end is None or end < begin:
-        begin, end = 0, len(lines)
+    start, end = start or "// >>> lab", end or "// <<< lab"
+    begin = next((i for i, line in enumerate(lines) if start in line), None)
+    stop = next((i for i, line in enumerate(lines) if begin is not None and i >= begin and end in line), None)
+    if begin is None or stop is None:
+        begin, stop = 0, len(lines) - 1
     first = max(begin - context, 0)
-    for n in range(first, min(end + 1 + context, len(lines))):
+    for n in range(first, min(stop + 1 + context, len(lines))):
         if "// >>> lab" in lines[n] or "// <<< lab" in lines[n]:
             continue
         print(f"{n + 1:4d}  {lines[n]}")

@@ -12,6 +12,11 @@ module: each kernel is written once, in cudabook/, and every notebook shows that
 part a learner writes sits between `# >>> lab: <hint>` and `# <<< lab`. Lessons and solutions keep the code
 and drop the two marker lines; labs replace the region by the hint and `pass`.
 
+CUDA C++ kernels (cudabook/**/*.cu) mark their lab region with `// >>> lab: <hint>` and `// <<< lab`. A code
+line `#! region <file> <NAME>` becomes a raw string assignment `NAME = r"..."` holding the region's lines
+(the solution) or, in labs, only `// TODO: <hint>`; cudabook.labs splices the learner's text back into the
+file to grade it.
+
     python -m cudabook.notebooks build    regenerate every notebook
     python -m cudabook.notebooks check    fail if any committed notebook differs from its source
 """
@@ -22,14 +27,16 @@ import json
 import pathlib
 import re
 import sys
+import textwrap
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SOURCES = ROOT / "lessons"
 PACKAGE = ROOT / "cudabook"
 
-LAB_BEGIN = re.compile(r"^(\s*)# >>> lab: (.*)$")
-LAB_END = re.compile(r"^\s*# <<< lab\s*$")
+LAB_BEGIN = re.compile(r"^(\s*)(#|//) >>> lab: (.*)$")
+LAB_END = re.compile(r"^\s*(?:#|//) <<< lab\s*$")
 DIRECTIVE = re.compile(r"^#! kernel (\S+) (\S+)\s*$")
+REGION = re.compile(r"^#! region (\S+) ([A-Za-z_]\w*)\s*$")
 
 
 class SourceError(ValueError):
@@ -82,11 +89,29 @@ def function_source(module: str, function: str) -> str:
     raise SourceError(f"#! kernel {module} {function}: no function {function} in {path.relative_to(ROOT)}")
 
 
+def region_source(path: str) -> str:
+    """The lab region of a CUDA C++ file under cudabook/, its two marker lines included."""
+    file = PACKAGE / path
+    if not file.exists():
+        raise SourceError(f"#! region {path}: no file {file.relative_to(ROOT)}")
+    lines = file.read_text().split("\n")
+    begin = [i for i, line in enumerate(lines) if LAB_BEGIN.match(line)]
+    end = [i for i, line in enumerate(lines) if LAB_END.match(line)]
+    if len(begin) != 1 or len(end) != 1 or end[0] < begin[0]:
+        raise SourceError(f"#! region {path}: the file needs exactly one '// >>> lab:' ... '// <<< lab' region")
+    return "\n".join(lines[begin[0]:end[0] + 1])
+
+
 def expand(code: str) -> str:
     out = []
     for line in code.split("\n"):
-        m = DIRECTIVE.match(line)
-        out.append(function_source(*m.groups()) if m else line)
+        m, r = DIRECTIVE.match(line), REGION.match(line)
+        if m:
+            out.append(function_source(*m.groups()))
+        elif r:
+            out.append(f'{r.group(2)} = r"""\n{textwrap.dedent(region_source(r.group(1)))}\n"""')
+        else:
+            out.append(line)
     return "\n".join(out)
 
 
@@ -100,8 +125,8 @@ def blank_regions(code: str) -> str:
     for line in code.split("\n"):
         begin = LAB_BEGIN.match(line)
         if begin:
-            indent, hint = begin.groups()
-            out += [f"{indent}# TODO: {hint}", f"{indent}pass"]
+            indent, comment, hint = begin.groups()
+            out += [f"{indent}# TODO: {hint}", f"{indent}pass"] if comment == "#" else [f"{indent}// TODO: {hint}"]
             inside = True
         elif LAB_END.match(line):
             inside = False
@@ -113,7 +138,7 @@ def blank_regions(code: str) -> str:
 
 
 def lab_hints(code: str) -> list[str]:
-    return [m.group(2) for m in map(LAB_BEGIN.match, code.split("\n")) if m]
+    return [m.group(3) for m in map(LAB_BEGIN.match, code.split("\n")) if m]
 
 
 def notebook(cells: list[dict]) -> dict:

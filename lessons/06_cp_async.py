@@ -66,7 +66,7 @@ except nvrtc.CompileError as e:
 # file is `cudabook/resample/kernels/cp_async.cu`):
 
 # %%
-lesson.show_region(s06.source(), context=12)
+lesson.show_region(s06.source(), start="float x[XPL];", end="cp_async_wait<0>();")
 
 # %% [markdown]
 # ## Proof that the copies are asynchronous

@@ -109,7 +109,7 @@ plt.show()
 # `cp.async.bulk.tensor` takes. The producer and consumer parts of `kernels/tma.cu`:
 
 # %%
-lesson.show_region(s07.source(), context=12)
+lesson.show_region(s07.source(), start="---- producer", end="the window has landed in stage s")
 
 # %% [markdown]
 # The SASS shows the copy engine at work: **`UTMALDG`** (a TMA load of a 3-D box) and the `SYNCS` mbarrier

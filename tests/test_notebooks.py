@@ -25,7 +25,7 @@ def test_committed_notebooks_have_no_outputs():
 def test_each_lab_has_a_solution_and_a_todo():
     for lab in (ROOT / "labs").glob("*.ipynb"):
         assert (ROOT / "solutions" / f"{lab.stem}_SOLUTION.ipynb").exists()
-        assert "# TODO:" in lab.read_text()
+        assert "# TODO:" in lab.read_text() or "// TODO:" in lab.read_text()
 
 
 def test_labs_are_the_solution_minus_the_marked_regions():
@@ -78,3 +78,72 @@ def test_grader_explains_a_crashing_kernel(capsys):
 
     assert not labs.grade("01_naive", broken)
     assert "raised an error" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------------------------------------
+# CUDA C++ labs (06, 07): the learner writes a region of the .cu file; the grader splices it back
+# ----------------------------------------------------------------------------------------------------------
+CUDA_LABS = [("06_cp_async", "resample/kernels/cp_async.cu"), ("07_tma", "resample/kernels/tma.cu")]
+
+
+def test_cuda_markers_become_a_todo_comment():
+    code = "void k() {\n    int x = 1;\n    // >>> lab: do the thing\n    x += 2;\n    // <<< lab\n}\n"
+    assert notebooks.blank_regions(code) == "void k() {\n    int x = 1;\n    // TODO: do the thing\n}\n"
+    assert notebooks.strip_markers(code) == "void k() {\n    int x = 1;\n    x += 2;\n}\n"
+
+
+@pytest.mark.parametrize("stage,path", CUDA_LABS)
+def test_the_solution_region_spliced_back_is_the_stage_source(stage, path):
+    """The region a solution notebook holds, put back by the grader, gives the stage's own file: the lab, the
+    solution and the stage share one copy of the kernel."""
+    import textwrap
+    region = notebooks.strip_markers(textwrap.dedent(notebooks.region_source(path)))
+    spliced = labs.splice(stage, region)
+    original = (notebooks.PACKAGE / path).read_text()
+    assert notebooks.strip_markers(original).split() == spliced.split()      # equal up to indentation
+
+
+@pytest.mark.parametrize("stage,path", CUDA_LABS)
+def test_cuda_grader_on_the_todo_says_what_to_write(stage, path, capsys):
+    assert not labs.grade(stage, "    // TODO: whatever\n")
+    out = capsys.readouterr().out
+    assert "still the TODO" in out and labs.hint(stage) in out
+
+
+@pytest.mark.parametrize("stage,path", CUDA_LABS)
+def test_cuda_grader_shows_the_compile_error_with_its_line(stage, path, capsys):
+    assert not labs.grade(stage, "int x = ;")
+    out = capsys.readouterr().out
+    assert "does not compile" in out and "int x = ;" in out and "expected an expression" in out
+
+
+@pytest.mark.parametrize("stage,path", CUDA_LABS)
+def test_cuda_grader_compiles_where_it_cannot_run(stage, path, capsys):
+    from cudabook import resample
+    if not resample.unavailable(stage):
+        pytest.skip(f"this machine runs {stage}: the GPU test grades it for real")
+    region = notebooks.strip_markers(notebooks.region_source(path))
+    assert not labs.grade(stage, region)
+    out = capsys.readouterr().out
+    assert "compiles" in out and "cannot run it" in out
+
+
+WRONG_REGIONS = {  # a plausible mistake per lab, which must not pass (and must not hang the GPU)
+    "06_cp_async": ("cp_async_wait<STAGES - 1>();", "cp_async_wait<STAGES - 1>();\n__syncthreads(); return;"),
+    "07_tma": ("L + r * BOXR", "L + r * BOXR + 1"),
+}
+
+
+@pytest.mark.hopper
+@pytest.mark.parametrize("stage,path", CUDA_LABS)
+def test_cuda_grader_passes_the_solution_and_fails_a_mistake(stage, path, capsys):
+    from cudabook import resample
+    why = resample.unavailable(stage)
+    if why:
+        pytest.skip(why)
+    region = notebooks.strip_markers(notebooks.region_source(path))
+    assert labs.grade(stage, region), capsys.readouterr().out
+    assert "PASS" in capsys.readouterr().out
+    old, new = WRONG_REGIONS[stage]
+    assert old in region
+    assert not labs.grade(stage, region.replace(old, new))

@@ -78,6 +78,7 @@ PARAMS = {
     "tensor_map": "driver",    # "driver" (cuTensorMapEncodeTiled + cuLaunchKernel) or "cuda_core"
 }
 MIN_CC = (9, 0)
+LAB_D_MULTIPLE = 8            # rows the TMA box can take (D * 2 bytes a multiple of 16); others take the fallback
 KERNEL_DIR = s06.KERNEL_DIR
 SOURCE = KERNEL_DIR / "tma.cu"
 KERNEL = "resample_tma"

@@ -205,15 +205,16 @@ resample_cp_async(const float* __restrict__ times, const u16* __restrict__ feats
     const int ntc = (T + TW - 1) / TW, ndc = (D + DC - 1) / DC, nitems = B * ntc * ndc;
     const int tid = threadIdx.x;
 
-    // >>> lab: the pipeline: fill STAGES-1 items ahead, wait for the oldest group, interpolate from shared memory
     float x[XPL];                                          // warp 0: the next item's targets
     Window win = {-1, -1, 0, 2, -1};                       // warp 0: the last window
     if (tid < 32 && block_item(0, nitems) < nitems) load_targets(targets, T, decode(block_item(0, nitems), ntc, ndc, T), x);
     for (int j = 0; j < STAGES - 1; ++j) fill(j, nitems, ntc, ndc, times, feats, targets, S, T, D, smem, x, win);
     for (int k = 0; block_item(k, nitems) < nitems; ++k) {
+        // >>> lab: keep STAGES-1 items in flight: start the copies of item k + STAGES - 1, then wait until item k's copies have landed, this thread's and everyone's
         fill(k + STAGES - 1, nitems, ntc, ndc, times, feats, targets, S, T, D, smem, x, win);  // (its barrier frees the stage)
         cp_async_wait<STAGES - 1>();                       // this thread's copies for item k have landed...
         __syncthreads();                                   // ...and so have everyone else's
+        // <<< lab
 
         const int s = k % STAGES;
         const Item it = decode(block_item(k, nitems), ntc, ndc, T);
@@ -255,6 +256,5 @@ resample_cp_async(const float* __restrict__ times, const u16* __restrict__ feats
             }
         }
     }
-    // <<< lab
     cp_async_wait<0>();
 }

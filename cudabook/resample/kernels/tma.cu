@@ -137,11 +137,19 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(u32 bar, u32 bytes) {
 // Wait until the phase with this parity has completed (parity = how many times the barrier has completed,
 // mod 2). A phase that completed before the current one counts as completed: waiting on parity 1 of a fresh
 // barrier returns at once, which is how the producer's first pass through the ring needs no special case.
+// A watchdog: a phase that never completes (a producer that announces more bytes than it copies, or forgets to
+// arrive) would hang the GPU; after about WAIT_LIMIT clock cycles (tens of seconds) the kernel traps instead,
+// and the launch fails with an error the host can report.
+#ifndef WAIT_LIMIT
+#define WAIT_LIMIT 40000000000LL
+#endif
 __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
     u32 done;
+    const long long start = clock64();
     do {
         asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
                      " selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+        if (!done && clock64() - start > WAIT_LIMIT) __trap();
     } while (!done);
 }
 
@@ -468,7 +476,6 @@ resample_tma(const __grid_constant__ TensorMap fmap, const __grid_constant__ Ten
 
     if (warp == 0) {
         // ------------------------------------------------------------ producer
-        // >>> lab: producer: work out the item's window, wait for a free stage, fill in its (lo, w) pairs, expect its bytes, issue the box copies
         if (lane == 0) {
             asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<u64>(&fmap)) : "memory");
             if (TIMES_TMA) asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<u64>(&tmap)) : "memory");
@@ -536,12 +543,14 @@ resample_tma(const __grid_constant__ TensorMap fmap, const __grid_constant__ Ten
                 h[3] = it.t0;
                 h[4] = it.nT;
                 h[5] = it.d0;
+                // >>> lab: announce the bytes that will land on the stage's "full" barrier, then issue one TMA copy per box of BOXR window rows
                 const int nbox = (n + BOXR - 1) / BOXR;
                 // boxes past row S-1 are zero-filled and still count their bytes
                 mbar_arrive_expect_tx(full, nbox * BOX_BYTES + (TIMES_TMA ? WT_ROWS * 4 : 0));
                 const u32 dst = smem_addr(fs) + s * FS_BYTES;
                 for (int r = 0; r < nbox; ++r)
                     tma_load_3d(dst + r * BOX_BYTES, &fmap, it.d0, L + r * BOXR, it.b, full);
+                // <<< lab
 #if TIMES_TMA
                 tma_load_2d(smem_addr(wts) + s * WT_BYTES, &tmap, L & ~3, it.b, full);   // 16-byte aligned start
 #endif
@@ -565,7 +574,6 @@ resample_tma(const __grid_constant__ TensorMap fmap, const __grid_constant__ Ten
         mbar_wait(empty0 + 8 * s, ((k / STAGES) & 1) ^ 1);
         if (lane == 0) hdr[8 * s + 4] = 0;
         mbar_arrive(full0 + 8 * s);                        // 32 arrivals and no bytes complete the phase
-        // <<< lab
     } else {
         // ------------------------------------------------------------ consumers
         const int ct = threadIdx.x - 32;
