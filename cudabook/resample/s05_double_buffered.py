@@ -138,12 +138,60 @@ def resample_double(times, feats, feats64, targets, out, is_sorted, vec, tpb, wr
 # ----------------------------------------------------------------------------------------------------------
 # buffers="registers": a prepass for the searches, then four targets' loads in flight a warp
 # ----------------------------------------------------------------------------------------------------------
+@cuda.jit(device=True)
+def copy_times_row(times, b, st, tid, nthr):
+    """Row b of the source times to shared memory: eight loads in flight a thread before the first store (a
+    plain loop would wait for each load in turn)."""
+    S = times.shape[1]
+    i = tid
+    while i < S:
+        v0 = times[b, i]
+        v1 = times[b, min(i + nthr, S - 1)]
+        v2 = times[b, min(i + 2 * nthr, S - 1)]
+        v3 = times[b, min(i + 3 * nthr, S - 1)]
+        v4 = times[b, min(i + 4 * nthr, S - 1)]
+        v5 = times[b, min(i + 5 * nthr, S - 1)]
+        v6 = times[b, min(i + 6 * nthr, S - 1)]
+        v7 = times[b, min(i + 7 * nthr, S - 1)]
+        st[i] = v0
+        if i + nthr < S:
+            st[i + nthr] = v1
+        if i + 2 * nthr < S:
+            st[i + 2 * nthr] = v2
+        if i + 3 * nthr < S:
+            st[i + 3 * nthr] = v3
+        if i + 4 * nthr < S:
+            st[i + 4 * nthr] = v4
+        if i + 5 * nthr < S:
+            st[i + 5 * nthr] = v5
+        if i + 6 * nthr < S:
+            st[i + 6 * nthr] = v6
+        if i + 7 * nthr < S:
+            st[i + 7 * nthr] = v7
+        i += 8 * nthr
+
+
+@cuda.jit(device=True)
+def put_interval(times, st, shared, b, t, x, lo, wt):
+    """Target t's interval and weight -> lo[b * T + t], wt[b * T + t]: searched in the shared copy of the row
+    (stage 04's search) or in global memory (stage 01's)."""
+    T = lo.shape[0] // times.shape[0]
+    if shared:
+        li = window_interval(st, 0, times.shape[1], x)
+        w = window_weight(st, 0, li, x)
+    else:
+        li = find_interval(times, b, x)
+        w = weight(times, b, li, x)
+    lo[b * T + t] = li
+    wt[b * T + t] = w
+
+
 @cuda.jit
 def find_intervals(times, targets, lo, wt):
-    """lo[b * T + t], wt[b * T + t]: target t's interval and weight, for PRE_PER * blockDim.x targets of one
-    batch row a block. When the row of source times fits (S <= SMAX) and is not much longer than the block's
-    targets, the block first copies it to shared memory, four loads in flight a thread (a plain loop would wait
-    for each load before the next), and every search probes shared memory; otherwise they probe global memory."""
+    """lo[b * T + t], wt[b * T + t]: every target's interval and weight; a block takes PRE_PER * blockDim.x
+    targets of one batch row, PRE_PER a thread. Their loads are issued first, so that they fly while the
+    block copies the row of source times to shared memory (when it fits, S <= SMAX, and is not much longer
+    than the block's targets); then every search probes shared memory (otherwise, global memory)."""
     st = cuda.shared.array(SMAX, float32)
     S = times.shape[1]
     T = targets.shape[1]
@@ -152,38 +200,24 @@ def find_intervals(times, targets, lo, wt):
     per_block = PRE_PER * nthr
     ntb = (T + per_block - 1) // per_block
     b = cuda.blockIdx.x // ntb
-    t0 = (cuda.blockIdx.x - b * ntb) * per_block
-    if S <= SMAX and S <= 16 * per_block:
-        i = tid
-        while i < S:
-            v0 = times[b, i]
-            v1 = times[b, min(i + nthr, S - 1)]
-            v2 = times[b, min(i + 2 * nthr, S - 1)]
-            v3 = times[b, min(i + 3 * nthr, S - 1)]
-            st[i] = v0
-            if i + nthr < S:
-                st[i + nthr] = v1
-            if i + 2 * nthr < S:
-                st[i + 2 * nthr] = v2
-            if i + 3 * nthr < S:
-                st[i + 3 * nthr] = v3
-            i += 4 * nthr
-        cuda.syncthreads()
-        t = t0 + tid
-        while t < min(t0 + per_block, T):
-            x = targets[b, t]
-            li = window_interval(st, 0, S, x)          # stage 04's search, over the whole row
-            lo[b * T + t] = li
-            wt[b * T + t] = window_weight(st, 0, li, x)
-            t += nthr
-    else:
-        t = t0 + tid
-        while t < min(t0 + per_block, T):
-            x = targets[b, t]
-            li = find_interval(times, b, x)            # stage 01's search, in global memory
-            lo[b * T + t] = li
-            wt[b * T + t] = weight(times, b, li, x)
-            t += nthr
+    t = (cuda.blockIdx.x - b * ntb) * per_block + tid      # this thread's targets: t, t + nthr, ... (PRE_PER)
+    end = min(t - tid + per_block, T)
+    x0 = targets[b, min(t, T - 1)]
+    x1 = targets[b, min(t + nthr, T - 1)]
+    x2 = targets[b, min(t + 2 * nthr, T - 1)]
+    x3 = targets[b, min(t + 3 * nthr, T - 1)]
+    shared = S <= SMAX and S <= 16 * per_block
+    if shared:
+        copy_times_row(times, b, st, tid, nthr)
+    cuda.syncthreads()
+    if t < end:
+        put_interval(times, st, shared, b, t, x0, lo, wt)
+    if t + nthr < end:
+        put_interval(times, st, shared, b, t + nthr, x1, lo, wt)
+    if t + 2 * nthr < end:
+        put_interval(times, st, shared, b, t + 2 * nthr, x2, lo, wt)
+    if t + 3 * nthr < end:
+        put_interval(times, st, shared, b, t + 3 * nthr, x3, lo, wt)
 
 
 @cuda.jit
