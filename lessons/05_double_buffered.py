@@ -68,8 +68,9 @@ from cudabook.resample.s05_double_buffered import *   # stage 04's device functi
 #                                   (waits only for the first two)   (the others have landed meanwhile)
 # ```
 #
-# 3. **A persistent grid** (SMs x `blocks_per_sm` blocks) walks the groups, so each SM holds up to 64 warps
-#    with 128 bytes a lane in flight: about 256 KB requested per SM at any moment, plenty for full speed.
+# 3. **A persistent grid** (SMs x `blocks_per_sm` blocks, 8 of 128 threads by default) walks the groups: 32
+#    warps an SM, each lane with up to 128 bytes requested, is up to 128 KB in flight per SM, several times
+#    what DRAM needs to run at full speed (its bandwidth times its latency, spread over the SMs).
 #
 # Targets in any order take the same path, because every target's search is its own: no fallback needed.
 

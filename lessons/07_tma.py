@@ -149,9 +149,12 @@ else:
 # With a GPU this measures every stage, the copy ceiling, and PyTorch (eager and `torch.compile`) on the same
 # data in this process. Honest reading of the H200 record: `torch.compile`'s fused gather reaches the copy
 # ceiling on this problem (the 60 MB L2 absorbs its re-reads of neighbouring rows). Stage 07's streaming kernel
-# alone runs at about 93 % of the copy ceiling; its prepass (a few microseconds, nearly all latency) brings the
-# stage to about 85 %, level with stage 05's Numba gather, which pays the same prepass. A gather through L2 and
-# a window brought by the copy engine end up equal here: what decides is bytes in flight, and the searches.
+# alone runs at about 93 % of the copy ceiling; its prepass (about 5 µs, nearly all latency) brings the stage to
+# about 86 %. Stage 05's Numba gather, which pays the same kind of prepass, is a little *faster* than 07 on an
+# H200. The honest lesson: on this problem a window in shared memory, even one brought by the copy engine,
+# buys nothing that L2 does not already give a plain gather. What decides is bytes in flight, and the search.
+# The TMA's strengths (no address arithmetic per thread, no registers, large boxes) pay off where each
+# byte brought into shared memory is used many times, as in a matrix multiply; here each is used about twice.
 
 # %%
 lesson.ladder_so_far("07_tma", peers=True)
