@@ -86,6 +86,16 @@ def test_grader_explains_a_crashing_kernel(capsys):
 CUDA_LABS = [("06_cp_async", "resample/kernels/cp_async.cu"), ("07_tma", "resample/kernels/tma.cu")]
 
 
+def test_a_region_directive_names_a_missing_file():
+    with pytest.raises(notebooks.SourceError, match="no file"):
+        notebooks.expand("#! region resample/kernels/nope.cu CODE")
+
+
+def test_a_region_directive_needs_exactly_one_region():
+    with pytest.raises(notebooks.SourceError, match="exactly one"):
+        notebooks.expand("#! region resample/kernels/resample_common.cuh CODE")
+
+
 def test_cuda_markers_become_a_todo_comment():
     code = "void k() {\n    int x = 1;\n    // >>> lab: do the thing\n    x += 2;\n    // <<< lab\n}\n"
     assert notebooks.blank_regions(code) == "void k() {\n    int x = 1;\n    // TODO: do the thing\n}\n"

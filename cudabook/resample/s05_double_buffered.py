@@ -298,9 +298,9 @@ def intervals_buffer(n: int):
     """The prepass's output arrays (lo int32 [n], w float32 [n]), allocated once per size and reused:
     allocating can synchronise the GPU, which must never happen inside a timed launch after the first. Each
     launch writes them before it reads them, in stream order."""
-    key = (id(cuda.current_context()) if not SIMULATOR else 0, n)
     if SIMULATOR:
         return cuda.device_array(n, np.int32), cuda.device_array(n, np.float32)
+    key = (id(cuda.current_context()), n)
     if key not in _scratch:
         if len(_scratch) >= 4:
             _scratch.pop(next(iter(_scratch)))
