@@ -1,37 +1,29 @@
 """The lab grader: runs a learner's kernel with the stage's own launch, on fresh inputs, and says what is wrong.
 
-    grade("01_naive", globals().get("resample_naive"))     # a Numba kernel
-    grade("06_cp_async", PIPELINE)                         # CUDA C++: the text of the lab region
+    grade("01_naive", globals().get("resample_naive"))           # a Numba kernel (resampling track)
+    grade("06_cp_async", PIPELINE)                               # CUDA C++: the text of the lab region
+    grade("02_smem_tiles", gemm_tiled, track="gemm")             # any track: the grader names none
 
-For the CUDA C++ stages (06, 07) a learner writes only the lab region; `splice` puts it back into the stage's
-.cu file in place of the region, and the stage compiles and launches that whole source. Without a GPU that can
-run the stage, the grader compiles it for sm_90a and says what the machine lacks.
+For the CUDA C++ stages a learner writes only the lab region; `splice` puts it back into the stage's .cu file
+in place of the region, and the stage compiles and launches that whole source. Without a GPU that can run the
+stage, the grader compiles it for sm_90a and says what the machine lacks.
+
+The cases come from the track (`grading_cases`): fresh random inputs, small in the simulator and larger on a
+GPU, edge cases in both; the verdict from the track's `judge` (float64 reference, the arithmetic's tolerance).
 """
 from __future__ import annotations
 
 import pathlib
 
-import numpy as np
+from . import SIMULATOR, notebooks
+from . import track as _track
 
-from . import SIMULATOR, check, notebooks
-from . import resample as _resample
-
-# (name, B, S, T, D, sorted): small in the simulator, larger on a GPU; the edge cases are in both.
-_CASES_SIM = [("random, sorted targets", 2, 19, 24, 5, True),
-              ("random, unsorted targets", 2, 19, 24, 5, False),
-              ("S = 2, D = 1", 1, 2, 20, 1, True),
-              ("odd D, one batch row", 1, 23, 20, 7, False)]
-_CASES_GPU = [("random, sorted targets", 8, 1000, 3000, 256, True),
-              ("random, unsorted targets", 8, 1000, 3000, 129, False),
-              ("S = 2, D = 1", 3, 2, 333, 1, True),
-              ("odd D, one batch row", 1, 777, 1500, 37, False)]
+DEFAULT_TRACK = "resample"   # the first track's labs were written before tracks had names
 
 
-def cases(stage_name=None):
-    """The grader's cases; a stage whose lab kernel needs D a multiple of k (LAB_D_MULTIPLE) gets D rounded up."""
-    k = getattr(_resample.stage(stage_name), "LAB_D_MULTIPLE", 1) if stage_name else 1
-    return [(name, B, S, T, -(-D // k) * k, is_sorted)
-            for name, B, S, T, D, is_sorted in (_CASES_SIM if SIMULATOR else _CASES_GPU)]
+def cases(stage_name=None, track=DEFAULT_TRACK):
+    """The grader's cases for a stage: [(name, inputs, label)], fresh random inputs each call."""
+    return _track.get(track).grading_cases(stage_name)
 
 
 def _lab_file(module) -> pathlib.Path:
@@ -39,15 +31,15 @@ def _lab_file(module) -> pathlib.Path:
     return pathlib.Path(getattr(module, "SOURCE", None) or module.__file__)
 
 
-def hint(stage_name) -> str:
-    module = _resample.stage(stage_name)
+def hint(stage_name, track=DEFAULT_TRACK) -> str:
+    module = _track.get(track).stage(stage_name)
     found = notebooks.lab_hints(_lab_file(module).read_text())
     return found[0] if found else "write the kernel body"
 
 
-def splice(stage_name, region: str) -> str:
+def splice(stage_name, region: str, track=DEFAULT_TRACK) -> str:
     """The stage's CUDA C++ source with its lab region replaced by `region` (the learner's lines)."""
-    module = _resample.stage(stage_name)
+    module = _track.get(track).stage(stage_name)
     text = _lab_file(module).read_text()
     marked = notebooks.region_source(str(_lab_file(module).relative_to(notebooks.PACKAGE)))
     return text.replace(marked, region.strip("\n"), 1)
@@ -59,14 +51,15 @@ def _unwritten(region: str) -> bool:
     return not any(code)
 
 
-def _grade_cuda(stage_name, region, say, params) -> bool | None:
+def _grade_cuda(stage_name, region, say, track) -> bool | None:
     """The C++ checks before any launch: None to go on and run the cases, else the verdict."""
-    module = _resample.stage(stage_name)
+    t = _track.get(track)
+    module = t.stage(stage_name)
     if _unwritten(region):
-        say(f"The lab region is still the TODO. What to write: {hint(stage_name)}.")
+        say(f"The lab region is still the TODO. What to write: {hint(stage_name, track)}.")
         return False
-    source = splice(stage_name, region)
-    why = _resample.unavailable(stage_name)
+    source = splice(stage_name, region, track)
+    why = t.unavailable(stage_name)
     if why:
         try:
             module.compile_cubin(arch="sm_90a", source_text=source)
@@ -78,29 +71,29 @@ def _grade_cuda(stage_name, region, say, params) -> bool | None:
     return None
 
 
-def grade(stage_name, kernel, *, quiet=False, **params) -> bool:
-    """Grade a learner's kernel for `stage_name`. Prints PASS or a diagnosis; returns True on PASS."""
+def grade(stage_name, kernel, *, track=DEFAULT_TRACK, quiet=False, **params) -> bool:
+    """Grade a learner's kernel for `stage_name` of `track`. Prints PASS or a diagnosis; returns True on PASS."""
     say = (lambda *a: None) if quiet else print
-    module = _resample.stage(stage_name)
+    t = _track.get(track)
+    module = t.stage(stage_name)
     if kernel is None:
         say(f"No kernel to grade yet: define the kernel in the cell above and run that cell first.\n"
-            f"What to write: {hint(stage_name)}.")
+            f"What to write: {hint(stage_name, track)}.")
         return False
     if isinstance(kernel, str):            # CUDA C++: the learner's lab region
-        early = _grade_cuda(stage_name, kernel, say, params)
+        early = _grade_cuda(stage_name, kernel, say, track)
         if early is not None:
             return early
-        kernel = splice(stage_name, kernel)
-    for name, B, S, T, D, is_sorted in cases(stage_name):
-        src_times, src_feats, tgt_times = _resample.random_problem(B, S, T, D, sorted_targets=is_sorted)
+        kernel = splice(stage_name, kernel, track)
+    graded = cases(stage_name, track)
+    for name, inputs, label in graded:
         try:
-            verdict = check.check_on(lambda p: module.launch(p, kernel=kernel, **params),
-                                     src_times, src_feats, tgt_times)
+            verdict = _track.check_case(t, lambda p: module.launch(p, kernel=kernel, **params), inputs)
         except Exception as e:  # the learner's kernel failed to compile or run: explain, don't dump
             if type(e).__name__ == "CompileError":
                 say(f"Your code does not compile:\n{e}")
                 return False
-            say(f"Your kernel raised an error on the case '{name}' (B={B}, S={S}, T={T}, D={D}):\n"
+            say(f"Your kernel raised an error on the case '{name}' ({label}):\n"
                 f"  {type(e).__name__}: {_first_line(e)}\n"
                 f"Fix that first; the full traceback appears if you call the kernel directly.")
             if not SIMULATOR:
@@ -108,12 +101,12 @@ def grade(stage_name, kernel, *, quiet=False, **params) -> bool:
                     "restart the notebook's kernel (Kernel > Restart) before you try again.")
             return False
         if not verdict.ok:
-            say(f"Case '{name}':\n{verdict}")
+            say(f"Case '{name}' ({label}):\n{verdict}")
             if verdict.nan == verdict.total:
-                say(f"It looks like the kernel body is still the TODO. What to write: {hint(stage_name)}.")
+                say(f"It looks like the kernel body is still the TODO. What to write: {hint(stage_name, track)}.")
             return False
-    say(f"PASS: {stage_name} is correct on {len(cases(stage_name))} fresh random cases: "
-        + "; ".join(f"{name} (B={B}, S={S}, T={T}, D={D})" for name, B, S, T, D, _ in cases(stage_name)))
+    say(f"PASS: {stage_name} is correct on {len(graded)} fresh random cases: "
+        + "; ".join(f"{name} ({label})" for name, _, label in graded))
     return True
 
 
@@ -123,6 +116,6 @@ def _first_line(e):
 
 
 def demo_size():
-    """Sizes the lessons use: small in the simulator, benchmark-sized on a GPU."""
+    """Sizes the resampling lessons use: small in the simulator, benchmark-sized on a GPU."""
     from .bench import BENCH_SIZE
     return dict(B=2, S=24, T=20, D=8) if SIMULATOR else dict(BENCH_SIZE)

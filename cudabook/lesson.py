@@ -1,77 +1,82 @@
 """The pieces every lesson ends with: the ladder so far, and an experiment the learner can change.
 
-With a GPU both measure, at the benchmark size, in this process. In the simulator there is no clock: the
-ladder shows the records in results/ (measured on real GPUs, with their pedigree), and a sweep still
-verifies that every setting is correct, on small inputs.
+With a GPU both measure, at the track's first benchmark size, in this process. In the simulator there is no
+clock: the ladder shows the records in results/ (measured on real GPUs, with their pedigree), and a sweep still
+verifies that every setting is correct, on small inputs. Both take the track (`track="gemm"`); the resampling
+lessons, the first track, leave it out.
 """
 from __future__ import annotations
 
-import numpy as np
-
-from . import SIMULATOR, bench, check, results
-from . import resample
+from . import SIMULATOR, results
+from . import track as tracks
 
 
-def ladder_so_far(upto: str, *, peers=False):
+def ladder_so_far(upto: str, *, peers=False, track="resample", size=None):
     """Measure (GPU) or show the recorded (simulator) ladder up to and including stage `upto`."""
     import matplotlib.pyplot as plt
-    if not SIMULATOR and not resample.unavailable(upto):
-        stages = [s for s in resample.STAGES if s <= upto]
-        record = results.run_ladder(stages, peers=peers, repeats=15, progress=lambda *a: None)
+    t = tracks.get(track)
+    if not SIMULATOR and not t.unavailable(upto):
+        stages = [s for s in t.STAGES if s <= upto and not t.unavailable(s)]
+        size = size or t.bench.WORKLOADS[0]
+        record = results.record_of({t.bench.workload_name(**size): results.measure_workload(
+            t, size, stages=stages, peers=peers, repeats=15, progress=lambda *a: None)})
         print(results.table(record))
         results.plot(record, upto=upto, peers=peers)
         plt.show()
         return record
-    records = results.load_all()
-    if not records:
-        print("Nothing measured here, and no records in results/ yet.")
+    recorded = [(r, k) for r in results.load_all() for k, _ in results._workloads(r, t.NAME)]
+    if not recorded:
+        print(f"Nothing measured here, and no {t.NAME} records in results/ yet.")
         return None
-    fig, axes = plt.subplots(1, len(records), figsize=(7 * len(records), 3.2), squeeze=False)
-    for ax, r in zip(axes[0], records):
-        results.plot(r, upto=upto, ax=ax, peers=peers)
-    why = resample.unavailable(upto) or "this machine has no GPU"
+    fig, axes = plt.subplots(1, len(recorded), figsize=(7 * len(recorded), 3.2), squeeze=False)
+    for ax, (r, k) in zip(axes[0], recorded):
+        results.plot(r, upto=upto, ax=ax, peers=peers, workload=k)
+    why = t.unavailable(upto) or "this machine has no GPU"
     fig.suptitle(f"recorded in results/ ({why.split(';')[0]})", fontsize=9)
     fig.tight_layout()
     plt.show()
-    return records
+    return recorded
 
 
-def sweep(stage: str, param: str, values, *, fixed=None, size=None):
+def sweep(stage: str, param: str, values, *, fixed=None, size=None, track="resample"):
     """Time `stage` for each value of one launch parameter (GPU), or check each one is correct (simulator)."""
     import matplotlib.pyplot as plt
-    module = resample.stage(stage)
+    t = tracks.get(track)
+    module = t.stage(stage)
     fixed = fixed or {}
-    why = resample.unavailable(stage)
+    why = t.unavailable(stage)
     if why:
         print(f"Nothing to sweep on this machine: {why}")
         return None
     if SIMULATOR:
         print(f"No GPU, so no timings: checking that every {param} gives correct results instead.")
+        name, inputs, label = t.grading_cases(stage)[0]
         for v in values:
-            verdict = check.check_launch(module.launch, 1, 20, 12, 9, **{**fixed, param: v})
+            verdict = tracks.check_case(t, module.launch, inputs, **{**fixed, param: v})
             print(f"  {param}={v!r:>6}: {verdict.message.splitlines()[0]}")
         return None
-    size = dict(size or bench.BENCH_SIZE)
-    st, sf, tt = resample.random_problem(**size, rng=np.random.default_rng())
-    ref, scale = resample.inputs.reference_with_scale(st, sf, tt)
-    p = resample.upload(st, sf, tt)
-    copy = bench.copy_GBps(p.min_bytes)
+    spec = t.bench
+    args, problem = spec.prepare(size or spec.WORKLOADS[0])
+    ctx = spec.context(problem, progress=lambda *a: None)
+    if getattr(spec, "PEERS_FIRST", False):
+        spec.peers(args, problem, ctx, repeats=15, progress=lambda *a: None)
     rows = []
     for v in values:
         kw = {**fixed, param: v}
-        p.poison()
-        module.launch(p, **kw)
-        ok = check.compare(p.result(), ref, scale).ok
-        m = bench.measure_stage(module.launch, p, repeats=15, **kw)
-        rows.append((v, m["median_us"], 100 * m["GBps"] / copy, ok))
-        print(f"  {param}={v!r:>6}: {m['median_us']:9.1f} µs  {100 * m['GBps'] / copy:5.1f} % of copy"
-              f"  {'correct' if ok else 'WRONG'}")
+        problem.poison()
+        module.launch(problem, **kw)
+        ok = t.judge(problem.result(), *args).ok
+        us = results._timing(lambda: module.launch(problem, **kw), 15)
+        m = spec.metrics(problem, us, ctx)
+        rows.append((v, us, m.get(spec.PLOT_KEY), ok))
+        print(f"  {param}={v!r:>6}: {us:9.1f} µs  " + "  ".join(f"{k} {m[k]}" for _, k, _ in spec.COLUMNS[1:] if k in m)
+              + f"  {'correct' if ok else 'WRONG'}")
     fig, ax = plt.subplots(figsize=(6, 3))
     ax.plot([str(r[0]) for r in rows], [r[2] for r in rows], "o-")
     ax.set_xlabel(param)
-    ax.set_ylabel("% of copy bandwidth")
+    ax.set_ylabel(spec.PLOT_LABEL)
     ax.set_title(f"{stage}: {param} sweep", fontsize=9)
-    ax.set_ylim(0, 105)
+    ax.set_ylim(0, max(105, *(r[2] or 0 for r in rows)))
     plt.show()
     return rows
 

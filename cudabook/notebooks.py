@@ -7,6 +7,9 @@ whose lines start with `# `). Two kinds of source:
     lessons/NN_topic_lab.py   -> solutions/NN_topic_SOLUTION.ipynb    (the completed lab)
                               -> labs/NN_topic.ipynb                  (the exercise, derived)
 
+The first track (resampling, the spine) sits at the top of each folder; every later track has a folder of its
+own with the same names inside: lessons/gemm/02_smem_tiles_lab.py -> labs/gemm/02_smem_tiles.ipynb, and so on.
+
 A code line `#! kernel <module> <function>` is replaced by that function's source, read from cudabook's own
 module: each kernel is written once, in cudabook/, and every notebook shows that copy. Inside a kernel, the
 part a learner writes sits between `# >>> lab: <hint>` and `# <<< lab`. Lessons and solutions keep the code
@@ -164,16 +167,16 @@ def _render(cells, transform):
 def targets() -> dict[pathlib.Path, dict]:
     """Every notebook, by path, as its source says it should be."""
     built = {}
-    for src in sorted(SOURCES.glob("[0-9][0-9]_*.py")):
+    for src in sorted(SOURCES.glob("[0-9][0-9]_*.py")) + sorted(SOURCES.glob("*/[0-9][0-9]_*.py")):
         cells = parse_percent(src.read_text())
-        stem = src.stem
+        stem, sub = src.stem, src.parent.relative_to(SOURCES)     # sub: "." or the track's folder
         if stem.endswith("_lab"):
             topic = stem[:-4]
-            built[ROOT / "solutions" / f"{topic}_SOLUTION.ipynb"] = _render(cells, strip_markers)
-            built[ROOT / "labs" / f"{topic}.ipynb"] = _render(cells, blank_regions)
+            built[ROOT / "solutions" / sub / f"{topic}_SOLUTION.ipynb"] = _render(cells, strip_markers)
+            built[ROOT / "labs" / sub / f"{topic}.ipynb"] = _render(cells, blank_regions)
         else:
-            built[ROOT / "notebooks" / f"{stem}.ipynb"] = _render(cells, strip_markers)
-    return built
+            built[ROOT / "notebooks" / sub / f"{stem}.ipynb"] = _render(cells, strip_markers)
+    return {path.resolve(): nb for path, nb in built.items()}
 
 
 def dumps(nb: dict) -> str:
@@ -183,7 +186,7 @@ def dumps(nb: dict) -> str:
 def build() -> list[pathlib.Path]:
     written = []
     for path, nb in targets().items():
-        path.parent.mkdir(exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         text = dumps(nb)
         if not path.exists() or path.read_text() != text:
             path.write_text(text)
@@ -199,7 +202,8 @@ def drift() -> list[str]:
     problems += [f"{p.relative_to(ROOT)}: differs from its source in lessons/ (edit the source, then build)"
                  for p, nb in want.items() if p.exists() and _cells(json.loads(p.read_text())) != _cells(nb)]
     for folder in ("notebooks", "labs", "solutions"):
-        for p in (ROOT / folder).glob("*.ipynb"):
+        for p in list((ROOT / folder).glob("*.ipynb")) + list((ROOT / folder).glob("*/*.ipynb")):
+            p = p.resolve()
             if p not in want:
                 problems.append(f"{p.relative_to(ROOT)}: no source in lessons/")
     return problems

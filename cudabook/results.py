@@ -1,9 +1,17 @@
-"""Benchmark records: run the ladder, save `results/<gpu>.json`, and regenerate the README's table and plot.
+"""Benchmark records: measure a track's ladder, save `results/<gpu>.json`, regenerate the README's tables and plots.
 
-A record says what was measured, on what, and against which ceiling:
-    gpu, copy_GBps, machine (driver, CUDA/NVRTC, packages), commit, date,
-    workloads.<name>.stages.<stage>.{median_us, GBps, pct_of_copy, correct, params}
-    workloads.<name>.peers.<peer>.{median_us, GBps, pct_of_copy, correct}
+The machinery names no track: each track package has a `bench` module (its workloads, the yardstick measured
+in the same process, its peers, the columns of its table), and everything here goes through it.
+
+A record says what was measured, on what, and against which yardstick:
+    gpu, machine (driver, CUDA/NVRTC, packages), commit, date,
+    workloads.<name>.{track, size, context, commit, date, machine}
+    workloads.<name>.stages.<stage>.{median_us, correct, params, and the track's figures}
+    workloads.<name>.peers.<peer>.{median_us, correct, and the track's figures}
+Figures per track: resample GBps and pct_of_copy (copy ceiling in context.copy_GBps); gemm TFLOPs,
+pct_of_cublas and pct_of_cublas_sgemm. Saving into a GPU's existing file keeps the workloads not measured
+this time, each with its own commit, date and machine: a table never shows one run's pedigree on another's
+numbers.
 """
 from __future__ import annotations
 
@@ -24,7 +32,8 @@ class RecordError(ValueError):
 
 
 def workload_name(B, S, T, D, sorted_targets=True):
-    return f"resample B={B} S={S} T={T} D={D} {'sorted' if sorted_targets else 'unsorted'}"
+    from .resample import bench
+    return bench.workload_name(B, S, T, D, sorted_targets)
 
 
 def slug(gpu: str) -> str:
@@ -42,76 +51,146 @@ def _commit():
         return None
 
 
-def run_ladder(stages=None, *, size=None, sorted_targets=True, peers=True, repeats=25, params=None,
-               progress=print) -> dict:
-    """Measure every stage this machine can run on one fresh random problem, with the copy ceiling and the
-    peers timed in the same process. Each stage's output is verified on that same data."""
-    import numpy as np
+def _timing(fn, repeats):
+    """Median µs of fn() with back-to-back batches; slow kernels get fewer, shorter runs (about 3 s each)."""
+    import time
 
-    from . import bench, check, device, peers as peer_mod
-    from . import resample
-    size = dict(size or bench.BENCH_SIZE)
-    stages = list(stages or resample.STAGES)
+    from . import bench
+    from numba import cuda
+    fn()
+    cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    cuda.synchronize()
+    once = time.perf_counter() - t0
+    if once > 0.02:                                   # a slow rung (naive GEMM at 8192): no need for 250 runs
+        return bench.time_ms(fn, warmup=0, repeats=max(3, min(repeats, int(3 / once))), batch=1) * 1e3
+    return bench.time_ms(fn, repeats=repeats, batch=10) * 1e3
+
+
+def measure_workload(track, size, *, stages=None, peers=True, repeats=25, params=None, progress=print) -> dict:
+    """One workload of a track: fresh random inputs, the yardstick and the peers measured now, then every stage
+    this machine can run, each output verified on the same data."""
+    from . import track as tracks
+    t = tracks.get(track)
+    spec = t.bench
     params = params or {}
-    src_times, src_feats, tgt_times = resample.random_problem(**size, sorted_targets=sorted_targets,
-                                                              rng=np.random.default_rng())
-    ref, scale = resample.inputs.reference_with_scale(src_times, src_feats, tgt_times)
-    problem = resample.upload(src_times, src_feats, tgt_times)
-    ceilings = bench.copy_ceilings(problem.min_bytes)
-    copy = max(ceilings.values())
-    progress(f"copy ceiling: {copy:,.0f} GB/s (read + write of {problem.min_bytes / 1e6:.1f} MB; "
-             + ", ".join(f"{k} {v:,.0f}" for k, v in ceilings.items()) + ")")
+    args, problem = spec.prepare(size)
+    ctx = spec.context(problem, progress)
+    peer_rows = {}
+    if peers and getattr(spec, "PEERS_FIRST", False):
+        peer_rows = spec.peers(args, problem, ctx, repeats=repeats, progress=progress)
     rows = {}
-    for name in stages:
-        why = resample.unavailable(name)
+    for name in stages or t.STAGES:
+        why = t.unavailable(name)
         if why:
             progress(f"{name}: skipped: {why}")
             rows[name] = {"skipped": why}
             continue
-        module = resample.stage(name)
+        module = t.stage(name)
         p = params.get(name, {})
-        problem.poison()
-        module.launch(problem, **p)
-        verdict = check.compare(problem.result(), ref, scale)
-        m = bench.measure_stage(module.launch, problem, repeats=repeats, **p)
-        m.update(pct_of_copy=round(100 * m["GBps"] / copy, 1), correct=verdict.ok,
-                 params={**getattr(module, "PARAMS", {}), **p})
+        try:
+            problem.poison()
+            module.launch(problem, **p)
+            verdict = t.judge(problem.result(), *args)
+            us = _timing(lambda: module.launch(problem, **p), repeats)
+        except Exception as e:  # a stage that fails is recorded, not fatal
+            rows[name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+            progress(f"{name}: ERROR {rows[name]['error']}")
+            continue
+        m = {"median_us": round(us, 2), **spec.metrics(problem, us, ctx), "correct": verdict.ok,
+             "params": {**getattr(module, "PARAMS", {}), **p}}
         rows[name] = m
-        progress(f"{name}: {m['median_us']:>9.1f} us {m['GBps']:>7.0f} GB/s {m['pct_of_copy']:5.1f} % of copy"
-                 f"  {'correct' if verdict.ok else 'WRONG: ' + verdict.message.splitlines()[0]}")
-    peer_rows = {}
-    if peers:
-        why = peer_mod.available()
-        if why:
-            progress(f"peers skipped: {why}")
-        else:
-            peer_rows = peer_mod.measure(src_times, src_feats, tgt_times, ref, scale, repeats=repeats)
-            for k, v in peer_rows.items():
-                if "median_us" in v:
-                    v["GBps"] = round(problem.min_bytes / (v["median_us"] * 1e-6) / 1e9, 1)
-                    v["pct_of_copy"] = round(100 * v["GBps"] / copy, 1)
-                progress(f"{k}: {v}")
-    info = device.describe()
-    return {
-        "schema": 1,
-        "gpu": info["gpu"],
-        "copy_GBps": round(copy, 1),
-        "copy_ceilings_GBps": {k: round(v, 1) for k, v in ceilings.items()},
-        "machine": info,
-        "commit": _commit(),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "workloads": {workload_name(**size, sorted_targets=sorted_targets): {
-            "size": size, "min_bytes": problem.min_bytes, "stages": rows, "peers": peer_rows}},
-    }
+        progress(f"{name}: {m['median_us']:>10.1f} us  "
+                 + "  ".join(f"{k} {m[k]}" for _, k, _ in spec.COLUMNS[1:] if k in m)
+                 + f"  {'correct' if verdict.ok else 'WRONG: ' + verdict.message.splitlines()[0]}")
+    if peers and not getattr(spec, "PEERS_FIRST", False):
+        peer_rows = spec.peers(args, problem, ctx, repeats=repeats, progress=progress)
+    for k, v in peer_rows.items():
+        progress(f"{k}: {v}")
+    return {"track": t.NAME, "size": dict(size), "context": _plain(ctx), "stages": rows, "peers": peer_rows,
+            **_pedigree()}
+
+
+def _plain(ctx):
+    return {k: v for k, v in ctx.items() if isinstance(v, (int, float, str, dict))}
+
+
+def _pedigree() -> dict:
+    from . import device
+    return {"commit": _commit(),
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "machine": device.describe()}
+
+
+def run_track(track, *, sizes=None, stages=None, peers=True, repeats=25, params=None, progress=print) -> dict:
+    """A record of every workload of a track (or `sizes`)."""
+    from . import track as tracks
+    t = tracks.get(track)
+    workloads = {}
+    for size in sizes or t.bench.WORKLOADS:
+        name = t.bench.workload_name(**size)
+        progress(f"== {name}")
+        workloads[name] = measure_workload(t, size, stages=stages, peers=peers, repeats=repeats, params=params,
+                                           progress=progress)
+    return record_of(workloads)
+
+
+def record_of(workloads) -> dict:
+    first = next(iter(workloads.values()))
+    record = {"schema": 2, "gpu": first["machine"]["gpu"], "machine": first["machine"], "commit": first["commit"],
+              "date": first["date"], "workloads": workloads}
+    for w in workloads.values():                      # the resampling record's ceiling, where older readers look
+        if "copy_GBps" in w.get("context", {}):
+            record["copy_GBps"] = w["context"]["copy_GBps"]
+    return record
+
+
+def run_ladder(stages=None, *, size=None, sorted_targets=True, peers=True, repeats=25, params=None,
+               progress=print) -> dict:
+    """The resampling ladder (the first track's name for run_track), one size."""
+    from . import bench
+    size = dict(size or bench.BENCH_SIZE, sorted_targets=sorted_targets)
+    return run_track("resample", sizes=[size], stages=stages, peers=peers, repeats=repeats, params=params,
+                     progress=progress)
+
+
+def track_of(wname, w=None):
+    """The track package a workload belongs to (its `track` field, else the first word of its name)."""
+    from . import track as tracks
+    return tracks.get((w or {}).get("track") or wname.split()[0])
 
 
 def save(record, folder=RESULTS) -> pathlib.Path:
+    """Write the record to <folder>/<gpu>.json. Workloads already in that file and not in this record stay,
+    each with the pedigree it was measured with."""
     validate(record, "record")
     folder = pathlib.Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{slug(record['gpu'])}.json"
+    if path.exists():
+        old = load(path)
+        kept = {}
+        for wname, w in old["workloads"].items():
+            if wname not in record["workloads"]:
+                kept[wname] = _with_pedigree(w, old)
+        if kept:
+            record = dict(record, workloads={**kept, **record["workloads"]})
+            if "copy_GBps" not in record and "copy_GBps" in old:
+                record["copy_GBps"] = old["copy_GBps"]
     path.write_text(json.dumps(record, indent=1) + "\n")
     return path
+
+
+def _with_pedigree(w, record):
+    """A workload with its own commit, date, machine (and copy ceiling) copied from the record it came from."""
+    w = dict(w)
+    for key in ("commit", "date", "machine"):
+        if key not in w and key in record:
+            w[key] = record[key]
+    if w.get("track", "resample") == "resample" and "copy_GBps" in record:
+        w.setdefault("context", {}).setdefault("copy_GBps", record["copy_GBps"])
+    return w
 
 
 def validate(record, where) -> dict:
@@ -125,15 +204,24 @@ def validate(record, where) -> dict:
         return obj[key]
 
     need(record, "gpu", str, "")
-    need(record, "copy_GBps", (int, float), "")
+    if "copy_GBps" in record:
+        need(record, "copy_GBps", (int, float), "")
     for wname, w in need(record, "workloads", dict, "").items():
-        for sname, s in need(w, "stages", dict, f"workloads.{wname}.").items():
-            if "skipped" in s:
-                continue
-            at = f"workloads.{wname}.stages.{sname}."
-            for key, kind in (("median_us", (int, float)), ("GBps", (int, float)),
-                              ("pct_of_copy", (int, float)), ("correct", bool)):
-                need(s, key, kind, at)
+        try:
+            spec = track_of(wname, w).bench
+        except ValueError as e:
+            raise RecordError(f"{where}: workloads.{wname}: {e}") from None
+        if spec.PLOT_KEY == "pct_of_copy" and "copy_GBps" not in record:
+            need(need(w, "context", dict, f"workloads.{wname}."), "copy_GBps", (int, float),
+                 f"workloads.{wname}.context.")
+        for group in ("stages", "peers"):
+            for sname, s in (need(w, "stages", dict, f"workloads.{wname}.") if group == "stages"
+                             else w.get("peers", {})).items():
+                if "skipped" in s or "error" in s:
+                    continue
+                at = f"workloads.{wname}.{group}.{sname}."
+                for key in spec.REQUIRED:
+                    need(s, key, bool if key == "correct" else (int, float), at)
     return record
 
 
@@ -150,56 +238,83 @@ def load_all(folder=RESULTS) -> list[dict]:
     return [load(p) for p in sorted(pathlib.Path(folder).glob("*.json"))]
 
 
+def _workloads(record, track=None):
+    return [(k, w) for k, w in record["workloads"].items() if track is None or track_of(k, w).NAME == track]
+
+
 def table(record, workload=None) -> str:
-    """The ladder as a markdown table."""
+    """One workload's ladder as a markdown table (the first workload by default)."""
     wname = workload or next(iter(record["workloads"]))
-    w = record["workloads"][wname]
-    lines = [f"**{record['gpu']}** · {wname} · copy ceiling {record['copy_GBps']:,.0f} GB/s · "
-             f"commit {record.get('commit') or '?'} · {record.get('date', '?')[:10]}", "",
-             "| stage | µs | GB/s | % of copy | speed-up vs 01 | correct |", "|---|---:|---:|---:|---:|:-:|"]
-    base = w["stages"].get("01_naive", {}).get("median_us")
-    for name, s in list(w["stages"].items()) + [(k, v) for k, v in w.get("peers", {}).items()]:
+    w = _with_pedigree(record["workloads"][wname], record)
+    spec = track_of(wname, w).bench
+    lines = [f"**{record['gpu']}** · {wname} · {spec.summary(w.get('context', {}))} · "
+             f"commit {w.get('commit') or '?'} · {(w.get('date') or '?')[:10]}", "",
+             "| stage | " + " | ".join(h for h, _, _ in spec.COLUMNS) + " | speed-up vs 01 | correct |",
+             "|---|" + "---:|" * len(spec.COLUMNS) + "---:|:-:|"]
+    timed = [s for s in w["stages"].values() if "median_us" in s]
+    base = timed[0]["median_us"] if timed and "median_us" in next(iter(w["stages"].values())) else None
+    for name, s in list(w["stages"].items()) + list(w.get("peers", {}).items()):
         if "median_us" not in s:
-            lines.append(f"| {name} | – | – | – | – | {s.get('skipped') or s.get('error', '')} |")
+            lines.append(f"| {name} | " + "– | " * (len(spec.COLUMNS) + 1) + f"{s.get('skipped') or s.get('error', '')} |")
             continue
+        cells = [fmt.format(s[key]) if key in s else "–" for _, key, fmt in spec.COLUMNS]
         speed = f"{base / s['median_us']:.1f}×" if base else "–"
-        lines.append(f"| {name} | {s['median_us']:,.1f} | {s.get('GBps', 0):,.0f} | {s.get('pct_of_copy', 0):.1f} "
-                     f"| {speed} | {'✓' if s.get('correct') else '✗'} |")
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {speed} | {'✓' if s.get('correct') else '✗'} |")
     return "\n".join(lines)
 
 
 def plot(record, *, upto=None, workload=None, ax=None, peers=True):
-    """Bar chart of % of the copy ceiling per stage (up to `upto`), peers hatched."""
+    """Bar chart of the track's yardstick figure (% of copy, % of cuBLAS) per stage up to `upto`, peers hatched."""
     import matplotlib.pyplot as plt
     wname = workload or next(iter(record["workloads"]))
-    w = record["workloads"][wname]
-    items = [(k, v) for k, v in w["stages"].items() if "pct_of_copy" in v and (upto is None or k <= upto)]
+    w = _with_pedigree(record["workloads"][wname], record)
+    spec = track_of(wname, w).bench
+    key = spec.PLOT_KEY
+    items = [(k, v) for k, v in w["stages"].items() if key in v and (upto is None or k <= upto)]
     if peers:
-        items += [(k, v) for k, v in w.get("peers", {}).items() if "pct_of_copy" in v]
+        items += [(k, v) for k, v in w.get("peers", {}).items() if key in v]
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 3.2))
     names = [k for k, _ in items]
-    vals = [v["pct_of_copy"] for _, v in items]
+    vals = [v[key] for _, v in items]
     bars = ax.bar(names, vals, color=["#4C72B0" if k[:2].isdigit() else "#BBBBBB" for k in names])
     for bar, k in zip(bars, names):
         if not k[:2].isdigit():
             bar.set_hatch("//")
     for bar, (_, v) in zip(bars, items):
-        ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height() + 1, f"{v['pct_of_copy']:.0f}%\n{v['median_us']:,.0f} µs",
+        ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height() + 1, f"{v[key]:.0f}%\n{v['median_us']:,.0f} µs",
                 ha="center", va="bottom", fontsize=7)
     ax.axhline(100, color="k", lw=0.8, ls="--")
-    ax.set_ylim(0, 125)
-    ax.set_ylabel("% of copy bandwidth")
+    ax.set_ylim(0, max([125] + [v * 1.15 for v in vals]))
+    ax.set_ylabel(spec.PLOT_LABEL)
     ax.set_title(f"{record['gpu']}: {wname}", fontsize=9)
     ax.tick_params(axis="x", labelrotation=30, labelsize=8)
     return ax
 
 
+def plot_name(record, track) -> str:
+    """results/H200.png for the first track (its name since the start), results/H200_gemm.png for the others."""
+    return f"{slug(record['gpu'])}{'' if track == 'resample' else '_' + track}.png"
+
+
+def _tracks_in(record):
+    seen = []
+    for k, w in record["workloads"].items():
+        name = track_of(k, w).NAME
+        if name not in seen:
+            seen.append(name)
+    return seen
+
+
 def update_readme(readme=README, folder=RESULTS) -> bool:
     """Rewrite the README's results section from the records; returns True if it changed."""
     records = load_all(folder)
-    body = "\n\n".join(f"{table(r)}\n\n![ladder on {r['gpu']}](results/{slug(r['gpu'])}.png)" for r in records)
-    body = body or "No benchmark records yet: run `make bench` on a GPU."
+    parts = []
+    for r in records:
+        for track in _tracks_in(r):
+            tables = "\n\n".join(table(r, k) for k, _ in _workloads(r, track))
+            parts.append(f"{tables}\n\n![{track} ladder on {r['gpu']}](results/{plot_name(r, track)})")
+    body = "\n\n".join(parts) or "No benchmark records yet: run `make bench` on a GPU."
     text = readme.read_text()
     if BEGIN not in text or END not in text:
         raise RecordError(f"{readme.name} has no results markers ({BEGIN} ... {END})")
@@ -213,17 +328,26 @@ def update_readme(readme=README, folder=RESULTS) -> bool:
 
 
 def save_plot(record, folder=RESULTS):
+    """One figure per track in the record, a panel per workload."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    ax = plot(record)
-    ax.figure.tight_layout()
-    ax.figure.savefig(pathlib.Path(folder) / f"{slug(record['gpu'])}.png", dpi=110)
-    plt.close(ax.figure)
+    for track in _tracks_in(record):
+        names = [k for k, _ in _workloads(record, track)]
+        fig, axes = plt.subplots(1, len(names), figsize=(8 * len(names), 3.4), squeeze=False)
+        for ax, name in zip(axes[0], names):
+            plot(record, workload=name, ax=ax)
+        fig.tight_layout()
+        fig.savefig(pathlib.Path(folder) / plot_name(record, track), dpi=110)
+        plt.close(fig)
 
 
 def main(argv=None):
+    """python -m cudabook.results [readme | TRACK...]: measure every track (or those named), or only
+    regenerate the README from the records."""
     import sys
+
+    from . import track as tracks
     args = argv if argv is not None else sys.argv[1:]
     if args[:1] == ["readme"]:
         print("README updated" if update_readme() else "README already up to date")
@@ -232,12 +356,18 @@ def main(argv=None):
     if SIMULATOR:
         print("The benchmark needs a GPU; this machine runs the simulator. Recorded results:")
         for r in load_all():
-            print(table(r), "\n")
+            for k in r["workloads"]:
+                print(table(r, k), "\n")
         return 0
-    record = run_ladder()
-    path = save(record)
-    print(f"\nwrote {path.relative_to(ROOT)}\n")
-    print(table(record))
+    record = None
+    for name in args or tracks.TRACKS:
+        part = run_track(name)
+        record = part if record is None else dict(record, workloads={**record["workloads"], **part["workloads"]},
+                                                  **{k: v for k, v in part.items() if k == "copy_GBps"})
+        path = save(part)
+        print(f"\nwrote {path.relative_to(ROOT)}\n")
+    for k in record["workloads"]:
+        print(table(record, k), "\n")
     return 0
 
 

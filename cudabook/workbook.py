@@ -45,11 +45,11 @@ def main(argv=None) -> int:
     from cudabook import results
     print(f"cudabook workbook on: {cudabook.where()}", flush=True)
     folders = ["notebooks", "solutions"] + (["labs"] if args.labs else [])
-    paths = [p for f in folders for p in sorted((ROOT / f).glob("*.ipynb"))]
+    paths = [p for f in folders for p in sorted((ROOT / f).glob("*.ipynb")) + sorted((ROOT / f).glob("*/*.ipynb"))]
     failures = 0
     for i, path in enumerate(paths, 1):
         print(f"[{i}/{len(paths)}] {path.relative_to(ROOT)} ...", end=" ", flush=True)
-        ok, seconds, err = execute(path, BUILD / path.parent.name, args.timeout)
+        ok, seconds, err = execute(path, BUILD / path.parent.relative_to(ROOT), args.timeout)
         failures += not ok
         print(f"{'ok' if ok else 'FAILED'} ({seconds:.0f} s){'  ' + err if err else ''}", flush=True)
     print(f"executed notebooks are in {(BUILD / 'notebooks').relative_to(ROOT)}/, "
@@ -61,11 +61,12 @@ def main(argv=None) -> int:
         records = results.load_all()
         print("\nNo GPU: the ladder as recorded in results/ (measured on real GPUs):\n" if cudabook.SIMULATOR else "")
     else:
-        print("\nBenchmark (same process, same data, copy ceiling measured alongside):", flush=True)
-        record = results.run_ladder()
-        results.save(record, report)
-        records = [record]
-    text = "\n\n".join(results.table(r) for r in records) or "no records"
+        print("\nBenchmark (same process, same data, yardsticks measured alongside):", flush=True)
+        from cudabook import track as tracks
+        for name in tracks.TRACKS:
+            results.save(results.run_track(name), report)
+        records = results.load_all(report)
+    text = "\n\n".join(results.table(r, k) for r in records for k in r["workloads"]) or "no records"
     for r in records:
         results.save_plot(r, report)
         if cudabook.SIMULATOR:

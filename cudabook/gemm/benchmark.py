@@ -1,0 +1,85 @@
+"""The GEMM track's benchmark: C = A @ B at M = N = K = 4096 and 8192, against cuBLAS in the same process.
+
+Peers, timed exactly as the stages are (CUDA events, launches back to back behind a sleeping kernel):
+    cublas          torch.matmul on the same bf16 A and B (cuBLAS's bf16 tensor-core GEMM): the yardstick
+    cublas_sgemm    torch.matmul on float32 copies with TF32 off (cuBLAS's fp32 SGEMM, no tensor cores): the
+                    yardstick of the Numba rungs, which compute in fp32 on the ordinary cores
+TFLOP/s counts 2 M N K operations. Every output, peers' too, is checked against the float64 reference.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .checking import judge
+from .inputs import random_problem
+from .problem import upload
+
+WORKLOADS = [dict(M=4096, N=4096, K=4096), dict(M=8192, N=8192, K=8192)]
+COLUMNS = [("µs", "median_us", "{:,.1f}"), ("TFLOP/s", "TFLOPs", "{:,.1f}"),
+           ("% of cuBLAS", "pct_of_cublas", "{:.1f}"), ("% of SGEMM", "pct_of_cublas_sgemm", "{:.0f}")]
+REQUIRED = ("median_us", "TFLOPs", "pct_of_cublas", "correct")
+PLOT_KEY, PLOT_LABEL = "pct_of_cublas", "% of cuBLAS (bf16)"
+PEERS_FIRST = True           # the stages' % of cuBLAS needs cuBLAS's time
+
+
+def workload_name(M, N, K):
+    return f"gemm M={M} N={N} K={K}"
+
+
+def prepare(size, rng=None):
+    args = random_problem(**size, rng=rng or np.random.default_rng())
+    return args, upload(*args)
+
+
+def context(problem, progress=print) -> dict:
+    return {"flops": problem.flops}
+
+
+def summary(ctx) -> str:
+    cb = ctx.get("cublas_TFLOPs")
+    return f"cuBLAS {cb:,.0f} TFLOP/s" if cb else "cuBLAS not measured"
+
+
+def metrics(problem, median_us, ctx) -> dict:
+    out = {"TFLOPs": round(problem.flops / (median_us * 1e-6) / 1e12, 2)}
+    for peer in ("cublas", "cublas_sgemm"):
+        if ctx.get(f"{peer}_us"):
+            out[f"pct_of_{peer}"] = round(100 * ctx[f"{peer}_us"] / median_us, 1)
+    return out
+
+
+def peers(args, problem, ctx, *, repeats=25, progress=print) -> dict:
+    """cuBLAS bf16 and fp32 (TF32 off) through torch on the same data; their times go into ctx."""
+    from .. import bench, peers as peer_mod
+    why = peer_mod.available()
+    if why:
+        progress(f"peers skipped: {why}")
+        return {}
+    import torch
+    a, b = args
+    dev = torch.device("cuda")
+    ta = torch.from_numpy(a.view(np.int16)).to(dev).view(torch.bfloat16)
+    tb = torch.from_numpy(b.view(np.int16)).to(dev).view(torch.bfloat16)
+    fa, fb = ta.float(), tb.float()
+    rows = {}
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        for name, fn in (("cublas", lambda: torch.matmul(ta, tb)), ("cublas_sgemm", lambda: torch.matmul(fa, fb))):
+            try:
+                got = fn()
+                ms = bench.time_ms(fn, repeats=repeats, batch=10)
+                host = got.to(torch.bfloat16).view(torch.int16).cpu().numpy().view(np.uint16)
+                verdict = judge(host.view(a.dtype), a, b)
+                rows[name] = {"median_us": round(ms * 1e3, 2), "correct": verdict.ok}
+                ctx[f"{name}_us"] = rows[name]["median_us"]
+            except Exception as e:  # a peer that fails is reported, not fatal
+                rows[name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+    if "median_us" in rows.get("cublas", {}):
+        ctx["cublas_TFLOPs"] = round(problem.flops / (rows["cublas"]["median_us"] * 1e-6) / 1e12, 1)
+    for v in rows.values():
+        if "median_us" in v:
+            v.update(metrics(problem, v["median_us"], ctx))
+    return rows

@@ -1,0 +1,125 @@
+"""Is a matrix product right? The float64 reference, the tolerance from the arithmetic, and a diagnosis.
+
+See inputs.py for the tolerance. NaN never passes; an element nobody wrote is NaN (the output is poisoned).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import SIMULATOR
+from ..verdict import Verdict, bf16_half_ulp
+from .inputs import BF16, reference_with_bound
+
+# The grader's and the tests' cases: (name, M, N, K). Ragged on purpose: nothing is a multiple of a tile,
+# K is not a multiple of 16 (one tensor-core step) nor of 8 (a 16-byte row), one case has a single column.
+_CASES_SIM = [("square, ragged", 17, 33, 20), ("K not a multiple of 8", 9, 16, 13), ("1 x 1 x 1", 1, 1, 1),
+              ("one long row", 3, 40, 37)]
+_CASES_GPU = [("square, ragged", 333, 517, 200), ("K not a multiple of 8", 130, 250, 77),
+              ("1 x 1 x 1", 1, 1, 1), ("tall, K long", 1000, 72, 1000), ("tile multiples", 256, 256, 256)]
+
+
+def cases(simulator=None):
+    """[(name, M, N, K)]: small in the simulator, larger on a GPU; edge cases in both."""
+    return list(_CASES_SIM if (SIMULATOR if simulator is None else simulator) else _CASES_GPU)
+
+
+def grading_cases(stage_name=None):
+    """[(name, (a, b), label)] on fresh random data: the grader's and the checker's cases."""
+    from .inputs import random_problem
+    return [(name, random_problem(M, N, K), f"M={M}, N={N}, K={K}") for name, M, N, K in cases()]
+
+
+def compare(got, ref, bound, *, show=5, a=None, b=None) -> Verdict:
+    """Compare C `got` (bf16 [M, N]) with the float64 reference and its float32 summation bound."""
+    got = np.asarray(got)
+    if got.shape != ref.shape:
+        return Verdict(False, ref.size, ref.size, 0, ref.shape, f"FAIL: C has shape {got.shape}, expected {ref.shape}")
+    g = got.astype(np.float64)
+    tol = bf16_half_ulp(np.maximum(np.abs(ref), np.abs(np.nan_to_num(g)))) + bound + 1e-30
+    nan = np.isnan(g)
+    bad = nan | ~(np.abs(g - ref) <= tol)
+    n_bad, n_nan = int(bad.sum()), int(nan.sum())
+    M, N = ref.shape
+    if n_bad == 0:
+        return Verdict(True, 0, ref.size, 0, ref.shape, f"PASS: all {ref.size:,} elements of C match (M={M}, N={N})")
+    where = np.argwhere(bad)
+    first = [(int(i), int(j), float(ref[i, j]), float(g[i, j])) for i, j in where[:show]]
+    lines = [f"FAIL: {n_bad:,} of {ref.size:,} elements of C are wrong (M={M}, N={N})"
+             + (f"; {n_nan:,} are NaN (never written, or computed as NaN)" if n_nan else "")]
+    for i, j, e, x in first:
+        lines.append(f"  C[{i}, {j}]: expected {e:.6g} (tolerance {float(tol[i, j]):.2g}), got {x:.6g}")
+    hint = missing_k(g, ref, tol, bad, a, b) or diagnose(bad, nan, ref, g)
+    if hint:
+        lines.append("Hint: " + hint)
+    return Verdict(False, n_bad, ref.size, n_nan, ref.shape, "\n".join(lines), first)
+
+
+def _edge(bad, axis_len, tile, axis):
+    """True when every wrong element sits in the last partial tile along `axis` (rows 0 / columns 1)."""
+    if axis_len % tile == 0 or axis_len < tile:
+        return False
+    start = axis_len - axis_len % tile
+    idx = np.nonzero(bad.any(axis=1 - axis))[0]
+    return idx.size > 0 and idx.min() >= start
+
+
+def missing_k(got, ref, tol, bad, a, b) -> str | None:
+    """If C is exactly the sum over K with a run of k left out (the first or last t values of k), say which:
+    the mistake of a K loop that stops at the last whole tile, or starts one tile late."""
+    if a is None or b is None or np.isnan(got).any() or got.size * np.shape(a)[1] > 3e8:
+        return None                      # (the benchmark's sizes: too costly to search, and never a lab case)
+    fa, fb = (np.asarray(x).view(np.uint16).view(BF16).astype(np.float64) if np.asarray(x).dtype == np.uint16
+              else np.asarray(x, np.float64) for x in (a, b))
+    K = fa.shape[1]
+    for t in range(1, min(K - 1, 64) + 1):
+        for ks, where in ((slice(K - t, K), f"the last {t} value(s) of k (k = {K - t} .. {K - 1})"),
+                          (slice(0, t), f"the first {t} value(s) of k (k = 0 .. {t - 1})")):
+            part = fa[:, ks] @ fb[ks]
+            if np.mean(np.abs(got - (ref - part)) <= tol) > 0.99:
+                return (f"C is the sum over K without {where}: the loop over K misses them. K = {K} need not be "
+                        f"a multiple of the tile: round the number of K tiles up and load zeros past the end")
+    return None
+
+
+def diagnose(bad, nan, ref, got) -> str | None:
+    """A guess at the kind of bug from where the wrong elements are and what they hold."""
+    M, N = bad.shape
+    if nan.all():
+        return "no element of C was written at all: does the kernel store to `c`, and is it launched?"
+    if bad.mean() > 0.9 and not nan.any():
+        ratio = np.median(np.abs(got[bad]) / np.maximum(np.abs(ref[bad]), 1e-6))
+        if 0.2 < ratio < 0.98 and np.corrcoef(got[bad], ref[bad])[0, 1] > 0.5:
+            return ("every element is too small in magnitude, as if part of the sum over K were missing: check "
+                    "the loop over K, including the last partial tile (K need not be a multiple of the tile)")
+        return ("(nearly) every element is wrong: check the indexing of a and b (a is [M, K], b is [K, N], "
+                "row-major: a[i, k] is a[i * K + k], b[k, j] is b[k * N + j])")
+    rows, cols = np.nonzero(bad.any(axis=1))[0], np.nonzero(bad.any(axis=0))[0]
+    if nan.any() and (rows.min() > 0 and rows.min() >= M // 2 or cols.min() > 0 and cols.min() >= N // 2):
+        return ("the last rows or columns of C were never written: the grid or the tile loop stops early "
+                "(round the number of tiles up, and guard the edges instead)")
+    if nan.any():
+        return "some elements are NaN: unwritten (a guard too strict, or a tile never stored)"
+    if bad.any() and not bad.all():
+        return ("some elements are wrong and others right: a race (a tile overwritten before every thread has "
+                "used it: a missing barrier?) or an edge case (rows, columns or K past a tile boundary)")
+    return None
+
+
+_reference_memo: list = []   # [(a, b, ref, bound)]: the last reference, kept with its inputs (so ids stay theirs)
+
+
+def _reference(a, b):
+    """reference_with_bound, remembered for the last (a, b): the benchmark judges every stage and peer on the
+    same 8192 x 8192 inputs, and each float64 product takes seconds."""
+    for ma, mb, ref, bound in _reference_memo:
+        if ma is a and mb is b:
+            return ref, bound
+    ref, bound = reference_with_bound(a, b)
+    _reference_memo[:] = [(a, b, ref, bound)]
+    return ref, bound
+
+
+def judge(got, a, b) -> Verdict:
+    """Compare C with the float64 reference of a @ b (a, b: bf16 or their uint16 bits)."""
+    ref, bound = _reference(a, b)
+    return compare(got, ref, bound, a=a, b=b)

@@ -1,0 +1,214 @@
+// 07 Clusters, TMA multicast and a TMA-store epilogue (sm_90a): C[M, N] = A[M, K] @ B[K, N], bf16 in, fp32
+// accumulation, bf16 out.
+//
+// 06's warp-specialised persistent kernel (one producer warpgroup, CONSUMERS consumer warpgroups, a ring of
+// full/empty mbarriers), with three changes:
+//   1. Thread-block clusters of CLUSTER blocks (one above the other: CLUSTER consecutive BM-row tiles of the same
+//      BN columns). They need the same B tile, so each block's producer loads only its share of B's boxes and
+//      TMA *multicasts* every box into the shared memory of all the blocks of the cluster: B crosses from L2
+//      once per cluster instead of once per block. A block's full[s] expects the whole stage (its A box, its own
+//      B boxes and the ones its peers send); a stage may be refilled only when the consumers of *every* block
+//      of the cluster are done with it, so each consumer warpgroup arrives on empty[s] of every block
+//      (mbarrier.arrive on a cluster address from mapa), and empty[s] counts CONSUMERS * CLUSTER arrivals.
+//   2. The epilogue writes the bf16 tile to shared memory (in the 128-byte-swizzled layout TMA expects, which
+//      also keeps the writes free of bank conflicts) and one thread stores it with TMA (cp.async.bulk.tensor
+//      global <- shared): TMA clips rows and columns outside C, so no masks. The store runs in the background
+//      while the consumers start the next tile; before they overwrite the staging buffer they wait until TMA
+//      has read it (cp.async.bulk.wait_group.read).
+//   3. MMA_DEPTH 1 keeps one k-tile's wgmmas running while the next k-tile's are issued: a consumer releases
+//      stage s-1 once wgmma.wait_group 1 says the group before the newest is done.
+//
+// Compile-time constants (NVRTC -D): BN (128 or 256), CONSUMERS (BM = 64 * CONSUMERS), STAGES, CLUSTER (1, 2 or
+// 4; divides BN / 64), GROUP_M, PRODUCER_REGS, CONSUMER_REGS, TMA_STORE (0: 06's masked register stores),
+// MMA_DEPTH (0 or 1).
+#include "hopper.cuh"
+
+#ifndef BN
+#define BN 256
+#endif
+#ifndef CONSUMERS
+#define CONSUMERS 2
+#endif
+#ifndef STAGES
+#define STAGES 3
+#endif
+#ifndef CLUSTER
+#define CLUSTER 2
+#endif
+#ifndef GROUP_M
+#define GROUP_M 8
+#endif
+#ifndef PRODUCER_REGS
+#define PRODUCER_REGS 40
+#endif
+#ifndef CONSUMER_REGS
+#define CONSUMER_REGS 232
+#endif
+#ifndef TMA_STORE
+#define TMA_STORE 1
+#endif
+#ifndef MMA_DEPTH
+#define MMA_DEPTH 1
+#endif
+
+constexpr int BM = 64 * CONSUMERS;
+constexpr int BK = 64;
+constexpr int A_BYTES = BM * BK * 2;
+constexpr int B_BOX_BYTES = BK * 64 * 2;
+constexpr int B_BOXES = BN / 64;
+constexpr int B_BYTES = B_BOXES * B_BOX_BYTES;
+constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+constexpr int C_BOX_BYTES = 64 * 64 * 2;                       // one 64 x 64 bf16 box of C (8 rows of 128 B x 8)
+constexpr int C_WG_BYTES = TMA_STORE ? B_BOXES * C_BOX_BYTES : 0;   // a consumer warpgroup's 64 x BN staging
+constexpr int SMEM_BYTES = 1024 + STAGES * STAGE_BYTES + CONSUMERS * C_WG_BYTES + 16 * STAGES;
+static_assert(B_BOXES % CLUSTER == 0, "each block of the cluster multicasts the same number of B boxes");
+
+__device__ __forceinline__ void mma_k_tile(float (&d)[BN / 2], uint32_t a, uint32_t b) {
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < BK / 16; ++kk)
+    Wgmma<BN>::mma<1>(d, smem_desc(a + 32 * kk, 16, 1024), smem_desc(b + 2048 * kk, B_BOX_BYTES, 1024), 1);
+  wgmma_commit();
+}
+
+// A consumer warpgroup is done with stage `bar`'s data: tell the producer of every block of the cluster.
+__device__ __forceinline__ void release(uint32_t empty_bar) {
+#if CLUSTER == 1
+  mbar_arrive(empty_bar);
+#else
+#pragma unroll
+  for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(empty_bar, r);
+#endif
+}
+
+extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(128 * (CONSUMERS + 1), 1)
+gemm_clusters(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc map_b,
+              const __grid_constant__ TmaDesc map_c, uint16_t* __restrict__ c, int M, int N, int K) {
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t base = (smem_u32(smem_raw) + 1023) & ~1023u;   // the same offset in every block of a cluster
+  const uint32_t cstage = base + STAGES * STAGE_BYTES;
+  const uint32_t full = cstage + CONSUMERS * C_WG_BYTES, empty = full + 8 * STAGES;
+  const int tid = threadIdx.x, wg = tid / 128;
+  const int k_tiles = (K + BK - 1) / BK;
+  const int rank = CLUSTER == 1 ? 0 : (int)cluster_ctarank();
+  const int cluster = blockIdx.x / CLUSTER, clusters = gridDim.x / CLUSTER;
+  // The cluster's unit of work: CLUSTER * BM rows x BN columns; this block takes its rank's BM rows.
+  const int tiles_m = (M + CLUSTER * BM - 1) / (CLUSTER * BM), tiles_n = (N + BN - 1) / BN;
+  const int tiles = tiles_m * tiles_n;
+
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(full + 8 * s, 1);
+      mbar_init(empty + 8 * s, CONSUMERS * CLUSTER);
+    }
+    mbar_fence_init();
+  }
+  if (CLUSTER > 1) cluster_sync(); else __syncthreads();   // peers' barriers exist before anyone multicasts
+
+  if (wg == 0) {                               // ---------------------------------------- producer
+    setmaxnreg_dec<PRODUCER_REGS>();
+    if (tid == 0) {
+      int s = 0;
+      uint32_t phase = 0;
+      for (int t = cluster; t < tiles; t += clusters) {
+        int tm, tn;
+        grouped_tile(t, tiles_m, tiles_n, GROUP_M, tm, tn);
+        const int m0 = (tm * CLUSTER + rank) * BM, n0 = tn * BN;
+        for (int kt = 0; kt < k_tiles; ++kt) {
+          mbar_wait(empty + 8 * s, phase ^ 1);
+          const uint32_t a = base + s * STAGE_BYTES, b = a + A_BYTES, bar = full + 8 * s;
+          mbar_expect_tx(bar, STAGE_BYTES);    // all of it: the peers' multicast boxes land here too
+          tma_load_2d(a, &map_a, bar, kt * BK, m0);
+#pragma unroll
+          for (int i = 0; i < B_BOXES / CLUSTER; ++i) {
+            const int j = rank * (B_BOXES / CLUSTER) + i;
+#if CLUSTER == 1
+            tma_load_2d(b + j * B_BOX_BYTES, &map_b, bar, n0 + 64 * j, kt * BK);
+#else
+            tma_load_2d_multicast(b + j * B_BOX_BYTES, &map_b, bar, n0 + 64 * j, kt * BK, (1 << CLUSTER) - 1);
+#endif
+          }
+          if (++s == STAGES) { s = 0; phase ^= 1; }
+        }
+      }
+    }
+  } else {                                     // ---------------------------------------- consumers
+    setmaxnreg_inc<CONSUMER_REGS>();
+    const int cw = wg - 1;
+    const int warp = (tid % 128) / 32, lane = tid % 32;
+    const bool leader = tid % 128 == 0;
+    int s = 0;
+    uint32_t phase = 0;
+    for (int t = cluster; t < tiles; t += clusters) {
+      int tm, tn;
+      grouped_tile(t, tiles_m, tiles_n, GROUP_M, tm, tn);
+      const int m0 = (tm * CLUSTER + rank) * BM, n0 = tn * BN;
+      float d[BN / 2];
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
+      int prev = -1;                           // the stage whose wgmmas may still run (MMA_DEPTH 1)
+      for (int kt = 0; kt < k_tiles; ++kt) {
+        // >>> lab: wait for stage s (parity = phase), issue its k-tile, then release the stage whose wgmmas are known to be done on every block of the cluster (empty counts CONSUMERS * CLUSTER arrivals), and advance s / phase
+        mbar_wait(full + 8 * s, phase);
+        const uint32_t a = base + s * STAGE_BYTES;
+        mma_k_tile(d, a + cw * 64 * 128, a + A_BYTES);
+#if MMA_DEPTH == 1
+        wgmma_wait<1>();                       // all but the newest group are done: stage `prev` is free
+        if (leader && prev >= 0) release(empty + 8 * prev);
+        prev = s;
+#else
+        wgmma_wait<0>();
+        if (leader) release(empty + 8 * s);
+#endif
+        if (++s == STAGES) { s = 0; phase ^= 1; }
+        // <<< lab
+      }
+#if MMA_DEPTH == 1
+      wgmma_wait<0>();
+      if (leader && prev >= 0) release(empty + 8 * prev);
+#endif
+#if TMA_STORE
+      // Stage the warpgroup's 64 x BN bf16 results as B_BOXES boxes of 64 x 64 in TMA's 128B-swizzled layout:
+      // row r's 16-byte chunk q sits at chunk q ^ (r % 8).
+      const uint32_t cbuf = cstage + cw * C_WG_BYTES;
+      if (leader) bulk_wait_read<0>();         // the previous tile's store has finished reading the buffer
+      named_barrier(1 + cw, 128);
+      const int r0 = warp * 16 + lane / 4;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = r0 + 8 * h;
+          const uint32_t addr = cbuf + (j / 8) * C_BOX_BYTES + r * 128 + (((j % 8) ^ (r % 8)) * 16) + 4 * (lane % 4);
+          asm volatile("st.shared.u32 [%0], %1;" :: "r"(addr), "r"(pack_bf16x2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]))
+                       : "memory");
+        }
+      }
+      fence_proxy_async();                     // these writes, before TMA's reads of them
+      named_barrier(1 + cw, 128);
+      if (leader) {
+#pragma unroll
+        for (int j = 0; j < B_BOXES; ++j) tma_store_2d(&map_c, cbuf + j * C_BOX_BYTES, n0 + 64 * j, m0 + cw * 64);
+        bulk_commit();
+      }
+#else
+      const int row = m0 + cw * 64 + warp * 16 + lane / 4;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        const int col = n0 + 8 * j + 2 * (lane % 4);
+        if (col >= N) continue;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = row + 8 * h;
+          if (r < M)
+            *reinterpret_cast<uint32_t*>(c + (size_t)r * N + col) = pack_bf16x2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+        }
+      }
+#endif
+    }
+#if TMA_STORE
+    if (leader) bulk_wait<0>();                // the last stores are complete before the block ends
+#endif
+  }
+  if (CLUSTER > 1) cluster_sync();             // no block leaves while a peer may still arrive on its barriers
+}

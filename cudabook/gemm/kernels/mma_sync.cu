@@ -1,0 +1,227 @@
+// 04 mma.sync: C = A @ B in bf16 with float32 accumulation, on the tensor cores (sm_80 and newer).
+//
+//   A [M, K], B [K, N], C [M, N]: row-major bf16 (as 16-bit words). K and N are multiples of 8 here (the host
+//   pads them when they are not), so every row starts on a 16-byte boundary and a 16-byte copy never
+//   straddles the end of a row.
+//
+// A block computes a BM x BN tile of C; its WARPS_M x WARPS_N warps each own a WTM x WTN piece of it, held
+// in registers as MI x NI accumulator fragments of 16 x 8 floats. The loop over K walks BK-wide slices:
+//
+//   global --cp.async--> shared (a ring of STAGES slices) --ldmatrix--> registers --mma.sync--> accumulators
+//
+// The host passes every size as a -D define (BM, BN, BK, WARPS_M, WARPS_N, STAGES, SWIZZLE, GROUP_M); the
+// defaults below only let the file compile on its own.
+
+#ifndef BM
+#define BM 128
+#endif
+#ifndef BN
+#define BN 128
+#endif
+#ifndef BK
+#define BK 32
+#endif
+#ifndef WARPS_M
+#define WARPS_M 2
+#endif
+#ifndef WARPS_N
+#define WARPS_N 2
+#endif
+#ifndef STAGES
+#define STAGES 4
+#endif
+#ifndef SWIZZLE
+#define SWIZZLE 1
+#endif
+#ifndef GROUP_M
+#define GROUP_M 8
+#endif
+
+typedef unsigned short u16;
+typedef unsigned int u32;
+
+constexpr int NT = WARPS_M * WARPS_N * 32;         // threads per block
+constexpr int WTM = BM / WARPS_M;                  // a warp's tile of C: WTM x WTN
+constexpr int WTN = BN / WARPS_N;
+constexpr int MI = WTM / 16;                       // m16 fragments per warp
+constexpr int NI = WTN / 8;                        // n8 fragments per warp
+constexpr int A_CPR = BK / 8;                      // 16-byte chunks per row of the A slice [BM][BK]
+constexpr int B_CPR = BN / 8;                      // 16-byte chunks per row of the B slice [BK][BN]
+constexpr int A_CHUNKS = BM * A_CPR;
+constexpr int B_CHUNKS = BK * B_CPR;
+constexpr int STAGE_BYTES = (A_CHUNKS + B_CHUNKS) * 16;
+constexpr int SMEM_BYTES = STAGES * STAGE_BYTES;   // the host asks for exactly this much dynamic shared memory
+
+static_assert(WTM % 16 == 0 && WTN % 16 == 0, "a warp tile is a whole number of 16 x 16 pieces");
+static_assert(BK % 16 == 0, "BK is a whole number of k16 steps");
+static_assert(A_CHUNKS % NT == 0 && B_CHUNKS % NT == 0, "every thread copies the same number of chunks");
+static_assert(STAGES >= 2, "a pipeline needs at least two stages");
+
+// ------------------------------------------------------------------------------------------ the swizzle
+//
+// Shared memory has 32 banks of 4 bytes: one 128-byte line is served in one pass. ldmatrix reads eight 16-byte
+// rows per pass (one 8 x 8 matrix); if two of them sit in the same 16-byte column of a line (the same four
+// banks), they are served one after the other. A plain [rows][BK] layout puts column c of eight consecutive
+// rows in the same banks whenever a row is a multiple of 128 bytes long (8-way conflict), or in two sets
+// when it is 64 bytes (4-way).
+//
+// The fix permutes the 16-byte chunks inside each 128-byte line: the chunk's slot is XORed with the line's
+// number (mod 8). Eight consecutive rows at the same logical chunk then land in eight different slots.
+// Nothing moves between lines, so each cp.async still writes whole 16-byte chunks, and it costs one XOR.
+//   returns: the chunk's index within the tile (multiply by 16 for bytes)
+__device__ __forceinline__ int swz(int row, int chunk, int cpr) {
+#if SWIZZLE
+    if (cpr >= 8) return row * cpr + (chunk ^ (row & 7));        // rows of 128 bytes or more
+    const int u = row * cpr + chunk, line = u >> 3;               // shorter rows share a 128-byte line
+    return (u & ~7) | ((u & 7) ^ (line & 7));
+#else
+    return row * cpr + chunk;                                     // plain row-major: bank conflicts
+#endif
+}
+
+// ------------------------------------------------------------------------------------------ PTX wrappers
+
+__device__ __forceinline__ void cp_async16(u32 dst, const void* src, int bytes) {
+    // 16 bytes global -> shared, through L2 only (.cg). bytes = 0 reads nothing and writes 16 zero bytes:
+    // that is how the edges of A and B (rows past M, columns past N, k past K) are padded.
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");   // at most N groups still in flight
+}
+
+__device__ __forceinline__ void ldmatrix_x4(u32 (&r)[4], u32 addr) {
+    // Four 8 x 8 bf16 matrices; lanes 8j..8j+7 give the row addresses of matrix j, and each lane receives
+    // two elements of every matrix: exactly the A fragment of mma.m16n8k16.
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(u32& r0, u32& r1, u32& r2, u32& r3, u32 addr) {
+    // The same, transposed on the way: B is stored k-row by k-row ([BK][BN]), and the mma wants each
+    // lane to hold two consecutive k of one column n.
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+
+__device__ __forceinline__ void mma_16816(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2]) {
+    // d[16 x 8] += a[16 x 16] @ b[16 x 8], one warp, float32 accumulators in place.
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+__device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
+    u32 r;   // round both to bf16, nearest even; the first source goes to the upper half
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+// ------------------------------------------------------------------------------------------ one slice
+
+// Start the copies of the k-slice starting at k0 into one stage of the ring (A: BM x BK, B: BK x BN).
+__device__ __forceinline__ void load_slice(u32 sa, u32 sb, const u16* __restrict__ A, const u16* __restrict__ B,
+                                           int M, int N, int K, int m0, int n0, int k0, int tid) {
+#pragma unroll
+    for (int i = 0; i < A_CHUNKS / NT; ++i) {
+        const int c = tid + i * NT, row = c / A_CPR, ch = c % A_CPR;
+        const int gm = m0 + row, gk = k0 + ch * 8;
+        const bool in = gm < M && gk < K;
+        cp_async16(sa + swz(row, ch, A_CPR) * 16, in ? A + (size_t)gm * K + gk : A, in ? 16 : 0);
+    }
+#pragma unroll
+    for (int i = 0; i < B_CHUNKS / NT; ++i) {
+        const int c = tid + i * NT, row = c / B_CPR, ch = c % B_CPR;
+        const int gk = k0 + row, gn = n0 + ch * 8;
+        const bool in = gk < K && gn < N;
+        cp_async16(sb + swz(row, ch, B_CPR) * 16, in ? B + (size_t)gk * N + gn : B, in ? 16 : 0);
+    }
+}
+
+// ------------------------------------------------------------------------------------------ the kernel
+
+extern "C" __global__ void __launch_bounds__(NT)
+gemm_mma_sync(const u16* __restrict__ A, const u16* __restrict__ B, u16* __restrict__ C, int M, int N, int K) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    const u32 s0 = (u32)__cvta_generic_to_shared(smem);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm0 = (warp / WARPS_N) * WTM, wn0 = (warp % WARPS_N) * WTN;   // this warp's corner in the tile
+
+    // Which tile of C: blocks that run at the same time take GROUP_M tile-rows column by column, so they
+    // share slices of A and B in L2 instead of each streaming its own.
+    const int gm = (M + BM - 1) / BM, gn = (N + BN - 1) / BN;
+    int bm, bn;
+    {
+        const int pid = blockIdx.x, per_group = GROUP_M * gn, first = pid / per_group * GROUP_M;
+        const int rows = min(gm - first, GROUP_M), r = pid % per_group;
+        bm = first + r % rows;
+        bn = r / rows;
+    }
+    const int m0 = bm * BM, n0 = bn * BN;
+    auto stage_a = [&](int s) { return s0 + s * STAGE_BYTES; };
+    auto stage_b = [&](int s) { return s0 + s * STAGE_BYTES + A_CHUNKS * 16; };
+
+    float acc[MI][NI][4];
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int j = 0; j < NI; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+
+    const int KT = (K + BK - 1) / BK;                  // k-slices; the last one is zero-filled past K
+    // Prologue: slices 0 .. STAGES-2 in flight, one commit group each (empty groups keep the count right).
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < KT) load_slice(stage_a(s), stage_b(s), A, B, M, N, K, m0, n0, s * BK, tid);
+        cp_async_commit();
+    }
+
+    for (int kt = 0; kt < KT; ++kt) {
+        // >>> lab: wait for slice kt (cp.async.wait_group STAGES-2, then a barrier), then start the copies of slice kt+STAGES-1 into the stage freed by slice kt-1, and commit them
+        cp_async_wait<STAGES - 2>();                   // this thread's copies of slice kt have landed...
+        __syncthreads();                               // ...everyone's too, and nobody still reads slice kt-1
+        const int next = kt + STAGES - 1;              // refill the stage slice kt-1 used
+        if (next < KT)
+            load_slice(stage_a(next % STAGES), stage_b(next % STAGES), A, B, M, N, K, m0, n0, next * BK, tid);
+        cp_async_commit();                             // always commit, so group kt+1 is slice kt+1
+        // <<< lab
+
+        const u32 sa = stage_a(kt % STAGES), sb = stage_b(kt % STAGES);
+#pragma unroll
+        for (int ks = 0; ks < BK / 16; ++ks) {
+            u32 a[MI][4], b[NI][2];
+#pragma unroll
+            for (int i = 0; i < MI; ++i) {             // A fragment: rows (lane % 16), k half (lane / 16)
+                const int row = wm0 + i * 16 + (lane & 15), ch = ks * 2 + (lane >> 4);
+                ldmatrix_x4(a[i], sa + swz(row, ch, A_CPR) * 16);
+            }
+#pragma unroll
+            for (int j = 0; j < NI; j += 2) {          // two n8 B fragments: k row (lane % 16), n half (lane / 16)
+                const int row = ks * 16 + (lane & 15), ch = (wn0 + j * 8) / 8 + (lane >> 4);
+                ldmatrix_x4_trans(b[j][0], b[j][1], b[j + 1][0], b[j + 1][1], sb + swz(row, ch, B_CPR) * 16);
+            }
+#pragma unroll
+            for (int i = 0; i < MI; ++i)
+#pragma unroll
+                for (int j = 0; j < NI; ++j) mma_16816(acc[i][j], a[i], b[j]);
+        }
+    }
+    cp_async_wait<0>();                                // nothing may be in flight when the block exits
+
+    // Epilogue: lane l holds C[l/4][2(l%4) + {0,1}] and the same two columns 8 rows down, for each fragment.
+    // N is even (a multiple of 8), so the two columns are one aligned 4-byte store.
+#pragma unroll
+    for (int i = 0; i < MI; ++i) {
+        const int row = m0 + wm0 + i * 16 + (lane >> 2);
+#pragma unroll
+        for (int j = 0; j < NI; ++j) {
+            const int col = n0 + wn0 + j * 8 + 2 * (lane & 3);
+            if (col >= N) continue;
+            if (row < M) *reinterpret_cast<u32*>(C + (size_t)row * N + col) = pack_bf16x2(acc[i][j][0], acc[i][j][1]);
+            if (row + 8 < M)
+                *reinterpret_cast<u32*>(C + (size_t)(row + 8) * N + col) = pack_bf16x2(acc[i][j][2], acc[i][j][3]);
+        }
+    }
+}

@@ -1,0 +1,209 @@
+"""04 mma.sync: the tensor cores, fed by ldmatrix from a swizzled cp.async ring (sm_80 and newer).
+
+The kernel is CUDA C++ in kernels/mma_sync.cu, compiled at run time by NVRTC (cudabook.nvrtc) and launched
+on the problem's Numba device arrays. Three instructions do the work:
+
+    cp.async     16 bytes global -> shared without passing through registers; STAGES-1 k-slices in flight
+    ldmatrix     a warp reads four 8 x 8 bf16 matrices from shared memory straight into mma fragments
+                 (.trans for B, which is stored k-row by k-row)
+    mma.sync     m16n8k16: one warp multiplies a 16 x 16 piece of A by a 16 x 8 piece of B into 16 x 8 floats
+
+Shared memory is swizzled: the 16-byte chunks of each 128-byte line are permuted (slot XOR line number), so
+the eight rows one ldmatrix pass reads always sit in different banks. `swizzle=False` keeps plain row-major
+tiles: the same result, with 4- or 8-way bank conflicts. `ldmatrix_banks` computes the picture in Python.
+
+Any M, N, K >= 1: rows past M, columns past N and k past K are zero-filled by cp.async (src-size 0) and not
+stored. 16-byte copies need 16-byte rows, so when K or N is not a multiple of 8 the stage works on zero-padded
+copies (`Problem.aligned(8)`) and copies the [M, N] corner of C back.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import pathlib
+
+from .. import device, nvrtc
+
+NAME = "04_mma_sync"
+TITLE = "tensor cores: mma.sync, ldmatrix, a swizzled cp.async ring"
+PARAMS = {
+    "bm": 128,          # BM: rows of C per block
+    "bn": 256,          # BN: columns of C per block
+    "bk": 32,           # BK: the k-slice one pipeline stage holds (a multiple of 16: one mma step)
+    "warps_m": 2,       # warps along M; each warp owns a (bm / warps_m) x (bn / warps_n) tile of C
+    "warps_n": 4,       # warps along N (8 warps of 64 x 64 by default: 128 float accumulators a thread)
+    "stages": 3,        # pipeline depth: k-slices in shared memory, STAGES-1 of them in flight
+    "swizzle": True,    # XOR-swizzled shared tiles (no bank conflicts); False: plain row-major tiles
+    "group_m": 8,       # blocks walk GROUP_M tile-rows column by column (L2 reuse); 1: plain row order
+}
+MIN_CC = (8, 0)
+KERNEL_DIR = pathlib.Path(__file__).parent / "kernels"
+SOURCE = KERNEL_DIR / "mma_sync.cu"
+KERNEL = "gemm_mma_sync"
+ARG_TYPES = (ctypes.c_void_p,) * 3 + (ctypes.c_int,) * 3
+
+_source_cache: dict = {}
+
+
+def source() -> str:
+    """The kernel's CUDA C++ source, re-read when the file changes."""
+    mtime = SOURCE.stat().st_mtime_ns
+    if _source_cache.get("mtime") != mtime:
+        _source_cache.update(mtime=mtime, text=SOURCE.read_text())
+    return _source_cache["text"]
+
+
+def unavailable() -> str | None:
+    return device.requirement_unmet(MIN_CC, NAME)
+
+
+def _unknown(params):
+    unknown = set(params) - set(PARAMS)
+    if unknown:
+        raise TypeError(f"{NAME}: unknown parameter(s) {sorted(unknown)}; the parameters are {sorted(PARAMS)}")
+
+
+def config(**params) -> dict:
+    """The kernel's -D constants for these parameters (checked)."""
+    _unknown(params)
+    p = {**PARAMS, **params}
+    bm, bn, bk, wm, wn, st = (int(p[k]) for k in ("bm", "bn", "bk", "warps_m", "warps_n", "stages"))
+    nt = 32 * wm * wn
+    problems = []
+    if wm < 1 or wn < 1 or nt > 1024:
+        problems.append(f"warps_m * warps_n must be 1..32 (got {wm} x {wn})")
+    elif bm % (16 * wm) or bn % (16 * wn):
+        problems.append(f"bm must be a multiple of 16 * warps_m and bn of 16 * warps_n (got bm={bm}, bn={bn}, "
+                        f"warps {wm} x {wn})")
+    if bk < 16 or bk % 16:
+        problems.append(f"bk must be a multiple of 16 (got {bk})")
+    elif nt <= 1024 and ((bm * bk // 8) % nt or (bk * bn // 8) % nt):
+        problems.append(f"the {bm}x{bk} and {bk}x{bn} slices must split into 16-byte chunks evenly over {nt} threads")
+    if st < 2:
+        problems.append(f"stages must be at least 2 (got {st})")
+    if int(p["group_m"]) < 1:
+        problems.append(f"group_m must be at least 1 (got {p['group_m']})")
+    if problems:
+        raise ValueError(f"{NAME}: " + "; ".join(problems))
+    return dict(BM=bm, BN=bn, BK=bk, WARPS_M=wm, WARPS_N=wn, STAGES=st, SWIZZLE=int(bool(p["swizzle"])),
+                GROUP_M=int(p["group_m"]))
+
+
+def smem_bytes(cfg: dict) -> int:
+    """Dynamic shared memory per block; mirrors SMEM_BYTES in mma_sync.cu."""
+    return cfg["STAGES"] * (cfg["BM"] * cfg["BK"] + cfg["BK"] * cfg["BN"]) * 2
+
+
+def threads(cfg: dict) -> int:
+    return 32 * cfg["WARPS_M"] * cfg["WARPS_N"]
+
+
+def compile_cubin(arch: str | None = "sm_90a", source_text: str | None = None, **params) -> bytes:
+    """The cubin for these parameters (no GPU needed: arch defaults to sm_90a; None means this GPU's)."""
+    return nvrtc.compile(source_text if source_text is not None else source(), arch=arch, name="mma_sync.cu",
+                         include_path=[KERNEL_DIR], defines=config(**params))
+
+
+def _source_of(kernel) -> str:
+    if kernel is None:
+        return source()
+    if isinstance(kernel, pathlib.Path):
+        return kernel.read_text()
+    if isinstance(kernel, str):
+        return kernel
+    raise TypeError(f"{NAME}: kernel= takes CUDA C++ source text (or a pathlib.Path), got {type(kernel).__name__}")
+
+
+_prepared: dict = {}
+
+
+def _prepare(text: str, cfg: dict):
+    """Compile (cached), load and allow the shared memory, once per (source, constants)."""
+    key = (hashlib.sha256(text.encode()).hexdigest(), tuple(sorted(cfg.items())))
+    if key in _prepared:
+        return _prepared[key]
+    smem = smem_bytes(cfg)
+    gpu = device.gpu()
+    if smem > gpu.smem_per_block_optin:
+        raise ValueError(f"{NAME}: bm={cfg['BM']}, bn={cfg['BN']}, bk={cfg['BK']} with {cfg['STAGES']} stages needs "
+                         f"{smem:,} bytes of shared memory per block and this GPU allows "
+                         f"{gpu.smem_per_block_optin:,}: lower stages or the tile sizes")
+    cubin = nvrtc.compile(text, name="mma_sync.cu", include_path=[KERNEL_DIR], defines=cfg)
+    kern = nvrtc.load(cubin, KERNEL)
+    kern.set_max_dynamic_shared(smem)
+    if kern.blocks_per_sm(threads(cfg), smem) < 1:
+        raise ValueError(f"{NAME}: a block of {threads(cfg)} threads with {smem:,} bytes of shared memory does not "
+                         f"fit on an SM (registers?): fewer warps or smaller tiles")
+    _prepared[key] = (kern, smem)
+    return _prepared[key]
+
+
+def plan(problem, **params) -> dict:
+    """What launch() would do: the constants, grid, threads, shared memory, and whether C is padded."""
+    cfg = config(**params)
+    M, N, K = problem.shape
+    padded = K % 8 != 0 or N % 8 != 0
+    Np = -(-N // 8) * 8
+    grid = -(-M // cfg["BM"]) * -(-Np // cfg["BN"])
+    return dict(config=cfg, grid=grid, threads=threads(cfg), smem=smem_bytes(cfg), padded=padded)
+
+
+def launch(problem, kernel=None, **params):
+    """Enqueue C = A @ B on the legacy default stream (no sync). `kernel`: CUDA C++ source text to use instead
+    of kernels/mma_sync.cu (a learner's version), compiled with this stage's constants."""
+    cfg = config(**params)
+    why = unavailable()
+    if why:
+        from . import StageUnavailable
+        raise StageUnavailable(why)
+    kern, smem = _prepare(_source_of(kernel), cfg)
+    M, N, K = problem.shape
+    a, b, c, Kp, Np = problem.aligned(8)          # the problem's own arrays when K and N are multiples of 8
+    grid = -(-M // cfg["BM"]) * -(-Np // cfg["BN"])
+    kern.launch(grid, threads(cfg), [a.device_ctypes_pointer.value, b.device_ctypes_pointer.value,
+                                     c.device_ctypes_pointer.value, M, Np, Kp], ARG_TYPES, shared=smem)
+    problem.copy_back(c)
+
+
+# ------------------------------------------------------------------------------------------ the bank picture
+
+def swizzled_chunk(row: int, chunk: int, chunks_per_row: int, swizzle: bool = True) -> int:
+    """Where logical 16-byte chunk `chunk` of row `row` lives in a tile (its index in 16-byte units);
+    mirrors swz() in mma_sync.cu."""
+    if not swizzle:
+        return row * chunks_per_row + chunk
+    if chunks_per_row >= 8:
+        return row * chunks_per_row + (chunk ^ (row & 7))
+    u = row * chunks_per_row + chunk
+    line = u >> 3
+    return (u & ~7) | ((u & 7) ^ (line & 7))
+
+
+def ldmatrix_banks(operand: str = "a", swizzle: bool = True, ks: int = 0, tile: int = 0, **params) -> list[int]:
+    """The shared-memory bank (0..31) of the first word of each lane's ldmatrix row address, for lanes 0..31
+    of warp 0, in the k16 step `ks` and fragment `tile` (A: the i-th m16 fragment; B: the pair of n8 fragments
+    starting at 2 * tile), with this stage's tile sizes (**params, defaults PARAMS). Each lane's row is 16
+    bytes: banks bank .. bank + 3."""
+    cfg = config(**params)
+    out = []
+    for lane in range(32):
+        if operand == "a":
+            row, ch, cpr = tile * 16 + (lane & 15), ks * 2 + (lane >> 4), cfg["BK"] // 8
+        elif operand == "b":
+            row, ch, cpr = ks * 16 + (lane & 15), tile * 2 + (lane >> 4), cfg["BN"] // 8
+        else:
+            raise ValueError(f"operand must be 'a' or 'b', got {operand!r}")
+        byte = swizzled_chunk(row, ch, cpr, swizzle) * 16
+        out.append(byte // 4 % 32)
+    return out
+
+
+def conflict_ways(banks: list[int]) -> int:
+    """How many passes the worst of ldmatrix.x4's four phases needs: each phase serves the eight 16-byte rows
+    of one 8 x 8 matrix (lanes 8j .. 8j+7); rows in the same four banks are served one after another.
+    1 means conflict-free."""
+    worst = 1
+    for j in range(len(banks) // 8):
+        groups = [b // 4 for b in banks[8 * j:8 * j + 8]]
+        worst = max(worst, max(groups.count(g) for g in set(groups)))
+    return worst
