@@ -1,0 +1,37 @@
+# %% [markdown]
+# # GEMM lab 05 · Describe the tiles to the tensor cores
+#
+# In stage 05 a TMA copy has put one k-tile of A (`BM x 64`, K-major: 64 bf16 = 128 bytes a row) and of B
+# (`64 x BN`, stored as `BN / 64` boxes of 64 rows x 64 columns: N is the contiguous direction, *MN-major*)
+# into shared memory, both with the 128-byte swizzle. A warpgroup (128 threads) multiplies its 64 rows of A by
+# the whole of B with `wgmma.mma_async ... m64nBNk16`: four instructions, one per 16 values of k.
+#
+# The tensor cores do not see pointers, they see **descriptors**: 64-bit words that give the start address
+# (>> 4), the leading- and stride-byte offsets (LBO, SBO, >> 4) and the swizzle mode. `smem_desc(addr, lbo,
+# sbo)` in `hopper.cuh` packs them (128-byte swizzle); `cudabook.gemm.wgmma` builds the same word in Python.
+# Write, for k-tile stage `s`:
+#
+# 1. the addresses: this warpgroup's rows of A start `wg * 64` rows (of 128 bytes) into the stage; B starts
+#    after A (`A_BYTES`);
+# 2. `wgmma_fence()` before the first wgmma (the accumulators are about to be written by the async proxy);
+# 3. for each k16 step `kk`: a descriptor for A (SBO = 1024: eight 128-byte rows form one swizzle atom; a
+#    k16 step moves **along** the 128-byte row: how many bytes is 16 bf16?) and one for B (SBO = 1024 again,
+#    LBO = the distance between two 64-column boxes, `B_BOX_BYTES`; a k16 step moves **down** 16 rows of 128
+#    bytes), then `Wgmma<BN>::mma<1>(d, desc_a, desc_b, 1)` (the template's 1: B is MN-major, transposed);
+# 4. `wgmma_commit()` and `wgmma_wait<0>()`: the stage may be refilled only once the wgmmas have read it.
+#
+# The grader compiles your region into `kernels/wgmma_tma.cu` for sm_90a and runs it on ragged shapes; a
+# machine without an H100/H200 gets the compile and the reason. Read GEMM lesson 05 if you are stuck.
+
+# %%
+import cudabook
+print(cudabook.where())
+from cudabook.labs import grade
+from cudabook.gemm import wgmma
+print(wgmma.explain(wgmma.descriptor(0x400, lbo=16, sbo=1024, swizzle="128B")))
+
+# %%
+#! region gemm/kernels/wgmma_tma.cu WGMMA_STEP
+
+# %%
+grade("05_wgmma_tma", WGMMA_STEP, track="gemm")

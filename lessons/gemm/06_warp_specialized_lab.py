@@ -1,0 +1,35 @@
+# %% [markdown]
+# # GEMM lab 06 · The consumer's side of the barrier protocol
+#
+# In stage 06 one warpgroup only copies (the producer) and two only multiply (the consumers). They meet at a
+# ring of `STAGES` shared-memory stages, each with two mbarriers:
+#
+# - `full[s]`: the producer's TMA copies complete on it (expect_tx counts the bytes); a consumer waits on it
+#   before it reads stage `s`;
+# - `empty[s]`: each consumer warpgroup arrives on it once it has finished reading stage `s`; the producer
+#   waits on it before it refills the stage.
+#
+# An mbarrier has a *phase* that flips each time it completes; `mbar_wait(bar, parity)` returns once the phase
+# with that parity has completed. Both sides walk the ring with a stage index `s` and a phase bit that flips
+# each time `s` wraps around. Write the consumer's loop body for one k-tile:
+#
+# 1. wait until stage `s` is full (which parity, on the first lap?);
+# 2. run the k-tile: `mma_k_tile(d, a + cw * 64 * 128, a + A_BYTES)` with `a` the stage's address
+#    (`base + s * STAGE_BYTES`);
+# 3. wait for the wgmmas to finish reading (`wgmma_wait<0>()`);
+# 4. one thread of the warpgroup arrives on `empty[s]` (the barrier counts one arrival per consumer warpgroup);
+# 5. step `s`, flipping `phase` when it wraps.
+#
+# A wrong parity or a missing arrival does not crash: it waits forever. The kernel's waits carry a watchdog
+# that traps after about 20 seconds instead, and the grader reports it. Then restart the notebook's kernel.
+
+# %%
+import cudabook
+print(cudabook.where())
+from cudabook.labs import grade
+
+# %%
+#! region gemm/kernels/warp_specialized.cu CONSUMER_STEP
+
+# %%
+grade("06_warp_specialized", CONSUMER_STEP, track="gemm")

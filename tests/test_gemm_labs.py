@@ -1,0 +1,114 @@
+"""The GEMM track's labs: the grader takes the track; each C++ lab's solution region spliced back is the stage's
+own file; the TODO, a compile error and a machine that cannot run the stage each get their message; and on a
+GPU the solution passes while the mistakes learners make fail, each with a message that points at it.
+"""
+import textwrap
+
+import pytest
+
+from cudabook import gemm, labs, notebooks
+
+CUDA_LABS = [("04_mma_sync", "gemm/kernels/mma_sync.cu"), ("05_wgmma_tma", "gemm/kernels/wgmma_tma.cu"),
+             ("06_warp_specialized", "gemm/kernels/warp_specialized.cu")]
+
+
+def _region(path):
+    return notebooks.strip_markers(textwrap.dedent(notebooks.region_source(path)))
+
+
+@pytest.mark.parametrize("stage,path", CUDA_LABS)
+def test_the_solution_region_spliced_back_is_the_stage_source(stage, path):
+    spliced = labs.splice(stage, _region(path), track="gemm")
+    original = (notebooks.PACKAGE / path).read_text()
+    assert notebooks.strip_markers(original).split() == spliced.split()
+
+
+@pytest.mark.parametrize("stage,path", CUDA_LABS)
+def test_the_todo_says_what_to_write(stage, path, capsys):
+    assert not labs.grade(stage, "    // TODO: whatever\n", track="gemm")
+    out = capsys.readouterr().out
+    assert "still the TODO" in out and labs.hint(stage, track="gemm") in out
+
+
+@pytest.mark.parametrize("stage,path", CUDA_LABS)
+def test_a_compile_error_is_shown_with_its_line(stage, path, capsys):
+    assert not labs.grade(stage, "int x = ;", track="gemm")
+    out = capsys.readouterr().out
+    assert "does not compile" in out and "int x = ;" in out and "expected an expression" in out
+
+
+@pytest.mark.parametrize("stage,path", CUDA_LABS)
+def test_where_it_cannot_run_it_compiles_and_says_why(stage, path, capsys):
+    if not gemm.unavailable(stage):
+        pytest.skip(f"this machine runs {stage}: the GPU test grades it for real")
+    assert not labs.grade(stage, _region(path), track="gemm")
+    out = capsys.readouterr().out
+    assert "compiles" in out and "cannot run it" in out
+
+
+# The mistakes learners make, as edits of the solution region: (what, old, new, a phrase the grader must say).
+WRONG = {
+    "04_mma_sync": [
+        ("K-loop tail forgotten: the last slice is never loaded", "if (kt + STAGES - 1 < KT)",
+         "if (kt + STAGES - 1 < KT - 1)", "without the last"),
+        ("a slice skipped: copies run one slice too far ahead", "(kt + STAGES - 1) * BK", "(kt + STAGES) * BK",
+         "wrong"),
+    ],
+    "05_wgmma_tma": [
+        ("A's k16 step of 16 bytes instead of 32 (16 bf16 are 32 bytes)", "a + 32 * kk", "a + 16 * kk", "wrong"),
+        ("B treated as K-major: its k16 step along the row, not 16 rows down", "b + 2048 * kk", "b + 32 * kk",
+         "wrong"),
+        ("LBO and SBO swapped in B's descriptor", "smem_desc(b + 2048 * kk, B_BOX_BYTES, 1024)",
+         "smem_desc(b + 2048 * kk, 1024, B_BOX_BYTES)", "wrong"),
+    ],
+    "06_warp_specialized": [
+        ("full barrier waited with the wrong parity (phase off by one)", "mbar_wait(full + 8 * s, phase);",
+         "mbar_wait(full + 8 * s, phase ^ 1);", None),
+        ("the stage is released before the wgmmas finished reading it", "wgmma_wait<0>();", "", None),
+    ],
+}
+
+
+def test_every_wrong_attempt_edits_the_solution():
+    for stage, path in CUDA_LABS:
+        region = _region(path)
+        for what, old, new, _ in WRONG[stage]:
+            assert old in region, f"{stage}: the planted mistake '{what}' no longer applies to the lab region"
+
+
+@pytest.mark.parametrize("stage,path", CUDA_LABS)
+def test_wrong_attempts_still_compile(stage, path):
+    module = gemm.stage(stage)
+    for what, old, new, _ in WRONG[stage]:
+        source = labs.splice(stage, _region(path).replace(old, new), track="gemm")
+        assert module.compile_cubin(arch="sm_90a", source_text=source)[:4] == b"\x7fELF", what
+
+
+def _grade_elsewhere(stage, region, tmp_path):
+    """Grade in a fresh process: a trapped kernel (the watchdog) or an illegal address leaves the CUDA context
+    of its process unusable, and must not take the rest of the tests with it."""
+    import subprocess
+    import sys
+    file = tmp_path / "region.cu"
+    file.write_text(region)
+    code = ("import pathlib, cudabook; from cudabook import labs; "
+            f"ok = labs.grade({stage!r}, pathlib.Path({str(file)!r}).read_text(), track='gemm'); "
+            "raise SystemExit(0 if ok else 3)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    return done.returncode == 0, done.stdout + done.stderr[-2000:]
+
+
+@pytest.mark.hopper
+@pytest.mark.parametrize("stage,path", CUDA_LABS)
+def test_the_grader_passes_the_solution_and_fails_each_mistake(stage, path, capsys, tmp_path):
+    why = gemm.unavailable(stage)
+    if why:
+        pytest.skip(why)
+    assert labs.grade(stage, _region(path), track="gemm"), capsys.readouterr().out
+    assert "PASS" in capsys.readouterr().out
+    for what, old, new, phrase in WRONG[stage]:
+        ok, out = _grade_elsewhere(stage, _region(path).replace(old, new), tmp_path)
+        assert not ok, (what, out)
+        assert "FAIL" in out or "raised an error" in out, (what, out)
+        if phrase:
+            assert phrase in out, (what, out)
