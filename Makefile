@@ -15,8 +15,8 @@ test: $(STAMP)                ## unit tests + every lesson, solution and lab thr
 gpu-test: $(STAMP)            ## only the GPU tests (marked gpu / hopper); without a GPU they skip, saying why
 	$(BIN)/python -m pytest -q -rs -m "gpu or hopper" tests
 
-bench: $(STAMP)               ## measure the ladder on this GPU, write results/<gpu>.json, refresh the README
-	$(BIN)/python -m cudabook.results && $(BIN)/python -m cudabook.results readme
+bench: $(STAMP)               ## measure every track (or TRACKS="gemm") on this GPU, write results/<gpu>.json, refresh the README
+	$(BIN)/python -m cudabook.results $(TRACKS) && $(BIN)/python -m cudabook.results readme
 
 notebooks: $(STAMP)           ## rebuild notebooks/, solutions/ and labs/ from lessons/
 	$(BIN)/python -m cudabook.notebooks build
