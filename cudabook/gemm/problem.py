@@ -44,7 +44,11 @@ class Problem:
         return 2 * (M * K + K * N + M * N)
 
     def poison(self):
+        """NaN into C, and into every padded C a stage writes first: a stage that leaves an element unwritten
+        must fail, never show the result of an earlier launch."""
         self.c.copy_to_device(np.full(self.c.shape, POISON, np.uint16))
+        for _, _, c, _, _ in self._aligned.values():
+            c.copy_to_device(np.full(c.shape, POISON, np.uint16))
 
     def result(self):
         """C as a bfloat16 NumPy array [M, N]."""

@@ -1,0 +1,197 @@
+# %% [markdown]
+# # GEMM 05 · TMA + WGMMA: the tensor cores read shared memory themselves
+#
+# Rung 04 made every warp do three jobs: copy (`cp.async`), shuffle tiles into registers (`ldmatrix`), and
+# multiply (`mma.sync`, 16 x 8 x 16 at a time). Hopper takes the first two off the warps:
+#
+# - the **Tensor Memory Accelerator** copies a whole tile (a *box*) from global to shared memory when one
+#   thread asks, and reports completion on an **mbarrier** by counting bytes (as in resampling stage 07);
+# - **`wgmma.mma_async`** lets a *warpgroup* (4 consecutive warps, 128 threads) multiply a 64 x N x 16 block in
+#   one instruction, reading A and B **straight from shared memory**. The accumulators stay in registers.
+#
+# ```
+#   thread 0                          every warpgroup (64 rows of the tile each)
+#   expect_tx(full[s], stage bytes)
+#   TMA box of A  -> stage s          wait full[s] (parity = lap % 2)
+#   TMA boxes of B -> stage s         wgmma.fence
+#        ...                          4 x wgmma m64nBNk16 (descriptors of A and B in stage s)
+#   (after the barrier)               wgmma.commit_group ; wgmma.wait_group 0
+#   refill stage s with k-tile+STAGES __syncthreads
+# ```
+#
+# Two new things to get exactly right: the **swizzled layout** TMA writes and WGMMA reads, and the
+# **descriptor** that tells WGMMA where and how the tile lies. Get either wrong and the result is quietly wrong
+# (or the instruction walks out of the tile). PTX ISA: [wgmma](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#asynchronous-warpgroup-level-matrix-instructions),
+# [its descriptor](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#asynchronous-warpgroup-level-matrix-shared-memory-layout-matrix-descriptor),
+# [cp.async.bulk.tensor](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-cp-async-bulk-tensor),
+# [mbarrier](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#parallel-synchronization-and-communication-instructions-mbarrier);
+# driver API: [cuTensorMapEncodeTiled](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TENSOR__MEMORY.html).
+
+# %%
+import cudabook
+print(cudabook.where())
+
+import numpy as np
+import matplotlib.pyplot as plt
+from cudabook import SIMULATOR, gemm, lesson, nvrtc, tma
+from cudabook.gemm import s05_wgmma_tma as s05, wgmma
+
+# %% [markdown]
+# ## The 128-byte swizzle, drawn
+#
+# A k-tile of A is `BM` rows of 64 bf16 = 128 bytes: eight 16-byte *chunks* a row. Stored plainly, the chunk
+# `c` of eight consecutive rows would sit in the same four banks, and reading a column of chunks would be an
+# 8-way bank conflict. With `CU_TENSOR_MAP_SWIZZLE_128B` TMA stores chunk `c` of row `r` at position
+# `c XOR (r % 8)`: each group of 8 rows (an **atom**, 1024 bytes) is a Latin square, every column of chunks
+# spread over all 32 banks. The tile must start at a 1024-byte boundary so that `r % 8` is the row inside an
+# atom; the kernel rounds its shared-memory base up to 1024.
+
+# %%
+rows, chunks = 16, 8
+placed = np.array([[c ^ (r % 8) for c in range(chunks)] for r in range(rows)])
+fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+for ax, grid, title in ((axes[0], np.tile(np.arange(chunks), (rows, 1)), "plain: chunk c at position c"),
+                        (axes[1], placed, "128B swizzle: chunk c at position c ^ (row % 8)")):
+    ax.imshow(grid, cmap="tab10", aspect="auto")
+    for r in range(rows):
+        for p in range(chunks):
+            ax.text(p, r, str(grid[r][p]), ha="center", va="center", fontsize=7, color="white")
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("16-byte position in the 128-byte row (4 banks each)")
+    ax.set_ylabel("row")
+axes[1].axhline(7.5, color="k", lw=2)
+plt.tight_layout()
+plt.show()
+print("Colour = which 16-byte chunk of the row (k = 8c .. 8c+7) sits there. On the right each column of")
+print("positions holds all 8 chunks of an atom: eight rows' chunk c land in eight different bank groups.")
+
+# %% [markdown]
+# ## The tensor maps, checked first
+#
+# Each operand is described to TMA once, on the host, by the driver's `cuTensorMapEncodeTiled`. The workbook
+# checks the description with `cudabook.tma.check_tiled` (the documented rules, plus limits measured on H100
+# and H200) before the driver sees it, so a mistake gets a sentence instead of `CUDA_ERROR_INVALID_VALUE`.
+#
+# - **A** `[M, K]` row-major, box `[BM rows x 64 columns]`: 64 bf16 = 128 bytes, exactly the swizzle span.
+# - **B** `[K, N]` row-major, box `[64 rows x 64 columns]`: N is the contiguous direction, and a box may be at
+#   most 128 bytes wide with this swizzle, so a `BN`-wide stage takes `BN / 64` boxes, placed one after another.
+#
+# What lies outside the matrix (the ragged edges of M, N and K) TMA fills with zeros: zeros add nothing to a
+# sum, so the K loop needs no tail code at all.
+
+# %%
+for name, args in s05.tensor_maps(4096, 4096, 4096).items():
+    a = dict(args)
+    tma.check_tiled(a.pop("dtype"), a.pop("shape"), a.pop("strides"), a.pop("box"), **a)
+    print(f"{name}: shape {args['shape']}, row stride {args['strides'][0]} B, box {args['box']}, "
+          f"swizzle {args['swizzle']}: accepted")
+
+# %% [markdown]
+# One rule no zero fill can fix: every row stride must be a multiple of 16 bytes. With `K = 77` a row of A is
+# 154 bytes. The validator says so, and says what to do; the stage does it (the host pads K and N to
+# multiples of 8 with zeros, once, and copies C's `[M, N]` corner back after the kernel).
+
+# %%
+for name, args in s05.tensor_maps(100, 77, 77, padded_rows=False).items():
+    a = dict(args)
+    try:
+        tma.check_tiled(a.pop("dtype"), a.pop("shape"), a.pop("strides"), a.pop("box"), **a)
+    except tma.TensorMapError as e:
+        print(f"{name} unpadded: [{e.rule}] {e}")
+print("padded:", {name: args["shape"] for name, args in s05.tensor_maps(100, 77, 77).items()})
+
+# %% [markdown]
+# ## The descriptor, field by field
+#
+# `wgmma` does not take a pointer. It takes a 64-bit **matrix descriptor** per operand:
+#
+# ```
+#  63 62 | 61 .. 52 | 51 49 | 48 46 | 45 ........ 32 | 31 30 | 29 ........ 16 | 15 14 | 13 ......... 0
+#  swizzle|          | base  |       |   SBO >> 4     |       |   LBO >> 4     |       | start addr >> 4
+# ```
+#
+# - **start address**: where this k16 slice begins (shared-memory byte address, in 16-byte units);
+# - **SBO** (stride byte offset): from one 8-row group to the next: 8 rows x 128 B = **1024**;
+# - **LBO** (leading byte offset): for A (K-major) unused, since a k16 slice (32 bytes) lies inside one
+#   128-byte row; for B (MN-major) the step from one 64-wide group of N columns to the next, i.e. from one B box
+#   to the next: 64 rows x 128 B = **8192**;
+# - **swizzle** 1 = 128-byte.
+#
+# Python builds the same word as the C++ below (a CPU test checks the two agree on the kernels' values).
+
+# %%
+a_addr, b_addr = 0x400, 0x400 + 128 * 128     # a stage at 1 KiB: A (128 rows x 128 B), then B
+print(wgmma.explain(wgmma.descriptor(a_addr, **wgmma.A_K_MAJOR)))
+print()
+print(wgmma.explain(wgmma.descriptor(b_addr, **wgmma.B_MN_MAJOR)))
+
+# %%
+lesson.show_region((s05.KERNEL_DIR / "hopper.cuh").read_text(), start="smem_desc(uint32_t", end="}")
+
+# %% [markdown]
+# A k-tile (64 values of k) is four k16 steps. Where does step `kk` start? In A, k runs **along** the 128-byte
+# row: 16 bf16 further is **+32 bytes** (the swizzle is applied by the hardware to the address it computes, so
+# the plain offset is right). In B, k runs **down** the rows: 16 rows further is **+2048 bytes**.
+
+# %%
+print(" kk   desc_a              start A   desc_b              start B")
+for kk, (da, db) in enumerate(wgmma.k_tile_descriptors(a_addr, b_addr)):
+    print(f" {kk}   0x{da:016x}  {wgmma.fields(da)['address']:#7x}   0x{db:016x}  {wgmma.fields(db)['address']:#7x}")
+
+# %% [markdown]
+# ## The k-tile in the kernel
+#
+# This is the heart of the stage (and of lab 05): a warpgroup's four wgmmas on stage `s`. `wgmma_fence()`
+# orders the accumulator registers with the asynchronous tensor cores; `commit` closes the group; `wait<0>`
+# blocks until it has finished, after which the stage may be refilled. The `1` in `mma<1>` is the transpose
+# flag of B (MN-major).
+
+# %%
+lesson.show_region(s05.source(), context=3)
+
+# %% [markdown]
+# ## In SASS
+#
+# No GPU needed: the cubin for sm_90a shows the Hopper instructions. `HGMMA.64x128x16.F32.BF16 ... gdesc ...
+# tnspB` is the wgmma (descriptor operands, B transposed), `UTMALDG.2D` the TMA loads, `SYNCS` the mbarrier
+# operations, `WARPGROUP.ARRIVE`/`DEPBAR` the fence and the wait.
+
+# %%
+cubin = s05.compile_cubin()
+for pattern in ("HGMMA", "UTMALDG", "SYNCS", "WARPGROUP"):
+    found = nvrtc.sass_lines(cubin, pattern, kernel=s05.KERNEL)
+    print(f"{pattern:10s} x{len(found):<3} e.g. {found[0] if found else '(none)'}")
+print(nvrtc.resource_usage(cubin)[s05.KERNEL])
+
+# %% [markdown]
+# ## Right?
+
+# %%
+why = gemm.unavailable("05_wgmma_tma")
+if why:
+    print("Not run here:", why)
+else:
+    for M, N, K in ((1, 1, 1), (129, 257, 72), (100, 200, 7), (1000, 1000, 1000)):
+        a, b = gemm.random_problem(M, N, K)
+        print(f"M={M} N={N} K={K}:", gemm.judge(gemm.run("05_wgmma_tma", a, b), a, b).message.splitlines()[0])
+
+# %% [markdown]
+# ## How fast?
+#
+# Measured against cuBLAS in the same process (without a Hopper GPU: the records in `results/`). Look at
+# what this version still does badly: every warpgroup waits for its own wgmmas (`wait<0>`) before the
+# `__syncthreads`, and only then does thread 0 start the next copy into that stage; copies and tensor cores
+# take turns more than they overlap. Rung 06 gives the copies to a warpgroup of their own.
+
+# %%
+lesson.ladder_so_far("05_wgmma_tma", peers=True, track="gemm")
+
+# %% [markdown]
+# ## Experiment
+#
+# The tile width `bn` (64, 128, 256) sets how many accumulators a thread holds (`bn / 2`) and how often A is
+# reused; `stages` sets how many k-tiles are in flight. Try both.
+
+# %%
+lesson.sweep("05_wgmma_tma", "bn", [64, 128, 256], track="gemm")
+lesson.sweep("05_wgmma_tma", "stages", [2, 3, 4], track="gemm")
