@@ -1,0 +1,106 @@
+# %% [markdown]
+# # GEMM 06 · Warp specialization: a warpgroup that only copies
+#
+# In rung 05 every warpgroup waited for its own wgmmas, met the others at a `__syncthreads`, and only then did
+# thread 0 ask TMA for the next k-tile of that stage. Copies and tensor-core work took turns. Here the block
+# splits into **roles**:
+#
+# ```
+#   warpgroup 0: producer (one thread)          warpgroups 1, 2: consumers (64 rows of the tile each)
+#   for each tile, for each k-tile:             for each tile, for each k-tile:
+#     wait empty[s]  (parity = phase ^ 1)         wait full[s]  (parity = phase)
+#     expect_tx(full[s], stage bytes)             4 x wgmma on stage s ; wait for them
+#     TMA A, B -> stage s                         arrive empty[s]
+#     s++ (phase ^= 1 at the end of the ring)     s++ (phase ^= 1 at the end of the ring)
+#                                               store the tile (the producer is already loading the next)
+# ```
+#
+# Nobody waits for everybody any more: the producer runs up to `STAGES` k-tiles ahead, limited only by
+# `empty` barriers, and the consumers wait only for data that is not there yet.
+#
+# Three more ideas ride along:
+#
+# - **`setmaxnreg`**: registers are allotted per warp at launch, the same for all. The producer needs a few
+#   dozen, a consumer with a 64 x 256 fp32 accumulator needs 128 for it alone. `setmaxnreg.dec` gives the
+#   producer's back, `setmaxnreg.inc` hands them to the consumers ([PTX ISA](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#miscellaneous-instructions-setmaxnreg)).
+#   It works only under a launch-bounds register cap, and only when each role is one branch of an if/else.
+# - **a bigger tile**, 128 x 256 with two consumer warpgroups: each byte brought from memory feeds more FLOPs.
+# - **a persistent grid**: one block per SM walks many tiles, in a *grouped* order (`GROUP_M` tile rows at a
+#   time) so that the tiles being worked on at once share rows of A and columns of B in L2.
+
+# %%
+import cudabook
+print(cudabook.where())
+
+import matplotlib.pyplot as plt
+import numpy as np
+from cudabook import gemm, lesson, nvrtc
+from cudabook.gemm import s06_warp_specialized as s06
+
+# %% [markdown]
+# ## The phase bit
+#
+# An mbarrier completes a *phase* each time its expected arrivals (and bytes) are in; the phase's parity then
+# flips. `mbarrier.try_wait.parity p` returns true once the phase with parity `p` has completed. A fresh
+# barrier is in phase 0, and the phase before it (parity 1) counts as complete. So on the first lap:
+#
+# - the consumer waits `full[s]` with parity 0: blocks until the first copy lands;
+# - the producer waits `empty[s]` with parity `0 ^ 1 = 1`: passes at once, every stage starts empty.
+#
+# Both sides flip `phase` whenever `s` wraps to 0. Off by one, and a side either reads a stage before it is
+# full (wrong results) or waits for a phase that never comes (a hang: the kernel's watchdog traps instead).
+# Here is the ring for 4 stages and 10 k-tiles, the parities each side waits with:
+
+# %%
+STAGES, K_TILES = 4, 10
+print(" k-tile  stage  lap  consumer waits full[s] parity   producer waits empty[s] parity")
+for kt in range(K_TILES):
+    s, lap = kt % STAGES, kt // STAGES
+    print(f" {kt:>6}  {s:>5}  {lap:>3}  {lap & 1:>29}   {(lap & 1) ^ 1:>30}")
+
+# %% [markdown]
+# ## The kernel
+#
+# The consumer's loop body (lab 06 asks you to write it), with the producer's loop above it:
+
+# %%
+lesson.show_region(s06.source(), start="if (wg == 0)", end="<<< lab", context=0)
+
+# %% [markdown]
+# In SASS, the register hand-over shows as `USETMAXREG`; the compiler's register report is the cap at entry.
+
+# %%
+cubin = s06.compile_cubin()
+for pattern in ("USETMAXREG", "HGMMA", "UTMALDG", "SYNCS.ARRIVE"):
+    found = nvrtc.sass_lines(cubin, pattern, kernel=s06.KERNEL)
+    print(f"{pattern:12s} x{len(found):<3} e.g. {found[0] if found else '(none)'}")
+print(nvrtc.resource_usage(cubin)[s06.KERNEL])
+
+# %% [markdown]
+# ## Right?
+
+# %%
+why = gemm.unavailable("06_warp_specialized")
+if why:
+    print("Not run here:", why)
+else:
+    for M, N, K in ((1, 1, 1), (129, 257, 72), (100, 200, 7), (1000, 1000, 1000)):
+        a, b = gemm.random_problem(M, N, K)
+        print(f"M={M} N={N} K={K}:", gemm.judge(gemm.run("06_warp_specialized", a, b), a, b).message.splitlines()[0])
+
+# %% [markdown]
+# ## How fast?
+
+# %%
+lesson.ladder_so_far("06_warp_specialized", peers=True, track="gemm")
+
+# %% [markdown]
+# ## Experiments
+#
+# The ring depth (`stages`), the grouped order (`group_m`: 1 is plain row-major order) and the register split
+# (`consumer_regs`; the three warpgroups must fit the SM's 64K registers: 128 x (producer + 2 x consumer) <=
+# 65536).
+
+# %%
+lesson.sweep("06_warp_specialized", "stages", [2, 3, 4], track="gemm")
+lesson.sweep("06_warp_specialized", "group_m", [1, 4, 8, 16], track="gemm")
