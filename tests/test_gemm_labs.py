@@ -9,7 +9,7 @@ import pytest
 from cudabook import gemm, labs, notebooks
 
 CUDA_LABS = [("04_mma_sync", "gemm/kernels/mma_sync.cu"), ("05_wgmma_tma", "gemm/kernels/wgmma_tma.cu"),
-             ("06_warp_specialized", "gemm/kernels/warp_specialized.cu")]
+             ("06_warp_specialized", "gemm/kernels/warp_specialized.cu"), ("07_clusters", "gemm/kernels/clusters.cu")]
 
 
 def _region(path):
@@ -65,6 +65,12 @@ WRONG = {
         ("full barrier waited with the wrong parity (phase off by one)", "mbar_wait(full + 8 * s, phase);",
          "mbar_wait(full + 8 * s, phase ^ 1);", None),
         ("the stage is released before the wgmmas finished reading it", "wgmma_wait<0>();", "", None),
+    ],
+    "07_clusters": [
+        ("the phase never flips: the second lap reads stages that are not full yet",
+         "if (++s == STAGES) { s = 0; phase ^= 1; }", "if (++s == STAGES) { s = 0; }", None),
+        ("the full barrier waited with the wrong parity", "mbar_wait(full + 8 * s, phase);",
+         "mbar_wait(full + 8 * s, phase ^ 1);", None),
     ],
 }
 

@@ -10,6 +10,10 @@
 //      B boxes and the ones its peers send); a stage may be refilled only when the consumers of *every* block
 //      of the cluster are done with it, so each consumer warpgroup arrives on empty[s] of every block
 //      (mbarrier.arrive on a cluster address from mapa), and empty[s] counts CONSUMERS * CLUSTER arrivals.
+//      That arrive must be .relaxed: with .release.cluster, each one waits for a GPU-wide memory barrier and the
+//      kernel ran at half speed (H100: 363 against 750 TFLOP/s at 4096^3).
+//      MULTICAST 2: block 0 multicasts all of B; MULTICAST 0: no multicast, every block loads its own B (the
+//      cluster then only places its blocks side by side in time and space).
 //   2. The epilogue writes the bf16 tile to shared memory (in the 128-byte-swizzled layout TMA expects, which
 //      also keeps the writes free of bank conflicts) and one thread stores it with TMA (cp.async.bulk.tensor
 //      global <- shared): TMA clips rows and columns outside C, so no masks. The store runs in the background
@@ -20,7 +24,7 @@
 //
 // Compile-time constants (NVRTC -D): BN (128 or 256), CONSUMERS (BM = 64 * CONSUMERS), STAGES, CLUSTER (1, 2 or
 // 4; divides BN / 64), GROUP_M, PRODUCER_REGS, CONSUMER_REGS, TMA_STORE (0: 06's masked register stores),
-// MMA_DEPTH (0 or 1).
+// MMA_DEPTH (0 or 1), MULTICAST (0, 1 or 2), STMATRIX (0: 4-byte st.shared), STORE_BOXES (64 x 64 staging buffers a consumer warpgroup: 1 .. BN / 64).
 #include "hopper.cuh"
 
 #ifndef BN
@@ -30,7 +34,7 @@
 #define CONSUMERS 2
 #endif
 #ifndef STAGES
-#define STAGES 3
+#define STAGES 4
 #endif
 #ifndef CLUSTER
 #define CLUSTER 2
@@ -50,6 +54,15 @@
 #ifndef MMA_DEPTH
 #define MMA_DEPTH 1
 #endif
+#ifndef MULTICAST
+#define MULTICAST 1
+#endif
+#ifndef STMATRIX
+#define STMATRIX 1
+#endif
+#ifndef STORE_BOXES
+#define STORE_BOXES 2
+#endif
 
 constexpr int BM = 64 * CONSUMERS;
 constexpr int BK = 64;
@@ -59,9 +72,10 @@ constexpr int B_BOXES = BN / 64;
 constexpr int B_BYTES = B_BOXES * B_BOX_BYTES;
 constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr int C_BOX_BYTES = 64 * 64 * 2;                       // one 64 x 64 bf16 box of C (8 rows of 128 B x 8)
-constexpr int C_WG_BYTES = TMA_STORE ? B_BOXES * C_BOX_BYTES : 0;   // a consumer warpgroup's 64 x BN staging
+constexpr int C_WG_BYTES = TMA_STORE ? STORE_BOXES * C_BOX_BYTES : 0;   // a consumer warpgroup's staging boxes
 constexpr int SMEM_BYTES = 1024 + STAGES * STAGE_BYTES + CONSUMERS * C_WG_BYTES + 16 * STAGES;
 static_assert(B_BOXES % CLUSTER == 0, "each block of the cluster multicasts the same number of B boxes");
+static_assert(STORE_BOXES >= 1 && STORE_BOXES <= B_BOXES, "1 .. BN / 64 staging boxes");
 
 __device__ __forceinline__ void mma_k_tile(float (&d)[BN / 2], uint32_t a, uint32_t b) {
   wgmma_fence();
@@ -73,7 +87,7 @@ __device__ __forceinline__ void mma_k_tile(float (&d)[BN / 2], uint32_t a, uint3
 
 // A consumer warpgroup is done with stage `bar`'s data: tell the producer of every block of the cluster.
 __device__ __forceinline__ void release(uint32_t empty_bar) {
-#if CLUSTER == 1
+#if CLUSTER == 1 || MULTICAST == 0
   mbar_arrive(empty_bar);
 #else
 #pragma unroll
@@ -96,10 +110,11 @@ gemm_clusters(const __grid_constant__ TmaDesc map_a, const __grid_constant__ Tma
   const int tiles_m = (M + CLUSTER * BM - 1) / (CLUSTER * BM), tiles_n = (N + BN - 1) / BN;
   const int tiles = tiles_m * tiles_n;
 
+  if (tid == 0 && dynamic_smem_bytes() < SMEM_BYTES) asm volatile("trap;");   // host and kernel disagree
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full + 8 * s, 1);
-      mbar_init(empty + 8 * s, CONSUMERS * CLUSTER);
+      mbar_init(empty + 8 * s, (MULTICAST ? CLUSTER : 1) * CONSUMERS);
     }
     mbar_fence_init();
   }
@@ -119,15 +134,21 @@ gemm_clusters(const __grid_constant__ TmaDesc map_a, const __grid_constant__ Tma
           const uint32_t a = base + s * STAGE_BYTES, b = a + A_BYTES, bar = full + 8 * s;
           mbar_expect_tx(bar, STAGE_BYTES);    // all of it: the peers' multicast boxes land here too
           tma_load_2d(a, &map_a, bar, kt * BK, m0);
+#if CLUSTER == 1 || MULTICAST == 0
 #pragma unroll
-          for (int i = 0; i < B_BOXES / CLUSTER; ++i) {
+          for (int j = 0; j < B_BOXES; ++j) tma_load_2d(b + j * B_BOX_BYTES, &map_b, bar, n0 + 64 * j, kt * BK);
+#elif MULTICAST == 1
+#pragma unroll
+          for (int i = 0; i < B_BOXES / CLUSTER; ++i) {   // this block's share of B, sent to every block
             const int j = rank * (B_BOXES / CLUSTER) + i;
-#if CLUSTER == 1
-            tma_load_2d(b + j * B_BOX_BYTES, &map_b, bar, n0 + 64 * j, kt * BK);
-#else
             tma_load_2d_multicast(b + j * B_BOX_BYTES, &map_b, bar, n0 + 64 * j, kt * BK, (1 << CLUSTER) - 1);
-#endif
           }
+#else
+          if (rank == 0)
+#pragma unroll
+            for (int j = 0; j < B_BOXES; ++j)
+              tma_load_2d_multicast(b + j * B_BOX_BYTES, &map_b, bar, n0 + 64 * j, kt * BK, (1 << CLUSTER) - 1);
+#endif
           if (++s == STAGES) { s = 0; phase ^= 1; }
         }
       }
@@ -168,28 +189,51 @@ gemm_clusters(const __grid_constant__ TmaDesc map_a, const __grid_constant__ Tma
       if (leader && prev >= 0) release(empty + 8 * prev);
 #endif
 #if TMA_STORE
-      // Stage the warpgroup's 64 x BN bf16 results as B_BOXES boxes of 64 x 64 in TMA's 128B-swizzled layout:
-      // row r's 16-byte chunk q sits at chunk q ^ (r % 8).
+      // Stage the warpgroup's 64 x BN bf16 results box by box (64 x 64 each) in TMA's 128B-swizzled layout, where
+      // row r's 16-byte chunk q sits at chunk q ^ (r % 8), and store each box with TMA. The boxes take turns in
+      // STORE_BOXES buffers: before a buffer is rewritten, the store that last read it must have finished reading.
       const uint32_t cbuf = cstage + cw * C_WG_BYTES;
-      if (leader) bulk_wait_read<0>();         // the previous tile's store has finished reading the buffer
-      named_barrier(1 + cw, 128);
       const int r0 = warp * 16 + lane / 4;
 #pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = r0 + 8 * h;
-          const uint32_t addr = cbuf + (j / 8) * C_BOX_BYTES + r * 128 + (((j % 8) ^ (r % 8)) * 16) + 4 * (lane % 4);
-          asm volatile("st.shared.u32 [%0], %1;" :: "r"(addr), "r"(pack_bf16x2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]))
-                       : "memory");
+      for (int box = 0; box < B_BOXES; ++box) {
+        const uint32_t buf = cbuf + (box % STORE_BOXES) * C_BOX_BYTES;
+        if (box < STORE_BOXES) {               // a buffer's first use in this tile: last tile's stores
+          if (box == 0 && leader) bulk_wait_read<0>();
+          if (box == 0) named_barrier(1 + cw, 128);
+        } else {
+          if (leader) bulk_wait_read<STORE_BOXES - 1>();
+          named_barrier(1 + cw, 128);
         }
-      }
-      fence_proxy_async();                     // these writes, before TMA's reads of them
-      named_barrier(1 + cw, 128);
-      if (leader) {
+#if STMATRIX
+        {                                      // lane: row (lane % 8) + 8 * (matrix % 2) of column block + matrix / 2
+          const int r = warp * 16 + lane % 8 + 8 * ((lane / 8) % 2);
 #pragma unroll
-        for (int j = 0; j < B_BOXES; ++j) tma_store_2d(&map_c, cbuf + j * C_BOX_BYTES, n0 + 64 * j, m0 + cw * 64);
-        bulk_commit();
+          for (int jj = 0; jj < 8; jj += 2) {
+            const int j = box * 8 + jj;
+            const uint32_t addr = buf + r * 128 + (((jj + lane / 16) ^ (r % 8)) * 16);
+            stmatrix_x4(addr, pack_bf16x2(d[4 * j], d[4 * j + 1]), pack_bf16x2(d[4 * j + 2], d[4 * j + 3]),
+                        pack_bf16x2(d[4 * j + 4], d[4 * j + 5]), pack_bf16x2(d[4 * j + 6], d[4 * j + 7]));
+          }
+        }
+#else
+#pragma unroll
+        for (int jj = 0; jj < 8; ++jj) {
+          const int j = box * 8 + jj;          // the 8-column block of the accumulator
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int r = r0 + 8 * h;
+            const uint32_t addr = buf + r * 128 + ((jj ^ (r % 8)) * 16) + 4 * (lane % 4);
+            asm volatile("st.shared.u32 [%0], %1;" :: "r"(addr), "r"(pack_bf16x2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]))
+                         : "memory");
+          }
+        }
+#endif
+        fence_proxy_async();                   // these writes, before TMA's reads of them
+        named_barrier(1 + cw, 128);
+        if (leader) {
+          tma_store_2d(&map_c, buf, n0 + 64 * box, m0 + cw * 64);
+          bulk_commit();
+        }
       }
 #else
       const int row = m0 + cw * 64 + warp * 16 + lane / 4;

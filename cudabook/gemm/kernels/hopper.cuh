@@ -27,6 +27,14 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// The dynamic shared memory this launch was given. The kernels trap when it is less than they lay out (the
+// host computes the size separately; a disagreement must fail loudly, not scribble past the end).
+__device__ __forceinline__ uint32_t dynamic_smem_bytes() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
+  return r;
+}
+
 // ------------------------------------------------------------------------------------------------ mbarrier
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
@@ -49,9 +57,13 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
 }
 
 // Arrive on the barrier at the same shared-memory offset in CTA `cta` of this cluster (this CTA included).
+// Relaxed: it orders none of this thread's memory accesses. That is all a consumer's "I am done reading this
+// stage" needs (its wgmmas have finished reading; it wrote nothing the producer reads), and it matters: the
+// release.cluster form makes every arrive wait for a GPU-wide memory barrier (MEMBAR.ALL.GPU in the SASS),
+// which halved this GEMM's speed.
 __device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t cta) {
   asm volatile("{ .reg .b32 remote; mapa.shared::cluster.u32 remote, %0, %1;\n"
-               "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote]; }"
+               "mbarrier.arrive.relaxed.cluster.shared::cluster.b64 _, [remote]; }"
                :: "r"(bar), "r"(cta) : "memory");
 }
 
@@ -270,6 +282,14 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   uint32_t r;
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
+}
+
+// stmatrix: the warp stores four 8 x 8 bf16 matrices; lane i gives the shared address of row i % 8 of matrix
+// i / 8, and register k of lane t holds row t / 4, columns 2 (t % 4) and +1 of matrix k: exactly how a wgmma
+// accumulator fragment is laid out, so one instruction stores what took sixteen 4-byte st.shared.
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
+               :: "r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
 }
 
 // ------------------------------------------------------------------------------------------------ tile order

@@ -53,8 +53,9 @@ constexpr int STAGE_BYTES = (A_CHUNKS + B_CHUNKS) * 16;
 constexpr int SMEM_BYTES = STAGES * STAGE_BYTES;   // the host asks for exactly this much dynamic shared memory
 
 static_assert(WTM % 16 == 0 && WTN % 16 == 0, "a warp tile is a whole number of 16 x 16 pieces");
-static_assert(BK % 16 == 0, "BK is a whole number of k16 steps");
+static_assert(BK % 16 == 0 && BK >= 32, "BK is a whole number of k16 steps, at least two (see the main loop)");
 static_assert(A_CHUNKS % NT == 0 && B_CHUNKS % NT == 0, "every thread copies the same number of chunks");
+static_assert((BK == 32 || BK % 64 == 0) && BN % 32 == 0, "16 rows down, the swizzle repeats (see a_lane)");
 static_assert(STAGES >= 2, "a pipeline needs at least two stages");
 
 // ------------------------------------------------------------------------------------------ the swizzle
@@ -170,6 +171,31 @@ gemm_mma_sync(const u16* __restrict__ A, const u16* __restrict__ B, u16* __restr
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
 
+    // Each lane's ldmatrix row address inside a stage, computed once. 16 rows further down (A's next m16
+    // fragment, B's next k16 step) the swizzle pattern repeats (whole groups of eight 128-byte lines), so
+    // those addresses are a constant offset away: an immediate in the instruction, no arithmetic.
+    constexpr int KS = BK / 16;                        // k16 steps per slice (at least 2)
+    u32 a_lane[KS], b_lane[NI / 2];
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks)                    // A: lane gives row (lane % 16) at k half (lane / 16)
+        a_lane[ks] = swz(wm0 + (lane & 15), ks * 2 + (lane >> 4), A_CPR) * 16;
+#pragma unroll
+    for (int j = 0; j < NI / 2; ++j)                   // B: two n8 fragments; k row (lane % 16), n half (lane / 16)
+        b_lane[j] = A_CHUNKS * 16 + swz(lane & 15, (wn0 + j * 16) / 8 + (lane >> 4), B_CPR) * 16;
+
+    // Fragments for one k16 step, double-buffered: the next step's are read from shared memory while this
+    // step's mma instructions run.
+    u32 a[2][MI][4], b[2][NI][2];
+    auto load_fragments = [&](int buf, int stage, int ks) {
+        const u32 base = s0 + stage * STAGE_BYTES;
+#pragma unroll
+        for (int i = 0; i < MI; ++i) ldmatrix_x4(a[buf][i], base + a_lane[ks] + i * 16 * BK * 2);
+#pragma unroll
+        for (int j = 0; j < NI; j += 2)
+            ldmatrix_x4_trans(b[buf][j][0], b[buf][j][1], b[buf][j + 1][0], b[buf][j + 1][1],
+                              base + b_lane[j / 2] + ks * 16 * BN * 2);
+    };
+
     const int KT = (K + BK - 1) / BK;                  // k-slices; the last one is zero-filled past K
     // Prologue: slices 0 .. STAGES-2 in flight, one commit group each (empty groups keep the count right).
 #pragma unroll
@@ -177,36 +203,34 @@ gemm_mma_sync(const u16* __restrict__ A, const u16* __restrict__ B, u16* __restr
         if (s < KT) load_slice(stage_a(s), stage_b(s), A, B, M, N, K, m0, n0, s * BK, tid);
         cp_async_commit();
     }
+    cp_async_wait<STAGES - 2>();                       // slice 0 has landed (this thread's copies)...
+    __syncthreads();                                   // ...and everyone's
+    load_fragments(0, 0, 0);
 
+    int rs = 0, ws = STAGES - 1;                       // the stage read now, the stage refilled next
     for (int kt = 0; kt < KT; ++kt) {
-        // >>> lab: wait for slice kt (cp.async.wait_group STAGES-2, then a barrier), then start the copies of slice kt+STAGES-1 into the stage freed by slice kt-1, and commit them
-        cp_async_wait<STAGES - 2>();                   // this thread's copies of slice kt have landed...
-        __syncthreads();                               // ...everyone's too, and nobody still reads slice kt-1
-        const int next = kt + STAGES - 1;              // refill the stage slice kt-1 used
-        if (next < KT)
-            load_slice(stage_a(next % STAGES), stage_b(next % STAGES), A, B, M, N, K, m0, n0, next * BK, tid);
-        cp_async_commit();                             // always commit, so group kt+1 is slice kt+1
-        // <<< lab
-
-        const u32 sa = stage_a(kt % STAGES), sb = stage_b(kt % STAGES);
 #pragma unroll
-        for (int ks = 0; ks < BK / 16; ++ks) {
-            u32 a[MI][4], b[NI][2];
-#pragma unroll
-            for (int i = 0; i < MI; ++i) {             // A fragment: rows (lane % 16), k half (lane / 16)
-                const int row = wm0 + i * 16 + (lane & 15), ch = ks * 2 + (lane >> 4);
-                ldmatrix_x4(a[i], sa + swz(row, ch, A_CPR) * 16);
-            }
-#pragma unroll
-            for (int j = 0; j < NI; j += 2) {          // two n8 B fragments: k row (lane % 16), n half (lane / 16)
-                const int row = ks * 16 + (lane & 15), ch = (wn0 + j * 8) / 8 + (lane >> 4);
-                ldmatrix_x4_trans(b[j][0], b[j][1], b[j + 1][0], b[j + 1][1], sb + swz(row, ch, B_CPR) * 16);
+        for (int ks = 0; ks < KS; ++ks) {
+            // Next step's fragments: from this slice, or at its last step from the next slice's stage.
+            const bool last = ks == KS - 1;
+            if (!last) load_fragments((ks + 1) & 1, rs, ks + 1);
+            else if (kt + 1 < KT) load_fragments((ks + 1) & 1, rs + 1 == STAGES ? 0 : rs + 1, 0);
+            if (ks == KS - 2) {
+                // >>> lab: issue the copies of slice kt+STAGES-1 into stage ws (load_slice, then commit), wait for slice kt+1 with cp_async_wait<STAGES-2>, then a barrier
+                if (kt + STAGES - 1 < KT)              // the stage of slice kt-1: nobody reads it any more
+                    load_slice(stage_a(ws), stage_b(ws), A, B, M, N, K, m0, n0, (kt + STAGES - 1) * BK, tid);
+                cp_async_commit();                     // always commit, so group g is always slice g
+                cp_async_wait<STAGES - 2>();           // this thread's copies of slice kt+1 have landed...
+                __syncthreads();                       // ...and everyone's: the next step may read them
+                // <<< lab
+                ws = ws + 1 == STAGES ? 0 : ws + 1;
             }
 #pragma unroll
             for (int i = 0; i < MI; ++i)
 #pragma unroll
-                for (int j = 0; j < NI; ++j) mma_16816(acc[i][j], a[i], b[j]);
+                for (int j = 0; j < NI; ++j) mma_16816(acc[i][j], a[ks & 1][i], b[ks & 1][j]);
         }
+        rs = rs + 1 == STAGES ? 0 : rs + 1;
     }
     cp_async_wait<0>();                                // nothing may be in flight when the block exits
 

@@ -64,6 +64,7 @@ gemm_warp_specialized(const __grid_constant__ TmaDesc map_a, const __grid_consta
   const int k_tiles = (K + BK - 1) / BK;
   const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, tiles = tiles_m * tiles_n;
 
+  if (tid == 0 && dynamic_smem_bytes() < SMEM_BYTES) asm volatile("trap;");   // host and kernel disagree
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full + 8 * s, 1);              // the producer's arrive.expect_tx (+ the bytes)

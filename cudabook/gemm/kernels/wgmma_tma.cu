@@ -46,6 +46,7 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ Tm
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
   const int k_tiles = (K + BK - 1) / BK;
 
+  if (tid == 0 && dynamic_smem_bytes() < SMEM_BYTES) asm volatile("trap;");   // host and kernel disagree
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) mbar_init(full + 8 * s, 1);
     mbar_fence_init();

@@ -1,0 +1,97 @@
+"""06 Warp specialisation (Hopper, sm_90a): a producer warpgroup, consumer warpgroups, a persistent grid.
+
+Warpgroup 0 only issues TMA copies (one thread; the warpgroup gives registers back with setmaxnreg.dec), the
+other `consumers` warpgroups only compute (setmaxnreg.inc: a 64 x 256 fp32 accumulator is 128 registers a
+thread). Between them a ring of `stages` stages, each with a "full" mbarrier (the producer's expect_tx and
+TMA's bytes complete it) and an "empty" one (each consumer warpgroup arrives when it has read the stage); both
+sides keep a phase bit per lap of the ring. The grid is persistent, one block per SM, walking output tiles in a
+grouped order (`group_m` tile rows at a time) that keeps the A rows and B columns in use in L2.
+
+Tensor maps, padding and launching as in 05 (cudabook.gemm.s05_wgmma_tma).
+"""
+from __future__ import annotations
+
+import math
+
+from .. import device
+from . import s05_wgmma_tma as s05
+
+NAME = "06_warp_specialized"
+TITLE = "warp specialisation, persistent"
+PARAMS = {
+    "bn": 256,              # tile width BN (128 or 256); BM = 64 * consumers
+    "consumers": 2,         # consumer warpgroups (plus one producer warpgroup)
+    "stages": 4,            # depth of the full/empty ring (48 KiB a stage at 128 x 256)
+    "group_m": 8,           # tile rows walked together by the grouped tile order
+    "producer_regs": 40,    # setmaxnreg.dec for the producer warpgroup
+    "consumer_regs": 232,   # setmaxnreg.inc for the consumers (128 * (producer + consumers * this) <= 65536)
+    "blocks": 0,            # 0: one block per SM (no more than there are tiles); else exactly this many
+}
+MIN_CC = (9, 0)
+SOURCE = s05.KERNEL_DIR / "warp_specialized.cu"
+KERNEL = "gemm_warp_specialized"
+ARG_TYPES = s05.ARG_TYPES
+
+
+def source() -> str:
+    return s05.read_source(SOURCE)
+
+
+def unavailable() -> str | None:
+    return s05.hopper_unavailable(NAME)
+
+
+def config(bn=256, consumers=2, stages=4, group_m=8, producer_regs=40, consumer_regs=232, blocks=0) -> dict:
+    if bn not in (128, 256):
+        raise ValueError(f"{NAME}: bn must be 128 or 256, got {bn}")
+    if not (1 <= consumers <= 3 and 1 <= stages <= 16 and group_m >= 1 and blocks >= 0):
+        raise ValueError(f"{NAME}: need 1 <= consumers <= 3, 1 <= stages <= 16, group_m >= 1, blocks >= 0")
+    regs_ok = all(24 <= r <= 256 and r % 8 == 0 for r in (producer_regs, consumer_regs))
+    if not regs_ok or 128 * (producer_regs + consumers * consumer_regs) > 65536:
+        raise ValueError(f"{NAME}: producer_regs and consumer_regs must be multiples of 8 in 24..256 with "
+                         f"128 * (producer_regs + consumers * consumer_regs) <= 65536 (the register file)")
+    return dict(BN=int(bn), CONSUMERS=int(consumers), STAGES=int(stages), GROUP_M=int(group_m),
+                PRODUCER_REGS=int(producer_regs), CONSUMER_REGS=int(consumer_regs))
+
+
+def smem_bytes(cfg: dict) -> int:
+    """Mirrors SMEM_BYTES in warp_specialized.cu."""
+    bm = 64 * cfg["CONSUMERS"]
+    return 1024 + cfg["STAGES"] * (bm * s05.BK * 2 + s05.BK * cfg["BN"] * 2) + 16 * cfg["STAGES"]
+
+
+def tensor_maps(M, N, K, padded_rows=True, **params) -> dict:
+    """The check_tiled arguments of the maps this stage encodes for an M x N x K product."""
+    cfg = config(**s05.merge_params(NAME, PARAMS, params))
+    return s05.map_args(M, N, K, bm=64 * cfg["CONSUMERS"], bn=cfg["BN"], padded_rows=padded_rows)
+
+
+def compile_cubin(arch="sm_90a", source_text=None, **params) -> bytes:
+    cfg = config(**s05.merge_params(NAME, PARAMS, params))
+    return s05.compile_text(source() if source_text is None else source_text, SOURCE.name, cfg, arch)
+
+
+_recent: dict = {}
+
+
+def launch(p, kernel=None, **params):
+    """Enqueue 06 on the legacy default stream (no synchronisation). `kernel`: a whole warp_specialized.cu."""
+    params = s05.merge_params(NAME, PARAMS, params)
+    s05.require(unavailable())
+    s05.cached_launch(_recent, p, kernel, params, lambda: _build(p, kernel, params))
+
+
+def _build(p, kernel, params):
+    M, N, K = p.shape
+    cfg = config(**params)
+    smem = smem_bytes(cfg)
+    kern = s05.prepare(source() if kernel is None else kernel, SOURCE.name, KERNEL, cfg, smem)
+    a, b, c, Kp, Np = p.aligned(s05.ALIGN)
+    bm = 64 * cfg["CONSUMERS"]
+    maps = s05.map_args(M, N, K, bm=bm, bn=cfg["BN"])
+    ma, mb = s05.encoded_map(maps["A"], s05.pointer(a)), s05.encoded_map(maps["B"], s05.pointer(b))
+    tiles = math.ceil(M / bm) * math.ceil(Np / cfg["BN"])
+    grid = min(tiles, params["blocks"] or device.gpu().sms)
+    args = [ma, mb, s05.pointer(c), M, Np, Kp]
+    threads = 128 * (cfg["CONSUMERS"] + 1)
+    return s05.launcher(p, c, lambda: kern.launch(grid, threads, args, ARG_TYPES, shared=smem))

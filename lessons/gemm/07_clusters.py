@@ -1,0 +1,113 @@
+# %% [markdown]
+# # GEMM 07 · Clusters, multicast and a TMA store: at cuBLAS speed
+#
+# Rung 06 keeps the tensor cores busy most of the time. What is left is in the edges: bytes that cross from
+# L2 more often than they need to, and an epilogue during which a warpgroup stores instead of multiplying.
+# This rung changes three things, each measured:
+#
+# 1. **Thread-block clusters** (sm_90): blocks launched as a group of 2 on neighbouring SMs, guaranteed to run
+#    at the same time, able to read and signal each other's shared memory (*distributed shared memory*).
+#    The two blocks of a cluster take tiles one above the other, so they need **the same B tile**.
+# 2. **TMA multicast**: each block's producer loads only its half of B's boxes and TMA delivers every box
+#    into **both** blocks' shared memory (`.multicast::cluster` with a mask of the receiving blocks). B crosses
+#    from L2 once per cluster instead of once per block.
+# 3. **A TMA-store epilogue**: the consumers write their bf16 results into shared memory (with `stmatrix`, in
+#    the swizzled layout TMA expects) and one thread stores each 64 x 64 box with `cp.async.bulk.tensor`
+#    (global <- shared). TMA clips whatever lies outside C, so no masks, and the store runs in the background
+#    while the consumers start the next tile.
+#
+# ```
+#   cluster of 2 (same B columns, rows m0 and m0 + 128)
+#   block 0 producer: A rows m0     -> own smem      block 1 producer: A rows m0+128 -> own smem
+#                     B boxes 0, 1  -> both blocks                      B boxes 2, 3  -> both blocks
+#   full[s] (each block) expects its whole stage: its A box + all 4 B boxes, whoever sent them
+#   empty[s] (each block) counts 2 consumers x 2 blocks: a stage is refilled only when every block is done
+# ```
+#
+# PTX ISA: [clusters](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#cluster-of-cooperative-thread-arrays),
+# [cp.async.bulk.tensor with .multicast::cluster](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-cp-async-bulk-tensor),
+# [mapa](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-mapa),
+# [stmatrix](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#warp-level-matrix-instructions-stmatrix).
+
+# %%
+import cudabook
+print(cudabook.where())
+
+from cudabook import gemm, lesson, nvrtc, tma
+from cudabook.gemm import s07_clusters as s07
+
+# %% [markdown]
+# ## The release that spans the cluster
+#
+# The new rule of the ring: block 1's producer multicasts into block 0's stage `s`, so it must not do that
+# while block 0's consumers still read it. Each consumer warpgroup therefore arrives on `empty[s]` of **every**
+# block of the cluster (an `mbarrier.arrive` on a shared address of the peer block, made with `mapa`), and
+# `empty[s]` expects `CONSUMERS x CLUSTER` arrivals. Lab 07 is this loop body.
+#
+# One detail cost half the speed the first time: the arrive on a peer's barrier was written with
+# `.release.cluster` semantics, which compiles to a GPU-wide memory barrier before every arrive. The data the
+# arrive guards was *read* by the tensor cores, not written, so nothing needs releasing: `.relaxed.cluster` is
+# right, and the kernel runs twice as fast.
+
+# %%
+lesson.show_region(s07.source(), context=0)
+lesson.show_region((s07.SOURCE.parent / "hopper.cuh").read_text(), start="void mbar_arrive_cluster",
+                   end=':: "r"(bar), "r"(cta)', context=1)
+
+# %% [markdown]
+# ## The maps: A, B, and now C
+#
+# The store needs a third tensor map, over C, with a 64 x 64 box (128 bytes wide: the swizzle span again).
+
+# %%
+for name, args in s07.tensor_maps(4096, 4096, 4096).items():
+    a = dict(args)
+    tma.check_tiled(a.pop("dtype"), a.pop("shape"), a.pop("strides"), a.pop("box"), **a)
+    print(f"{name}: shape {args['shape']}, box {args['box']}, swizzle {args['swizzle']}: accepted")
+
+# %% [markdown]
+# ## In SASS
+#
+# `UTMALDG.2D.MULTICAST` is the multicast load, `UTMASTG.2D` the store, `STSM` the `stmatrix` staging,
+# `UTMACMDFLUSH` the commit of the bulk store group.
+
+# %%
+cubin = s07.compile_cubin()
+for pattern in ("UTMALDG.2D.MULTICAST", "UTMASTG", "UTMACMDFLUSH", "STSM", "HGMMA", "USETMAXREG"):
+    found = nvrtc.sass_lines(cubin, pattern, kernel=s07.KERNEL)
+    print(f"{pattern:22s} x{len(found):<3} e.g. {found[0] if found else '(none)'}")
+print(nvrtc.resource_usage(cubin)[s07.KERNEL])
+
+# %% [markdown]
+# ## Right?
+
+# %%
+why = gemm.unavailable("07_clusters")
+if why:
+    print("Not run here:", why)
+else:
+    for M, N, K in ((1, 1, 1), (129, 257, 72), (100, 200, 7), (1000, 1000, 1000)):
+        a, b = gemm.random_problem(M, N, K)
+        print(f"M={M} N={N} K={K}:", gemm.judge(gemm.run("07_clusters", a, b), a, b).message.splitlines()[0])
+
+# %% [markdown]
+# ## The whole ladder against cuBLAS
+#
+# Measured now on a Hopper GPU, or shown from `results/` with the GPU and commit they were measured on.
+
+# %%
+lesson.ladder_so_far("07_clusters", peers=True, track="gemm")
+
+# %% [markdown]
+# ## Which change paid?
+#
+# Switch each one off and measure: `cluster=1` (no cluster, no multicast), `multicast=0` (clusters, but every
+# block loads its own B), `tma_store=False` (06's register stores), `stmatrix=False`, `mma_depth=0` (wait for
+# each k-tile's wgmmas before issuing the next). When this rung was built on an H100, clusters of 2 were the
+# big step, multicast added a little at 8192, and `stmatrix` and `mma_depth` were within the noise. Check on
+# your GPU: the sweeps below measure each switch at 4096.
+
+# %%
+lesson.sweep("07_clusters", "cluster", [1, 2, 4], track="gemm")
+lesson.sweep("07_clusters", "multicast", [0, 1, 2], track="gemm")
+lesson.sweep("07_clusters", "tma_store", [False, True], track="gemm")

@@ -1,0 +1,31 @@
+# %% [markdown]
+# # GEMM lab 07 · Release a stage to the whole cluster
+#
+# In stage 07 the two blocks of a cluster share B: each producer multicasts its half of B's boxes into the
+# stage `s` of **both** blocks. So a stage may be refilled only when the consumers of both blocks are done with
+# it, and `empty[s]` counts `CONSUMERS x CLUSTER` arrivals. `release(empty + 8 * s)` arrives on `empty[s]` of
+# every block of the cluster.
+#
+# The kernel also keeps one k-tile of wgmmas running while it issues the next (`MMA_DEPTH 1`): after issuing
+# k-tile `kt`, `wgmma_wait<1>()` returns once every group **but the newest** is done, so the stage of the
+# previous k-tile (`prev`) can be released, not the current one. Write the consumer's loop body:
+#
+# 1. wait for stage `s` to be full (parity `phase`);
+# 2. issue its k-tile: `mma_k_tile(d, a + cw * 64 * 128, a + A_BYTES)`, `a` the stage's address;
+# 3. `wgmma_wait<1>()`; then the warpgroup's leader releases `prev` (if there is one) and `prev = s`;
+# 4. step `s`, flipping `phase` when it wraps.
+#
+# (The `#if MMA_DEPTH` branches of the solution keep the simpler `MMA_DEPTH 0` path too; you may write only
+# the depth-1 path.) A stage released too early is overwritten while the tensor cores read it: wrong results.
+# A stage never released hangs the producer: the watchdog traps after about 20 seconds.
+
+# %%
+import cudabook
+print(cudabook.where())
+from cudabook.labs import grade
+
+# %%
+#! region gemm/kernels/clusters.cu CLUSTER_STEP
+
+# %%
+grade("07_clusters", CLUSTER_STEP, track="gemm")
