@@ -49,8 +49,8 @@ def test_where_it_cannot_run_it_compiles_and_says_why(stage, path, capsys):
 # The mistakes learners make, as edits of the solution region: (what, old, new, a phrase the grader must say).
 WRONG = {
     "04_mma_sync": [
-        ("K-loop tail forgotten: the last slice is never loaded", "if (kt + STAGES - 1 < KT)",
-         "if (kt + STAGES - 1 < KT - 1)", "without the last"),
+        ("K-loop tail forgotten: the last slice is never loaded (its stage keeps an older slice)",
+         "if (kt + STAGES - 1 < KT)", "if (kt + STAGES - 1 < KT - 1)", "every K tile is loaded"),
         ("a slice skipped: copies run one slice too far ahead", "(kt + STAGES - 1) * BK", "(kt + STAGES) * BK",
          "wrong"),
     ],

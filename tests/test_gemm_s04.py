@@ -49,12 +49,13 @@ def test_sass_has_hmma_ldsm_ldgsts(arch):
     assert nvrtc.sass_lines(cubin, r"^LDSM\.16\.M88\.4", kernel=s04.KERNEL)      # ldmatrix.x4 (A)
     assert nvrtc.sass_lines(cubin, r"^LDSM\.16\.MT88\.4", kernel=s04.KERNEL)     # ldmatrix.x4.trans (B)
     copies = nvrtc.sass_lines(cubin, r"^LDGSTS", kernel=s04.KERNEL)
-    assert copies and all("BYPASS.128" in c for c in copies), copies[:3]         # 16-byte cp.async.cg
+    assert copies and all("BYPASS" in c and c.split()[0].endswith(".128") for c in copies), copies[:3]  # 16 B, .cg
     assert nvrtc.sass_lines(cubin, r"^F2FP\.BF16", kernel=s04.KERNEL)            # cvt.rn.bf16x2.f32
 
 
 @pytest.mark.parametrize("params", [{}, {"swizzle": False}, {"stages": 2}, {"stages": 4},
-                                    {"bn": 128, "warps_n": 2}, {"bk": 64}])
+                                    {"stages": 3}, {"bn": 128, "warps_n": 2},
+                                    {"bn": 128, "warps_n": 4}, {"bk": 64, "bn": 128, "warps_n": 4, "stages": 3}])
 def test_no_register_spills(params):
     _sass_or_skip()
     use = nvrtc.resource_usage(s04.compile_cubin("sm_90a", **params))[s04.KERNEL]
@@ -74,6 +75,17 @@ def test_bank_picture():
     assert s04.conflict_ways(s04.ldmatrix_banks("b", True, bn=64, warps_n=2, bm=64, warps_m=2)) == 1
 
 
+def test_fragment_ownership():
+    f = s04.mma_fragments()
+    for name, per_lane in (("a", 8), ("b", 4), ("c", 4)):
+        lane, reg = f[name]
+        assert (lane >= 0).all() and (reg >= 0).all()            # every element has an owner
+        assert all((lane == l).sum() == per_lane for l in range(32))
+        assert len({(l, r) for l, r in zip(lane.ravel(), reg.ravel())}) == lane.size   # and only one
+    lane, reg = f["c"]
+    assert lane[0, 0] == 0 and lane[0, 2] == 1 and lane[8, 0] == 0 and reg[8, 1] == 3 and lane[15, 7] == 31
+
+
 def test_swizzle_is_a_permutation():
     for cpr in (2, 4, 8, 16, 32):
         rows = 64
@@ -87,7 +99,7 @@ def test_lab_region_and_splice():
     text = s04.SOURCE.read_text()
     marked = notebooks.region_source(REGION)
     hints = notebooks.lab_hints(text)
-    assert len(hints) == 1 and "wait_group" in hints[0]
+    assert len(hints) == 1 and "cp_async_wait<STAGES-2>" in hints[0]
     lines = marked.split("\n")
     solution = "\n".join(lines[1:-1])
     assert "cp_async_wait<STAGES - 2>" in solution and "__syncthreads" in solution and "load_slice" in solution
@@ -102,14 +114,15 @@ def test_bad_params():
         s04.config(blok_m=64)
     with pytest.raises(ValueError, match="bk"):
         s04.config(bk=24)
+    with pytest.raises(ValueError, match="bk"):
+        s04.config(bk=48)
     with pytest.raises(ValueError, match="stages"):
         s04.config(stages=1)
 
 
 def test_compile_error_names_the_line():
-    bad = s04.SOURCE.read_text().replace("cp_async_commit();                             // always",
-                                         "cp_async_comit();                             // always")
-    with pytest.raises(nvrtc.CompileError, match="cp_async_comit"):
+    bad = s04.SOURCE.read_text().replace("load_slice(stage_a(ws)", "load_slise(stage_a(ws)")
+    with pytest.raises(nvrtc.CompileError, match="load_slise"):
         s04.compile_cubin("sm_90a", source_text=bad)
 
 
@@ -143,7 +156,8 @@ def test_cases(name, M, N, K):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("params", [{"swizzle": False}, {"stages": 2}, {"stages": 3}, {"stages": 4},
-                                    {"bn": 128, "warps_n": 2, "stages": 4}, {"bk": 64}, {"group_m": 1},
+                                    {"bn": 128, "warps_n": 2}, {"bn": 128, "warps_n": 4},
+                                    {"bk": 64, "bn": 128, "warps_n": 4, "stages": 3}, {"group_m": 1},
                                     {"bm": 64, "bn": 64, "warps_m": 2, "warps_n": 2}])
 @pytest.mark.parametrize("name, M, N, K", [("ragged", 333, 517, 200), ("K = 7", 130, 250, 7),
                                            ("tile multiples", 256, 512, 256)])

@@ -92,7 +92,8 @@ def diagnose(bad, nan, ref, got) -> str | None:
             return ("every element is too small in magnitude, as if part of the sum over K were missing: check "
                     "the loop over K, including the last partial tile (K need not be a multiple of the tile)")
         return ("(nearly) every element is wrong: check the indexing of a and b (a is [M, K], b is [K, N], "
-                "row-major: a[i, k] is a[i * K + k], b[k, j] is b[k * N + j])")
+                "row-major: a[i, k] is a[i * K + k], b[k, j] is b[k * N + j]), and that every K tile is loaded "
+                "before it is used (a tile never loaded leaves an older tile's values in shared memory)")
     rows, cols = np.nonzero(bad.any(axis=1))[0], np.nonzero(bad.any(axis=0))[0]
     if nan.any() and (rows.min() > 0 and rows.min() >= M // 2 or cols.min() > 0 and cols.min() >= N // 2):
         return ("the last rows or columns of C were never written: the grid or the tile loop stops early "

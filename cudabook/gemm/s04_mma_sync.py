@@ -29,10 +29,11 @@ TITLE = "tensor cores: mma.sync, ldmatrix, a swizzled cp.async ring"
 PARAMS = {
     "bm": 128,          # BM: rows of C per block
     "bn": 256,          # BN: columns of C per block
-    "bk": 32,           # BK: the k-slice one pipeline stage holds (a multiple of 16: one mma step)
+    "bk": 32,           # BK: the k-slice one pipeline stage holds: 32 or a multiple of 64 (two k16 mma steps or more)
     "warps_m": 2,       # warps along M; each warp owns a (bm / warps_m) x (bn / warps_n) tile of C
     "warps_n": 4,       # warps along N (8 warps of 64 x 64 by default: 128 float accumulators a thread)
-    "stages": 3,        # pipeline depth: k-slices in shared memory, STAGES-1 of them in flight
+    "stages": 3,        # pipeline depth: k-slices in shared memory, STAGES-1 of them in flight (H100, 4096^3,
+                        # these tiles: 2 stages 33 %, 3 stages 53 %, 4 stages 53 % of cuBLAS)
     "swizzle": True,    # XOR-swizzled shared tiles (no bank conflicts); False: plain row-major tiles
     "group_m": 8,       # blocks walk GROUP_M tile-rows column by column (L2 reuse); 1: plain row order
 }
@@ -72,11 +73,11 @@ def config(**params) -> dict:
     problems = []
     if wm < 1 or wn < 1 or nt > 1024:
         problems.append(f"warps_m * warps_n must be 1..32 (got {wm} x {wn})")
-    elif bm % (16 * wm) or bn % (16 * wn):
-        problems.append(f"bm must be a multiple of 16 * warps_m and bn of 16 * warps_n (got bm={bm}, bn={bn}, "
-                        f"warps {wm} x {wn})")
-    if bk < 16 or bk % 16:
-        problems.append(f"bk must be a multiple of 16 (got {bk})")
+    elif bm % (16 * wm) or bn % (16 * wn) or bn % 32:
+        problems.append(f"bm must be a multiple of 16 * warps_m, bn of 16 * warps_n and of 32 (got bm={bm}, "
+                        f"bn={bn}, warps {wm} x {wn})")
+    if not (bk == 32 or bk > 0 and bk % 64 == 0):
+        problems.append(f"bk must be 32 or a multiple of 64 (got {bk})")
     elif nt <= 1024 and ((bm * bk // 8) % nt or (bk * bn // 8) % nt):
         problems.append(f"the {bm}x{bk} and {bk}x{bn} slices must split into 16-byte chunks evenly over {nt} threads")
     if st < 2:
@@ -207,3 +208,33 @@ def conflict_ways(banks: list[int]) -> int:
         groups = [b // 4 for b in banks[8 * j:8 * j + 8]]
         worst = max(worst, max(groups.count(g) for g in set(groups)))
     return worst
+
+
+# ------------------------------------------------------------------------------------------ who holds what
+
+def mma_fragments():
+    """Who holds which element in one mma.m16n8k16 (PTX ISA, "Matrix Fragments for mma.m16n8k16"):
+    {"a": [16, 16], "b": [16, 8], "c": [16, 8]} NumPy arrays of (lane, register) pairs, as two int arrays per
+    operand: `lane[r, c]` and `reg[r, c]`, the register numbered as 16-bit halves for A and B (a0 low half = 0,
+    a0 high half = 1, ...) and as floats for C. With g = lane // 4 and t = lane % 4:
+        A (row-major 16 x 16):  a0 = rows g,   k 2t..2t+1    a1 = rows g+8, k 2t..2t+1
+                                a2 = rows g,   k 2t+8..+9    a3 = rows g+8, k 2t+8..+9
+        B (16 x 8, k x n):      b0 = k 2t..2t+1, column g    b1 = k 2t+8..2t+9, column g
+        C (16 x 8):             c0, c1 = row g, columns 2t, 2t+1;   c2, c3 = row g+8, same columns"""
+    import numpy as np
+    out = {name: (np.full(shape, -1), np.full(shape, -1)) for name, shape in
+           (("a", (16, 16)), ("b", (16, 8)), ("c", (16, 8)))}
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        for reg in range(4):                       # A: four 32-bit registers, two bf16 each
+            r, k = g + 8 * (reg % 2), 2 * t + 8 * (reg // 2)
+            for h in range(2):
+                out["a"][0][r, k + h], out["a"][1][r, k + h] = lane, 2 * reg + h
+        for reg in range(2):                       # B: two 32-bit registers, two bf16 each
+            for h in range(2):
+                k = 2 * t + 8 * reg + h
+                out["b"][0][k, g], out["b"][1][k, g] = lane, 2 * reg + h
+        for reg in range(4):                       # C: four floats
+            r, c = g + 8 * (reg // 2), 2 * t + reg % 2
+            out["c"][0][r, c], out["c"][1][r, c] = lane, reg
+    return out
