@@ -86,6 +86,13 @@ def diagnose(bad, nan, ref, got) -> str | None:
     M, N = bad.shape
     if nan.all():
         return "no element of C was written at all: does the kernel store to `c`, and is it launched?"
+    if not nan.any() and not got.any() and ref.any():
+        return "C is all zeros: nothing was added to the sums (is the loop body still the TODO?)"
+    if not nan.any() and bad.mean() > 0.3:
+        rel = np.median(np.abs(got[bad] - ref[bad]) / np.maximum(np.abs(ref[bad]), 1e-30))
+        if rel < 0.05 and np.corrcoef(got[bad], ref[bad])[0, 1] > 0.99:
+            return ("small errors on many elements: rounding inside the loop? Sum in float32 and round C to bf16 "
+                    "once, at the end")
     if bad.mean() > 0.9 and not nan.any():
         ratio = np.median(np.abs(got[bad]) / np.maximum(np.abs(ref[bad]), 1e-6))
         if 0.2 < ratio < 0.98 and np.corrcoef(got[bad], ref[bad])[0, 1] > 0.5:

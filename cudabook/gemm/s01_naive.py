@@ -54,3 +54,60 @@ def launch(p, kernel=None, **params):
     M, N, K = p.shape
     grid = ((N + tx - 1) // tx, (M + ty - 1) // ty)
     (kernel or gemm_naive)[grid, (tx, ty)](p.a, p.b, p.c)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# For the lessons: arithmetic intensity and the roofline
+# ----------------------------------------------------------------------------------------------------------
+# Spec-sheet values of an H100 SXM (NVIDIA's datasheet, dense, no sparsity): what the roofline is drawn
+# against when this machine has no GPU to measure.
+H100_SXM = {"name": "H100 SXM (spec sheet)", "GBps": 3350.0, "fp32_TFLOPs": 67.0, "bf16_TFLOPs": 989.0}
+
+
+def intensity(stage, **params):
+    """FLOPs per byte a rung's blocks request from global memory, counting what one warp-wide (or block-wide)
+    load brings in once, and nothing the caches might save. bf16 is 2 bytes."""
+    if stage == "01_naive":
+        # a warp: 32 columns of one row; at each k one a (2 bytes, broadcast) and 32 b (64 bytes), 64 FLOPs
+        return 64 / 66
+    if stage == "02_smem_tiles":
+        t = params.get("tile", 32)
+        return 2 * t ** 3 / (2 * 2 * t * t)            # a tile step: 2 t^3 FLOPs, 2 t^2 values of 2 bytes
+    if stage == "03_register_blocking":
+        bm, bn = params.get("bm", 128), params.get("bn", 128)
+        return 2 * bm * bn / (2 * (bm + bn))            # a k step: 2 bm bn FLOPs, (bm + bn) values of 2 bytes
+    raise ValueError(f"no intensity for {stage!r}")
+
+
+def draw_roofline(ax, points, peaks=H100_SXM):
+    """Log-log roofline: attainable TFLOP/s = min(fp32 peak, intensity x bandwidth), with `points`
+    [(label, FLOPs per byte, measured TFLOP/s or None)] marked on it."""
+    x = np.logspace(-1, 3.3, 200)
+    bw = peaks["GBps"] / 1000                           # TB/s: TFLOP/s per FLOP/byte
+    ax.loglog(x, np.minimum(peaks["fp32_TFLOPs"], x * bw), "k-", lw=1.5, label="fp32 roof (CUDA cores)")
+    ax.loglog(x, np.minimum(peaks["bf16_TFLOPs"], x * bw), "k:", lw=1, label="bf16 roof (tensor cores)")
+    for i, (label, fi, measured) in enumerate(points):
+        color = f"C{i}"
+        ax.axvline(fi, color=color, lw=0.8, ls="--")
+        ax.plot([fi], [min(peaks["fp32_TFLOPs"], fi * bw)], "o", color=color, mfc="none",
+                label=f"{label}: {fi:.3g} FLOP/B")
+        if measured:
+            ax.plot([fi], [measured], "*", ms=12, color=color)
+    ax.set_xlabel("FLOPs per byte from global memory")
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(f"roofline of {peaks['name']}: {peaks['GBps']:,.0f} GB/s, {peaks['fp32_TFLOPs']:g} TFLOP/s fp32",
+                 fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+
+
+def measured_TFLOPs(record, stage):
+    """TFLOP/s of `stage` in what lesson.ladder_so_far returned (a fresh record, or [(record, workload)] read
+    from results/), at its first workload; None if it has none."""
+    if not record:
+        return None
+    pairs = [(record, k) for k in record.get("workloads", {})] if isinstance(record, dict) else list(record)
+    for r, k in pairs:
+        row = r.get("workloads", {}).get(k, {}).get("stages", {}).get(stage, {})
+        if row.get("TFLOPs"):
+            return row["TFLOPs"]
+    return None

@@ -77,25 +77,24 @@ def python_function(kernel):
     return fn
 
 
-def specialise(kernel, **constants):
+def specialise(kernel, launch_bounds=None, **constants):
     """The same kernel compiled with some of its global constants replaced (TILE=16, say).
 
     Numba reads a kernel's global variables once, when it compiles, and treats them as constants: that is
     what lets `cuda.shared.array((TILE, TILE), float32)` have a size. To get another size we make a copy of
-    the Python function whose globals say TILE = 16, and compile that. Kept, so each size compiles once."""
+    the Python function whose globals say TILE = 16, and compile that. Kept, so each size compiles once.
+    `launch_bounds` (GPU only) promises the compiler at most that many threads a block, so that it keeps
+    each thread's registers within what a block of that size can have."""
     fn = python_function(kernel)
-    if all(fn.__globals__.get(k) == v for k, v in constants.items()):
+    used = {k: v for k, v in constants.items() if k in fn.__code__.co_names}    # the ones this kernel reads
+    bounds = None if SIMULATOR else launch_bounds
+    if bounds is None and all(fn.__globals__.get(k) == v for k, v in used.items()):
         return kernel
-    key = (fn, tuple(sorted(constants.items())))
+    key = (fn, tuple(sorted(used.items())), bounds)
     if key not in _SPECIALISED:
-        missing = [k for k in constants if k not in fn.__code__.co_names]
-        if missing:
-            raise TypeError(f"the kernel {fn.__name__} does not use the constant{'s' if len(missing) > 1 else ''} "
-                            f"{', '.join(missing)}, so it cannot be compiled for other values of "
-                            f"{'them' if len(missing) > 1 else 'it'}")
-        g = dict(fn.__globals__, **constants)
+        g = dict(fn.__globals__, **used)
         copy = types.FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__, fn.__closure__)
-        _SPECIALISED[key] = cuda.jit(copy)
+        _SPECIALISED[key] = cuda.jit(copy, **({} if bounds is None else {"launch_bounds": bounds}))
     return _SPECIALISED[key]
 
 

@@ -20,7 +20,8 @@ from matplotlib.patches import Rectangle
 from cudabook import SIMULATOR, gemm, lesson
 from cudabook.gemm import s01_naive, s02_smem_tiles as s02
 
-print(f"TILE = {s02.TILE} here ({'tiny in the simulator, where every thread is a Python thread' if SIMULATOR else 'a 32 x 32 block: 1,024 threads'})")
+why = "small in the simulator, where every thread is a Python thread" if SIMULATOR else "a block of 1,024 threads"
+print(f"TILE = {s02.TILE} here ({why})")
 
 # %% [markdown]
 # ## The tiles, drawn
