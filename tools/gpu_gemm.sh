@@ -1,21 +1,31 @@
 #!/usr/bin/env bash
-# On the GPU machine (device tool, carry [".whl"]): the GEMM track's tests, its notebooks through nbval, its
-# benchmark (merged into results/<gpu>.json), the size sweep, and compute-sanitizer on the C++ rungs.
-# Logs and records go to $OUT. Usage: bash tools/gpu_gemm.sh [quick]
+# On the GPU machine (device tool, carry [".whl"]): the GEMM track's tests, its benchmark (merged into
+# results/<gpu>.json), the size sweep (results/sweeps/), compute-sanitizer on the C++ rungs, and optionally its
+# notebooks through nbval. Logs and records go to $OUT.
+#   bash tools/gpu_gemm.sh            tests + sanitizers + benchmark + size sweep
+#   bash tools/gpu_gemm.sh notebooks  the GEMM lessons, labs and solutions through nbval, at full size
 source tools/gpu_env.sh || exit 1
-python3 -m ipykernel install --prefix "$PWD/.jup" --name python3 > /dev/null && export JUPYTER_PATH=$PWD/.jup/share/jupyter
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export CUDABOOK_COMMIT=${CUDABOOK_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$OUT/nvidia-smi.txt"
+if [ "$1" = notebooks ]; then
+  python3 -m ipykernel install --prefix "$PWD/.jup" --name python3 > /dev/null && export JUPYTER_PATH=$PWD/.jup/share/jupyter
+  t=$(date +%s)
+  timeout 540 python3 -m pytest -q -rs --nbval-lax notebooks/gemm labs/gemm solutions/gemm 2>&1 | tee "$OUT/gemm_nbval.log" | tail -12
+  echo "notebooks took $(( $(date +%s) - t )) s"
+  exit 0
+fi
 t=$(date +%s)
-python3 -m pytest -q -rs tests/test_gemm_*.py 2>&1 | tee "$OUT/gemm_pytest.log" | tail -15
+timeout 300 python3 -m pytest -q -rs tests/test_gemm_*.py 2>&1 | tee "$OUT/gemm_pytest.log" | tail -15
 echo "gemm tests took $(( $(date +%s) - t )) s"
-[ "$1" = quick ] && exit 0
 t=$(date +%s)
-python3 tools/sanitize_gemm.py 2>&1 | tee "$OUT/gemm_sanitizers.log" | tail -12
+timeout 120 python3 tools/sanitize_gemm.py 2>&1 | tee "$OUT/gemm_sanitizers.log" | tail -14
 echo "sanitizers took $(( $(date +%s) - t )) s"
 t=$(date +%s)
-python3 -m cudabook.results gemm 2>&1 | tee "$OUT/gemm_bench.log" | tail -30
+timeout 200 python3 -m cudabook.results gemm 2>&1 | tee "$OUT/gemm_bench.log" | tail -32
 cp results/*.json "$OUT/" 2>/dev/null
-python3 -m cudabook.gemm.sizes 2>&1 | tee "$OUT/gemm_sizes.log" | tail -8
-cp results/sweeps/*.json "$OUT/" 2>/dev/null
 echo "benchmark took $(( $(date +%s) - t )) s"
+t=$(date +%s)
+timeout 150 python3 -m cudabook.gemm.sizes 2>&1 | tee "$OUT/gemm_sizes.log" | tail -8
+cp results/sweeps/*.json "$OUT/" 2>/dev/null
+echo "size sweep took $(( $(date +%s) - t )) s"
