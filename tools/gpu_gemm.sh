@@ -16,15 +16,16 @@ if [ "$1" = notebooks ]; then
   exit 0
 fi
 t=$(date +%s)
-timeout 300 python3 -m pytest -q -rs tests/test_gemm_*.py 2>&1 | tee "$OUT/gemm_pytest.log" | tail -15
+timeout 250 python3 -m pytest -q -rs tests/test_gemm_*.py 2>&1 | tee "$OUT/gemm_pytest.log" | tail -15
 echo "gemm tests took $(( $(date +%s) - t )) s"
 t=$(date +%s)
 timeout 120 python3 tools/sanitize_gemm.py 2>&1 | tee "$OUT/gemm_sanitizers.log" | tail -14
 echo "sanitizers took $(( $(date +%s) - t )) s"
 t=$(date +%s)
-timeout 200 python3 -m cudabook.results gemm 2>&1 | tee "$OUT/gemm_bench.log" | tail -32
+timeout 190 python3 -m cudabook.results gemm 2>&1 | tee "$OUT/gemm_bench.log" | tail -32
 cp results/*.json "$OUT/" 2>/dev/null
 echo "benchmark took $(( $(date +%s) - t )) s"
+[ "$1" = nosizes ] && exit 0
 t=$(date +%s)
 timeout 150 python3 -m cudabook.gemm.sizes 2>&1 | tee "$OUT/gemm_sizes.log" | tail -8
 cp results/sweeps/*.json "$OUT/" 2>/dev/null
