@@ -1,0 +1,52 @@
+"""Execute notebooks without Jupyter: every code cell in order, in one namespace per notebook, matplotlib on Agg.
+
+For machines that have the workbook's dependencies but no Jupyter kernel (the GPU machine): the lessons use no
+IPython magics, so plain exec runs them as nbval would. Prints each notebook's result and the failing cell's
+traceback; exits 1 if any failed.
+
+    python tools/run_notebooks.py notebooks/gemm labs/gemm solutions/gemm
+"""
+import json
+import os
+import pathlib
+import sys
+import time
+import traceback
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+def run(path: pathlib.Path) -> bool:
+    cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+    namespace = {"__name__": "__main__"}
+    cwd = os.getcwd()
+    os.chdir(path.parent)
+    t = time.time()
+    try:
+        for i, cell in enumerate(cells):
+            source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            try:
+                exec(compile(source, f"{path}:cell {i}", "exec"), namespace)
+            except Exception:
+                print(f"FAILED {path} (cell {i}, {time.time() - t:.0f} s)\n{traceback.format_exc()[-3000:]}", flush=True)
+                return False
+    finally:
+        os.chdir(cwd)
+        import matplotlib.pyplot as plt
+        plt.close("all")
+    print(f"ok     {path} ({time.time() - t:.0f} s)", flush=True)
+    return True
+
+
+def main(args):
+    paths = []
+    for a in args:
+        p = pathlib.Path(a)
+        paths += sorted(p.rglob("*.ipynb")) if p.is_dir() else [p]
+    failed = [p for p in paths if not run(p.resolve())]
+    print(f"{len(paths) - len(failed)} of {len(paths)} notebooks ran" + (f"; failed: {failed}" if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
