@@ -76,11 +76,20 @@ else:
         plt.show()
 
 # %% [markdown]
-# Read the plot from left to right. At 256 and 512 every rung is far from cuBLAS: a handful of tiles, most SMs
-# idle, and launch and pipeline fill costs that a bigger problem amortises. From 2048 the Hopper rungs are
-# compute-bound and their order is the ladder's. The Numba rungs fall away as size grows: their fp32 FMAs run
-# at a fraction of the tensor cores' rate, so they are measured against cuBLAS's fp32 SGEMM instead (the
-# `% of SGEMM` column above).
+# Read the plot from left to right.
+#
+# - **256 to 1024**: every rung is far from cuBLAS, and the order of the Hopper rungs is *reversed*: rung 05,
+#   with 128 x 128 tiles and one block per tile, beats 06 and 07, whose 128 x 256 tiles are half as many. At
+#   1024 that is 32 tiles for 132 SMs: three quarters of the GPU idle, however good the pipeline. Rung 05 lands
+#   where seed 004's first WGMMA kernel did, near half of cuBLAS. cuBLAS itself switches kernels here.
+# - **2048 and up**: enough tiles for several waves; the rungs are compute-bound and their order is the
+#   ladder's, each one above the one before.
+# - **the Numba rungs** fall away as size grows: their fp32 FMAs run at a fraction of the tensor cores' rate,
+#   so the benchmark also measures them against cuBLAS's fp32 SGEMM (the `% of SGEMM` column above).
+#
+# One caution when you read % of cuBLAS at 8192: at that size the GPU runs hot and its clocks move, and cuBLAS
+# has been measured anywhere from about 740 to 800 TFLOP/s on the same H100 in different runs. Compare rungs
+# within one run (as every table here does), never across runs.
 #
 # **Try it.** Rerun the sweep for one rung with another tile width, e.g.
 # `results.measure_workload("gemm", dict(M=1024, N=1024, K=1024), stages=["05_wgmma_tma"], params={"05_wgmma_tma": {"bn": 64}})`,
