@@ -345,6 +345,18 @@ def resource_usage(cubin: bytes) -> dict:
     return out
 
 
+_texts: dict = {}
+
+
+def source_text(path) -> str:
+    """A kernel file's text, re-read when the file changes (an edited kernel is picked up at the next launch)."""
+    path = pathlib.Path(path)
+    mtime = path.stat().st_mtime_ns
+    if _texts.get(path, (None,))[0] != mtime:
+        _texts[path] = (mtime, path.read_text())
+    return _texts[path][1]
+
+
 # ----------------------------------------------------------------------------------------------- load and launch
 
 
@@ -445,6 +457,6 @@ def core_kernel(cubin: bytes, kernel_name: str, max_dynamic_shared: int = 0):
     return kernel
 
 
-__all__ = ["CompileError", "ToolMissing", "compile", "clear_cache", "default_arch", "nvrtc_version",
+__all__ = ["source_text", "CompileError", "ToolMissing", "compile", "clear_cache", "default_arch", "nvrtc_version",
            "header_dirs", "source_excerpt", "sass", "sass_lines", "resource_usage", "cuobjdump_path",
            "ensure_context", "load", "core_kernel", "Kernel", "stats", "DEFAULT_ARCH"]

@@ -28,6 +28,45 @@ class StageUnavailable(RuntimeError):
 TRACKS = ("resample", "gemm")
 
 
+class Ladder:
+    """A track's stages: names in ladder order ("01_naive", ...), each a module of the track's package.
+
+        ladder = Ladder(__name__, {"01_naive": "s01_naive", ...}, "GEMM stage")
+        ladder.stages            the names whose modules exist, in order
+        ladder.stage(name)       the module, by name ("02_smem_tiles") or number ("02" or 2)
+        ladder.unavailable(name) None, or why this machine cannot run it
+        ladder.run(name, upload, *inputs, **params)   upload, poison, launch, the result as NumPy
+    """
+
+    def __init__(self, package: str, modules: dict, label: str = "stage"):
+        import importlib.util
+        self.package, self.modules, self.label = package, dict(modules), label
+        self.stages = tuple(name for name, module in modules.items()
+                            if importlib.util.find_spec(f"{package}.{module}") is not None)
+
+    def stage(self, name):
+        if isinstance(name, int) or (isinstance(name, str) and name.isdigit()):
+            matches = [s for s in self.stages if int(s[:2]) == int(name)]
+            name = matches[0] if matches else str(name)
+        if name not in self.stages:
+            raise ValueError(f"unknown {self.label} {name!r}; the stages are: {', '.join(self.stages)}")
+        return importlib.import_module(f"{self.package}.{self.modules[name]}")
+
+    def unavailable(self, name) -> str | None:
+        check = getattr(self.stage(name), "unavailable", None)
+        return check() if check else None
+
+    def run(self, name, upload, *inputs, **params):
+        module = self.stage(name)
+        problem = upload(*inputs)               # bad input is named first, even where the stage cannot run
+        why = self.unavailable(name)
+        if why:
+            raise StageUnavailable(why)
+        problem.poison()
+        module.launch(problem, **params)
+        return problem.result()
+
+
 def get(track):
     """A track package by name ("gemm"), or the package itself."""
     if isinstance(track, str):

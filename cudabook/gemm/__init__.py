@@ -9,9 +9,7 @@ accumulates in float32 and rounds C to bf16 (nearest even) once, at the end. Any
 """
 from __future__ import annotations
 
-import importlib
-
-from ..track import StageUnavailable  # noqa: F401  (one error for every track)
+from ..track import Ladder, StageUnavailable  # noqa: F401  (one error for every track)
 from . import benchmark as bench  # noqa: F401  (the track's workloads, peers and table for cudabook.results)
 from .checking import cases, compare, grading_cases, judge  # noqa: F401
 from .inputs import BF16, random_problem, reference, reference_with_bound, to_bf16, validate  # noqa: F401
@@ -30,36 +28,20 @@ _MODULES = {
 }
 
 
-def _present(module):
-    return importlib.util.find_spec(f"{__name__}.{module}") is not None
-
-
-STAGES = tuple(name for name, module in _MODULES.items() if _present(module))
+_LADDER = Ladder(__name__, _MODULES, "GEMM stage")
+STAGES = _LADDER.stages
 
 
 def stage(name):
-    """The module of a stage, by its name ("02_smem_tiles") or its number ("02" or 2)."""
-    if isinstance(name, int) or (isinstance(name, str) and name.isdigit()):
-        matches = [s for s in STAGES if int(s[:2]) == int(name)]
-        name = matches[0] if matches else str(name)
-    if name not in STAGES:
-        raise ValueError(f"unknown GEMM stage {name!r}; the stages are: {', '.join(STAGES)}")
-    return importlib.import_module(f"{__name__}.{_MODULES[name]}")
+    """The module of a stage, by its name or its number ("02" or 2)."""
+    return _LADDER.stage(name)
 
 
 def unavailable(name) -> str | None:
     """None if this machine can run the stage, else why not."""
-    check = getattr(stage(name), "unavailable", None)
-    return check() if check else None
+    return _LADDER.unavailable(name)
 
 
 def run(stage_name, a, b, **params):
     """C = a @ b with one stage of the ladder; returns a bfloat16 NumPy array [M, N]."""
-    module = stage(stage_name)
-    why = unavailable(stage_name)
-    if why:
-        raise StageUnavailable(why)
-    problem = upload(a, b)
-    problem.poison()
-    module.launch(problem, **params)
-    return problem.result()
+    return _LADDER.run(stage_name, upload, a, b, **params)

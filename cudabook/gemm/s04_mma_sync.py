@@ -43,15 +43,9 @@ SOURCE = KERNEL_DIR / "mma_sync.cu"
 KERNEL = "gemm_mma_sync"
 ARG_TYPES = (ctypes.c_void_p,) * 3 + (ctypes.c_int,) * 3
 
-_source_cache: dict = {}
-
-
 def source() -> str:
     """The kernel's CUDA C++ source, re-read when the file changes."""
-    mtime = SOURCE.stat().st_mtime_ns
-    if _source_cache.get("mtime") != mtime:
-        _source_cache.update(mtime=mtime, text=SOURCE.read_text())
-    return _source_cache["text"]
+    return nvrtc.source_text(SOURCE)
 
 
 def unavailable() -> str | None:

@@ -41,15 +41,9 @@ ARG_TYPES = (None, None, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_i
 
 # ------------------------------------------------------------------------------------------ shared helpers
 
-_texts: dict = {}
-
-
 def read_source(path: pathlib.Path) -> str:
     """A kernel file's text, re-read when it changes (an edited kernel is picked up)."""
-    mtime = path.stat().st_mtime_ns
-    if _texts.get(path, (None,))[0] != mtime:
-        _texts[path] = (mtime, path.read_text())
-    return _texts[path][1]
+    return nvrtc.source_text(path)
 
 
 def source() -> str:

@@ -6,11 +6,9 @@
 """
 from __future__ import annotations
 
-import importlib
-
 from . import inputs  # noqa: F401
 
-from ..track import StageUnavailable  # noqa: F401  (one error for every track)
+from ..track import Ladder, StageUnavailable  # noqa: F401  (one error for every track)
 from .inputs import InputError, random_problem, reference, to_bf16, validate  # noqa: F401
 from .problem import Problem, upload  # noqa: F401
 
@@ -28,40 +26,23 @@ _MODULES = {
 }
 
 
-def _present(module):
-    return importlib.util.find_spec(f"{__name__}.{module}") is not None
-
-
-STAGES = tuple(name for name, module in _MODULES.items() if _present(module))
+_LADDER = Ladder(__name__, _MODULES, "stage")
+STAGES = _LADDER.stages
 
 
 def stage(name):
-    """The module of a stage, by its name ("03_coalesced") or its number ("03" or 3)."""
-    if isinstance(name, int) or (isinstance(name, str) and name.isdigit()):
-        matches = [s for s in STAGES if int(s[:2]) == int(name)]
-        name = matches[0] if matches else str(name)
-    if name not in STAGES:
-        raise ValueError(f"unknown stage {name!r}; the stages are: {', '.join(STAGES)}")
-    return importlib.import_module(f"{__name__}.{_MODULES[name]}")
+    """The module of a stage, by its name or its number ("02" or 2)."""
+    return _LADDER.stage(name)
 
 
 def unavailable(name) -> str | None:
     """None if this machine can run the stage, else why not."""
-    module = stage(name)
-    check = getattr(module, "unavailable", None)
-    return check() if check else None
+    return _LADDER.unavailable(name)
 
 
 def run(stage_name, src_times, src_feats, tgt_times, **params):
     """Resample with one stage of the ladder; returns a bfloat16 [B, T, D] NumPy array."""
-    module = stage(stage_name)
-    why = unavailable(stage_name)
-    if why:
-        raise StageUnavailable(why)
-    problem = upload(src_times, src_feats, tgt_times)
-    problem.poison()
-    module.launch(problem, **params)
-    return problem.result()
+    return _LADDER.run(stage_name, upload, src_times, src_feats, tgt_times, **params)
 
 
 # ------------------------------------------------------------------------------- the track's face for the machinery

@@ -49,16 +49,10 @@ FALLBACK = "resample_generic"
 GEN_T = 64                    # targets per block of the fallback kernel (resample_common.cuh)
 
 
-_source_cache: dict = {}
-
-
 def source() -> str:
     """The kernel's CUDA C++ source (the lesson shows it; labs are cut from its `// >>> lab` regions).
     Re-read when the file changes, so an edited kernel is picked up."""
-    mtime = SOURCE.stat().st_mtime_ns
-    if _source_cache.get("mtime") != mtime:
-        _source_cache.update(mtime=mtime, text=SOURCE.read_text())
-    return _source_cache["text"]
+    return nvrtc.source_text(SOURCE)
 
 
 def unavailable() -> str | None:

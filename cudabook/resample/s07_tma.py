@@ -89,16 +89,10 @@ _CONFIG_KEYS = ("search", "targets_per_item", "window_rows", "box_rows", "stages
                 "tma_store", "streaming_stores", "schedule", "times_tma", "bf16_cvt", "persistent")
 
 
-_source_cache: dict = {}
-
-
 def source() -> str:
     """The kernel's CUDA C++ source (the lesson shows it; labs are cut from its `// >>> lab` regions).
     Re-read when the file changes, so an edited kernel is picked up."""
-    mtime = SOURCE.stat().st_mtime_ns
-    if _source_cache.get("mtime") != mtime:
-        _source_cache.update(mtime=mtime, text=SOURCE.read_text())
-    return _source_cache["text"]
+    return nvrtc.source_text(SOURCE)
 
 
 def unavailable() -> str | None:
