@@ -60,6 +60,9 @@ WRONG = {
          "wrong"),
         ("LBO and SBO swapped in B's descriptor", "smem_desc(b + 2048 * kk, B_BOX_BYTES, 1024)",
          "smem_desc(b + 2048 * kk, 1024, B_BOX_BYTES)", "wrong"),
+        ("A's descriptor says 64-byte swizzle; the tensor map wrote 128-byte", "smem_desc(a + 32 * kk, 16, 1024)",
+         "(smem_desc(a + 32 * kk, 16, 1024) & ~(3ull << 62) | 2ull << 62)", "wrong"),
+        ("no wait: the stage is refilled while the wgmmas may still read it", "wgmma_wait<0>();", "", None),
     ],
     "06_warp_specialized": [
         ("full barrier waited with the wrong parity (phase off by one)", "mbar_wait(full + 8 * s, phase);",
