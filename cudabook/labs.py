@@ -6,7 +6,9 @@
 
 For the CUDA C++ stages a learner writes only the lab region; `splice` puts it back into the stage's .cu file
 in place of the region, and the stage compiles and launches that whole source. Without a GPU that can run the
-stage, the grader compiles it for sm_90a and says what the machine lacks.
+stage, the grader compiles it for sm_90a and says what the machine lacks. On every machine, what the compiler
+says is read too: a stage lists the compiler messages that betray a mistake (COMPILE_LOG_MISTAKES), such as
+ptxas having to insert a wgmma wait the learner left out, which no test run would show.
 
 The cases come from the track (`grading_cases`): fresh random inputs, small in the simulator and larger on a
 GPU, edge cases in both; the verdict from the track's `judge` (float64 reference, the arithmetic's tolerance).
@@ -14,8 +16,9 @@ GPU, edge cases in both; the verdict from the track's `judge` (float64 reference
 from __future__ import annotations
 
 import pathlib
+import re
 
-from . import SIMULATOR, notebooks
+from . import SIMULATOR, notebooks, nvrtc
 from . import track as _track
 
 DEFAULT_TRACK = "resample"   # the first track's labs were written before tracks had names
@@ -59,16 +62,25 @@ def _grade_cuda(stage_name, region, say, track) -> bool | None:
         say(f"The lab region is still the TODO. What to write: {hint(stage_name, track)}.")
         return False
     source = splice(stage_name, region, track)
+    try:
+        cubin = module.compile_cubin(arch="sm_90a", source_text=source)
+    except Exception as e:
+        say(f"Your code does not compile:\n{e}")
+        return False
+    log = nvrtc.compile_log(cubin)
+    for pattern, mistake in getattr(module, "COMPILE_LOG_MISTAKES", ()):
+        if re.search(pattern, log):
+            say(f"Your code compiles, but the compiler had to step in:\n  {_log_line(log, pattern)}\n{mistake}")
+            return False
     why = t.unavailable(stage_name)
     if why:
-        try:
-            module.compile_cubin(arch="sm_90a", source_text=source)
-        except Exception as e:
-            say(f"Your code does not compile:\n{e}")
-            return False
         say(f"Your code compiles (sm_90a cubin), but this machine cannot run it, so it is not graded: {why}")
         return False
     return None
+
+
+def _log_line(log, pattern):
+    return next((line.strip() for line in log.splitlines() if re.search(pattern, line)), pattern)
 
 
 def grade(stage_name, kernel, *, track=DEFAULT_TRACK, quiet=False, **params) -> bool:

@@ -106,7 +106,7 @@ def _local_includes(source: str, dirs, seen=None) -> list[tuple[str, str]]:
 def _cache_key(source, arch, options, include_path, defines, std) -> str:
     h = hashlib.sha256()
     for part in (source, arch, repr(tuple(options)), repr(tuple(include_path)), repr(defines), std,
-                 nvrtc_version()):
+                 nvrtc_version(), "with its log"):   # cubins cached before logs were kept are not reused
         h.update(str(part).encode())
         h.update(b"\0")
     for name, text in _local_includes(source, include_path):
@@ -148,17 +148,22 @@ def compile(source: str, *, arch: str | None = None, options=(), include_cccl: b
     path = CACHE_DIR / f"{key}.cubin"
     if use_disk and path.is_file():
         cubin = path.read_bytes()
+        log_file = path.with_suffix(".log")
         with _lock:
             stats["disk_hits"] += 1
             _memory_cache[key] = cubin
+            _logs[hashlib.sha256(cubin).hexdigest()] = log_file.read_text() if log_file.is_file() else ""
         return cubin
-    cubin = _nvrtc(source, arch, options, include_path, defines, name, std)
+    cubin, log = _nvrtc(source, arch, options, include_path, defines, name, std)
     with _lock:
         stats["compiled"] += 1
         _memory_cache[key] = cubin
+        _logs[hashlib.sha256(cubin).hexdigest()] = log
     if use_disk:
         try:
             CACHE_DIR.mkdir(parents=True, exist_ok=True)
+            if log:
+                path.with_suffix(".log").write_text(log)
             with tempfile.NamedTemporaryFile(dir=CACHE_DIR, delete=False) as f:
                 f.write(cubin)
             os.replace(f.name, path)
@@ -167,12 +172,21 @@ def compile(source: str, *, arch: str | None = None, options=(), include_cccl: b
     return cubin
 
 
+_logs: dict = {}
+
+
+def compile_log(cubin: bytes) -> str:
+    """What NVRTC and ptxas said while compiling this cubin (warnings and info lines; "" when nothing), e.g.
+    ptxas's C7517 "wgmma.wait_group is injected ... by compiler" when code reads wgmma accumulators unwaited."""
+    return _logs.get(hashlib.sha256(cubin).hexdigest(), "")
+
+
 def clear_cache(disk: bool = False):
     """Forget compiled cubins (in memory; on disk too if disk=True)."""
     with _lock:
         _memory_cache.clear()
     if disk and CACHE_DIR.is_dir():
-        for p in CACHE_DIR.glob("*.cubin"):
+        for p in list(CACHE_DIR.glob("*.cubin")) + list(CACHE_DIR.glob("*.log")):
             p.unlink(missing_ok=True)
 
 
@@ -216,8 +230,11 @@ def _nvrtc(source, arch, options, include_path, defines, name, std) -> bytes:
     opts = ProgramOptions(name=name, arch=arch, std=std, include_path=include_path or None,
                           define_macro=macros or None, **fields)
     try:
+        import io
         program = Program(source, code_type="c++", options=opts)
-        return bytes(program.compile("cubin").code)
+        log = io.StringIO()
+        cubin = bytes(program.compile("cubin", logs=log).code)
+        return cubin, log.getvalue().replace("\x00", "").strip()
     except Exception as e:   # cuda.core raises NVRTCError (a CUDAError) with the log in its message
         text = str(e)
         if "NVRTC_ERROR_COMPILATION" not in text:
@@ -457,6 +474,6 @@ def core_kernel(cubin: bytes, kernel_name: str, max_dynamic_shared: int = 0):
     return kernel
 
 
-__all__ = ["source_text", "CompileError", "ToolMissing", "compile", "clear_cache", "default_arch", "nvrtc_version",
+__all__ = ["source_text", "compile_log", "CompileError", "ToolMissing", "compile", "clear_cache", "default_arch", "nvrtc_version",
            "header_dirs", "source_excerpt", "sass", "sass_lines", "resource_usage", "cuobjdump_path",
            "ensure_context", "load", "core_kernel", "Kernel", "stats", "DEFAULT_ARCH"]

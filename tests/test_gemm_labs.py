@@ -2,6 +2,7 @@
 own file; the TODO, a compile error and a machine that cannot run the stage each get their message; and on a
 GPU the solution passes while the mistakes learners make fail, each with a message that points at it.
 """
+import re
 import textwrap
 
 import pytest
@@ -62,12 +63,14 @@ WRONG = {
          "smem_desc(b + 2048 * kk, 1024, B_BOX_BYTES)", "wrong"),
         ("A's descriptor says 64-byte swizzle; the tensor map wrote 128-byte", "smem_desc(a + 32 * kk, 16, 1024)",
          "(smem_desc(a + 32 * kk, 16, 1024) & ~(3ull << 62) | 2ull << 62)", "wrong"),
-        ("no wait: the stage is refilled while the wgmmas may still read it", "wgmma_wait<0>();", "", None),
+        ("no wait: the stage is refilled while the wgmmas may still read it", "wgmma_wait<0>();", "",
+         "the compiler had to step in"),
     ],
     "06_warp_specialized": [
         ("full barrier waited with the wrong parity (phase off by one)", "mbar_wait(full + 8 * s, phase);",
          "mbar_wait(full + 8 * s, phase ^ 1);", None),
-        ("the stage is released before the wgmmas finished reading it", "wgmma_wait<0>();", "", None),
+        ("the stage is released before the wgmmas finished reading it", "wgmma_wait<0>();", "",
+         "the compiler had to step in"),
     ],
     "07_clusters": [
         ("the phase never flips: the second lap reads stages that are not full yet",
@@ -105,6 +108,21 @@ def _grade_elsewhere(stage, region, tmp_path):
             "raise SystemExit(0 if ok else 3)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     return done.returncode == 0, done.stdout + done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("stage,path", CUDA_LABS)
+def test_mistakes_the_compiler_betrays_are_caught_on_any_machine(stage, path, capsys):
+    """A missing wgmma wait may still give right results (ptxas inserts one, C7517): the grader reads the
+    compiler's log, so it fails the attempt everywhere, with or without a GPU, and the solution is not flagged."""
+    from cudabook import nvrtc
+    module = gemm.stage(stage)
+    assert not any(re.search(p, nvrtc.compile_log(module.compile_cubin()))
+                   for p, _ in getattr(module, "COMPILE_LOG_MISTAKES", ()))
+    for what, old, new, phrase in WRONG[stage]:
+        if phrase == "the compiler had to step in":
+            assert not labs.grade(stage, _region(path).replace(old, new), track="gemm"), what
+            out = capsys.readouterr().out
+            assert phrase in out and "C7517" in out and "wgmma_wait<0>()" in out, out
 
 
 @pytest.mark.hopper

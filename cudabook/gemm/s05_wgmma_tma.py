@@ -37,6 +37,18 @@ KERNEL = "gemm_wgmma_tma"
 BK = 64
 ALIGN = 8              # TMA rows must be multiples of 16 bytes: K and N padded to multiples of 8 bf16
 ARG_TYPES = (None, None, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int)
+# Compiler messages that betray a mistake in a learner's wgmma code (read by the lab grader, cudabook.labs).
+# Without wgmma.wait_group before the accumulators are read, ptxas inserts one itself (C7517) and the result
+# may still come out right, so no test run would catch it; where ptxas puts its wait is not where the ring
+# needs it (before the stage is released for refilling).
+COMPILE_LOG_MISTAKES = [
+    (r"C7517|wait_group is injected",
+     "ptxas inserted a wgmma.wait_group because your code uses the accumulators (or moves on) before waiting "
+     "for the wgmmas: after wgmma_commit(), wait with wgmma_wait<0>() before the stage may be refilled"),
+    (r"C75\d\d.*serializ",
+     "ptxas serialized the wgmmas (each waits for the one before): the accumulators are touched between "
+     "wgmma_fence() and wgmma_commit(), or the wgmmas are not all in one fence/commit group"),
+]
 
 
 # ------------------------------------------------------------------------------------------ shared helpers

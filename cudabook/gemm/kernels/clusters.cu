@@ -193,7 +193,6 @@ gemm_clusters(const __grid_constant__ TmaDesc map_a, const __grid_constant__ Tma
       // row r's 16-byte chunk q sits at chunk q ^ (r % 8), and store each box with TMA. The boxes take turns in
       // STORE_BOXES buffers: before a buffer is rewritten, the store that last read it must have finished reading.
       const uint32_t cbuf = cstage + cw * C_WG_BYTES;
-      const int r0 = warp * 16 + lane / 4;
 #pragma unroll
       for (int box = 0; box < B_BOXES; ++box) {
         const uint32_t buf = cbuf + (box % STORE_BOXES) * C_BOX_BYTES;
@@ -216,6 +215,7 @@ gemm_clusters(const __grid_constant__ TmaDesc map_a, const __grid_constant__ Tma
           }
         }
 #else
+        const int r0 = warp * 16 + lane / 4;   // the accumulator's rows of this lane (Wgmma's layout)
 #pragma unroll
         for (int jj = 0; jj < 8; ++jj) {
           const int j = box * 8 + jj;          // the 8-column block of the accumulator
