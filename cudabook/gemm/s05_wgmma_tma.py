@@ -42,7 +42,7 @@ ARG_TYPES = (None, None, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_i
 # may still come out right, so no test run would catch it; where ptxas puts its wait is not where the ring
 # needs it (before the stage is released for refilling).
 COMPILE_LOG_MISTAKES = [
-    (r"C7517|wait_group is injected",
+    (r"C7517|wait(_group)? is injected",                  # NVRTC 13.0 says "warpgroup.wait", later "wgmma.wait_group"
      "ptxas inserted a wgmma.wait_group because your code uses the accumulators (or moves on) before waiting "
      "for the wgmmas: after wgmma_commit(), wait with wgmma_wait<0>() before the stage may be refilled"),
     (r"C75\d\d.*serializ",
