@@ -137,8 +137,15 @@ def _unsupported_dtype(what: str, extra: str = "") -> TensorMapError:
     )
 
 
+class TensorMapTypeError(TensorMapError, TypeError):
+    """A tensor-map argument of the wrong kind (a float or a boolean where an integer belongs): both a
+    TensorMapError with its ``rule`` and a TypeError."""
+
+
 def tma_dtype(dtype) -> TmaDtype:
     """Map a NumPy dtype (or "bfloat16", or ml_dtypes.bfloat16) to its TMA data type."""
+    if dtype is None:                      # np.dtype(None) would quietly mean float64
+        raise _unsupported_dtype("None", "; name one, e.g. 'bfloat16' or np.float32")
     if isinstance(dtype, str) and dtype.strip().lower() == "bfloat16":
         return SUPPORTED_DTYPES["bfloat16"]
     try:
@@ -171,12 +178,16 @@ def _option(keyword: str, value, table: dict) -> str:
 
 
 def _int_tuple(name: str, values) -> tuple[int, ...]:
-    if isinstance(values, (int, np.integer)):
+    if isinstance(values, (int, np.integer)) and not isinstance(values, (bool, np.bool_)):
         values = (values,)
     try:
-        return tuple(operator.index(v) for v in values)
+        items = tuple(values)
+        if any(isinstance(v, (bool, np.bool_)) for v in items):
+            raise TypeError
+        return tuple(operator.index(v) for v in items)
     except TypeError:
-        raise TypeError(f"{name} must be a sequence of integers, got {values!r}") from None
+        raise TensorMapTypeError("integer_values", f"{name} must be a sequence of integers (not floats or "
+                                                   f"booleans), got {values!r}") from None
 
 
 @dataclass(frozen=True)
@@ -212,8 +223,20 @@ def _request(dtype, shape, strides, box, element_strides, swizzle, interleave, o
         interleave=_option("interleave", interleave, INTERLEAVES),
         oob_fill=_option("oob_fill", oob_fill, OOB_FILLS),
         l2_promotion=_option("l2_promotion", l2_promotion, L2_PROMOTIONS),
-        address=operator.index(address),
+        address=_address(address),
     )
+
+
+def _address(address) -> int:
+    if isinstance(address, (bool, np.bool_)):
+        raise TensorMapTypeError("integer_values", f"address must be an integer, got {address!r}")
+    try:
+        a = operator.index(address)
+    except TypeError:
+        raise TensorMapTypeError("integer_values", f"address must be an integer, got {address!r}") from None
+    if not 0 <= a < 2**64:
+        raise TensorMapError("address_range", f"address {a:#x} is not a 64-bit device address (0 <= address < 2**64)")
+    return a
 
 
 # ---------------------------------------------------------------- the rules, one function each
@@ -413,7 +436,8 @@ def check_tiled(dtype, shape, strides, box, *, element_strides=None, swizzle="no
     address the map will point at (only its alignment is checked).
 
     Checked, in this order (``rule`` identifiers in brackets): option strings [unknown_option];
-    data type [dtype_unsupported]; one entry per axis in every list [rank_mismatch]; rank 1..5
+    data type, None included [dtype_unsupported]; integers, not floats or booleans, in every list and
+    the address [integer_values]; the address a 64-bit value [address_range]; one entry per axis in every list [rank_mismatch]; rank 1..5
     [rank_range]; interleave needs rank >= 3 [interleave_rank]; address 16-byte aligned, 32 with
     32B interleave [address_alignment]; each axis 1..2**32 elements [dim_range]; no negative stride
     [stride_negative]; innermost stride == itemsize [inner_stride_dense]; other strides a multiple

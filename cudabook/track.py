@@ -45,7 +45,10 @@ class Ladder:
                             if importlib.util.find_spec(f"{package}.{module}") is not None)
 
     def stage(self, name):
-        if isinstance(name, int) or (isinstance(name, str) and name.isdigit()):
+        if isinstance(name, bool) or not isinstance(name, (str, int)):
+            raise ValueError(f"a {self.label} is named by a string such as {self.stages[0]!r} or a number, "
+                             f"got {name!r}; the stages are: {', '.join(self.stages)}")
+        if isinstance(name, int) or (name.isascii() and name.isdigit()):
             matches = [s for s in self.stages if int(s[:2]) == int(name)]
             name = matches[0] if matches else str(name)
         if name not in self.stages:

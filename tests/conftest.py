@@ -19,6 +19,40 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.skip(reason=why))
 
 
+_default_rng = None
+
+
+@pytest.fixture(autouse=True)
+def _reproducible_randomness(request, monkeypatch):
+    """Every test draws fresh random inputs, from a seed that a failure prints: `np.random.default_rng()`
+    without a seed (what the workbook calls) draws from a per-test SeedSequence. Rerun a failure with
+    CUDABOOK_SEED=<seed> to get the same inputs."""
+    import os
+    import secrets
+
+    import numpy as np
+    global _default_rng
+    _default_rng = _default_rng or np.random.default_rng
+    seed = int(os.environ.get("CUDABOOK_SEED") or secrets.randbits(32))
+    sequence = np.random.SeedSequence(seed)
+
+    def default_rng(s=None):
+        return _default_rng(sequence.spawn(1)[0] if s is None else s)
+    monkeypatch.setattr(np.random, "default_rng", default_rng)
+    request.node.user_properties.append(("random seed", seed))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        for key, value in item.user_properties:
+            if key == "random seed":
+                report.sections.append(("random seed", f"this test drew its inputs from seed {value}: rerun it with "
+                                                       f"CUDABOOK_SEED={value}"))
+
+
 @pytest.fixture
 def rng():
     import numpy as np
