@@ -40,15 +40,45 @@ def slug(gpu: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", gpu.replace("NVIDIA ", "")).strip("_") or "unknown"
 
 
-def _commit():
-    import os
-    if os.environ.get("CUDABOOK_COMMIT"):          # a copy of the tree without .git (the GPU machine)
-        return os.environ["CUDABOOK_COMMIT"]
+def _git(*args) -> str | None:
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                              text=True, timeout=10).stdout.strip() or None
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10)
+        return done.stdout if done.returncode == 0 else None
     except Exception:
         return None
+
+
+def _commit():
+    """The commit measured: git's HEAD, or CUDABOOK_COMMIT on a copy of the tree without .git (the GPU
+    machine). Which one it really was is checked by source_digest (see tests/test_results.py)."""
+    import os
+    head = _git("rev-parse", "--short", "HEAD")
+    if head:
+        return head.strip()
+    return os.environ.get("CUDABOOK_COMMIT") or None
+
+
+def _dirty() -> bool | None:
+    """True when tracked files differ from HEAD (the numbers are not those of any commit); None without git."""
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return None if status is None else bool(status.strip())
+
+
+SOURCE_GLOBS = ("*.py", "*.cu", "*.cuh")
+
+
+def source_digest(read=None, paths=None) -> str:
+    """sha256 of the workbook's code (cudabook/**/*.py, *.cu, *.cuh: path and text). A record keeps the digest
+    of the code it measured, so a record cannot claim a commit whose code differs."""
+    import hashlib
+    if paths is None:
+        paths = sorted(str(p.relative_to(ROOT)) for g in SOURCE_GLOBS for p in (ROOT / "cudabook").rglob(g)
+                       if "__pycache__" not in p.parts)
+    read = read or (lambda path: (ROOT / path).read_text())
+    h = hashlib.sha256()
+    for path in sorted(paths):
+        h.update(path.encode() + b"\0" + read(path).encode() + b"\0")
+    return h.hexdigest()[:16]
 
 
 def _timing(fn, repeats):
@@ -68,9 +98,11 @@ def _timing(fn, repeats):
     return bench.time_ms(fn, repeats=repeats, batch=10) * 1e3
 
 
-def measure_workload(track, size, *, stages=None, peers=True, repeats=25, params=None, progress=print) -> dict:
+def measure_workload(track, size, *, stages=None, peers=True, repeats=25, params=None, progress=print,
+                     check_cases=True) -> dict:
     """One workload of a track: fresh random inputs, the yardstick and the peers measured now, then every stage
-    this machine can run, each output verified on the same data."""
+    this machine can run. A stage is `correct` when its output on the workload's data is right before and after
+    the timed launches and (check_cases) it passes the grader's cases too (ragged shapes, unsorted targets)."""
     from . import track as tracks
     t = tracks.get(track)
     spec = t.bench
@@ -94,11 +126,19 @@ def measure_workload(track, size, *, stages=None, peers=True, repeats=25, params
             module.launch(problem, **p)
             verdict = t.judge(problem.result(), *args)
             us = _timing(lambda: module.launch(problem, **p), repeats)
+            problem.poison()                    # the output of the timed launches, checked again
+            module.launch(problem, **p)
+            after = t.judge(problem.result(), *args)
+            cases = [tracks.check_case(t, module.launch, inputs, **p).ok
+                     for _, inputs, _ in t.grading_cases(name)] if check_cases else []
         except Exception as e:  # a stage that fails is recorded, not fatal
             rows[name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
             progress(f"{name}: ERROR {rows[name]['error']}")
             continue
-        m = {"median_us": round(us, 2), **spec.metrics(problem, us, ctx), "correct": verdict.ok,
+        correct = verdict.ok and after.ok and all(cases)
+        m = {"median_us": round(us, 2), **spec.metrics(problem, us, ctx), "correct": correct,
+             "checks": {"before_timing": verdict.ok, "after_timing": after.ok,
+                        "grading_cases": f"{sum(cases)}/{len(cases)}"},
              "params": {**getattr(module, "PARAMS", {}), **p}}
         rows[name] = m
         progress(f"{name}: {m['median_us']:>10.1f} us  "
@@ -118,7 +158,7 @@ def _plain(ctx):
 
 def _pedigree() -> dict:
     from . import device
-    return {"commit": _commit(),
+    return {"commit": _commit(), "dirty": _dirty(), "source_digest": source_digest(),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "machine": device.describe()}
 
@@ -222,6 +262,14 @@ def validate(record, where) -> dict:
                 at = f"workloads.{wname}.{group}.{sname}."
                 for key in spec.REQUIRED:
                     need(s, key, bool if key == "correct" else (int, float), at)
+                if not 0 < s["median_us"] < 1e9:
+                    raise RecordError(f"{where}: {at}median_us is {s['median_us']}: a time must be positive")
+                problem = spec.consistency(s, w, record)
+                if problem:
+                    raise RecordError(f"{where}: {at[:-1]} is inconsistent: {problem}")
+                checks = s.get("checks", {})
+                if s["correct"] and checks and not (checks.get("before_timing") and checks.get("after_timing")):
+                    raise RecordError(f"{where}: {at}correct is true but its checks say otherwise: {checks}")
     return record
 
 

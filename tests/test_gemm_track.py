@@ -158,7 +158,7 @@ GEMM_RECORD = {
         "01_naive": {"median_us": 100.0, "TFLOPs": 0.01, "pct_of_cublas": 0.5, "pct_of_cublas_sgemm": 20.0,
                      "correct": True},
         "05_wgmma_tma": {"skipped": "05_wgmma_tma needs compute capability 9.0"}},
-        "peers": {"cublas": {"median_us": 0.5, "TFLOPs": 1.0, "pct_of_cublas": 100.0, "correct": True}}}},
+        "peers": {"cublas": {"median_us": 0.5, "TFLOPs": 1.05, "pct_of_cublas": 100.0, "correct": True}}}},
 }
 
 
@@ -169,6 +169,20 @@ def test_a_gemm_record_round_trips_and_tabulates(tmp_path):
     assert "| stage | µs | TFLOP/s | % of cuBLAS | % of SGEMM | speed-up vs 01 | correct |" in text
     assert "| 01_naive | 100.0 | 0.0 | 0.5 | 20 | 1.0× | ✓ |" in text
     assert "cuBLAS 1 TFLOP/s" in text and "needs compute capability 9.0" in text
+
+
+@pytest.mark.parametrize("breakage, message", [
+    (lambda s: s.update(TFLOPs=2.0), r"01_naive is inconsistent: TFLOPs 2.0 but 524,288 FLOPs in 100.0 µs"),
+    (lambda s: s.update(pct_of_cublas=50.0), r"pct_of_cublas 50.0 but cublas took 0.5 µs"),
+    (lambda s: s.update(median_us=-1.0), "a time must be positive"),
+    (lambda s: s.update(checks={"before_timing": True, "after_timing": False}), "correct is true but its checks"),
+])
+def test_a_record_whose_figures_disagree_is_refused(tmp_path, breakage, message):
+    record = json.loads(json.dumps(GEMM_RECORD))
+    breakage(record["workloads"]["gemm M=64 N=64 K=64"]["stages"]["01_naive"])
+    (tmp_path / "bad.json").write_text(json.dumps(record))
+    with pytest.raises(results.RecordError, match=message):
+        results.load(tmp_path / "bad.json")
 
 
 def test_a_gemm_record_missing_a_figure_names_it(tmp_path):

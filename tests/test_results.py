@@ -72,3 +72,45 @@ def test_committed_readme_matches_committed_records(tmp_path):
 def test_committed_records_are_valid():
     for record in results.load_all():
         assert record["workloads"]
+
+
+def test_the_resampling_figures_must_agree_with_the_time(tmp_path):
+    record = json.loads(json.dumps(RECORD))
+    w = record["workloads"]["resample B=1 S=2 T=3 D=4 sorted"]
+    w["min_bytes"] = 30_000
+    w["stages"]["01_naive"]["GBps"] = 0.3          # 30,000 bytes in 100 µs
+    w["stages"]["01_naive"]["pct_of_copy"] = 0.0
+    w["peers"]["torch_compile"].update(GBps=1.5, pct_of_copy=0.1)
+    results.validate(record, "ok")
+    w["stages"]["01_naive"]["GBps"] = 300.0
+    with pytest.raises(results.RecordError, match="GBps 300.0 but 30,000 bytes in 100.0 µs is 0.3 GB/s"):
+        results.validate(record, "bad")
+
+
+def test_committed_records_measured_the_code_of_the_commit_they_name():
+    """A record names a commit and the digest of the code it ran: where that commit is in this clone's history,
+    its code must have that digest (a dirty tree, or a commit claimed for other code, fails)."""
+    import subprocess
+    checked = 0
+    for record in results.load_all():
+        for name, w in record["workloads"].items():
+            commit, digest = w.get("commit") or record.get("commit"), w.get("source_digest")
+            if not digest or not commit:
+                continue                      # measured before records kept a digest
+            files = subprocess.run(["git", "ls-tree", "-r", "--name-only", commit, "cudabook"], cwd=results.ROOT,
+                                   capture_output=True, text=True)
+            if files.returncode:
+                continue                      # a shallow clone without that commit
+            paths = [p for p in files.stdout.split() if p.endswith((".py", ".cu", ".cuh"))]
+            show = lambda p: subprocess.run(["git", "show", f"{commit}:{p}"], cwd=results.ROOT,  # noqa: E731
+                                            capture_output=True, text=True).stdout
+            assert results.source_digest(show, paths) == digest, f"{name}: not the code of commit {commit}"
+            assert not w.get("dirty"), f"{name} was measured on a tree with uncommitted changes"
+            checked += 1
+    if not checked:
+        pytest.skip("no record with a source digest yet")
+
+
+def test_the_digest_is_of_the_code():
+    here = results.source_digest()
+    assert len(here) == 16 and results.source_digest(lambda p: "changed", ["cudabook/x.py"]) != here

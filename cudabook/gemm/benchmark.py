@@ -83,3 +83,22 @@ def peers(args, problem, ctx, *, repeats=25, progress=print) -> dict:
         if "median_us" in v:
             v.update(metrics(problem, v["median_us"], ctx))
     return rows
+
+
+def consistency(row, workload, record) -> str | None:
+    """Why a row's figures disagree with its own time, or None: TFLOP/s from µs and 2MNK, % of cuBLAS from
+    cuBLAS's time in the same workload (each as rounded when recorded)."""
+    size = workload.get("size", {})
+    flops = workload.get("context", {}).get("flops") or (2 * size["M"] * size["N"] * size["K"] if size else None)
+    if flops and "TFLOPs" in row:
+        want = flops / (row["median_us"] * 1e-6) / 1e12
+        if abs(row["TFLOPs"] - want) > 0.006 + 1e-3 * want:
+            return f"TFLOPs {row['TFLOPs']} but {flops:,} FLOPs in {row['median_us']} µs is {want:.2f} TFLOP/s"
+    for peer in ("cublas", "cublas_sgemm"):
+        peer_us = workload.get("peers", {}).get(peer, {}).get("median_us")
+        key = f"pct_of_{peer}"
+        if peer_us and key in row:
+            want = 100 * peer_us / row["median_us"]
+            if abs(row[key] - want) > 0.06 + 1e-3 * want:
+                return f"{key} {row[key]} but {peer} took {peer_us} µs against {row['median_us']} µs: {want:.1f} %"
+    return None

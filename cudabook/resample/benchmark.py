@@ -61,3 +61,19 @@ def peers(args, problem, ctx, *, repeats=25, progress=print) -> dict:
         if "median_us" in v:
             v.update(metrics(problem, v["median_us"], ctx))
     return rows
+
+
+def consistency(row, workload, record) -> str | None:
+    """Why a row's figures disagree with its own time, or None: GB/s from µs and the traffic, % from the
+    ceiling (each as rounded when recorded)."""
+    nbytes = workload.get("min_bytes") or workload.get("context", {}).get("min_bytes")
+    copy = workload.get("context", {}).get("copy_GBps") or record.get("copy_GBps")
+    if nbytes and "GBps" in row:
+        want = nbytes / (row["median_us"] * 1e-6) / 1e9
+        if abs(row["GBps"] - want) > 0.06 + 1e-3 * want:
+            return f"GBps {row['GBps']} but {nbytes:,} bytes in {row['median_us']} µs is {want:.1f} GB/s"
+    if copy and "pct_of_copy" in row and "GBps" in row:
+        want = 100 * row["GBps"] / copy
+        if abs(row["pct_of_copy"] - want) > 0.06 + 1e-3 * want:
+            return f"pct_of_copy {row['pct_of_copy']} but {row['GBps']} GB/s of a {copy} GB/s ceiling is {want:.1f} %"
+    return None
