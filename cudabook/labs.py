@@ -101,6 +101,9 @@ def grade(stage_name, kernel, *, track=DEFAULT_TRACK, quiet=False, **params) -> 
     for name, inputs, label in graded:
         try:
             verdict = _track.check_case(t, lambda p: module.launch(p, kernel=kernel, **params), inputs)
+        except _track.KernelTimeout as e:
+            say(f"Case '{name}' ({label}): {e}")
+            return False
         except Exception as e:  # the learner's kernel failed to compile or run: explain, don't dump
             if type(e).__name__ == "CompileError":
                 say(f"Your code does not compile:\n{e}")

@@ -83,19 +83,72 @@ RACE_HINT = ("the output differs between two runs on the same inputs: a race (th
              "that others are still writing, or overwriting a buffer someone still reads: a missing barrier?)")
 
 
-def check_case(track, launch, inputs, *, rerun=True, **params):
-    """Upload `inputs`, poison the output, run `launch(problem, **params)` and judge the result. A wrong result
-    is produced a second time (rerun=True): if the two differ, the verdict says it is a race."""
+class KernelTimeout(RuntimeError):
+    """A launch did not finish within its time limit (an endless loop, or threads waiting for each other)."""
+
+
+TIME_LIMIT_S = {"simulator": 60, "gpu": 60}   # seconds a launch may take in a check (cases take a few)
+
+
+def launch_within(launch, problem, seconds=None, **params):
+    """launch(problem, **params), then wait at most `seconds` for it to finish; KernelTimeout if it does not.
+
+    On a GPU the launch returns at once and a CUDA event is polled (the main thread stays interruptible). In the
+    simulator the kernel runs in Python on the calling thread, so it runs on a helper thread while this one
+    waits: Jupyter's Interrupt then stops the wait (the simulated threads of an endless kernel keep spinning
+    until the notebook's kernel is restarted, which the message says)."""
+    import threading
+    import time
+
+    from . import SIMULATOR
+    seconds = seconds or TIME_LIMIT_S["simulator" if SIMULATOR else "gpu"]
+    if not SIMULATOR:
+        from numba import cuda
+        launch(problem, **params)
+        done = cuda.event(timing=False)
+        done.record()
+        start = time.monotonic()
+        while not done.query():
+            if time.monotonic() - start > seconds:
+                raise KernelTimeout(
+                    f"your kernel did not finish in {seconds} s: a loop that never ends, or threads waiting for "
+                    f"each other (a barrier some threads never reach, a wait on a barrier that never completes)? "
+                    f"The GPU is still running it: restart the notebook's kernel (Kernel > Restart)")
+            time.sleep(0.001)
+        return
+    outcome = {}
+
+    def work():
+        try:
+            launch(problem, **params)
+        except BaseException as e:  # handed to the waiting thread
+            outcome["error"] = e
+    worker = threading.Thread(target=work, daemon=True, name="cudabook-launch")
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise KernelTimeout(
+            f"your kernel did not finish in {seconds} s in the simulator: a loop that never ends, or a warp "
+            f"waiting for lanes that left (a shuffle or barrier after some threads returned)? Its simulated "
+            f"threads are still spinning: restart the notebook's kernel (Kernel > Restart)")
+    if "error" in outcome:
+        raise outcome["error"]
+
+
+def check_case(track, launch, inputs, *, rerun=True, time_limit=None, **params):
+    """Upload `inputs`, poison the output, run `launch(problem, **params)` within a time limit and judge the
+    result. A wrong result is produced a second time (rerun=True): if the two differ, the verdict says it is
+    a race."""
     import numpy as np
     track = get(track)
     problem = track.upload(*inputs)
     problem.poison()
-    launch(problem, **params)
+    launch_within(launch, problem, time_limit, **params)
     first = problem.result()
     verdict = track.judge(first, *inputs)
     if not verdict.ok and rerun:
         problem.poison()
-        launch(problem, **params)
+        launch_within(launch, problem, time_limit, **params)
         again = problem.result()
         if not np.array_equal(np.asarray(first).view(np.uint16), np.asarray(again).view(np.uint16)):
             lines = [line for line in verdict.message.split("\n") if not line.startswith("Hint: ")]

@@ -218,3 +218,31 @@ def test_grader_takes_the_track_by_name(capsys):
         pytest.skip("no GEMM stage yet")
     assert not labs.grade(gemm.STAGES[0], None, track="gemm")
     assert "No kernel to grade yet" in capsys.readouterr().out
+
+
+STOP = np.zeros(1, np.int32)
+
+
+def test_a_kernel_that_never_ends_fails_with_a_time_limit(monkeypatch, capsys):
+    """The grader must never hang: an endless loop gets 'did not finish', and the grading returns."""
+    import time
+
+    import cudabook
+    from numba import cuda
+    if not cudabook.SIMULATOR:
+        pytest.skip("on a GPU the endless kernel would keep the GPU busy for the rest of the test process")
+    monkeypatch.setitem(track.TIME_LIMIT_S, "simulator", 2)
+
+    @cuda.jit
+    def gemm_naive(a, b, c):
+        while STOP[0] == 0:          # the simulator reads the live global: the test ends the loop afterwards
+            pass
+
+    STOP[0] = 0
+    start = time.monotonic()
+    try:
+        assert not labs.grade("01_naive", gemm_naive, track="gemm")
+    finally:
+        STOP[0] = 1
+    assert time.monotonic() - start < 30
+    assert "did not finish in 2 s" in capsys.readouterr().out
