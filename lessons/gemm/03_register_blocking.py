@@ -64,8 +64,8 @@ draw_thread_blocks()
 # 3. store tile `t` (widened to float32, A transposed so that a thread's 8 values of A are consecutive) into
 #    the *other* of two shared buffers, and pass a barrier.
 #
-# One barrier per tile is enough: a buffer is written two passes after it was last read, and a barrier lies
-# between. When K or N is not a multiple of 8 (rows not 16-byte aligned) the same kernel is compiled with
+# One barrier per tile is enough: pass `t` writes the buffer that pass `t - 1` read (tile `t - 2`), and the
+# barrier that ends pass `t - 1` lies between the last read and the first write. When K or N is not a multiple of 8 (rows not 16-byte aligned) the same kernel is compiled with
 # `VEC = False`, and loads element by element; past the edges it loads zeros.
 
 # %%
@@ -82,14 +82,14 @@ from cudabook.gemm.s03_register_blocking import *   # the constants and device f
 #! kernel gemm.s03_register_blocking load_run
 
 # %% [markdown]
-# `load_f32x4`, `load_bf16x8` and `store_bf16x2` are small `numba.cuda.extending.intrinsic`s: each emits one
-# vector instruction (`ld.shared.v4.f32`, `ld.global.v4.u32`, `st.global.u32`) through a pointer it promises
-# is aligned. Numba has no 128-bit type, and LLVM does not merge four neighbouring scalar loads when it
+# `load_f32x4`, `store_f32x4`, `load_bf16x8` and `store_bf16x2` are small `numba.cuda.extending.intrinsic`s:
+# each emits one wide access (`ld.shared.v4.f32`, `st.shared.v4.f32`, `ld.global.v4.u32`, `st.global.u32`)
+# through a pointer it promises is aligned. Numba has no 128-bit type, and LLVM does not merge four neighbouring scalar loads when it
 # cannot prove their alignment. In the simulator they are plain Python.
 #
 # ## Registers, not local memory
 #
-# `acc`, `af` and `bf` are `cuda.local.array`s: in principle, per-thread memory in DRAM (cached in L1).
+# `acc`, `af`, `bf` (and `ra`, `rb`, `cw`) are `cuda.local.array`s: in principle, per-thread memory in DRAM (cached in L1).
 # They end up in registers only if every index into them is a compile-time constant, which happens when LLVM
 # unrolls every loop that indexes them: loops of constant trip count (`range(TM)` with `TM` a global of the
 # module) and a small enough body. Two places needed care:
@@ -146,16 +146,18 @@ plt.show()
 # ## What limits it, and where Numba stops
 #
 # The inner loop is now almost all arithmetic: per two steps of k, 128 FFMA instructions and 8 shared loads
-# in a loop of about 140 instructions (the SASS of an sm_90 build). What is left: the loop's own instructions,
-# the loads, stores and barrier of each tile, and latency the scheduler cannot hide with only 16 warps an SM
-# (126 registers a thread allow two blocks of 256). cuBLAS's SGEMM is the same idea, tuned further.
+# in a loop of about 140 instructions. What is left: the loop's own instructions, the loads, stores and
+# barrier of each tile, and latency the scheduler cannot hide with only 16 warps an SM (ptxas gives the
+# kernel about 126 registers a thread, which allows two blocks of 256). Both counts are from an sm_90 build
+# read with ptxas and cuobjdump when this lesson was written (not a record; another compiler may differ a
+# little); the PTX cell above shows the part you can check here: 128 `fma.rn.f32` and 8 `ld.shared.v4.f32`. cuBLAS's SGEMM is the same idea, tuned further.
 #
 # Numba stops here, for three reasons:
 #
 # - **No control of the code generator.** Unrolling, register allocation and instruction order are LLVM's
-#   and ptxas's. We steered them by the shape of the code (constant globals, small loop bodies, split loops),
-#   not by `#pragma unroll` or `__launch_bounds__` in the source (Numba's `launch_bounds=` exists, but only
-#   as a decorator argument, not per loop).
+#   and ptxas's. We steered them by the shape of the code (constant globals, small loop bodies, split loops):
+#   Numba has no `#pragma unroll`. Its one knob, `launch_bounds=` (a register budget for the whole kernel,
+#   which `launch` sets to the block's 256 threads), is all we can say to ptxas.
 # - **No asynchronous copies.** `cp.async` (global to shared without registers) and TMA are not available, so
 #   the double buffer goes through registers.
 # - **No tensor cores.** Numba has no `mma`, `ldmatrix` or `wgmma`. An H100's fp32 CUDA cores peak at about
@@ -166,8 +168,10 @@ plt.show()
 # ## Experiment: the thread's block, TM x TN
 #
 # A bigger block per thread means more FMAs per shared load, but more registers (`TM x TN` accumulators), so
-# fewer threads fit on an SM; a smaller one, the reverse. Prediction to test: 8 is the sweet spot for `tm`, 4
-# reads shared memory twice as often per FMA, and 16 runs out of registers. Change the values, or sweep `tn`
+# fewer threads fit on an SM; a smaller one, the reverse. Prediction to test: 8 is the sweet spot for `tm`; 4
+# reads 1.5 times as many shared values per FMA ((4 + 8) / 32 against (8 + 8) / 64) and its runs of 2 lose the
+# 16-byte loads; 16 needs 128 accumulators a thread, and only 128 threads a block (check `s03.ptx(tm=16)` for
+# `.local`). Change the values, or sweep `tn`
 # (a multiple of 4) or `bk` (a multiple of 8) instead. Without a GPU the sweep checks each setting is correct.
 
 # %%

@@ -134,10 +134,10 @@ for op in "ab":
           f"{s04.conflict_ways(s04.ldmatrix_banks(op, True))}-way")
 
 # %% [markdown]
-# Measured on an H100 80GB HBM3 with Nsight Compute (one 2048³ product, the default 128 x 256 x 32 tiles,
-# 1,056,768 `ldmatrix` instructions either way): plain tiles 20,971,520 shared-load bank conflicts and 164 µs;
-# swizzled 0 conflicts and 59 µs. At 4096³ the plain layout runs at 18 % of cuBLAS, the swizzled one at 53 %.
-# One XOR.
+# On a GPU, Nsight Compute shows the difference directly: the counter
+# `l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum` is zero for the swizzled kernel and large for
+# the plain one (`swizzle=False`), with the same number of `ldmatrix` instructions. The sweep at the end of
+# this lesson measures what it costs in time. One XOR.
 #
 # ## The cp.async ring
 #
@@ -148,7 +148,8 @@ for op in "ab":
 #   k16 step 0 of slice kt:   read step 1's fragments (ldmatrix)
 #                             start slice kt+STAGES-1 into the stage slice kt-1 used; commit
 #                             wait_group STAGES-2: slice kt+1 has landed (this thread's copies)
-#                             __syncthreads(): everyone's copies have landed, nobody reads slice kt-1
+#                             __syncthreads(): everyone's copies of slice kt+1 have landed, and everyone
+#                                              has read step 1 of slice kt (its stage is refilled next slice)
 #                             32 mma on step 0's fragments
 #   k16 step 1 (the last):    read slice kt+1's first fragments; 32 mma on step 1's
 # ```
@@ -156,7 +157,9 @@ for op in "ab":
 # The next step's fragments are read while this step's mma instructions run (two fragment buffers), even
 # across the slice boundary: that is why the wait is for slice `kt + 1`, one step early. Why `STAGES-2`? By
 # then `STAGES-1 + kt + 1` groups were committed, and slices `0 .. kt+1` must be complete: at most
-# `STAGES - 2` may still be in flight. This is the lab's region:
+# `STAGES - 2` may still be in flight. And why may the copies into slice `kt-1`'s stage start *before* this
+# barrier? Its last fragments were read at step 0 of slice `kt-1`, before the barrier of that slice.
+# This is the lab's region:
 
 # %%
 lesson.show_region(s04.source(), start="int rs = 0, ws", end="rs = rs + 1 == STAGES")
@@ -206,16 +209,9 @@ else:
 # %% [markdown]
 # ## How fast?
 #
-# Measured in this workbook's session on an H100 80GB HBM3 (CUDA events, launches back to back, median),
-# cuBLAS (`torch.matmul`, bf16) in the same process on the same data:
-#
-# | M = N = K | this kernel (128 x 256 x 32, 8 warps, 3 stages) | cuBLAS | % of cuBLAS |
-# |---|---:|---:|---:|
-# | 4096 | 419.6 TFLOP/s | 788.7 TFLOP/s | 53.2 % |
-# | 8192 | 450.6 TFLOP/s | 785.2 TFLOP/s | 57.4 % |
-#
-# cuBLAS on Hopper uses the next rungs' tools: TMA copies and `wgmma`, which reads shared memory itself. On a
-# GPU the next cell measures the ladder so far here (without one it shows the records in `results/`).
+# On a GPU the next cell measures the ladder so far, with cuBLAS (`torch.matmul`, bf16) in the same process on
+# the same data; without one it shows the records in `results/`. This kernel reaches about half of cuBLAS:
+# cuBLAS on Hopper uses the next rungs' tools, TMA copies and `wgmma`, which reads shared memory itself.
 
 # %%
 lesson.ladder_so_far("04_mma_sync", peers=True, track="gemm")

@@ -179,9 +179,12 @@ else:
 # ## How fast?
 #
 # Measured against cuBLAS in the same process (without a Hopper GPU: the records in `results/`). Look at
-# what this version still does badly: every warpgroup waits for its own wgmmas (`wait<0>`) before the
-# `__syncthreads`, and only then does thread 0 start the next copy into that stage; copies and tensor cores
-# take turns more than they overlap. Rung 06 gives the copies to a warpgroup of their own.
+# what this version still does badly. The copies are not the problem: `STAGES - 1` k-tiles are in flight
+# while one is multiplied. The tensor cores are: at every k-tile each warpgroup stops at `wait<0>` until its
+# wgmmas are done, then at `__syncthreads` until the *other* warpgroup's are done too, and only then do both
+# issue the next four. Every k-tile the tensor cores run dry, and both warpgroups refill them at the same
+# moment; thread 0, a consumer like the others, also issues the refill in between. Rung 06 gives the copies
+# to a warpgroup of their own and replaces the block-wide barrier with per-stage mbarriers.
 
 # %%
 lesson.ladder_so_far("05_wgmma_tma", peers=True, track="gemm")

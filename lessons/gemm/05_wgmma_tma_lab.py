@@ -11,13 +11,16 @@
 # sbo)` in `hopper.cuh` packs them (128-byte swizzle); `cudabook.gemm.wgmma` builds the same word in Python.
 # Write, for k-tile stage `s`:
 #
-# 1. the addresses: this warpgroup's rows of A start `wg * 64` rows (of 128 bytes) into the stage; B starts
-#    after A (`A_BYTES`);
+# 1. the addresses (shared-memory byte addresses, `uint32_t`): stage `s` starts at `base + s * STAGE_BYTES`;
+#    this warpgroup (`wg`) has its rows of A `wg * 64` rows (of 128 bytes) into the stage; B starts after A
+#    (`A_BYTES`);
 # 2. `wgmma_fence()` before the first wgmma (the accumulators are about to be written by the async proxy);
-# 3. for each k16 step `kk`: a descriptor for A (SBO = 1024: eight 128-byte rows form one swizzle atom; a
-#    k16 step moves **along** the 128-byte row: how many bytes is 16 bf16?) and one for B (SBO = 1024 again,
-#    LBO = the distance between two 64-column boxes, `B_BOX_BYTES`; a k16 step moves **down** 16 rows of 128
-#    bytes), then `Wgmma<BN>::mma<1>(d, desc_a, desc_b, 1)` (the template's 1: B is MN-major, transposed);
+# 3. for each k16 step `kk`: a descriptor for A (SBO = 1024: eight 128-byte rows form one swizzle atom; LBO
+#    is not used for a swizzled K-major operand, pass 16 as printed below; a k16 step moves **along** the
+#    128-byte row: how many bytes is 16 bf16?) and one for B (SBO = 1024 again, LBO = the distance between two
+#    64-column boxes, `B_BOX_BYTES`; a k16 step moves **down** 16 rows of 128 bytes), then
+#    `Wgmma<BN>::mma<1>(d, desc_a, desc_b, 1)` (the template's 1: B is MN-major, transposed; the last 1:
+#    add to `d` rather than overwrite it);
 # 4. `wgmma_commit()` and `wgmma_wait<0>()`: the stage may be refilled only once the wgmmas have read it.
 #
 # The grader compiles your region into `kernels/wgmma_tma.cu` for sm_90a and runs it on ragged shapes; a
@@ -26,9 +29,20 @@
 # %%
 import cudabook
 print(cudabook.where())
+from cudabook import lesson
 from cudabook.labs import grade
-from cudabook.gemm import wgmma
+from cudabook.gemm import s05_wgmma_tma as s05, wgmma
 print(wgmma.explain(wgmma.descriptor(0x400, lbo=16, sbo=1024, swizzle="128B")))
+
+# %% [markdown]
+# The names your lines can use: the stage layout, then the loop around your region.
+
+# %%
+lesson.show_region(s05.source(), start="constexpr int BM", end="constexpr int SMEM_BYTES")
+print()
+lesson.show_region(s05.source(), start="for (int kt = 0; kt < k_tiles", end=">>> lab")
+print("      ... your lines ...")
+lesson.show_region(s05.source(), start="<<< lab", end="load(kt + STAGES, s)")
 
 # %%
 #! region gemm/kernels/wgmma_tma.cu WGMMA_STEP

@@ -2,8 +2,8 @@
 # # GEMM 06 · Warp specialization: a warpgroup that only copies
 #
 # In rung 05 every warpgroup waited for its own wgmmas, met the others at a `__syncthreads`, and only then did
-# thread 0 ask TMA for the next k-tile of that stage. Copies and tensor-core work took turns. Here the block
-# splits into **roles**:
+# thread 0 ask TMA for the next k-tile of that stage: once per k-tile the whole block stopped together, and
+# the tensor cores ran dry. Here the block splits into **roles**:
 #
 # ```
 #   warpgroup 0: producer (one thread)          warpgroups 1, 2: consumers (64 rows of the tile each)
@@ -16,7 +16,9 @@
 # ```
 #
 # Nobody waits for everybody any more: the producer runs up to `STAGES` k-tiles ahead, limited only by
-# `empty` barriers, and the consumers wait only for data that is not there yet.
+# `empty` barriers, and the consumers wait only for data that is not there yet. Each consumer still waits for
+# its own wgmmas every k-tile (`wait<0>`), but nothing holds the two consumers in step any more, so one may
+# issue while the other waits (rung 07 also keeps one k-tile of wgmmas running while it issues the next).
 #
 # Three more ideas ride along:
 #

@@ -17,16 +17,29 @@
 # 2. run the k-tile: `mma_k_tile(d, a + cw * 64 * 128, a + A_BYTES)` with `a` the stage's address
 #    (`base + s * STAGE_BYTES`);
 # 3. wait for the wgmmas to finish reading (`wgmma_wait<0>()`);
-# 4. one thread of the warpgroup arrives on `empty[s]` (the barrier counts one arrival per consumer warpgroup);
+# 4. one thread of the warpgroup (`tid % 128 == 0`) arrives on `empty[s]` with `mbar_arrive` (the barrier
+#    counts one arrival per consumer warpgroup: more arrivals complete the phase too early);
 # 5. step `s`, flipping `phase` when it wraps.
 #
+# Barriers are 8 bytes each: `full + 8 * s` and `empty + 8 * s` are stage `s`'s. The code around your lines
+# is printed below.
+#
 # A wrong parity or a missing arrival does not crash: it waits forever. The kernel's waits carry a watchdog
-# that traps after about 20 seconds instead, and the grader reports it. Then restart the notebook's kernel.
+# that traps after about 20 seconds instead; the grader then reports a failed launch
+# (`CUDA_ERROR_LAUNCH_FAILED`). Suspect your waits and arrivals, and restart the notebook's kernel before the
+# next try.
 
 # %%
 import cudabook
 print(cudabook.where())
+from cudabook import lesson
+from cudabook.gemm import s06_warp_specialized as s06
 from cudabook.labs import grade
+
+# %%
+lesson.show_region(s06.source(), start="if (wg == 0)", end=">>> lab")
+print("        ... your lines ...")
+lesson.show_region(s06.source(), start="<<< lab", end="const int row")
 
 # %%
 #! region gemm/kernels/warp_specialized.cu CONSUMER_STEP

@@ -44,15 +44,29 @@ from cudabook.gemm import s07_clusters as s07
 # block of the cluster (an `mbarrier.arrive` on a shared address of the peer block, made with `mapa`), and
 # `empty[s]` expects `CONSUMERS x CLUSTER` arrivals. Lab 07 is this loop body.
 #
-# One detail cost half the speed the first time: the arrive on a peer's barrier was written with
-# `.release.cluster` semantics, which compiles to a GPU-wide memory barrier before every arrive. The data the
-# arrive guards was *read* by the tensor cores, not written, so nothing needs releasing: `.relaxed.cluster` is
-# right, and the kernel runs twice as fast.
+# One detail was costly the first time: the arrive on a peer's barrier was written with `.release.cluster`
+# semantics, which compiles to a GPU-wide memory barrier (`MEMBAR.ALL.GPU`) before every arrive. When this
+# rung was built on an H100 that halved its speed (a measurement not kept in `results/`; the cells below show
+# the arrive, and the extra barriers in the SASS). The arrive orders nothing the producer needs: the consumer wrote
+# nothing to the stage, and `wgmma.wait_group` has already said its reads are finished. So `.relaxed.cluster`
+# is enough.
 
 # %%
 lesson.show_region(s07.source(), context=0)
 lesson.show_region((s07.SOURCE.parent / "hopper.cuh").read_text(), start="void mbar_arrive_cluster",
                    end=':: "r"(bar), "r"(cta)', context=1)
+
+# %% [markdown]
+# The same kernel compiled both ways (no GPU needed): count the memory barriers ptxas emits.
+
+# %%
+hopper = (s07.SOURCE.parent / "hopper.cuh").read_text()
+for sem in ("relaxed", "release"):
+    text = s07.source().replace('#include "hopper.cuh"',
+                                hopper.replace("mbarrier.arrive.relaxed.cluster", f"mbarrier.arrive.{sem}.cluster"))
+    found = nvrtc.sass_lines(s07.compile_cubin(source_text=text), "MEMBAR", kernel=s07.KERNEL)
+    print(f".{sem}.cluster: {sum('MEMBAR.ALL.GPU' in x for x in found)} x MEMBAR.ALL.GPU, "
+          f"{sum('MEMBAR.ALL.CTA' in x for x in found)} x MEMBAR.ALL.CTA")
 
 # %% [markdown]
 # ## The maps: A, B, and now C
@@ -103,9 +117,10 @@ lesson.ladder_so_far("07_clusters", peers=True, track="gemm")
 #
 # Switch each one off and measure: `cluster=1` (no cluster, no multicast), `multicast=0` (clusters, but every
 # block loads its own B), `tma_store=False` (06's register stores), `stmatrix=False`, `mma_depth=0` (wait for
-# each k-tile's wgmmas before issuing the next). When this rung was built on an H100, clusters of 2 were the
-# big step, multicast added a little at 8192, and `stmatrix` and `mma_depth` were within the noise. Check on
-# your GPU: the sweeps below measure each switch at 4096.
+# each k-tile's wgmmas before issuing the next). When this rung was built on an H100 (measurements not kept in
+# `results/`), clusters of 2 were the big step, multicast added a little at 8192, and `stmatrix` and
+# `mma_depth` were within the noise. Check on your GPU: the sweeps below measure three of the switches at
+# 4096.
 
 # %%
 lesson.sweep("07_clusters", "cluster", [1, 2, 4], track="gemm")

@@ -12,7 +12,8 @@
 #
 # 1. wait for stage `s` to be full (parity `phase`);
 # 2. issue its k-tile: `mma_k_tile(d, a + cw * 64 * 128, a + A_BYTES)`, `a` the stage's address;
-# 3. `wgmma_wait<1>()`; then the warpgroup's leader releases `prev` (if there is one) and `prev = s`;
+# 3. `wgmma_wait<1>()`; then the warpgroup's `leader` releases stage `prev` (if there is one, `prev >= 0`)
+#    and `prev = s`;
 # 4. step `s`, flipping `phase` when it wraps.
 #
 # (The `#if MMA_DEPTH` branches of the solution keep the simpler `MMA_DEPTH 0` path too; you may write only
@@ -22,7 +23,20 @@
 # %%
 import cudabook
 print(cudabook.where())
+from cudabook import lesson
+from cudabook.gemm import s07_clusters as s07
 from cudabook.labs import grade
+
+# %% [markdown]
+# `release`, then the code around your lines (after the loop, the last `prev` is released once the final
+# wgmmas are done):
+
+# %%
+lesson.show_region(s07.source(), start="void release(", end="}")
+print()
+lesson.show_region(s07.source(), start="const bool leader", end=">>> lab")
+print("        ... your lines ...")
+lesson.show_region(s07.source(), start="<<< lab", end="release(empty + 8 * prev)")
 
 # %%
 #! region gemm/kernels/clusters.cu CLUSTER_STEP

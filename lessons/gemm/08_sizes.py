@@ -3,9 +3,9 @@
 #
 # Seven rungs, one problem: `C = A @ B`, bf16 in, fp32 sums, bf16 out. This lesson puts them side by side
 # against cuBLAS (`torch.matmul`, measured in the same process on the same data), then asks the question the
-# single number at 4096 hides: **how does each rung fare from 256 to 8192?** The answer explains a puzzle from
-# the logs this workbook grew from: a first TMA + WGMMA kernel that reached only 45–47 % of cuBLAS at sizes
-# 256–1024.
+# single number at 4096 hides: **how does each rung fare from 256 to 8192?** The answer bears on a puzzle from
+# the logs this workbook grew from (seed 004): a first TMA + WGMMA kernel that reached only 45–47 % of cuBLAS
+# at sizes 256–1024 (the log's own claim, fp16 on an H800 PCIe; not rerun here).
 
 # %%
 import cudabook
@@ -39,7 +39,8 @@ lesson.ladder_so_far(gemm.STAGES[-1], peers=True, track="gemm")
 #
 # At 1024 half the GPU never works, however fast each tile is. cuBLAS has many kernels and picks one per
 # shape (smaller tiles, or a split of K across blocks, for small problems); a workbook kernel with one tile
-# shape does not. That is the 45–47 %: not slow tensor-core code, but idle SMs.
+# shape does not. Idle SMs alone are enough to explain a number like seed 004's 45–47 %, without any slow
+# tensor-core code.
 
 # %%
 sms = device.gpu().sms if device.gpu() else 132
@@ -81,16 +82,26 @@ else:
 # - **256 to 1024**: every rung is far from cuBLAS, and the order of the Hopper rungs is *reversed*: rung 05,
 #   with 128 x 128 tiles and one block per tile, beats 06 and 07, whose 128 x 256 tiles are half as many. At
 #   1024 that is 32 tiles for 132 SMs: three quarters of the GPU idle, however good the pipeline. Rung 05 lands
-#   where seed 004's first WGMMA kernel did, near half of cuBLAS. cuBLAS itself switches kernels here.
+#   where seed 004's first WGMMA kernel did, near half of cuBLAS.
 # - **2048 and up**: enough tiles for several waves; the rungs are compute-bound and their order is the
 #   ladder's, each one above the one before.
 # - **the Numba rungs** fall away as size grows: their fp32 FMAs run at a fraction of the tensor cores' rate,
 #   so the benchmark also measures them against cuBLAS's fp32 SGEMM (the `% of SGEMM` column above).
 #
-# One caution when you read % of cuBLAS at 8192: at that size the GPU runs hot and its clocks move, and cuBLAS
-# has been measured anywhere from about 740 to 800 TFLOP/s on the same H100 in different runs. Compare rungs
-# within one run (as every table here does), never across runs.
-#
-# **Try it.** Rerun the sweep for one rung with another tile width, e.g.
+# One caution when you read % of cuBLAS at 8192: there rung 07 is recorded *above* cuBLAS. cuBLAS's own
+# TFLOP/s drops from 4096 to 8192 in the records (printed below), while rungs 06 and 07 do not: at that size
+# the GPU runs hot and its clocks move. A percentage is only as steady as its yardstick: compare rungs within
+# one run (as every table here does), never across runs.
+
+# %%
+for r in sizes.load_sweeps():
+    print(f"{r['machine']['gpu']}, recorded (commit {r['commit']}): TFLOP/s")
+    for s, row in sorted(((int(k), v) for k, v in r["sizes"].items())):
+        print(f"  M = N = K = {s:>4}: " + "   ".join(
+            f"{name} {row[name]['TFLOPs']:6.1f}" for name in ("cublas", "06_warp_specialized", "07_clusters")
+            if row.get(name, {}).get("TFLOPs")))
+
+# %% [markdown]
+# **Try it.** Rerun the sweep for one rung with another tile width, e.g. (after `from cudabook import results`)
 # `results.measure_workload("gemm", dict(M=1024, N=1024, K=1024), stages=["05_wgmma_tma"], params={"05_wgmma_tma": {"bn": 64}})`,
 # and compare the wave count with the table above.
