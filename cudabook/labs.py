@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import pathlib
 import re
+import time
 
 from . import SIMULATOR, notebooks, nvrtc
 from . import track as _track
@@ -97,29 +98,41 @@ def grade(stage_name, kernel, *, track=DEFAULT_TRACK, quiet=False, **params) -> 
         if early is not None:
             return early
         kernel = splice(stage_name, kernel, track)
-    graded = cases(stage_name, track)
-    for name, inputs, label in graded:
-        try:
-            verdict = _track.check_case(t, lambda p: module.launch(p, kernel=kernel, **params), inputs)
-        except _track.KernelTimeout as e:
-            say(f"Case '{name}' ({label}): {e}")
-            return False
-        except Exception as e:  # the learner's kernel failed to compile or run: explain, don't dump
-            if type(e).__name__ == "CompileError":
-                say(f"Your code does not compile:\n{e}")
+    graded = []
+    for variant in getattr(module, "GRADING_VARIANTS", [{}]):   # e.g. other pipeline depths, where a race shows
+        for name, inputs, label in cases(stage_name, track):
+            label = ", ".join([label] + [f"{k}={v}" for k, v in variant.items()])
+            graded.append((name, inputs, label))
+            start = time.monotonic()
+            try:
+                verdict = _track.check_case(t, lambda p: module.launch(p, kernel=kernel, **{**variant, **params}),
+                                            inputs)
+            except _track.KernelTimeout as e:
+                say(f"Case '{name}' ({label}): {e}")
                 return False
-            say(f"Your kernel raised an error on the case '{name}' ({label}):\n"
-                f"  {type(e).__name__}: {_first_line(e)}\n"
-                f"Fix that first; the full traceback appears if you call the kernel directly.")
-            if not SIMULATOR:
-                say("On a GPU an illegal memory access leaves the CUDA context unusable for this process: "
-                    "restart the notebook's kernel (Kernel > Restart) before you try again.")
-            return False
-        if not verdict.ok:
-            say(f"Case '{name}' ({label}):\n{verdict}")
-            if verdict.nan == verdict.total:
-                say(f"It looks like the kernel body is still the TODO. What to write: {hint(stage_name, track)}.")
-            return False
+            except Exception as e:  # the learner's kernel failed to compile or run: explain, don't dump
+                if type(e).__name__ == "CompileError":
+                    say(f"Your code does not compile:\n{e}")
+                    return False
+                say(f"Your kernel raised an error on the case '{name}' ({label}):\n"
+                    f"  {type(e).__name__}: {_first_line(e)}")
+                watchdog = getattr(module, "WATCHDOG_S", None)
+                if watchdog and time.monotonic() - start >= 0.8 * watchdog:
+                    say(f"It ran for {time.monotonic() - start:.0f} s before it failed: a wait that never ended, "
+                        f"stopped by the kernel's watchdog (it traps after {watchdog} s). A barrier waited with the "
+                        f"wrong parity, or it never got the arrivals it counts (a missing arrive, one thread "
+                        f"arriving for many, or expect_tx bytes the copies do not deliver).")
+                else:
+                    say("Fix that first; the full traceback appears if you call the kernel directly.")
+                if not SIMULATOR:
+                    say("On a GPU a failed kernel leaves the CUDA context unusable for this process: restart the "
+                        "notebook's kernel (Kernel > Restart) before you try again.")
+                return False
+            if not verdict.ok:
+                say(f"Case '{name}' ({label}):\n{verdict}")
+                if verdict.nan == verdict.total:
+                    say(f"It looks like the kernel body is still the TODO. What to write: {hint(stage_name, track)}.")
+                return False
     say(f"PASS: {stage_name} is correct on {len(graded)} fresh random cases: "
         + "; ".join(f"{name} ({label})" for name, _, label in graded))
     return True

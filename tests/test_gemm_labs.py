@@ -54,6 +54,10 @@ WRONG = {
          "if (kt + STAGES - 1 < KT)", "if (kt + STAGES - 1 < KT - 1)", "every K tile is loaded"),
         ("a slice skipped: copies run one slice too far ahead", "(kt + STAGES - 1) * BK", "(kt + STAGES) * BK",
          "wrong"),
+        ("a wait one commit group short: slice kt+1 may still be in flight", "cp_async_wait<STAGES - 2>();",
+         "cp_async_wait<STAGES - 1>();", None),
+        ("the commit only when a slice was issued: the group count is off at the end of K",
+         "cp_async_commit();", "if (kt + STAGES - 1 < KT) cp_async_commit();", None),
     ],
     "05_wgmma_tma": [
         ("A's k16 step of 16 bytes instead of 32 (16 bf16 are 32 bytes)", "a + 32 * kk", "a + 16 * kk", "wrong"),

@@ -37,6 +37,7 @@ KERNEL = "gemm_wgmma_tma"
 BK = 64
 ALIGN = 8              # TMA rows must be multiples of 16 bytes: K and N padded to multiples of 8 bf16
 ARG_TYPES = (None, None, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int)
+WATCHDOG_S = 20        # hopper.cuh's WATCHDOG_NS: a wait that never ends traps after this long (the grader says so)
 # Compiler messages that betray a mistake in a learner's wgmma code (read by the lab grader, cudabook.labs).
 # Without wgmma.wait_group before the accumulators are read, ptxas inserts one itself (C7517) and the result
 # may still come out right, so no test run would catch it; where ptxas puts its wait is not where the ring

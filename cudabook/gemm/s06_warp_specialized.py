@@ -32,6 +32,7 @@ SOURCE = s05.KERNEL_DIR / "warp_specialized.cu"
 KERNEL = "gemm_warp_specialized"
 ARG_TYPES = s05.ARG_TYPES
 COMPILE_LOG_MISTAKES = s05.COMPILE_LOG_MISTAKES   # the lab grader reads what ptxas says about the wgmmas
+WATCHDOG_S = s05.WATCHDOG_S
 
 
 def source() -> str:

@@ -11,7 +11,7 @@
 //      of the cluster are done with it, so each consumer warpgroup arrives on empty[s] of every block
 //      (mbarrier.arrive on a cluster address from mapa), and empty[s] counts CONSUMERS * CLUSTER arrivals.
 //      That arrive must be .relaxed: with .release.cluster, each one waits for a GPU-wide memory barrier and the
-//      kernel ran at half speed (H100: 363 against 750 TFLOP/s at 4096^3).
+//      kernel ran at half speed (measured on an H100 while this rung was built, 4096^3; not a results/ record).
 //      MULTICAST 2: block 0 multicasts all of B; MULTICAST 0: no multicast, every block loads its own B (the
 //      cluster then only places its blocks side by side in time and space).
 //   2. The epilogue writes the bf16 tile to shared memory (in the 128-byte-swizzled layout TMA expects, which
@@ -169,7 +169,7 @@ gemm_clusters(const __grid_constant__ TmaDesc map_a, const __grid_constant__ Tma
       for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
       int prev = -1;                           // the stage whose wgmmas may still run (MMA_DEPTH 1)
       for (int kt = 0; kt < k_tiles; ++kt) {
-        // >>> lab: wait for stage s (parity = phase), issue its k-tile, then release the stage whose wgmmas are known to be done on every block of the cluster (empty counts CONSUMERS * CLUSTER arrivals), and advance s / phase
+        // >>> lab: wait for stage s to be full (which parity?), issue its k-tile, then release the stage whose wgmmas are known to be done on every block of the cluster (empty counts CONSUMERS * CLUSTER arrivals), and advance s / phase
         mbar_wait(full + 8 * s, phase);
         const uint32_t a = base + s * STAGE_BYTES;
         mma_k_tile(d, a + cw * 64 * 128, a + A_BYTES);

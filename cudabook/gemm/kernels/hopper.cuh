@@ -60,7 +60,7 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
 // Relaxed: it orders none of this thread's memory accesses. That is all a consumer's "I am done reading this
 // stage" needs (its wgmmas have finished reading; it wrote nothing the producer reads), and it matters: the
 // release.cluster form makes every arrive wait for a GPU-wide memory barrier (MEMBAR.ALL.GPU in the SASS),
-// which halved this GEMM's speed.
+// which halved this GEMM's speed when it was tried (an H100, while rung 07 was built).
 __device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t cta) {
   asm volatile("{ .reg .b32 remote; mapa.shared::cluster.u32 remote, %0, %1;\n"
                "mbarrier.arrive.relaxed.cluster.shared::cluster.b64 _, [remote]; }"

@@ -216,7 +216,7 @@ gemm_mma_sync(const u16* __restrict__ A, const u16* __restrict__ B, u16* __restr
             if (!last) load_fragments((ks + 1) & 1, rs, ks + 1);
             else if (kt + 1 < KT) load_fragments((ks + 1) & 1, rs + 1 == STAGES ? 0 : rs + 1, 0);
             if (ks == KS - 2) {
-                // >>> lab: issue the copies of slice kt+STAGES-1 into stage ws (load_slice, then commit), wait for slice kt+1 with cp_async_wait<STAGES-2>, then a barrier
+                // >>> lab: issue the copies of slice kt+STAGES-1 into stage ws (load_slice, then commit), wait until slice kt+1 has landed (how many commit groups may still be in flight?), then a barrier
                 if (kt + STAGES - 1 < KT)              // the stage of slice kt-1: nobody reads it any more
                     load_slice(stage_a(ws), stage_b(ws), A, B, M, N, K, m0, n0, (kt + STAGES - 1) * BK, tid);
                 cp_async_commit();                     // always commit, so group g is always slice g
