@@ -139,6 +139,7 @@ def test_the_grader_passes_the_solution_and_fails_each_mistake(stage, path, caps
     assert "PASS" in capsys.readouterr().out
     for what, old, new, phrase in WRONG[stage]:
         ok, out = _grade_elsewhere(stage, _region(path).replace(old, new), tmp_path)
+        print(f"--- {stage}: {what}\n{out}")          # the messages, for whoever reads the log (pytest -s)
         assert not ok, (what, out)
         assert "FAIL" in out or "raised an error" in out or "the compiler had to step in" in out, (what, out)
         if phrase:
