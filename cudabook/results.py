@@ -49,17 +49,22 @@ def _git(*args) -> str | None:
 
 
 def _commit():
-    """The commit measured: git's HEAD, or CUDABOOK_COMMIT on a copy of the tree without .git (the GPU
-    machine). Which one it really was is checked by source_digest (see tests/test_results.py)."""
+    """The commit measured: CUDABOOK_COMMIT when the caller names it (a copy of the tree on a GPU machine,
+    whose .git, if any, may be older than the files), else git's HEAD. Either way the record's source_digest
+    says which code really ran, and tests/test_results.py checks it against the commit named."""
     import os
+    if os.environ.get("CUDABOOK_COMMIT"):
+        return os.environ["CUDABOOK_COMMIT"]
     head = _git("rev-parse", "--short", "HEAD")
-    if head:
-        return head.strip()
-    return os.environ.get("CUDABOOK_COMMIT") or None
+    return head.strip() if head else None
 
 
 def _dirty() -> bool | None:
-    """True when tracked files differ from HEAD (the numbers are not those of any commit); None without git."""
+    """True when tracked files differ from HEAD (the numbers are not those of any commit); None without git,
+    or when the commit was named by CUDABOOK_COMMIT (then only the digest can tell)."""
+    import os
+    if os.environ.get("CUDABOOK_COMMIT"):
+        return None
     status = _git("status", "--porcelain", "--untracked-files=no")
     return None if status is None else bool(status.strip())
 
