@@ -8,7 +8,9 @@ For the CUDA C++ stages a learner writes only the lab region; `splice` puts it b
 in place of the region, and the stage compiles and launches that whole source. Without a GPU that can run the
 stage, the grader compiles it for sm_90a and says what the machine lacks. On every machine, what the compiler
 says is read too: a stage lists the compiler messages that betray a mistake (COMPILE_LOG_MISTAKES), such as
-ptxas having to insert a wgmma wait the learner left out, which no test run would show.
+ptxas having to insert a wgmma wait the learner left out, which no test run would show; and a stage may list
+mistakes visible in the text itself (LAB_TEXT_MISTAKES) that a GPU almost never shows, such as a race at the
+end of a pipeline.
 
 The cases come from the track (`grading_cases`): fresh random inputs, small in the simulator and larger on a
 GPU, edge cases in both; the verdict from the track's `judge` (float64 reference, the arithmetic's tolerance).
@@ -62,6 +64,11 @@ def _grade_cuda(stage_name, region, say, track) -> bool | None:
     if _unwritten(region):
         say(f"The lab region is still the TODO. What to write: {hint(stage_name, track)}.")
         return False
+    code = "\n".join(line.split("//", 1)[0] for line in region.split("\n"))
+    for pattern, mistake in getattr(module, "LAB_TEXT_MISTAKES", ()):
+        if re.search(pattern, code, re.S):
+            say(f"Not graded yet: {mistake}")
+            return False
     source = splice(stage_name, region, track)
     try:
         cubin = module.compile_cubin(arch="sm_90a", source_text=source)

@@ -57,7 +57,7 @@ WRONG = {
         ("a wait one commit group short: slice kt+1 may still be in flight", "cp_async_wait<STAGES - 2>();",
          "cp_async_wait<STAGES - 1>();", None),
         ("the commit only when a slice was issued: the group count is off at the end of K",
-         "cp_async_commit();", "if (kt + STAGES - 1 < KT) cp_async_commit();", None),
+         "cp_async_commit();", "if (kt + STAGES - 1 < KT) cp_async_commit();", "cp_async_commit() sits under an if"),
     ],
     "05_wgmma_tma": [
         ("A's k16 step of 16 bytes instead of 32 (16 bf16 are 32 bytes)", "a + 32 * kk", "a + 16 * kk", "wrong"),
@@ -123,10 +123,12 @@ def test_mistakes_the_compiler_betrays_are_caught_on_any_machine(stage, path, ca
     assert not any(re.search(p, nvrtc.compile_log(module.compile_cubin()))
                    for p, _ in getattr(module, "COMPILE_LOG_MISTAKES", ()))
     for what, old, new, phrase in WRONG[stage]:
-        if phrase == "the compiler had to step in":
+        if phrase in ("the compiler had to step in", "cp_async_commit() sits under an if"):
             assert not labs.grade(stage, _region(path).replace(old, new), track="gemm"), what
             out = capsys.readouterr().out
-            assert phrase in out and "C7517" in out and "wgmma_wait<0>()" in out, out
+            assert phrase in out, out
+            if "compiler" in phrase:
+                assert "C7517" in out and "wgmma_wait<0>()" in out, out
 
 
 @pytest.mark.hopper
@@ -141,6 +143,7 @@ def test_the_grader_passes_the_solution_and_fails_each_mistake(stage, path, caps
         ok, out = _grade_elsewhere(stage, _region(path).replace(old, new), tmp_path)
         print(f"--- {stage}: {what}\n{out}")          # the messages, for whoever reads the log (pytest -s)
         assert not ok, (what, out)
-        assert "FAIL" in out or "raised an error" in out or "the compiler had to step in" in out, (what, out)
+        assert any(s in out for s in ("FAIL", "raised an error", "the compiler had to step in", "Not graded yet")), \
+            (what, out)
         if phrase:
             assert phrase in out, (what, out)

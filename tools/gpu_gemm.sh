@@ -6,7 +6,8 @@
 #   bash tools/gpu_gemm.sh notebooks  the GEMM lessons, labs and solutions through nbval, at full size
 source tools/gpu_env.sh || exit 1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export CUDABOOK_COMMIT=${CUDABOOK_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}
+# Name the commit measured: CUDABOOK_COMMIT=<short hash> bash tools/gpu_gemm.sh (the copy on the GPU machine may
+# carry an older .git than its files; records keep a digest of the code, and a test checks it against this commit)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$OUT/nvidia-smi.txt"
 if [ "$1" = notebooks ]; then
   python3 -m ipykernel install --prefix "$PWD/.jup" --name python3 > /dev/null && export JUPYTER_PATH=$PWD/.jup/share/jupyter

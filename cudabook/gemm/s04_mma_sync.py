@@ -50,6 +50,15 @@ def source() -> str:
 # skipped at the end of K, reads a slice still in flight, and that shows most at 2 stages (nothing else is in
 # flight to hide it) and at 4 (more groups outstanding at the tail).
 GRADING_VARIANTS = [{}, {"stages": 2}, {"stages": 4}]
+# Mistakes the lab grader reads in the learner's text (comments removed), because a GPU almost never shows them:
+# a commit only when copies were issued leaves fewer groups than slices at the end of K, so the wait there lets
+# the last slice still be in flight (measured: right results on an H100 at 2, 3 and 4 stages, a race all the same).
+LAB_TEXT_MISTAKES = [
+    (r"\bif\s*\((?:[^()]|\([^()]*\))*\)\s*(?:\{[^}]*)?cp_async_commit\s*\(|\belse\b\s*(?:\{[^}]*)?cp_async_commit\s*\(",
+     "cp_async_commit() sits under an if. Commit on every pass, even when no copy was issued: then commit group "
+     "g is always slice g, and cp_async_wait<N> counts right at the end of K too (otherwise the last slices "
+     "can be read while still in flight: a race that a GPU rarely shows, so the grader looks for it here)"),
+]
 
 
 def unavailable() -> str | None:
