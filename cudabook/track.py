@@ -116,6 +116,11 @@ def launch_within(launch, problem, seconds=None, **params):
                     f"The GPU is still running it: restart the notebook's kernel (Kernel > Restart)")
             time.sleep(0.001)
         return
+    from numba.cuda.simulator import kernel as simulated
+    if simulated._kernel_context is not None:      # the simulator runs one kernel at a time
+        raise KernelTimeout("a kernel launched earlier is still running in the simulator (it never finished), and "
+                            "the simulator runs one kernel at a time: restart the notebook's kernel "
+                            "(Kernel > Restart) and fix the endless loop first")
     outcome = {}
 
     def work():

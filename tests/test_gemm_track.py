@@ -246,3 +246,7 @@ def test_a_kernel_that_never_ends_fails_with_a_time_limit(monkeypatch, capsys):
         STOP[0] = 1
     assert time.monotonic() - start < 30
     assert "did not finish in 2 s" in capsys.readouterr().out
+    from numba.cuda.simulator import kernel as simulated
+    while simulated._kernel_context is not None and time.monotonic() - start < 60:
+        time.sleep(0.05)                 # the released kernel winds down before the next test launches one
+    assert simulated._kernel_context is None

@@ -47,15 +47,21 @@ def run(stage_name, src_times, src_feats, tgt_times, **params):
 
 # ------------------------------------------------------------------------------- the track's face for the machinery
 
-# (name, B, S, T, D, sorted): small in the simulator, larger on a GPU; the edge cases are in both.
-_CASES_SIM = [("random, sorted targets", 2, 19, 24, 5, True),
-              ("random, unsorted targets", 2, 19, 24, 5, False),
+# (name, B, S, T, D, sorted): small in the simulator, larger on a GPU; the edge cases are in both. Every loop a lab
+# writes must run more than once and every tail must matter: S = 200 needs two rounds of a 32-way warp search,
+# D = 37 is more than one sweep of a warp's 32 lanes and not a multiple of any vector width, "wide rows" is more
+# than one 16-byte sweep (32 lanes x 8 channels = 256), T = 21 is not a multiple of the four targets a warp of
+# stage 05 takes, and unsorted targets leave any window.
+_CASES_SIM = [("random, sorted targets", 2, 200, 21, 37, True),
+              ("random, unsorted targets", 2, 200, 21, 37, False),
               ("S = 2, D = 1", 1, 2, 20, 1, True),
-              ("odd D, one batch row", 1, 23, 20, 7, False)]
+              ("odd D, one batch row", 1, 23, 20, 7, False),
+              ("wide rows", 1, 60, 9, 264, False)]
 _CASES_GPU = [("random, sorted targets", 8, 1000, 3000, 256, True),
               ("random, unsorted targets", 8, 1000, 3000, 129, False),
               ("S = 2, D = 1", 3, 2, 333, 1, True),
-              ("odd D, one batch row", 1, 777, 1500, 37, False)]
+              ("odd D, one batch row", 1, 777, 1500, 37, False),
+              ("wide rows", 2, 600, 333, 520, False)]
 
 
 def grading_cases(stage_name=None):

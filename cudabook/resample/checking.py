@@ -50,9 +50,19 @@ def diagnose(bad, nan, targets=None, times=None) -> str | None:
     B, T, D = bad.shape
     if nan.all():
         return "no output was written at all: does the kernel store to `out`, and is it launched?"
-    if D > 1 and bad[:, :, -1].any() and not bad[:, :, 0].any():
-        return ("only the last channels are wrong: a missing tail? The loop over D must also cover the "
-                "channels left over when D is not a multiple of the step or vector width")
+    channels = bad.any(axis=(0, 1))
+    first_bad = int(np.argmax(channels)) if channels.any() else D
+    if D > 1 and channels.any() and first_bad > 0 and channels[first_bad:].all():
+        return (f"only the channels from {first_bad} on are wrong: a missing tail? The loop over D must also "
+                f"cover the channels past the first sweep and those left over when D is not a multiple of the "
+                f"step or vector width")
+    for period in (2, 4, 8, 16):
+        if D >= 2 * period and channels.any() and not channels.all():
+            pattern = channels[: D // period * period].reshape(-1, period)
+            if (pattern == pattern[0]).all() and pattern[0].any() and not pattern[0].all():
+                which = ", ".join(str(i) for i in np.nonzero(pattern[0])[0])
+                return (f"channels d with d % {period} in {{{which}}} are wrong, all the others right: one "
+                        f"word (or lane) of each {period}-channel group is handled differently from the rest")
     if T > 1 and nan[:, -1, :].any() and not bad[:, 0, :].any():
         return "the last targets were never written: check the bound on the target index"
     if B > 1 and bad[-1].any() and not bad[0].any():
