@@ -34,3 +34,28 @@ def test_check_tiled_names_the_rule(change, rule, error):
     with pytest.raises(error) as caught:
         tma.check_tiled(args.pop("dtype"), args.pop("shape"), args.pop("strides"), args.pop("box"), **args)
     assert caught.value.rule == rule
+
+
+def test_a_misaligned_16_byte_access_fails_in_the_simulator_as_on_a_gpu():
+    """A learner's vector load at a word index that is not a multiple of 4 (16 bytes) must fail, as it does on a
+    GPU ("misaligned address"), not quietly read four words in the simulator."""
+    import cudabook
+    import numpy as np
+    from numba import cuda
+
+    from cudabook.resample.s03_coalesced import load_u32x4
+    from cudabook.simalign import MisalignedAccess
+    if not cudabook.SIMULATOR:
+        pytest.skip("on a GPU the misaligned load is the hardware's error, which ends the process's context")
+
+    @cuda.jit
+    def read(a, out, i):
+        x0, x1, x2, x3 = load_u32x4(a, 0, 0, i)
+        out[0] = x0
+
+    a = cuda.to_device(np.arange(16, dtype=np.uint32).reshape(1, 1, 16))
+    out = cuda.device_array(1, np.uint32)
+    read[1, 1](a, out, 4)
+    assert out.copy_to_host()[0] == 4
+    with pytest.raises(MisalignedAccess, match="misaligned address"):
+        read[1, 1](a, out, 2)

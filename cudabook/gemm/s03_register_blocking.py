@@ -73,8 +73,11 @@ if SIMULATOR:
     def _word(x, y):
         return np.uint32(np.uint32(x) | (np.uint32(y) << np.uint32(16)))
 
+    from ..simalign import check as _aligned16
+
     def load_bf16x8(a, r, col):
         """a[r, col:col+8] as four uint32 words."""
+        _aligned16(a, (r, col), 16, "load")
         return (_word(a[r, col], a[r, col + 1]), _word(a[r, col + 2], a[r, col + 3]),
                 _word(a[r, col + 4], a[r, col + 5]), _word(a[r, col + 6], a[r, col + 7]))
 
@@ -85,10 +88,12 @@ if SIMULATOR:
 
     def load_f32x4(x, s, k, i):
         """x[s, k, i:i+4] of a float32 shared array."""
+        _aligned16(x, (s, k, i), 16, "shared-memory load")
         return x[s, k, i], x[s, k, i + 1], x[s, k, i + 2], x[s, k, i + 3]
 
     def store_f32x4(x, s, k, i, v0, v1, v2, v3):
         """x[s, k, i:i+4] = v0, v1, v2, v3 in a float32 shared array."""
+        _aligned16(x, (s, k, i), 16, "shared-memory store")
         x[s, k, i] = v0
         x[s, k, i + 1] = v1
         x[s, k, i + 2] = v2

@@ -40,12 +40,16 @@ LAB_D_MULTIPLE = 8            # the lab's kernel moves 16 bytes (8 channels) per
 # 16-byte loads and stores: four consecutive uint32 words as one access
 # ----------------------------------------------------------------------------------------------------------
 if SIMULATOR:
+    from ..simalign import check as _aligned16
+
     def load_u32x4(a, b, r, i):
         """Words a[b, r, i:i+4] (i a multiple of 4): one 16-byte load on the GPU."""
+        _aligned16(a, (b, r, i), 16, "load")
         return a[b, r, i], a[b, r, i + 1], a[b, r, i + 2], a[b, r, i + 3]
 
     def store_u32x4(a, b, r, i, w0, w1, w2, w3):
         """a[b, r, i:i+4] = w0, w1, w2, w3 (i a multiple of 4): one 16-byte store on the GPU."""
+        _aligned16(a, (b, r, i), 16, "store")
         a[b, r, i] = w0
         a[b, r, i + 1] = w1
         a[b, r, i + 2] = w2
