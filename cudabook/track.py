@@ -70,6 +70,23 @@ class Ladder:
         return problem.result()
 
 
+def check_launch(stage: str, *, threads=None, threads_multiple=1, grid_y=None, **at_least):
+    """ValueError naming the parameter and the rule for launch settings no GPU accepts: a block of 1..1024
+    threads (a multiple of `threads_multiple`), a grid's y dimension of at most 65,535, and counts that must be
+    at least some value (at_least: name=(value, minimum))."""
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 1024
+                                or threads % threads_multiple):
+        extra = f" and a multiple of {threads_multiple}" if threads_multiple > 1 else ""
+        raise ValueError(f"{stage}: threads must be an integer in 1..1024{extra} (a block holds at most 1024 "
+                         f"threads), got {threads!r}")
+    if grid_y is not None and grid_y > 65535:
+        raise ValueError(f"{stage}: the grid's y dimension would be {grid_y:,}, and a GPU allows at most 65,535: "
+                         f"split the batch into parts of at most 65,535 rows")
+    for name, (value, minimum) in at_least.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ValueError(f"{stage}: {name} must be an integer >= {minimum}, got {value!r}")
+
+
 def get(track):
     """A track package by name ("gemm"), or the package itself."""
     if isinstance(track, str):

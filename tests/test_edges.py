@@ -59,3 +59,31 @@ def test_a_misaligned_16_byte_access_fails_in_the_simulator_as_on_a_gpu():
     assert out.copy_to_host()[0] == 4
     with pytest.raises(MisalignedAccess, match="misaligned address"):
         read[1, 1](a, out, 2)
+
+
+@pytest.mark.parametrize("stage, params, message", [
+    ("01_naive", {"threads": 0}, "threads must be an integer in 1..1024"),
+    ("01_naive", {"threads": 2000}, "threads must be an integer in 1..1024"),
+    ("05_double_buffered", {"blocks_per_sm": 0}, "05_double_buffered: blocks_per_sm must be an integer >= 1"),
+    ("04_smem_windows", {"blocks": -1}, "blocks must be an integer >= 0"),
+])
+def test_launch_parameters_no_gpu_accepts_are_refused(stage, params, message):
+    st, sf, tt = resample.random_problem(1, 10, 5, 4)
+    with pytest.raises(ValueError, match=message):
+        resample.run(stage, st, sf, tt, **params)
+
+
+def test_a_batch_too_tall_for_the_grid_is_refused_before_launch():
+    from cudabook.resample import s01_naive
+    from cudabook.track import check_launch
+    with pytest.raises(ValueError, match="at most 65,535"):
+        check_launch(s01_naive.NAME, threads=128, grid_y=70_000)
+
+
+def test_times_whose_differences_overflow_float32_are_refused_not_answered_with_nan():
+    import numpy as np
+    feats = resample.to_bf16(np.ones((1, 2, 1)))
+    with pytest.raises(resample.InputError, match="batch row 0 span 6e\\+38"):
+        resample.validate(np.array([[-3e38, 3e38]], np.float32), feats, np.array([[1e38]], np.float32))
+    out = resample.run("01_naive", np.array([[0, 3e38]], np.float32), feats, np.array([[1e38]], np.float32))
+    assert float(out[0, 0, 0]) == 1.0          # a wide but representable span still works

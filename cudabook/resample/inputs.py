@@ -65,6 +65,7 @@ def validate(src_times, src_feats, tgt_times):
         raise InputError("src_feats has D = 0 channels; D must be at least 1")
     _check_finite("src_times", src_times)
     _check_finite("tgt_times", tgt_times)
+    _check_range(src_times, tgt_times)
     _check_increasing(src_times)
     return (np.ascontiguousarray(src_times), np.ascontiguousarray(src_feats).view(np.uint16),
             np.ascontiguousarray(tgt_times))
@@ -75,6 +76,23 @@ def _check_finite(name, a):
     if bad.any():
         b, i = np.argwhere(bad)[0]
         raise InputError(f"{name}[{b}, {i}] is {a[b, i]}; times must be finite ({int(bad.sum())} bad values)")
+
+
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _check_range(src_times, tgt_times):
+    """The kernels subtract times in float32 (x - t0, t1 - t0): a row whose times span more than float32's
+    largest value would overflow to inf and give NaN. Refuse it, naming the row, rather than answer wrongly."""
+    both = np.concatenate([src_times, tgt_times], axis=1).astype(np.float64)
+    span = both.max(axis=1) - both.min(axis=1) if both.shape[1] else np.zeros(len(both))
+    bad = np.nonzero(span > F32_MAX)[0]
+    if bad.size:
+        b = int(bad[0])
+        raise InputError(f"the times of batch row {b} span {span[b]:.3g} (from {both[b].min():.3g} to "
+                         f"{both[b].max():.3g}), more than float32 can hold ({F32_MAX:.3g}): differences of "
+                         f"times would overflow. Shift or rescale that row's times (src_times and tgt_times "
+                         f"together)")
 
 
 def _check_increasing(src_times):

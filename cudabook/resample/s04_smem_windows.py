@@ -30,6 +30,7 @@ import numpy as np
 from numba import cuda, float32, int32, uint32
 
 from .. import SIMULATOR, device
+from ..track import check_launch
 from ..bits import _as_float, f32_to_bf16, lerp
 from .s01_naive import find_interval, weight
 from .s02_warp_shuffles import warp_find_interval
@@ -529,10 +530,11 @@ def compiled(kernel, args, threads, smem):
     return _COMPILED[key]
 
 
-def grid_size(n_items, blocks_per_sm, blocks, resident=None):
+def grid_size(n_items, blocks_per_sm, blocks, resident=None, stage=NAME):
     """The persistent grid: `blocks` if given, else SMs x blocks_per_sm; never more blocks than work items,
     and never more than fit on the GPU at once (`resident`, from the occupancy API): a block that does not
     fit would start only when a resident one has finished all of its work items, and run its own alone."""
+    check_launch(stage, blocks_per_sm=(blocks_per_sm, 1), blocks=(blocks, 0))
     if not blocks:
         g = device.gpu()
         blocks = (g.sms if g else SIM_SMS) * blocks_per_sm

@@ -337,7 +337,8 @@ def launch_in_flight(p, kernel, threads, blocks_per_sm, vec_bytes, blocks):
     args = (fw, f64, lo, wt, ow, np.int32(S), np.int32(T), np.int32(vec))
     found = compiled(kernel, args, threads, 0)
     units = (n + GROUP - 1) // GROUP * ((Dc + 32 * vec - 1) // (32 * vec))
-    grid = grid_size((units * 32 + threads - 1) // threads, blocks_per_sm, blocks, found[1] if found else None)
+    grid = grid_size((units * 32 + threads - 1) // threads, blocks_per_sm, blocks, found[1] if found else None,
+                     stage=NAME)
     kernel[grid, threads](*args)
 
 
