@@ -175,3 +175,22 @@ def test_gpu_parameters(stage, params):
 def test_gpu_benchmark_size(stage):
     v = check.check_launch(stage.launch, 64, 4096, 4096, 256)
     assert v.ok, str(v)
+
+
+# Cases that make the window fill and the prepass's row copy run past what the other cases reach (they kill
+# mutants that survived the suite: fill_rest's loop turned into an if, and the copy's eighth store dropped).
+def test_a_window_larger_than_one_pass_of_the_block():
+    """threads=32 load UNROLL (8) x 32 = 256 window elements a pass; a 40-row x 8-vector window needs two."""
+    params = dict(threads=32, targets_per_block=16, window_rows=40, chunk_cols=64, blocks=1)   # one block: 05
+    for stage, extra in ((s04, {}), (s05, {"buffers": "shared"})):                              # prefetches too
+        v = check.check_launch(stage.launch, 1, 300, 140, 64, **params, **extra)
+        assert v.ok, f"{stage.NAME}: {v}"
+
+
+def test_a_prepass_row_longer_than_seven_passes_of_the_block():
+    """The prepass copies a row of S source times with eight loads a thread in flight; S = 250 > 7 x 32 threads
+    (the simulator's prepass block) needs the eighth."""
+    if not SIMULATOR:
+        pytest.skip("the GPU's prepass block has 256 threads; the benchmark size covers it there")
+    v = check.check_launch(s05.launch, 1, 250, 40, 8)
+    assert v.ok, str(v)
