@@ -17,11 +17,12 @@ GPU, edge cases in both; the verdict from the track's `judge` (float64 reference
 """
 from __future__ import annotations
 
+import contextlib
 import pathlib
 import re
 import time
 
-from . import SIMULATOR, notebooks, nvrtc
+from . import SIMULATOR, gpucompile, notebooks, nvrtc
 from . import track as _track
 
 DEFAULT_TRACK = "resample"   # the first track's labs were written before tracks had names
@@ -105,7 +106,36 @@ def grade(stage_name, kernel, *, track=DEFAULT_TRACK, quiet=False, **params) -> 
         if early is not None:
             return early
         kernel = splice(stage_name, kernel, track)
-    graded = []
+    with (gpucompile.recording() if SIMULATOR and not isinstance(kernel, str) else contextlib.nullcontext({})) \
+            as launches:
+        if not _run_cases(t, module, stage_name, kernel, track, params, say):
+            return False
+        graded = _run_cases.graded
+    compiled = False
+    if SIMULATOR and not isinstance(kernel, str):
+        fn = getattr(kernel, "py_func", None) or getattr(kernel, "fn", None)
+        name = getattr(fn, "__name__", None)
+        try:
+            problem = gpucompile.compile_for_gpu(kernel, module.__name__, launches.get(name),
+                                                 control=name if hasattr(module, name or "") else None)
+            compiled = not problem
+        except gpucompile.CannotCheck as e:
+            problem = None
+            say(f"(Not compiled for a GPU here: {e}.)")
+        if problem:
+            say("Your kernel gives the right answers in the simulator, which runs it as plain Python, but Numba "
+                "cannot compile it for a GPU:\n" + problem)
+            return False
+    say(f"PASS: {stage_name} is correct on {len(graded)} fresh random cases: "
+        + "; ".join(f"{name} ({label})" for name, _, label in graded)
+        + ("; and it compiles for a GPU (sm_90)" if compiled else ""))
+    return True
+
+
+def _run_cases(t, module, stage_name, kernel, track, params, say) -> bool:
+    """Every grading case (and variant); False after saying what went wrong. The cases run are kept in
+    _run_cases.graded for the PASS line."""
+    graded = _run_cases.graded = []
     for variant in getattr(module, "GRADING_VARIANTS", [{}]):   # e.g. other pipeline depths, where a race shows
         for name, inputs, label in cases(stage_name, track):
             label = ", ".join([label] + [f"{k}={v}" for k, v in variant.items()])
@@ -140,8 +170,6 @@ def grade(stage_name, kernel, *, track=DEFAULT_TRACK, quiet=False, **params) -> 
                 if verdict.nan == verdict.total:
                     say(f"It looks like the kernel body is still the TODO. What to write: {hint(stage_name, track)}.")
                 return False
-    say(f"PASS: {stage_name} is correct on {len(graded)} fresh random cases: "
-        + "; ".join(f"{name} ({label})" for name, _, label in graded))
     return True
 
 
