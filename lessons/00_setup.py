@@ -66,9 +66,9 @@ else:
     print("No GPU: no measurement. The recorded benchmarks in results/ show what GPUs measured.")
 
 # %% [markdown]
-# Small copies are slower per byte: a launch costs a few microseconds whatever its size, and a small copy
-# cannot keep every memory channel busy. That is why the benchmark problem is large (270 MB), and why the
-# ceiling is measured at the benchmark's own size.
+# Small copies are slower per byte: every launch pays a fixed cost whatever its size, and a small copy
+# cannot keep every memory channel busy. That is why the benchmark problem is large (the 270 MB printed
+# above), and why the ceiling is measured at the benchmark's own size.
 
 # %%
 import matplotlib.pyplot as plt

@@ -15,8 +15,8 @@
 # (not 32). The block loads the window's rows, and their times, into **shared memory** once, with wide
 # coalesced loads, then interpolates all its targets from there. Each source row now comes from DRAM once.
 #
-# Shared memory is the block's scratchpad: on-chip, about 30 cycles away instead of 500, and visible to every
-# thread of the block. The price is a `cuda.syncthreads()` between writing it and reading it.
+# Shared memory is the block's scratchpad: on-chip, tens of cycles away instead of DRAM's hundreds, and
+# visible to every thread of the block. The price is a `cuda.syncthreads()` between writing it and reading it.
 #
 # The grid is **persistent**: a fixed number of blocks (SMs x `blocks_per_sm`) loops over all the work items
 # (seed 000's design), so block start-up is paid once and shared memory is reused window after window.

@@ -36,18 +36,19 @@ from cudabook.resample.s05_double_buffered import *   # stage 04's device functi
 #! kernel resample/s05_double_buffered resample_double
 
 # %% [markdown]
-# **Measured, and slower.** On an H200 this kernel is *slower* than stage 04 (run the sweep at the end to see
-# it on your GPU). Holding a batch of eight 16-byte loads across the interpolation takes about 200 registers a
-# thread; capped at 128, only 4 blocks fit on an SM, where stage 04's leaner kernel fits more. Stage 04 already
-# overlaps one block's loads with another block's compute: the warp scheduler does for free what this kernel
-# does by hand, without spending registers.
+# **Measured, and slower.** On an H200 while this stage was built (not a results/ record: the records time
+# stage 05's default), this kernel was *slower* than stage 04; the `buffers` sweep at the end measures it on
+# your GPU. Holding eight 16-byte loads across the interpolation took about 200 registers a thread in that
+# build; capped at 128, only 4 blocks of 128 threads fit on an SM, where stage 04's leaner kernel fits more.
+# Stage 04 already overlaps one block's loads with another block's compute: the warp scheduler does for free
+# what this kernel does by hand, without spending registers.
 #
 # ## Step back: what is the window for?
 #
 # The window reads each source row from DRAM once, however many targets use it. But with sorted targets a
-# source row is used by about two neighbouring targets, and the GPU's L2 cache (50 MB on an H100, 60 MB on an
-# H200) already catches the second read: two warps that read the same row a few microseconds apart get one
-# DRAM read between them. So the window saves little DRAM traffic, and it costs barriers, shared memory and the
+# source row is used by about two neighbouring targets, and the GPU's L2 cache (50 MB on an H100) already
+# catches the second read: two warps that read the same row shortly after one another get one DRAM read
+# between them. So the window saves little DRAM traffic, and it costs barriers, shared memory and the
 # searches inside it.
 #
 # What matters is **bytes in flight**. So:
@@ -56,7 +57,8 @@ from cudabook.resample.s05_double_buffered import *   # stage 04's device functi
 #    and weight `w` and writes them out: 8 bytes a target, 2 MB at the benchmark size. It copies the row of
 #    source times to shared memory and each thread runs four binary searches side by side, one step of each
 #    in turn (`halve`: no branch, four independent loads in flight). A search is a chain of dependent loads,
-#    so this kernel is all latency: a few microseconds, whatever the GPU's bandwidth.
+#    so this kernel is nearly all latency, whatever the GPU's bandwidth: about 7 µs at the benchmark size,
+#    measured on an H200 while this stage was built (not a results/ record).
 # 2. **Registers are the buffers.** In `resample_in_flight` a warp takes four consecutive targets. Lanes 0-3
 #    read the four `(lo, w)` pairs, shuffles hand them to all 32 lanes, and each lane issues **all eight** of
 #    its row loads (two rows for each of four targets, 16 bytes each) before it uses the first:
@@ -94,9 +96,9 @@ print("shared, unsorted   ", check.check_launch(s05.launch, **size, buffers="sha
 # %% [markdown]
 # ## How fast? Is it faster than 04?
 #
-# The ladder below is stage 05's default, `buffers="registers"`, prepass included. The prepass costs a few
-# microseconds of mostly latency (one search a thread, the whole GPU waiting for the slowest), which is why the
-# streaming kernel alone is a few percent faster than the stage: the TMA lesson (07) meets the same cost.
+# The ladder below is stage 05's default, `buffers="registers"`, prepass included. The prepass is mostly
+# latency (one search a thread, the whole GPU waiting for the slowest), and its time is part of the stage's:
+# the streaming kernel alone is faster than the stage by that much. The TMA lesson (07) meets the same cost.
 
 # %%
 lesson.ladder_so_far("05_double_buffered")
@@ -109,8 +111,8 @@ lesson.ladder_so_far("05_double_buffered")
 # fit wait their turn). Try also `vec_bytes=8` or `4`: fewer bytes a load means fewer bytes in flight.
 #
 # One more experiment worth trying in your own copy: prefetch the *next* group's rows before storing this one
-# (a true double buffer in registers). On an H200 it was slower: 94 registers a thread instead of 56 cost more
-# warps per SM than the prefetch gained.
+# (a true double buffer in registers). On an H200 while this stage was built (not a results/ record) it was
+# slower: 94 registers a thread instead of 56 cost more warps per SM than the prefetch gained.
 
 # %%
 lesson.sweep("05_double_buffered", "buffers", ["shared", "registers"])

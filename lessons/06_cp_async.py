@@ -99,12 +99,13 @@ else:
 # %% [markdown]
 # ## How fast?
 #
-# Compare with both of stage 05's ways. Against the shared-memory double buffer, the one this stage improves
-# on, `cp.async` wins clearly: no registers hold the window, so more blocks fit on an SM. Against stage 05's
-# default (no window: a search prepass, then eight register loads in flight a lane) it loses on an H200: a
-# windowed block still waits at barriers for its slowest copy and every item pays the searches inside its
-# window, while the gather's warps never wait for each other. Honest reading: on this problem, the window in
-# shared memory costs more than it saves, and the next stage shows how close a copy engine brings it back.
+# Compare with both of stage 05's ways. The shared-memory double buffer, the one this stage improves on, was
+# slower than stage 04 on an H200 (lesson 05); `cp.async` beats stage 04 on both GPUs in results/ (the
+# ladder below): no registers hold the window, so more blocks fit on an SM. Against stage 05's default (no
+# window: a search prepass, then eight register loads in flight a lane) it loses on both: a windowed block
+# still waits at barriers for its slowest copy and every item pays the searches inside its window, while the
+# gather's warps never wait for each other. Honest reading: on this problem, the window in shared memory costs
+# more than it saves, and the next stage shows how close a copy engine brings it back.
 
 # %%
 lesson.ladder_so_far("06_cp_async")

@@ -147,17 +147,36 @@ else:
 # ## How fast? The whole ladder, and what a user would write instead
 #
 # With a GPU this measures every stage, the copy ceiling, and PyTorch (eager and `torch.compile`) on the same
-# data in this process. Honest reading of the H200 record: `torch.compile`'s fused gather reaches the copy
-# ceiling on this problem (the 60 MB L2 absorbs its re-reads of neighbouring rows). Stage 07's streaming kernel
-# alone runs at about 93 % of the copy ceiling; its prepass (about 5 µs, nearly all latency) brings the stage to
-# about 86 %. Stage 05's Numba gather, which pays the same kind of prepass, is a little *faster* than 07 on an
-# H200. The honest lesson: on this problem a window in shared memory, even one brought by the copy engine,
-# buys nothing that L2 does not already give a plain gather. What decides is bytes in flight, and the search.
-# The TMA's strengths (no address arithmetic per thread, no registers, large boxes) pay off where each
-# byte brought into shared memory is used many times, as in a matrix multiply; here each is used about twice.
+# data in this process.
 
 # %%
 lesson.ladder_so_far("07_tma", peers=True)
+
+# %% [markdown]
+# The three that matter here, as the benchmark records in `results/` have them:
+
+# %%
+from cudabook import results
+
+for record in results.load_all():
+    for name, w in record["workloads"].items():
+        if name.startswith("resample "):
+            rows = {**w["stages"], **w.get("peers", {})}
+            print(f"{record['gpu']} · {name}")
+            for k in ("05_double_buffered", "07_tma", "torch_compile"):
+                if "median_us" in rows.get(k, {}):
+                    print(f"  {k:>18}: {rows[k]['median_us']:7.1f} µs  {rows[k]['pct_of_copy']:5.1f} % of copy")
+
+# %% [markdown]
+# Honest reading of these records: `torch.compile`'s fused gather reaches the copy ceiling on this problem
+# (the L2 cache absorbs its re-reads of neighbouring rows). Stage 07 and stage 05's Numba gather, which pays
+# the same kind of prepass, are within a few percent of each other: 05 ahead on the H200, 07 on the H100. Much
+# of what separates them from `torch.compile` is the search prepass, nearly all latency: about 5 µs for 07's,
+# measured on an H200 while this stage was built (not a results/ record). The honest lesson: on this problem
+# a window in shared memory, even one brought by the copy engine, buys nothing that L2 does not already give a
+# plain gather. What decides is bytes in flight, and the search. The TMA's strengths (no address arithmetic
+# per thread, no registers, large boxes) pay off where each byte brought into shared memory is used many
+# times, as in a matrix multiply; here each is used about twice.
 
 # %% [markdown]
 # ## Experiments: where to search, how to hand out work, box shape
@@ -166,8 +185,9 @@ lesson.ladder_so_far("07_tma", peers=True)
 #   issuing its copies), `"inline"` (consumers search per target, as stage 06 does). Prediction: a search in
 #   the producer puts a chain of dependent loads in front of every copy, and the copy engine starves.
 # - `persistent`: one block per work item (`False`: the hardware scheduler hands out work, in memory order)
-#   against a persistent grid walking a ring of `stages` buffers. Measured on an H200: more blocks per SM beat
-#   a deeper ring, and no ring at all was fastest. Try `stages` with `persistent=True` to see it.
+#   against a persistent grid walking a ring of `stages` buffers. Measured on an H200 while this stage was
+#   built (not a results/ record): more blocks per SM beat a deeper ring, and no ring at all was fastest.
+#   Try `stages` with `persistent=True` to see it.
 # - `box_rows`: bigger boxes mean fewer copies, but a box past the window's end moves rows nobody needs.
 
 # %%
