@@ -7,10 +7,10 @@ interpolates work item k from one buffer, each thread issues its loads for item 
 loads into registers, plus the next item's times and targets); it interpolates item k, and only then stores the
 registers into the other buffer. A load stalls a thread only at the first instruction that reads its register,
 so the loads of window k+1 fly during the interpolation of item k. It costs registers (32 a thread hold the
-batch across the interpolation), so fewer blocks fit on an SM, and on an H200 it is slower than stage 04.
+batch across the interpolation), so fewer blocks fit on an SM, and on an H200 it was slower than stage 04 (measured while this stage was built).
 
 buffers="registers" (the default, and the fast one). The shared window existed to read each source row once
-from DRAM; the 50-60 MB L2 of a Hopper GPU already does that for neighbouring targets. So drop it:
+from DRAM; the 50 MB L2 of an H100 already does that for neighbouring targets. So drop it:
   1. a prepass kernel (`find_intervals`) finds every target's interval lo and weight w once, with the row of
      source times in shared memory, and writes them to two small arrays (8 bytes a target);
   2. the streaming kernel (`resample_in_flight`) gives each warp four consecutive targets at a time: lanes 0-3
@@ -197,8 +197,9 @@ def find_intervals(times, targets, lo, wt):
     targets of one batch row, PRE_PER (4) a thread. Their loads are issued first, so that they fly while the
     block copies the row of source times to shared memory (when it fits, S <= SMAX, and is not much longer
     than the block's targets). Then each thread runs its four binary searches side by side, one step of each
-    in turn: four independent shared-memory loads in flight instead of one, and no branches (H200: 7 us for
-    the benchmark's 262,144 targets, against 11 us searching one target after the other)."""
+    in turn: four independent shared-memory loads in flight instead of one, and no branches (read on an H200
+    while this stage was built, not a results/ record: 7 us for the benchmark's 262,144 targets, against 11 us
+    searching one target after the other)."""
     st = cuda.shared.array(SMAX, float32)
     S = times.shape[1]
     T = targets.shape[1]
