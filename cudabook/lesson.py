@@ -69,7 +69,8 @@ def sweep(stage: str, param: str, values, *, fixed=None, size=None, track="resam
         us = results._timing(lambda: module.launch(problem, **kw), 15)
         m = spec.metrics(problem, us, ctx)
         rows.append((v, us, m.get(spec.PLOT_KEY), ok))
-        print(f"  {param}={v!r:>6}: {us:9.1f} µs  " + "  ".join(f"{k} {m[k]}" for _, k, _ in spec.COLUMNS[1:] if k in m)
+        figures = "  ".join(f"{k} {m[k]}" for _, k, _ in spec.COLUMNS[1:] if k in m)
+        print(f"  {param}={v!r:>6}: {us:9.1f} µs  " + figures
               + f"  {'correct' if ok else 'WRONG'}")
     fig, ax = plt.subplots(figsize=(6, 3))
     ax.plot([str(r[0]) for r in rows], [r[2] for r in rows], "o-")

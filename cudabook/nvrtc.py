@@ -474,6 +474,7 @@ def core_kernel(cubin: bytes, kernel_name: str, max_dynamic_shared: int = 0):
     return kernel
 
 
-__all__ = ["source_text", "compile_log", "CompileError", "ToolMissing", "compile", "clear_cache", "default_arch", "nvrtc_version",
+__all__ = ["source_text", "compile_log", "CompileError", "ToolMissing", "compile", "clear_cache", "default_arch",
+           "nvrtc_version",
            "header_dirs", "source_excerpt", "sass", "sass_lines", "resource_usage", "cuobjdump_path",
            "ensure_context", "load", "core_kernel", "Kernel", "stats", "DEFAULT_ARCH"]

@@ -308,7 +308,8 @@ def table(record, workload=None) -> str:
     base = timed[0]["median_us"] if timed and "median_us" in next(iter(w["stages"].values())) else None
     for name, s in list(w["stages"].items()) + list(w.get("peers", {}).items()):
         if "median_us" not in s:
-            lines.append(f"| {name} | " + "– | " * (len(spec.COLUMNS) + 1) + f"{s.get('skipped') or s.get('error', '')} |")
+            why = s.get("skipped") or s.get("error", "")
+            lines.append(f"| {name} | " + "– | " * (len(spec.COLUMNS) + 1) + f"{why} |")
             continue
         cells = [fmt.format(s[key]) if key in s else "–" for _, key, fmt in spec.COLUMNS]
         speed = f"{base / s['median_us']:.1f}×" if base else "–"

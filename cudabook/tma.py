@@ -437,8 +437,9 @@ def check_tiled(dtype, shape, strides, box, *, element_strides=None, swizzle="no
 
     Checked, in this order (``rule`` identifiers in brackets): option strings [unknown_option];
     data type, None included [dtype_unsupported]; integers, not floats or booleans, in every list and
-    the address [integer_values]; the address a 64-bit value [address_range]; one entry per axis in every list [rank_mismatch]; rank 1..5
-    [rank_range]; interleave needs rank >= 3 [interleave_rank]; address 16-byte aligned, 32 with
+    the address [integer_values]; the address a 64-bit value [address_range]; one entry per axis in every
+    list [rank_mismatch]; rank 1..5 [rank_range]; interleave needs rank >= 3 [interleave_rank];
+    address 16-byte aligned, 32 with
     32B interleave [address_alignment]; each axis 1..2**32 elements [dim_range]; no negative stride
     [stride_negative]; innermost stride == itemsize [inner_stride_dense]; other strides a multiple
     of 16 bytes [stride_multiple_16], of 32 with 32B interleave [stride_multiple_32], and below 2**40

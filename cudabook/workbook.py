@@ -26,7 +26,8 @@ def execute(path: pathlib.Path, out_dir: pathlib.Path, timeout: int) -> tuple[bo
     start = time.time()
     ok, err = True, ""
     try:
-        NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+        NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                       resources={"metadata": {"path": str(path.parent)}}).execute()
     except CellExecutionError as e:
         ok, err = False, str(e).strip().splitlines()[-1][:300]
     out_dir.mkdir(parents=True, exist_ok=True)

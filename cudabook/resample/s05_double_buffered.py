@@ -7,7 +7,8 @@ interpolates work item k from one buffer, each thread issues its loads for item 
 loads into registers, plus the next item's times and targets); it interpolates item k, and only then stores the
 registers into the other buffer. A load stalls a thread only at the first instruction that reads its register,
 so the loads of window k+1 fly during the interpolation of item k. It costs registers (32 a thread hold the
-batch across the interpolation), so fewer blocks fit on an SM, and on an H200 it was slower than stage 04 (measured while this stage was built).
+batch across the interpolation), so fewer blocks fit on an SM, and on an H200 it was slower than stage 04
+(measured while this stage was built).
 
 buffers="registers" (the default, and the fast one). The shared window existed to read each source row once
 from DRAM; the 50 MB L2 of an H100 already does that for neighbouring targets. So drop it:

@@ -30,8 +30,8 @@ PARAMS = {
     "targets_per_item": 32,   # TW: targets per work item
     "window_rows": 48,        # WMAX: source rows a stage holds (wider windows fall back per target)
     "stages": 2,              # pipeline depth: items in flight. Deeper is slower here: each stage costs shared
-                              # memory, so fewer blocks share an SM (read on an H200 while this stage was built: 2 stages 98 us, 3 stages 105 us, 4 stages
-                              # 131 us; see the lesson's sweep)
+                              # memory, so fewer blocks share an SM (read on an H200 while this stage was built:
+                              # 2 stages 98 us, 3 stages 105 us, 4 stages 131 us; see the lesson's sweep)
     "threads": 256,           # threads per block
     "d_chunk": 256,           # channels per work item (D is split into chunks of this many)
     "blocks_per_sm": 0,       # 0: as many as fit (occupancy); else at most this many

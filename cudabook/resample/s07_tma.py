@@ -21,8 +21,9 @@ the hardware starts blocks as others finish, several share an SM and overlap eac
 them move through memory together. persistent=True keeps as many blocks as fit, each walking many items
 through its ring of `stages`, taking them by schedule=: "strided" (every G-th chunk), "interleaved" (every block
 the same number of targets, as slices spread over the whole problem) or "contiguous" (one equal share each).
-On an H200 one block per item was fastest when this stage was built (78 against 81-83 us for the ring; a reading, not a results/ record): with four blocks on each SM,
-the other blocks supply the overlap a deeper ring would. The lesson times them all.
+On an H200 one block per item was fastest when this stage was built (78 against 81-83 us for the ring; a
+reading, not a results/ record): with four blocks on each SM, the other blocks supply the overlap a deeper
+ring would. The lesson times them all.
 
 The tensor map reaches the kernel as a `const __grid_constant__` 128-byte parameter. Two ways to get it there:
     tensor_map="driver"     cuLaunchKernel, the CUtensorMap passed by value (its getPtr())
@@ -71,7 +72,7 @@ PARAMS = {
     "persistent": False,       # False: one block per item (a grid of every item, in order): the hardware hands
                                # them out as blocks finish, and the blocks on an SM overlap each other's copies.
                                # True: a persistent grid, each block walking many items through its ring.
-                               # (read on an H200 while built, B=64 S=T=4096 D=256: one block per item 78 us; ring 81-83 us)
+                               # (an H200 reading while built, benchmark size: 78 us one block per item, 81-83 the ring)
     "blocks_per_sm": 0,        # 0: as many as fit
     "blocks": 0,               # 0: every item (or, persistent, every slot the GPU has); else exactly this many
                                # blocks, each walking the items it gets through its ring (tests use few)
