@@ -16,7 +16,10 @@ class MisalignedAccess(IndexError):
 def check(array, index, width: int, what: str = "access"):
     """Raise MisalignedAccess unless the element array[index] starts at a multiple of `width` bytes from the
     array's start (the start itself is aligned: device allocations are 256-byte aligned)."""
-    flat = int(np.ravel_multi_index(tuple(int(i) for i in index), array.shape))
+    try:
+        flat = int(np.ravel_multi_index(tuple(int(i) for i in index), array.shape))
+    except ValueError:
+        return                       # out of bounds: the access itself raises the clearer IndexError
     offset = flat * array.dtype.itemsize
     if offset % width:
         raise MisalignedAccess(
