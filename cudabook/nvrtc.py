@@ -374,6 +374,18 @@ def source_text(path) -> str:
     return _texts[path][1]
 
 
+def kernel_text(kernel, default, stage: str) -> str:
+    """The CUDA C++ a stage compiles: its own file `default` (kernel=None), a learner's whole source text, or a
+    pathlib.Path to one; a TypeError naming the stage otherwise."""
+    if kernel is None:
+        return source_text(default)
+    if isinstance(kernel, pathlib.Path):
+        return kernel.read_text()
+    if isinstance(kernel, str):
+        return kernel
+    raise TypeError(f"{stage}: kernel= takes CUDA C++ source text (or a pathlib.Path), got {type(kernel).__name__}")
+
+
 # ----------------------------------------------------------------------------------------------- load and launch
 
 
@@ -474,7 +486,7 @@ def core_kernel(cubin: bytes, kernel_name: str, max_dynamic_shared: int = 0):
     return kernel
 
 
-__all__ = ["source_text", "compile_log", "CompileError", "ToolMissing", "compile", "clear_cache", "default_arch",
-           "nvrtc_version",
+__all__ = ["source_text", "kernel_text", "compile_log", "CompileError", "ToolMissing", "compile", "clear_cache",
+           "default_arch", "nvrtc_version",
            "header_dirs", "source_excerpt", "sass", "sass_lines", "resource_usage", "cuobjdump_path",
            "ensure_context", "load", "core_kernel", "Kernel", "stats", "DEFAULT_ARCH"]

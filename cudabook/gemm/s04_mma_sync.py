@@ -112,16 +112,6 @@ def compile_cubin(arch: str | None = "sm_90a", source_text: str | None = None, *
                          include_path=[KERNEL_DIR], defines=config(**params))
 
 
-def _source_of(kernel) -> str:
-    if kernel is None:
-        return source()
-    if isinstance(kernel, pathlib.Path):
-        return kernel.read_text()
-    if isinstance(kernel, str):
-        return kernel
-    raise TypeError(f"{NAME}: kernel= takes CUDA C++ source text (or a pathlib.Path), got {type(kernel).__name__}")
-
-
 _prepared: dict = {}
 
 
@@ -164,7 +154,7 @@ def launch(problem, kernel=None, **params):
     if why:
         from . import StageUnavailable
         raise StageUnavailable(why)
-    kern, smem = _prepare(_source_of(kernel), cfg)
+    kern, smem = _prepare(nvrtc.kernel_text(kernel, SOURCE, NAME), cfg)
     M, N, K = problem.shape
     a, b, c, Kp, Np = problem.aligned(8)          # the problem's own arrays when K and N are multiples of 8
     grid = -(-M // cfg["BM"]) * -(-Np // cfg["BN"])

@@ -107,16 +107,6 @@ def compile_cubin(arch: str | None = "sm_90a", D: int = 256, source_text: str | 
                          include_path=[KERNEL_DIR], defines=cfg)
 
 
-def _source_of(kernel) -> str:
-    if kernel is None:
-        return source()
-    if isinstance(kernel, pathlib.Path):
-        return kernel.read_text()
-    if isinstance(kernel, str):
-        return kernel
-    raise TypeError(f"{NAME}: kernel= takes CUDA C++ source text (or a pathlib.Path), got {type(kernel).__name__}")
-
-
 _CONFIG_KEYS = ("targets_per_item", "window_rows", "stages", "threads", "d_chunk", "schedule", "bf16_cvt")
 _prepared: dict = {}
 
@@ -181,7 +171,7 @@ def launch(p, kernel=None, **params):
         raise TypeError(f"{NAME}: unknown parameter(s) {sorted(unknown)}; the parameters are {sorted(PARAMS)}")
     params = {**PARAMS, **params}
     cfg = config(D, **{k: params[k] for k in _CONFIG_KEYS})
-    prep = _prepare(_source_of(kernel), cfg, params["blocks_per_sm"])
+    prep = _prepare(nvrtc.kernel_text(kernel, SOURCE, NAME), cfg, params["blocks_per_sm"])
     if not vector_width(D):
         launch_fallback(p, prep["fallback"])
         return

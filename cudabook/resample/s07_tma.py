@@ -100,10 +100,6 @@ def unavailable() -> str | None:
     return device.requirement_unmet(MIN_CC, NAME)
 
 
-def _source_of(kernel) -> str:
-    return source() if kernel is None else s06._source_of(kernel)
-
-
 def require_gpu():
     why = unavailable()
     if why:
@@ -378,7 +374,7 @@ def _parts(p, kernel, params) -> dict:
     if params["tensor_map"] not in ("driver", "cuda_core"):
         raise ValueError(f"{NAME}: tensor_map must be 'driver' or 'cuda_core', got {params['tensor_map']!r}")
     cfg = config(D, S=S, **{k: params[k] for k in _CONFIG_KEYS})
-    prep = _prepare(_source_of(kernel), cfg, params["blocks_per_sm"])
+    prep = _prepare(nvrtc.kernel_text(kernel, SOURCE, NAME), cfg, params["blocks_per_sm"])
     ptrs = s06._pointers(p)      # (the closures below hold pointers and maps, never the problem's arrays)
     if not tma_ok(D):
         fallback, nblocks = prep["fallback"], B * math.ceil(T / s06.GEN_T)
