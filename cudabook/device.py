@@ -76,8 +76,14 @@ def probe() -> GPU | str:
     return _probe_gpu()
 
 
+# While cudabook.emulate runs a C++ stage on the CPU (grading a lab without a GPU), the GPU it stands for.
+EMULATED: GPU | None = None
+
+
 def gpu() -> GPU | None:
     """The GPU this workbook runs on, or None (simulator)."""
+    if EMULATED is not None:
+        return EMULATED
     found = probe()
     return found if isinstance(found, GPU) and not simulator_forced() else None
 
@@ -95,6 +101,15 @@ def simulator_forced() -> bool:
     set_by_us = os.environ.get("CUDABOOK_SET_CUDASIM") == "1"     # inherited from a parent `import cudabook`
     return os.environ.get("CUDABOOK_SIMULATOR") == "1" or (
         os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" and not set_by_us)
+
+
+def address(array) -> int:
+    """The device address of a Numba device array; while emulating, the host address of a simulator array."""
+    pointer = getattr(array, "device_ctypes_pointer", None)
+    if pointer is not None:
+        return pointer.value
+    inner = getattr(array, "_ary", array)
+    return inner.__array_interface__["data"][0]
 
 
 def has_gpu() -> bool:

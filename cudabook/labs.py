@@ -82,8 +82,10 @@ def _grade_cuda(stage_name, region, say, track) -> bool | None:
             say(f"Your code compiles, but the compiler had to step in:\n  {_log_line(log, pattern)}\n{mistake}")
             return False
     why = t.unavailable(stage_name)
-    if why:
-        say(f"Your code compiles (sm_90a cubin), but this machine cannot run it, so it is not graded: {why}")
+    if why and not getattr(module, "EMULATED", False):
+        say(f"Your code compiles (sm_90a cubin), but this machine cannot run it, so it is not graded: {why}. "
+            f"(On a CPU the grader emulates cp.async and TMA copies, but not the tensor-core instructions this "
+            f"stage uses: a GPU grades it.)")
         return False
     return None
 
@@ -106,6 +108,8 @@ def grade(stage_name, kernel, *, track=DEFAULT_TRACK, quiet=False, **params) -> 
         if early is not None:
             return early
         kernel = splice(stage_name, kernel, track)
+        if t.unavailable(stage_name):      # no GPU that runs it: emulated on the CPU (cudabook.emulate)
+            return _grade_emulated(t, module, stage_name, kernel, track, params, say)
     with (gpucompile.recording() if SIMULATOR and not isinstance(kernel, str) else contextlib.nullcontext({})) \
             as launches:
         if not _run_cases(t, module, stage_name, kernel, track, params, say):
@@ -132,10 +136,67 @@ def grade(stage_name, kernel, *, track=DEFAULT_TRACK, quiet=False, **params) -> 
     return True
 
 
+LATE = ("copies landing at the last moment your waits allow (a cp.async group when its thread waits for it, a "
+        "TMA box when a thread waits on its barrier and every arrival is in), and shared memory starting as NaN")
+EARLY = "copies landing the moment they are issued (as early as a GPU could)"
+TIMING = ("With the copies landing at once the result is right; landing as late as your waits allow, it is wrong. "
+          "So what is copied is right, and WHEN it is read is not: a thread reads a stage before the copies into "
+          "it are waited for: a wait one group too shallow (cp.async.wait_group N leaves the N newest groups in "
+          "flight), a wait on the wrong phase parity, or a missing __syncthreads between the wait and reads of "
+          "rows other threads copied.")
+REFILL = ("With the copies landing late the result is right; landing at once, it is wrong: a stage is refilled "
+          "while other threads may still read it (a barrier missing before the refill).")
+
+
+def _grade_emulated(t, module, stage_name, source, track, params, say) -> bool:
+    """Grade a C++ stage on the CPU (cudabook.emulate): every case with the copies landing as late as the
+    program's waits allow, then as early as they could; a case wrong one way only is a timing mistake, and the
+    message says which kind."""
+    from . import emulate
+    graded = []
+    for landing, meaning in (("lazy", LATE), ("eager", EARLY)):
+        notes = []
+        try:
+            with emulate.emulating(landing, timeout_s=WATCHDOG_EMULATED_S):
+                ok = _run_cases(t, module, stage_name, source, track, params, notes.append)
+        except emulate.HostCompilerMissing as e:
+            say(f"Your code compiles (sm_90a cubin), but it is not graded: {e}")
+            return False
+        if ok:
+            graded = _run_cases.graded
+            continue
+        say(f"Run on the CPU by the emulator, with {meaning}:")
+        failed = getattr(_run_cases, "failed", None)
+        other_right = False
+        if failed and failed[0] == "verdict":
+            _, inputs, variant = failed
+            other = "eager" if landing == "lazy" else "lazy"
+            with emulate.emulating(other, timeout_s=WATCHDOG_EMULATED_S):
+                again = _track.check_case(t, lambda p: module.launch(p, kernel=source, **{**variant, **params}),
+                                          inputs, rerun=False)
+            other_right = again.ok
+        for note in notes:
+            if other_right:       # the data's hints would name an indexing cause; the timing is the cause
+                note = "\n".join(line for line in note.split("\n") if not line.startswith("Hint: "))
+            say(note)
+        if other_right:
+            say("Hint: " + (TIMING if landing == "lazy" else REFILL))
+        return False
+    say(f"PASS: {stage_name} is correct on {len(graded)} fresh random cases, run on the CPU by the emulator with "
+        f"the copies landing as late and as early as your waits allow: "
+        + "; ".join(f"{name} ({label})" for name, _, label in graded)
+        + ". (Speed is measured on a GPU only.)")
+    return True
+
+
+WATCHDOG_EMULATED_S = 30
+
+
 def _run_cases(t, module, stage_name, kernel, track, params, say) -> bool:
     """Every grading case (and variant); False after saying what went wrong. The cases run are kept in
     _run_cases.graded for the PASS line."""
     graded = _run_cases.graded = []
+    _run_cases.failed = None      # ("verdict" or "error", inputs, variant) of the case that failed
     for variant in getattr(module, "GRADING_VARIANTS", [{}]):   # e.g. other pipeline depths, where a race shows
         for name, inputs, label in cases(stage_name, track):
             label = ", ".join([label] + [f"{k}={v}" for k, v in variant.items()])
@@ -150,6 +211,9 @@ def _run_cases(t, module, stage_name, kernel, track, params, say) -> bool:
             except Exception as e:  # the learner's kernel failed to compile or run: explain, don't dump
                 if type(e).__name__ == "CompileError":
                     say(f"Your code does not compile:\n{e}")
+                    return False
+                if type(e).__name__ in ("EmulationError", "CannotEmulate"):
+                    say(f"Case '{name}' ({label}): the emulated kernel stopped:\n{e}")
                     return False
                 say(f"Your kernel raised an error on the case '{name}' ({label}):\n"
                     f"  {type(e).__name__}: {_first_line(e)}")
@@ -166,6 +230,7 @@ def _run_cases(t, module, stage_name, kernel, track, params, say) -> bool:
                         "notebook's kernel (Kernel > Restart) before you try again.")
                 return False
             if not verdict.ok:
+                _run_cases.failed = ("verdict", inputs, variant)
                 say(f"Case '{name}' ({label}):\n{verdict}")
                 if verdict.nan == verdict.total:
                     say(f"It looks like the kernel body is still the TODO. What to write: {hint(stage_name, track)}.")

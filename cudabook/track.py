@@ -25,7 +25,7 @@ class StageUnavailable(RuntimeError):
     """This machine cannot run the stage; the message says what it needs and what the machine has."""
 
 
-TRACKS = ("resample", "gemm")
+TRACKS = ("resample", "gemm", "msda")
 
 
 class Ladder:
@@ -117,8 +117,11 @@ def launch_within(launch, problem, seconds=None, **params):
     import threading
     import time
 
-    from . import SIMULATOR
+    from . import SIMULATOR, emulate
     seconds = seconds or TIME_LIMIT_S["simulator" if SIMULATOR else "gpu"]
+    if emulate.active():        # a C++ stage on the CPU: the emulator keeps its own time limit and Interrupt
+        launch(problem, **params)
+        return
     if not SIMULATOR:
         from numba import cuda
         launch(problem, **params)

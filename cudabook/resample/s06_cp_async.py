@@ -41,6 +41,7 @@ PARAMS = {
                               # the integer recipe of cudabook/bits.py (same results, ~2x the arithmetic)
 }
 MIN_CC = (8, 0)
+EMULATED = True               # without a GPU the lab grader runs this kernel on the CPU (cudabook.emulate)
 LAB_D_MULTIPLE = 2            # odd D takes the fallback kernel, which has no lab region: the grader's D are even
 KERNEL_DIR = pathlib.Path(__file__).parent / "kernels"
 SOURCE = KERNEL_DIR / "cp_async.cu"
@@ -136,8 +137,7 @@ def _prepare(text, cfg, blocks_per_sm):
 
 
 def _pointers(p):
-    return [p.times.device_ctypes_pointer.value, p.feats.device_ctypes_pointer.value,
-            p.targets.device_ctypes_pointer.value, p.out.device_ctypes_pointer.value]
+    return [device.address(p.times), device.address(p.feats), device.address(p.targets), device.address(p.out)]
 
 
 ARG_TYPES = (ctypes.c_void_p,) * 4 + (ctypes.c_int,) * 4

@@ -79,6 +79,7 @@ PARAMS = {
     "tensor_map": "driver",    # "driver" (cuTensorMapEncodeTiled + cuLaunchKernel) or "cuda_core"
 }
 MIN_CC = (9, 0)
+EMULATED = True               # without a GPU the lab grader runs this kernel on the CPU (cudabook.emulate)
 LAB_D_MULTIPLE = 8            # rows the TMA box can take (D * 2 bytes a multiple of 16); others take the fallback
 KERNEL_DIR = s06.KERNEL_DIR
 SOURCE = KERNEL_DIR / "tma.cu"
@@ -185,7 +186,7 @@ def feature_map(p, cfg, l2_promotion="256B"):
     """The driver's CUtensorMap over feats as [B, S, D] bf16, box (1, BOXR, DC); cached per address and shape."""
     from .. import tma
     B, S, T, D = p.shape
-    ptr = p.feats.device_ctypes_pointer.value
+    ptr = device.address(p.feats)
     key = ("feats", ptr, B, S, D, cfg["BOXR"], cfg["DC"], l2_promotion)
     if key not in _maps:
         _maps[key] = tma.encode_tiled("bfloat16", (B, S, D), (S * D * 2, D * 2, 2), (1, cfg["BOXR"], cfg["DC"]),
@@ -201,7 +202,7 @@ def times_map(p, cfg, l2_promotion="256B"):
     kernel starts the box at row L rounded down to a multiple of 4, and the box is 4 rows longer."""
     from .. import tma
     B, S, T, D = p.shape
-    ptr = p.times.device_ctypes_pointer.value
+    ptr = device.address(p.times)
     key = ("times", ptr, B, S, cfg["WMAX"], l2_promotion)
     if key not in _maps:
         _maps[key] = tma.encode_tiled("float32", (B, S), (S * 4, 4), (1, cfg["WMAX"] + 4), ptr,
@@ -213,7 +214,7 @@ def output_map(p, cfg):
     """The CUtensorMap over out as [B, T, D] bf16, box (1, TW, DC), for the TMA-store variant."""
     from .. import tma
     B, S, T, D = p.shape
-    ptr = p.out.device_ctypes_pointer.value
+    ptr = device.address(p.out)
     key = ("out", ptr, B, T, D, cfg["TW"], cfg["DC"])
     if key not in _maps:
         _maps[key] = tma.encode_tiled("bfloat16", (B, T, D), (T * D * 2, D * 2, 2), (1, cfg["TW"], cfg["DC"]),
@@ -237,7 +238,7 @@ def core_map(array, box, l2_promotion="256B", bf16=True):
     """The same kind of map made by cuda.core: StridedMemoryView.as_tensor_map (a TensorMapDescriptor).
     bf16: describe uint16 bf16 bits as BFLOAT16 (otherwise the array's own dtype)."""
     from cuda.core.utils import StridedMemoryView
-    ptr = array.device_ctypes_pointer.value
+    ptr = device.address(array)
     key = ("core", ptr, tuple(array.shape), tuple(box), l2_promotion, bf16)
     if key in _maps:
         return _maps[key]
@@ -383,7 +384,7 @@ def _parts(p, kernel, params) -> dict:
     out = {}
     if cfg["SEARCH"] == 1:
         buf = pairs_buffer(B * T)
-        pairs = buf.device_ctypes_pointer.value
+        pairs = device.address(buf)
         intervals, nblocks = prep["intervals"], B * math.ceil(T / (PRE_NT * PRE_PER))
         out["prepass"] = lambda buf=buf: intervals.launch(nblocks, PRE_NT, [ptrs[0], ptrs[2], pairs, B, S, T],
                                                           PRE_ARG_TYPES)   # (buf: kept alive with the closure)

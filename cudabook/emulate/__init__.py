@@ -1,0 +1,309 @@
+"""Run a CUDA C++ stage on a CPU, to grade a lab where there is no GPU.
+
+    with emulate.emulating(landing="lazy"):      # or "eager"
+        stage.launch(problem, kernel=source)     # the stage's own launch: compile, tensor maps, grid
+
+Inside the block, the stage's calls to cudabook.nvrtc (compile, load, launch), cudabook.device (the GPU) and
+cudabook.tma.encode_tiled reach this module instead: the kernel's source is rewritten and compiled with the
+host's C++ compiler against runtime.h (each CUDA thread a fiber, the asynchronous copies queued), tensor maps
+are checked by cudabook.tma.check_tiled (the driver's rules) and encoded for the emulator, and TMA boxes are
+filled by cudabook.tma.load_box's arithmetic. Arrays are the simulator's (host memory).
+
+landing="lazy": copies land at the latest moment the program's waits allow; "eager": at once. A correct
+kernel is right both ways (the grader runs both). What cannot be emulated (tensor-core instructions,
+clusters) raises CannotEmulate with the instruction's name.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import hashlib
+import os
+import pathlib
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+
+from .. import device
+from ..track import KernelTimeout
+from .source import HERE, RewriteError, host_source  # noqa: F401
+
+CACHE_DIR = pathlib.Path(os.environ.get("CUDABOOK_CACHE", pathlib.Path.home() / ".cache" / "cudabook")) / "emulated"
+DEFAULT_TIMEOUT_S = 60.0
+PREFIX = b"EMULATED:"
+
+
+class EmulationError(RuntimeError):
+    """The emulated kernel did something a GPU would fault, hang or trap on; the message says what."""
+
+
+class CannotEmulate(EmulationError):
+    """The kernel uses something the emulator does not model (it names it)."""
+
+
+class EmulatedTimeout(EmulationError, KernelTimeout):
+    """The emulated kernel did not finish within the time limit."""
+
+
+class HostCompilerMissing(RuntimeError):
+    """No host C++ compiler (g++ or clang++) to build the emulated kernel with."""
+
+
+@dataclasses.dataclass
+class _Settings:
+    landing: str
+    timeout_s: float
+
+
+_active: _Settings | None = None
+
+EMULATED_GPU = device.GPU(name="emulated GPU (CPU, sm_90a)", compute_capability=(9, 0), sms=2,
+                          memory_bytes=1 << 30, driver_version="emulated", memory_clock_khz=0, memory_bus_bits=0,
+                          l2_bytes=0, smem_per_block_optin=227 * 1024)
+
+
+def active() -> bool:
+    return _active is not None
+
+
+@contextlib.contextmanager
+def emulating(landing: str = "lazy", timeout_s: float = DEFAULT_TIMEOUT_S):
+    """C++ stages launched inside run on the CPU (see the module's docstring)."""
+    global _active
+    if landing not in ("lazy", "eager"):
+        raise ValueError(f"landing must be 'lazy' or 'eager', got {landing!r}")
+    previous = _active
+    _active = _Settings(landing, float(timeout_s))
+    device.EMULATED = EMULATED_GPU
+    try:
+        yield
+    finally:
+        _active = previous
+        device.EMULATED = EMULATED_GPU if previous else None
+
+
+def host_compiler() -> str:
+    for cxx in (os.environ.get("CXX"), "g++", "clang++", "c++"):
+        if cxx and shutil.which(cxx):
+            return shutil.which(cxx)
+    raise HostCompilerMissing("grading a CUDA C++ lab on a CPU needs a host C++ compiler (g++ or clang++); "
+                              "install one (Debian/Ubuntu: apt install g++) or grade on a GPU")
+
+
+def _runtime_digest() -> str:
+    h = hashlib.sha256()
+    for f in ("runtime.h", "runtime_impl.h", "source.py"):
+        h.update((HERE / f).read_bytes())
+    return h.hexdigest()
+
+
+def compile(source: str, *, include_path=(), defines=None, name: str = "kernel.cu", **_ignored) -> bytes:
+    """Build the host library for `source` (cached on disk); returns a token nvrtc.load understands."""
+    text = host_source(source, name, [str(p) for p in include_path])
+    defines = dict(sorted((defines or {}).items()))
+    key = hashlib.sha256(repr((text, defines, _runtime_digest())).encode()).hexdigest()[:32]
+    lib = CACHE_DIR / f"{key}.so"
+    if not lib.is_file():
+        CACHE_DIR.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            src = pathlib.Path(tmp) / "emulated.cpp"
+            src.write_text(text)
+            out = pathlib.Path(tmp) / "emulated.so"
+            cmd = [host_compiler(), "-std=c++17", "-O1", "-fPIC", "-shared", "-w", "-pthread", f"-I{HERE}",
+                   "-o", str(out), str(src)] + [f"-D{k}={v}" for k, v in defines.items()]
+            run = subprocess.run(cmd, capture_output=True, text=True)
+            if run.returncode:
+                from ..nvrtc import CompileError
+                raise CompileError(f"the host compiler (building the emulated kernel) says:\n"
+                                   + _first_errors(run.stderr), log=run.stderr)
+            os.replace(out, lib)
+    return PREFIX + str(lib).encode()
+
+
+def _first_errors(log: str, n: int = 12) -> str:
+    lines = [ln for ln in log.splitlines() if "error" in ln or ln.startswith(" ")]
+    return "\n".join(lines[:n]) or log[-2000:]
+
+
+def is_image(image) -> bool:
+    return isinstance(image, (bytes, bytearray)) and bytes(image).startswith(PREFIX)
+
+
+_libs: dict = {}
+
+
+def _library(image: bytes):
+    path = bytes(image)[len(PREFIX):].decode()
+    if path not in _libs:
+        lib = ctypes.CDLL(path)
+        lib.emu_launch.restype = ctypes.c_int
+        lib.emu_launch.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)] + [ctypes.c_uint] * 6 + [
+            ctypes.c_ulonglong, ctypes.c_int, ctypes.c_double, ctypes.c_char_p, ctypes.c_int]
+        lib.emu_set_tma_handler.argtypes = [ctypes.c_void_p]
+        lib.emu_set_tma_handler(ctypes.cast(_TMA_CALLBACK, ctypes.c_void_p))
+        _libs[path] = lib
+    return _libs[path]
+
+
+def load(image: bytes, kernel_name: str) -> "EmulatedKernel":
+    lib = _library(image)
+    try:
+        entry = getattr(lib, f"emu_entry_{kernel_name}")
+    except AttributeError:
+        raise EmulationError(f"no extern \"C\" __global__ kernel named {kernel_name!r} in the source") from None
+    return EmulatedKernel(kernel_name, lib, ctypes.cast(entry, ctypes.c_void_p).value)
+
+
+@dataclasses.dataclass
+class EmulatedKernel:
+    """What nvrtc.load gives while emulating: the same launch() as nvrtc.Kernel, run on the CPU."""
+    name: str
+    lib: object
+    entry: int
+
+    def set_max_dynamic_shared(self, nbytes: int):
+        pass
+
+    def blocks_per_sm(self, threads: int, dynamic_shared: int = 0) -> int:
+        return 1
+
+    def attribute(self, name: str) -> int:
+        return 0
+
+    def launch(self, grid, block, args, types, *, shared: int = 0, stream: int = 0):
+        settings = _active or _Settings("lazy", DEFAULT_TIMEOUT_S)
+        gx, gy, gz = (tuple(grid) + (1, 1))[:3] if not isinstance(grid, int) else (grid, 1, 1)
+        bx, by, bz = (tuple(block) + (1, 1))[:3] if not isinstance(block, int) else (block, 1, 1)
+        if min(gx, gy, gz, bx, by, bz) < 1 or bx * by * bz > 1024:
+            raise EmulationError(f"launch of {self.name}: grid {(gx, gy, gz)} and block {(bx, by, bz)} are not a "
+                                 f"valid launch (at least 1 each, at most 1024 threads a block)")
+        keep, ptrs = [], []
+        for value, kind in zip(args, types):
+            if kind is None:                               # a tensor map passed by value
+                ptrs.append(ctypes.c_void_p(value.getPtr()))
+                continue
+            holder = kind(value.value if hasattr(value, "value") else value)
+            keep.append(holder)
+            ptrs.append(ctypes.cast(ctypes.pointer(holder), ctypes.c_void_p))
+        argv = (ctypes.c_void_p * max(1, len(ptrs)))(*[p.value for p in ptrs])
+        err = ctypes.create_string_buffer(8192)
+        _errors.clear()
+        import threading
+        main = threading.current_thread() is threading.main_thread()   # only there may Interrupt stop it
+        rc = self.lib.emu_launch(self.entry, argv, gx, gy, gz, bx, by, bz, int(shared),
+                                 int(settings.landing == "lazy") | (2 if main else 0), settings.timeout_s, err,
+                                 len(err))
+        if rc:
+            message = err.value.decode(errors="replace")
+            if message == "INTERRUPTED":
+                raise KeyboardInterrupt
+            if message == "TIMEOUT":
+                raise EmulatedTimeout(f"the kernel did not finish in {settings.timeout_s:.0f} s: a loop that never "
+                                      f"ends, or a thread waiting for something that never comes?")
+            if message.startswith("CANNOT EMULATE: "):
+                raise CannotEmulate(message[len("CANNOT EMULATE: "):])
+            raise EmulationError(message)
+
+
+# ------------------------------------------------------------------------------------------ tensor maps
+MAGIC = 0x4D54454D
+_DTYPES = ("uint8", "uint16", "uint32", "int32", "uint64", "int64", "float16", "bfloat16", "float32", "float64")
+
+
+class EmulatedTensorMap:
+    """The 128 bytes a kernel gets as its CUtensorMap while emulating: the description, for runtime.h and
+    the TMA handler (not the driver's format, which is undocumented)."""
+
+    def __init__(self, dtype, shape, strides, box, address, element_strides, swizzle, interleave, oob_fill):
+        from .. import tma
+        d = tma.tma_dtype(dtype)
+        rank = len(shape)
+        es = tuple(element_strides) if element_strides is not None else (1,) * rank
+        raw = bytearray(128)
+        swz = tma.SWIZZLES[swizzle][1] or 0
+        ilv = tma.INTERLEAVES[interleave][1] or 0
+        head = np.array([MAGIC, rank, d.itemsize, _DTYPES.index(d.name)], np.uint32).tobytes()
+        raw[0:16] = head
+        raw[16:24] = int(address).to_bytes(8, "little")
+        raw[24:44] = np.array((list(reversed(shape)) + [1] * 5)[:5], np.uint32).tobytes()
+        raw[44:56] = np.array([swz, int(oob_fill == "nan"), ilv], np.uint32).tobytes()
+        raw[56:76] = np.array((list(reversed(box)) + [1] * 5)[:5], np.uint32).tobytes()
+        raw[76:96] = np.array((list(reversed(es)) + [1] * 5)[:5], np.uint32).tobytes()
+        raw[96:128] = np.array((list(reversed(strides[:-1])) + [0] * 4)[:4], np.int64).tobytes()
+        self.buffer = (ctypes.c_ubyte * 128).from_buffer_copy(bytes(raw))
+
+    def getPtr(self):
+        return ctypes.addressof(self.buffer)
+
+
+def encode_tiled(dtype, shape, strides, box, address, *, element_strides=None, swizzle="none", interleave="none",
+                 oob_fill="none", l2_promotion="128B", validate=True):
+    """cudabook.tma.encode_tiled while emulating: check_tiled stands for the driver (it always runs)."""
+    from .. import tma
+    tma.check_tiled(dtype, shape, strides, box, address=address, element_strides=element_strides, swizzle=swizzle,
+                    interleave=interleave, oob_fill=oob_fill, l2_promotion=l2_promotion)
+    if interleave != "none":
+        raise CannotEmulate("interleaved tensor maps are not emulated")
+    return EmulatedTensorMap(dtype, tuple(shape), tuple(strides), tuple(box), address, element_strides, swizzle,
+                             interleave, oob_fill)
+
+
+def describe_map(raw: bytes) -> dict:
+    """The emulated map's fields, outermost first (NumPy order)."""
+    u32 = np.frombuffer(raw[:16], np.uint32)
+    rank, itemsize, code = int(u32[1]), int(u32[2]), int(u32[3])
+    dims = np.frombuffer(raw[24:44], np.uint32)[:rank][::-1]
+    swz, nan, _ = np.frombuffer(raw[44:56], np.uint32)
+    box = np.frombuffer(raw[56:76], np.uint32)[:rank][::-1]
+    es = np.frombuffer(raw[76:96], np.uint32)[:rank][::-1]
+    outer = np.frombuffer(raw[96:128], np.int64)[:rank - 1][::-1]
+    return dict(dtype=_DTYPES[code], itemsize=itemsize, address=int.from_bytes(raw[16:24], "little"),
+                shape=tuple(int(v) for v in dims), strides=tuple(int(v) for v in outer) + (itemsize,),
+                box=tuple(int(v) for v in box), element_strides=tuple(int(v) for v in es),
+                swizzle={0: "none", 32: "32B", 64: "64B", 128: "128B"}[int(swz)], nan_fill=bool(nan))
+
+
+_errors: list = []
+
+
+def _memory(m: dict) -> np.ndarray:
+    extent = sum((n - 1) * s for n, s in zip(m["shape"], m["strides"])) + m["itemsize"]
+    return np.ctypeslib.as_array((ctypes.c_ubyte * extent).from_address(m["address"]))
+
+
+def _tma(store, raw_map, coords, rank, smem, nbytes, smem_address, err, errlen):
+    """The TMA unit, for runtime.h: fill (or store) one box. Returns 0, or -1 with a sentence in err."""
+    from .. import tma
+    try:
+        m = describe_map(ctypes.string_at(raw_map, 128))
+        at = tuple(coords[i] for i in range(rank))[::-1]           # the kernel's are innermost first
+        offsets, inside = tma.box_elements(m["shape"], m["strides"], m["box"], at, m["element_strides"])
+        memory = _memory(m)
+        place = tma.swizzle_offsets(nbytes, m["swizzle"], smem_address)
+        shared = np.ctypeslib.as_array((ctypes.c_ubyte * nbytes).from_address(smem))
+        if not store:
+            data = tma._gather(memory, offsets, inside, m["itemsize"], m["nan_fill"] and m["dtype"].startswith("f"))
+            shared[place] = data.reshape(-1)
+        else:
+            data = shared[place].reshape(offsets.shape + (m["itemsize"],))
+            idx = offsets[inside][:, None] + np.arange(m["itemsize"])
+            memory[idx] = data[inside]
+        return 0
+    except Exception as e:  # reported by the kernel's launch, as the emulator's own error
+        msg = f"the TMA emulation failed: {type(e).__name__}: {e}".encode()[:errlen - 1]
+        ctypes.memmove(err, msg + b"\0", len(msg) + 1)
+        return -1
+
+
+_TMA_TYPE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int), ctypes.c_int,
+                             ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_uint, ctypes.c_void_p, ctypes.c_int)
+_TMA_CALLBACK = _TMA_TYPE(_tma)
+
+
+def address(array) -> int:
+    """The host address of a simulator device array (or any NumPy-backed array)."""
+    inner = getattr(array, "_ary", array)
+    return np.asarray(inner).__array_interface__["data"][0]

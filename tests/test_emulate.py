@@ -1,0 +1,214 @@
+"""The CPU emulation of CUDA C++ stages (cudabook.emulate) and the tiled-load arithmetic it shares with the
+lessons (cudabook.tma.load_box, swizzle_offsets): the C++ labs graded without a GPU, their planted mistakes
+failing with pointed messages, and the emulator's own limits (time, faults, what it cannot run)."""
+import ctypes
+import shutil
+
+import numpy as np
+import pytest
+
+from cudabook import emulate, labs, notebooks, nvrtc, tma
+from cudabook.resample import s06_cp_async as s06
+from cudabook.resample import s07_tma as s07
+
+pytestmark = pytest.mark.skipif(not (shutil.which("g++") or shutil.which("clang++")), reason="no host C++ compiler")
+
+
+# ------------------------------------------------------------------------------------------ tiled loads
+def test_load_box_inside_is_a_slice():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((5, 7, 9)).astype(np.float32)
+    got = tma.load_box(a, box=(2, 3, 4), coords=(1, 2, 3))
+    assert np.array_equal(got, a[1:3, 2:5, 3:7])
+
+
+def test_load_box_fills_out_of_bounds_with_zeros_or_nan():
+    a = np.arange(1, 13, dtype=np.float32).reshape(3, 4)
+    got = tma.load_box(a, box=(2, 3), coords=(-1, 2))
+    assert np.array_equal(got, [[0, 0, 0], [3, 4, 0]])
+    nan = tma.load_box(a, box=(2, 3), coords=(-1, 2), oob_fill="nan")
+    assert np.isnan(nan[0]).all() and np.isnan(nan[1, 2]) and nan[1, 0] == 3
+
+
+def test_load_box_follows_strides_and_element_strides():
+    a = np.arange(100, dtype=np.int32).reshape(10, 10)
+    assert np.array_equal(tma.load_box(a[:, ::2], box=(2, 2), coords=(3, 1)), a[3:5, 2:6:2])
+    assert np.array_equal(tma.load_box(a, box=(4, 3), coords=(0, 0), element_strides=(2, 1)), a[0:4:2, 0:3])
+
+
+def test_swizzle_128B_xors_the_chunk_with_the_row():
+    where = tma.swizzle_offsets(1024, "128B")
+    assert sorted(where) == list(range(1024))                      # a permutation of the bytes
+    for row in range(8):
+        for chunk in range(8):
+            assert where[row * 128 + chunk * 16] == row * 128 + (chunk ^ row) * 16
+    assert np.array_equal(tma.swizzle_offsets(256, "none"), np.arange(256))
+    assert tma.swizzle_offsets(256, "32B")[128 + 0] == 128 + 16    # row 1: chunk 0 <-> 1 within 32 bytes
+
+
+def test_smem_image_places_each_value_where_the_swizzle_says():
+    values = np.arange(64 * 8, dtype=np.uint16).reshape(8, 64)     # 8 rows of 128 bytes
+    image = tma.smem_image(values, "128B").view(np.uint16).reshape(8, 64)
+    assert np.array_equal(image[3, 8 * (1 ^ 3):8 * (1 ^ 3) + 8], values[3, 8:16])
+
+
+def test_an_emulated_map_describes_what_was_encoded():
+    a = np.zeros((3, 40, 24), np.uint16)
+    with emulate.emulating():
+        m = tma.encode_tiled("bfloat16", a.shape, a.strides, (1, 8, 24), a.ctypes.data)
+    d = emulate.describe_map(ctypes.string_at(m.getPtr(), 128))
+    assert d["shape"] == a.shape and d["strides"] == a.strides and d["box"] == (1, 8, 24)
+    assert d["dtype"] == "bfloat16" and d["swizzle"] == "none"
+
+
+def test_an_emulated_map_is_checked_by_the_drivers_rules():
+    with emulate.emulating(), pytest.raises(tma.TensorMapError, match="multiple of 16"):
+        tma.encode_tiled("float32", (256, 257), (1028, 4), (32, 32), 0)
+
+
+# ------------------------------------------------------------------------------------------ the emulator itself
+def _run(source, kernel, grid, block, args, types, shared=0, timeout_s=10.0, landing="lazy"):
+    with emulate.emulating(landing, timeout_s=timeout_s):
+        k = nvrtc.load(nvrtc.compile(source, name="test.cu"), kernel)
+        k.launch(grid, block, args, types, shared=shared)
+
+
+SHUFFLE = r"""
+extern "C" __global__ void k(int* out) {
+    int v = threadIdx.x;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    __shared__ int total[2];
+    if ((threadIdx.x & 31) == 0) total[threadIdx.x / 32] = v;
+    __syncthreads();
+    out[threadIdx.x] = total[0] + total[1];
+}
+"""
+
+
+def test_threads_shuffle_and_meet_at_barriers():
+    out = np.zeros(64, np.int32)
+    _run(SHUFFLE, "k", 1, 64, [out.ctypes.data], [ctypes.c_void_p])
+    assert (out == sum(range(64))).all()
+
+
+def test_an_endless_loop_ends_with_the_time_limit():
+    src = 'extern "C" __global__ void k(int* out) { while (out[0] == 0) { } }'
+    out = np.zeros(1, np.int32)
+    with pytest.raises(emulate.EmulatedTimeout, match="did not finish in 1 s"):
+        _run(src, "k", 1, 32, [out.ctypes.data], [ctypes.c_void_p], timeout_s=1.0)
+
+
+def test_lanes_that_left_a_shuffle_are_a_deadlock_named():
+    src = r"""extern "C" __global__ void k(int* out) {
+        if (threadIdx.x == 3) return;
+        out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1, 1);
+    }"""
+    out = np.zeros(32, np.int32)
+    with pytest.raises(emulate.EmulationError, match=r"(?s)DEADLOCK.*__shfl_xor_sync \(mask 0xffffffff\).*lane 3 of warp 0 has left"):
+        _run(src, "k", 1, 32, [out.ctypes.data], [ctypes.c_void_p])
+
+
+def test_a_wild_write_is_reported_not_a_crash():
+    src = 'extern "C" __global__ void k(int* out) { out[threadIdx.x * 100000000LL] = 1; }'
+    out = np.zeros(1, np.int32)
+    with pytest.raises(emulate.EmulationError, match="memory it does not own"):
+        _run(src, "k", 1, 32, [out.ctypes.data], [ctypes.c_void_p])
+
+
+def test_tensor_core_instructions_are_named_as_not_emulated():
+    src = 'extern "C" __global__ void k(int* out) { asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory"); }'
+    out = np.zeros(1, np.int32)
+    with pytest.raises(emulate.CannotEmulate, match="wgmma.fence.sync.aligned"):
+        _run(src, "k", 1, 128, [out.ctypes.data], [ctypes.c_void_p])
+
+
+def test_a_misaligned_cp_async_fails_as_on_a_gpu():
+    src = r"""extern "C" __global__ void k(const unsigned char* in) {
+        extern __shared__ __align__(16) unsigned char smem[];
+        unsigned dst = (unsigned)__cvta_generic_to_shared(smem);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(dst), "l"(in + 4) : "memory");
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    }"""
+    data = np.zeros(64, np.uint8)
+    with pytest.raises(emulate.EmulationError, match="16-byte aligned"):
+        _run(src, "k", 1, 32, [data.ctypes.data], [ctypes.c_void_p], shared=64)
+
+
+# ------------------------------------------------------------------------------------------ the C++ labs on a CPU
+def _region(module):
+    path = str(module.SOURCE.relative_to(notebooks.PACKAGE))
+    return notebooks.strip_markers(notebooks.region_source(path))
+
+
+@pytest.mark.parametrize("module", [s06, s07], ids=["06", "07"])
+def test_the_solution_passes_in_the_emulator(module, capsys):
+    if not module.unavailable():
+        pytest.skip("this machine runs the stage: the GPU grades it")
+    assert labs.grade(module.NAME, _region(module)), capsys.readouterr().out
+    assert "emulator" in capsys.readouterr().out
+
+
+MISTAKES = [  # (module, what, old, new, words the message must hold)
+    (s06, "a wait one group too shallow", "cp_async_wait<STAGES - 1>()", "cp_async_wait<STAGES>()",
+     ["WHEN it is read", "too shallow"]),
+    (s06, "no barrier after the wait", "__syncthreads();", "", ["WHEN it is read", "__syncthreads"]),
+    (s06, "the barrier before the wait",
+     "cp_async_wait<STAGES - 1>();                       // this thread's copies for item k have landed...\n"
+     "        __syncthreads();", "__syncthreads();\n        cp_async_wait<STAGES - 1>();", ["WHEN it is read"]),
+    (s06, "no wait at all", "cp_async_wait<STAGES - 1>();", "", ["WHEN it is read"]),
+    (s06, "the copies of an item too far ahead", "fill(k + STAGES - 1,", "fill(k + STAGES,", ["FAIL"]),
+    (s07, "a wrong byte count", "nbox * BOX_BYTES", "nbox * BOX_BYTES / 2", ["expect_tx says", "deliver"]),
+    (s07, "the bytes of the window's rows, not of its boxes", "nbox * BOX_BYTES", "n * DC * 2",
+     ["expect_tx says", "deliver"]),
+    (s07, "a missing expect_tx", "mbar_arrive_expect_tx(full, nbox * BOX_BYTES + (TIMES_TMA ? WT_ROWS * 4 : 0));",
+     "mbar_arrive(full);", ["expect_tx says 0 bytes"]),
+    (s07, "swapped coordinates", "it.d0, L + r * BOXR, it.b", "L + r * BOXR, it.d0, it.b", ["FAIL"]),
+    (s07, "one box only", "for (int r = 0; r < nbox; ++r)", "for (int r = 0; r < 1; ++r)",
+     ["would never complete", "the boxes deliver"]),
+    (s07, "every box to the same place", "dst + r * BOX_BYTES", "dst", ["FAIL"]),
+]
+
+
+@pytest.mark.parametrize("module, what, old, new, words", MISTAKES, ids=[m[1] for m in MISTAKES])
+def test_a_cpp_lab_mistake_fails_with_a_pointed_message(module, what, old, new, words, capsys):
+    region = _region(module)
+    assert old in region, f"the mistake's text is no longer in {module.NAME}'s lab region"
+    assert not labs.grade(module.NAME, region.replace(old, new, 1)), f"'{what}' passed"
+    out = capsys.readouterr().out
+    for w in words:
+        assert w in out, f"'{what}': the message lacks {w!r}:\n{out}"
+
+
+def _full_source_case(module, old, new, landing="lazy"):
+    from cudabook import resample
+    from cudabook.resample import inputs, problem
+    text = module.source()
+    assert old in text
+    args = inputs.random_problem(2, 200, 40, 40, rng=np.random.default_rng(3))
+    p = problem.upload(*args)
+    p.poison()
+    with emulate.emulating(landing, timeout_s=20):
+        module.launch(p, kernel=text.replace(old, new, 1))
+    return resample.judge(p.result(), *args)
+
+
+def test_consumers_waiting_with_the_wrong_parity_read_too_early():
+    old = "mbar_wait(full0 + 8 * s, (k / STAGES) & 1);"
+    try:
+        verdict = _full_source_case(s07, old, "mbar_wait(full0 + 8 * s, ((k / STAGES) & 1) ^ 1);")
+    except emulate.EmulationError:
+        return   # reading the stage's header before it was written may also stop the kernel: never a PASS
+    assert not verdict.ok
+
+
+def test_a_producer_waiting_with_the_wrong_parity_is_a_deadlock_named():
+    old = "mbar_wait(empty0 + 8 * s, ((k / STAGES) & 1) ^ 1);   // the consumers"
+    with pytest.raises(emulate.EmulationError, match=r"DEADLOCK(.|\n)*wrong parity"):
+        _full_source_case(s07, old, "mbar_wait(empty0 + 8 * s, (k / STAGES) & 1);   // the consumers")
+
+
+def test_the_stage_sources_run_right_both_ways():
+    for module in (s06, s07):
+        for landing in ("lazy", "eager"):
+            assert _full_source_case(module, "", "", landing).ok, (module.NAME, landing)
