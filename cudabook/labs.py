@@ -74,7 +74,7 @@ def _grade_cuda(stage_name, region, say, track) -> bool | None:
     try:
         cubin = module.compile_cubin(arch="sm_90a", source_text=source)
     except Exception as e:
-        say(f"Your code does not compile:\n{e}")
+        say(f"Your code does not compile:\n{your_lines(str(e), source, region)}")
         return False
     log = nvrtc.compile_log(cubin)
     for pattern, mistake in getattr(module, "COMPILE_LOG_MISTAKES", ()):
@@ -88,6 +88,22 @@ def _grade_cuda(stage_name, region, say, track) -> bool | None:
             f"stage uses: a GPU grades it.)")
         return False
     return None
+
+
+def your_lines(message: str, source: str, region: str) -> str:
+    """A compiler message about the spliced source, with each line of the learner's region also numbered as in
+    their cell: "cp_async.cu:214: error" becomes "cp_async.cu:214 (your line 2): error"."""
+    body = region.strip("\n")
+    at = source.find(body)
+    if at < 0:
+        return message
+    first = source.count("\n", 0, at) + 1
+    last = first + body.count("\n")
+
+    def mark(m):
+        line = int(m.group(2))
+        return m.group(0) if not first <= line <= last else f"{m.group(1)}:{line} (your line {line - first + 1}):"
+    return re.sub(r"([\w.]+\.cuh?):(\d+):", mark, message)
 
 
 def _log_line(log, pattern):

@@ -13,7 +13,10 @@
 # 3. a barrier: every thread copied a share of the window, so *everyone's* copies must have landed.
 #
 # Write C++ in the string below; the grader puts it into `kernels/cp_async.cu` in place of the lab region,
-# compiles the file with NVRTC and runs it. Without a suitable GPU it only compiles it and says why.
+# compiles the file with NVRTC and runs it. Without a suitable GPU it runs it on the CPU in an emulator
+# (`cudabook.emulate`), twice: once with every `cp.async` group landing only when its thread waits for it (and
+# shared memory starting as NaN, so reading a row before its copy landed shows), once with every copy landing the
+# moment it is issued. A correct pipeline is right both ways; a wait one group too shallow is not.
 # Read the lesson's loop (06 · cp.async) if you are stuck.
 
 # %%

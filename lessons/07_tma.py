@@ -102,6 +102,22 @@ ax.set_xlabel("source row"); ax.set_title(f"boxes of {box_rows} rows x D channel
 plt.show()
 
 # %% [markdown]
+# ## What one box holds at the end of a row
+#
+# A window near the end of a batch row asks for rows past `S - 1`. The copy engine does not fault: the rows
+# outside the tensor arrive as **zeros**, and the box still delivers (and counts, for `expect_tx`) all its bytes.
+# `cudabook.tma.load_box` computes what a tiled load brings, from the same description as the tensor map; the
+# grader's CPU emulator fills every box with it. Here a box of 8 rows x 8 channels starting at row 16 of a
+# 20-row tensor:
+
+# %%
+demo = np.arange(1 * 20 * 8, dtype=np.float32).reshape(1, 20, 8)       # [B, S, D], values = their own index
+box = tma.load_box(demo, box=(1, 8, 8), coords=(0, 16, 0))
+print(box[0])
+print(f"rows 16..19 are the tensor's last rows; rows 20..23 are outside it: zero-filled, {box.nbytes} bytes "
+      f"delivered either way")
+
+# %% [markdown]
 # ## The kernel
 #
 # The tensor map reaches the kernel as a `const __grid_constant__` parameter: a 128-byte, 64-byte-aligned

@@ -16,7 +16,14 @@
 #
 # If the byte count is wrong, the barrier never completes (or completes before the data is there): the
 # kernel's watchdog then stops it after some seconds with an error, and the notebook's kernel must be restarted.
-# Without a Hopper GPU the grader compiles your code for sm_90a and says why it cannot run it.
+#
+# Without a Hopper GPU the grader compiles your code for sm_90a and then runs it **on the CPU, in an emulator**
+# (`cudabook.emulate`): every CUDA thread is a small coroutine, and each TMA box lands at the latest moment the
+# barriers allow, filled from the tensor map by `cudabook.tma.load_box` (zeros past the edges). It counts the
+# barrier's arrivals and bytes, so a wrong byte count is named ("expect_tx says N bytes, the boxes deliver M"),
+# and a barrier that can never complete is reported with what every thread waits for, instead of hanging.
+# Then it runs everything again with each copy landing the moment it is issued: a correct kernel is right both
+# ways. It cannot time anything: speed needs the GPU.
 
 # %%
 import cudabook

@@ -125,6 +125,7 @@ def test_cuda_grader_shows_the_compile_error_with_its_line(stage, path, capsys):
     assert not labs.grade(stage, "int x = ;")
     out = capsys.readouterr().out
     assert "does not compile" in out and "int x = ;" in out and "expected an expression" in out
+    assert "(your line 1)" in out       # numbered as in the learner's cell too
 
 
 @pytest.mark.parametrize("stage,path", CUDA_LABS)

@@ -47,8 +47,14 @@ from cudabook.gemm import s05_wgmma_tma as s05, wgmma
 # atom; the kernel rounds its shared-memory base up to 1024.
 
 # %%
+from cudabook import tma
 rows, chunks = 16, 8
-placed = np.array([[c ^ (r % 8) for c in range(chunks)] for r in range(rows)])
+where = tma.swizzle_offsets(rows * 128, "128B")          # where TMA puts each byte (the emulator uses it too)
+placed = np.zeros((rows, chunks), int)
+for r in range(rows):
+    for c in range(chunks):
+        dest = where[r * 128 + c * 16]
+        placed[dest // 128, dest % 128 // 16] = c
 fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
 for ax, grid, title in ((axes[0], np.tile(np.arange(chunks), (rows, 1)), "plain: chunk c at position c"),
                         (axes[1], placed, "128B swizzle: chunk c at position c ^ (row % 8)")):
