@@ -97,7 +97,9 @@ def get(track):
 
 
 RACE_HINT = ("the output differs between two runs on the same inputs: a race (threads reading shared memory "
-             "that others are still writing, or overwriting a buffer someone still reads: a missing barrier?)")
+             "that others are still writing, overwriting a buffer someone still reads: a missing barrier?, or "
+             "two threads storing to the same output element: a guard or an index that lets a thread write "
+             "past its own share?)")
 
 
 class KernelTimeout(RuntimeError):

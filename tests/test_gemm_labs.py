@@ -147,3 +147,62 @@ def test_the_grader_passes_the_solution_and_fails_each_mistake(stage, path, caps
             (what, out)
         if phrase:
             assert phrase in out, (what, out)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The Numba lab, 02_smem_tiles: learner-style mistakes as edits of the real kernel, through the grader
+# ----------------------------------------------------------------------------------------------------------
+# (what, edits of gemm_tiled, a phrase the message must hold, why only the simulator shows it or None). The
+# grader's simulator cases have K = 20, 13, 1 and 37 with TILE = 16: two or three K tiles, the last one partial.
+RACE = "a race"
+INDEXING = "check the indexing of a and b"
+NUMBA_HINTS = ("without the last", "without the first", "without the term(s)", "counted twice",
+               "rounding inside the loop", "too small in magnitude", INDEXING, "never written", RACE, "still the TODO")
+OUT_OF_BOUNDS = "sim: the simulator checks indices; on a GPU the read lands in memory nobody checks"
+NUMBA_WRONG = [
+    ("the k loop of a tile stops one short (range(TILE - 1))", [("for k in range(TILE):", "for k in range(TILE - 1):")],
+     "the last k of every", None),
+    ("the K tiles counted rounding down: the last, partial tile skipped",
+     [("for k0 in range(0, K, TILE):", "for k0 in range(0, K - TILE + 1, TILE):")], "without the last", None),
+    ("no barrier after the loads: a tile read before every thread has written it",
+     [("Bs[ty, tx] = b_val\n        cuda.syncthreads()", "Bs[ty, tx] = b_val")], RACE,
+     "sim: a race a GPU may not show"),
+    ("no barrier after the multiply-adds: the next tile overwrites one still being read",
+     [("acc += As[ty, k] * Bs[k, tx]\n        cuda.syncthreads()", "acc += As[ty, k] * Bs[k, tx]")], RACE,
+     "sim: a race a GPU may not show (one tile ahead, rare at one tile per block)"),
+    ("the B tile read transposed in the multiply-adds", [("As[ty, k] * Bs[k, tx]", "As[ty, k] * Bs[tx, k]")],
+     INDEXING, None),
+    ("the sum rounded to bf16 at every step", [("acc += As[ty, k] * Bs[k, tx]",
+                                                "acc = bf16_to_f32(f32_to_bf16(acc + As[ty, k] * Bs[k, tx]))")],
+     "rounding inside the loop", None),
+    ("no zero fill past the edges: the last K tile keeps the previous tile's values",
+     [("            a_val = bf16_to_f32(a[m, k0 + tx])\n        As[ty, tx] = a_val",
+       "            As[ty, tx] = bf16_to_f32(a[m, k0 + tx])"),
+      ("            b_val = bf16_to_f32(b[k0 + ty, n])\n        Bs[ty, tx] = b_val",
+       "            Bs[ty, tx] = bf16_to_f32(b[k0 + ty, n])")], "counted twice", None),
+    ("A's tile loaded with ty along K (the B pattern), its guard left on tx",
+     [("a_val = bf16_to_f32(a[m, k0 + tx])", "a_val = bf16_to_f32(a[m, k0 + ty])")], "IndexError", OUT_OF_BOUNDS),
+]
+
+
+def test_the_numba_lab_has_five_mistakes():
+    assert len(NUMBA_WRONG) >= 5
+
+
+@pytest.mark.parametrize("what, edits, says, sim_only", NUMBA_WRONG, ids=[w[0][:48] for w in NUMBA_WRONG])
+def test_the_grader_fails_a_numba_lab_mistake(what, edits, says, sim_only, capsys):
+    from corpus.mutate import mutant
+    from cudabook import SIMULATOR
+    if sim_only and not SIMULATOR:
+        pytest.skip(sim_only)
+    wrong = mutant("cudabook.gemm.s02_smem_tiles", "gemm_tiled", edits)
+    assert not labs.grade("02_smem_tiles", wrong, track="gemm"), f"'{what}' passed the grader"
+    out = capsys.readouterr().out
+    print(f"--- 02_smem_tiles: {what}\n{out}")
+    assert "FAIL" in out or "raised an error" in out, out
+    if not SIMULATOR:
+        return                        # the GPU's cases (and TILE = 32) differ: only the verdict is pinned there
+    assert says in out, f"'{what}': the message does not point at the mistake:\n{out}"
+    hints = [line for line in out.split("\n") if line.startswith("Hint: ") and says not in line]
+    named = [h for h in NUMBA_HINTS if any(h in line for line in hints)]
+    assert not named, f"'{what}': the message names a cause the data rules out {named}:\n{out}"

@@ -78,7 +78,53 @@ def missing_k(got, ref, tol, bad, a, b) -> str | None:
             if np.mean(np.abs(got - (ref - part)) <= tol) > 0.99:
                 return (f"C is the sum over K without {where}: the loop over K misses them. K = {K} need not be "
                         f"a multiple of the tile: round the number of K tiles up and load zeros past the end")
+    return _k_terms(got, ref, tol, fa, fb)
+
+
+def _k_terms(got, ref, tol, fa, fb) -> str | None:
+    """If C is the sum over K with some values of k left out (or counted twice), anywhere in K, say which: a
+    least-squares fit of C's error to the K terms a[:, k] b[k, :] (a few thousand elements of C suffice)."""
+    M, K = fa.shape
+    N = fb.shape[1]
+    if K < 2 or K > 512 or M * N < 2 * K:
+        return None
+    pick = np.random.default_rng(12345).permutation(M * N)[:max(8 * K, 2000)]
+    i, j = np.divmod(pick, N)
+    terms = fa[i, :] * fb[:, j].T                                   # [elements, K]
+    coef = np.linalg.lstsq(terms, (ref - got).reshape(-1)[pick], rcond=None)[0]
+    whole = np.round(coef)
+    if np.abs(coef - whole).max() > 0.2 or not whole.any():
+        return None
+    for value in (1, -1):
+        if set(np.unique(whole)) <= {0, value}:
+            ks = np.nonzero(whole)[0]
+            part = fa[:, ks] @ fb[ks]
+            if np.mean(np.abs(got - (ref - value * part)) <= tol) <= 0.99:
+                return None
+            if value == -1:
+                return (f"C is the sum over K with the term(s) k = {_ranges(ks)} counted twice: a tile's values used "
+                        f"again. Check that every K tile is loaded in full, with zeros past the end of K (an element "
+                        f"left unwritten keeps the previous tile's value), and that no loop over K visits them twice")
+            hint = f"C is the sum over K without the term(s) k = {_ranges(ks)}"
+            for tile in (8, 16, 32, 64):
+                for r, what in ((tile - 1, "last"), (0, "first")):
+                    cls = np.arange(r, K, tile)
+                    if cls.size and np.array_equal(ks, cls) and tile < K:
+                        return (hint + f": the {what} k of every {tile}-wide tile of K. Does the loop over a tile's "
+                                f"k run over all {tile} of them (range(TILE), not range(TILE - 1) or range(1, TILE))?")
+            return hint + ": check the bounds and the step of the loops over K (the tiles and the k within one)"
     return None
+
+
+def _ranges(idx, most=6) -> str:
+    """[3, 4, 5, 9] -> '3 .. 5, 9' (at most `most` pieces)."""
+    idx = [int(i) for i in idx]
+    pieces, start = [], idx[0]
+    for prev, cur in zip(idx, idx[1:] + [None]):
+        if cur != prev + 1:
+            pieces.append(f"{start}" if start == prev else f"{start} .. {prev}")
+            start = cur
+    return ", ".join(pieces[:most]) + (", ..." if len(pieces) > most else "")
 
 
 def diagnose(bad, nan, ref, got) -> str | None:

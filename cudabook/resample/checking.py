@@ -9,13 +9,14 @@ import numpy as np
 
 from ..verdict import Verdict, bf16_half_ulp
 from . import inputs
-from .problem import upload
+from .problem import POISON, upload
 
 EPS32 = float(np.finfo(np.float32).eps)
 
 
-def compare(got, ref, scale, *, targets=None, times=None, show=5) -> Verdict:
-    """Compare bf16 output `got` [B, T, D] with the float64 reference `ref` of the same shape."""
+def compare(got, ref, scale, *, targets=None, times=None, feats=None, show=5) -> Verdict:
+    """Compare bf16 output `got` [B, T, D] with the float64 reference `ref` of the same shape (the inputs, where
+    given, sharpen the hint)."""
     got = np.asarray(got)
     if got.shape != ref.shape:
         return Verdict(False, ref.size, ref.size, 0, ref.shape,
@@ -23,6 +24,7 @@ def compare(got, ref, scale, *, targets=None, times=None, show=5) -> Verdict:
     g = got.astype(np.float64)
     tol = bf16_half_ulp(np.maximum(np.abs(ref), np.abs(np.nan_to_num(g)))) + 8 * EPS32 * scale + 1e-30
     nan = np.isnan(g)
+    bits = got.view(np.uint16) if got.dtype.itemsize == 2 else None      # bf16 (or its uint16 bits)
     bad = nan | ~(np.abs(g - ref) <= tol)
     n_bad, n_nan = int(bad.sum()), int(nan.sum())
     if n_bad == 0:
@@ -30,14 +32,26 @@ def compare(got, ref, scale, *, targets=None, times=None, show=5) -> Verdict:
     where = np.argwhere(bad)
     first = [(int(b), int(t), int(d), float(ref[b, t, d]), float(g[b, t, d])) for b, t, d in where[:show]]
     lines = [f"FAIL: {n_bad:,} of {ref.size:,} outputs are wrong {_shape(ref)}"
-             + (f"; {n_nan:,} are NaN (never written, or computed as NaN)" if n_nan else "")]
+             + (f"; {_nan_words(n_nan, bits)}" if n_nan else "")]
     for b, t, d, e, x in first:
         rounded = float(inputs.to_bf16(e).astype(np.float64))
         lines.append(f"  out[{b}, {t}, {d}]: expected {e:.6g} (bf16 {rounded:.6g}), got {x:.6g}")
-    hint = diagnose(bad, nan, targets, times)
+    hint = diagnose(bad, nan, targets, times, unwritten=None if bits is None else bits == POISON, bits=bits,
+                    ref=ref, got=g, feats=feats)
     if hint:
         lines.append("Hint: " + hint)
     return Verdict(False, n_bad, ref.size, n_nan, ref.shape, "\n".join(lines), first)
+
+
+def _nan_words(n_nan, bits):
+    """How many NaN outputs, and which of them still hold the poison (never written)."""
+    if bits is None:
+        return f"{n_nan:,} are NaN (never written, or computed as NaN)"
+    unwritten = int((bits == POISON).sum())
+    parts = [f"{unwritten:,} were never written (still the poison NaN)"] if unwritten else []
+    if n_nan > unwritten:
+        parts.append(f"{n_nan - unwritten:,} are NaN values the kernel stored")
+    return " and ".join(parts)
 
 
 def _shape(ref):
@@ -45,11 +59,23 @@ def _shape(ref):
     return f"(B={B}, T={T}, D={D})"
 
 
-def diagnose(bad, nan, targets=None, times=None) -> str | None:
-    """A guess at the kind of bug from where the wrong outputs are."""
+def diagnose(bad, nan, targets=None, times=None, *, unwritten=None, bits=None, ref=None, got=None,
+             feats=None) -> str | None:
+    """A guess at the kind of bug from where the wrong outputs are (and, given them, from which outputs still
+    hold the poison, `unwritten`, and what the stored bits and the reference are). Every hint names a cause the
+    data allows: the inputs are validated (source times strictly increase), so none blames the data."""
     B, T, D = bad.shape
+    if unwritten is None:
+        unwritten = nan
     if nan.all():
         return "no output was written at all: does the kernel store to `out`, and is it launched?"
+    if bits is not None and ref is not None and _stored_as_integers(bits, ref):
+        return ("the stored bits are the values converted to integers (1.7 is stored as 1, a bf16 bit pattern "
+                "that means 1e-40): a float32 stored straight into the uint16 output. `out` holds bf16 bits: "
+                "store f32_to_bf16(value)")
+    if got is not None and ref is not None and _truncated(got, ref, bad, nan):
+        return ("every wrong output is a little smaller in magnitude than the correct one, by less than one bf16 "
+                "step: rounded toward zero (the low 16 bits cut off) instead of to nearest even: use f32_to_bf16")
     channels = bad.any(axis=(0, 1))
     first_bad = int(np.argmax(channels)) if channels.any() else D
     if D > 1 and channels.any() and first_bad > 0 and channels[first_bad:].all():
@@ -63,18 +89,105 @@ def diagnose(bad, nan, targets=None, times=None) -> str | None:
                 which = ", ".join(str(i) for i in np.nonzero(pattern[0])[0])
                 return (f"channels d with d % {period} in {{{which}}} are wrong, all the others right: one "
                         f"word (or lane) of each {period}-channel group is handled differently from the rest")
-    if T > 1 and nan[:, -1, :].any() and not bad[:, 0, :].any():
-        return "the last targets were never written: check the bound on the target index"
-    if B > 1 and bad[-1].any() and not bad[0].any():
+    rows_t = bad.any(axis=2)
+    suffix = all(not r.any() or r[int(np.argmax(r)):].all() for r in rows_t)    # wrong from some t to the end
+    if T > 1 and nan[:, -1, :].any() and not bad[:, 0, :].any() and suffix:
+        return ("the last targets were never written: check the bound on the target index, and that the grid's "
+                "blocks together cover every target (blockIdx.x * blockDim.x + threadIdx.x)")
+    rows_b = rows_t.any(axis=1)
+    if B > 1 and bad[-1].any() and not bad[0].any() and rows_t[rows_b].mean() > 0.5:   # most of their targets
         return "only later batch rows are wrong: check how the batch index b enters the addresses"
     if targets is not None and times is not None:
-        rows_t = np.any(bad, axis=2)
         outside = (targets < times[:, :1]) | (targets > times[:, -1:])
-        if rows_t.any() and np.all(outside[rows_t]):
+        if rows_t.any() and np.all(outside[rows_t]) and _extrapolated(got, bad, targets, times, feats):
             return ("only targets outside the source range are wrong: np.interp holds the end values there "
                     "(clamp the weight to [0, 1], or the interval index to [0, S-2])")
+    hint = _where_unwritten(unwritten, bad)
+    if hint:
+        return hint
+    if D > 1 and not nan.any() and bad[rows_t].mean() > 0.9:
+        which = ("every target is wrong" if rows_t.mean() > 0.9 else
+                 f"{int(rows_t.sum())} of the {B * T} targets are wrong, the others right")
+        return (f"{which}, in (nearly) every channel: what a target shares across its channels is off: the two "
+                f"source rows it blends (lo and lo + 1 of its batch row, from the search) or its weight "
+                f"(w = (x - t[lo]) / (t[lo + 1] - t[lo]), clamped to [0, 1]; w = 0 gives row lo, w = 1 row lo + 1)")
+    if nan.any() and not (nan & ~unwritten).any():
+        return (f"{int(unwritten.sum()):,} outputs were never written (they still hold the grader's poison NaN): "
+                f"a loop bound or a guard too strict, or a store that went to another element")
     if nan.any():
-        return "some outputs are NaN: unwritten elements, or a division by a zero time step?"
+        return ("some outputs are NaN values the kernel stored: the source times strictly increase (the inputs "
+                "are checked), so a NaN comes from reading times or features that are not the target's interval, "
+                "or from storing something that is not bf16 bits (store f32_to_bf16(value))")
+    return None
+
+
+def _extrapolated(got, bad, targets, times, feats) -> bool:
+    """Do the wrong outputs (all at targets outside the source range) hold the line through the end interval,
+    extended past the end (an unclamped weight)? True when that cannot be told (no inputs given)."""
+    if got is None or feats is None:
+        return True
+    f = np.asarray(feats)
+    f = (f.view(inputs.BF16) if f.dtype == np.uint16 else f).astype(np.float64)
+    t = np.asarray(times, np.float64)
+    S = t.shape[1]
+    b, i, d = np.nonzero(bad)
+    x = np.asarray(targets, np.float64)[b, i]
+    lo = np.where(x < t[b, 0], 0, S - 2)
+    w = (x - t[b, lo]) / (t[b, lo + 1] - t[b, lo])
+    line = f[b, lo, d] + w * (f[b, lo + 1, d] - f[b, lo, d])
+    g = got[b, i, d]
+    return bool(np.mean(np.abs(g - line) <= 0.02 * np.maximum(np.abs(line), 1e-3)) > 0.9)
+
+
+def _truncated(got, ref, bad, nan) -> bool:
+    """True when every wrong output lies within one bf16 step of the reference, toward zero."""
+    if nan.any():
+        return False
+    g, r = got[bad], ref[bad]
+    return bool(np.all((np.abs(g) <= np.abs(r)) & (np.abs(r - g) <= 2 * bf16_half_ulp(r)) & (g * r >= 0)))
+
+
+def _stored_as_integers(bits, ref) -> bool:
+    """True when (nearly) every stored uint16 is int(reference), wrapped (the simulator) or saturated (a GPU)."""
+    if ref.size == 0 or not np.isfinite(ref).all():
+        return False
+    whole = np.trunc(ref)
+    wrapped = whole.astype(np.int64) & 0xFFFF
+    saturated = np.clip(whole, 0, 0xFFFF).astype(np.int64)
+    b = bits.astype(np.int64)
+    return bool(np.mean((b == wrapped) | (b == saturated)) > 0.9 and np.mean(np.abs(ref) >= 1) > 0.2)
+
+
+def _ranges(idx, most=6) -> str:
+    """[3, 4, 5, 9] -> '3 .. 5, 9' (at most `most` pieces)."""
+    idx = [int(i) for i in idx]
+    pieces, start = [], idx[0]
+    for prev, cur in zip(idx, idx[1:] + [None]):
+        if cur != prev + 1:
+            pieces.append(f"{start}" if start == prev else f"{start} .. {prev}")
+            start = cur
+    return ", ".join(pieces[:most]) + (", ..." if len(pieces) > most else "")
+
+
+def _where_unwritten(unwritten, bad) -> str | None:
+    """Say which outputs still hold the poison when they form whole targets or whole channels."""
+    if not unwritten.any():
+        return None
+    B, T, D = unwritten.shape
+    targets = unwritten.any(axis=2)
+    if (unwritten.all(axis=2) == targets).all():
+        flat = np.nonzero(targets.reshape(-1))[0]
+        first = ", ".join(f"({i // T}, {i % T})" for i in flat[:6]) + (", ..." if flat.size > 6 else "")
+        return (f"{flat.size} targets (b, t) = {first} were never written in any channel (they still hold the "
+                f"grader's poison NaN), while the others were: check which output row each store goes to and "
+                f"the guard on the target index")
+    channels = unwritten.any(axis=(0, 1))
+    if B * T > 1 and (unwritten.all(axis=(0, 1)) == channels).all():
+        also = bad.any(axis=(0, 1)) & ~channels
+        return (f"channels {_ranges(np.nonzero(channels)[0])} were never written for any target (they still hold "
+                f"the grader's poison NaN)" + (f", and channels {_ranges(np.nonzero(also)[0])} hold wrong values"
+                                                if also.any() else "")
+                + ": check the loop over the channels (its bound and step) and the column each store goes to")
     return None
 
 
@@ -90,4 +203,5 @@ def check_on(launch, src_times, src_feats, tgt_times, **params) -> Verdict:
     problem = upload(src_times, src_feats, tgt_times)
     problem.poison()
     launch(problem, **params)
-    return compare(problem.result(), ref, scale, targets=np.asarray(tgt_times), times=np.asarray(src_times))
+    return compare(problem.result(), ref, scale, targets=np.asarray(tgt_times), times=np.asarray(src_times),
+                   feats=src_feats)
