@@ -70,6 +70,14 @@ class Ladder:
         return problem.result()
 
 
+def check_params(params, allowed):
+    """TypeError naming any parameter the stage does not know."""
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        raise TypeError(f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
+                        f"this stage takes: {', '.join(allowed)}")
+
+
 def check_launch(stage: str, *, threads=None, threads_multiple=1, grid_y=None, **at_least):
     """ValueError naming the parameter and the rule for launch settings no GPU accepts: a block of 1..1024
     threads (a multiple of `threads_multiple`), a grid's y dimension of at most 65,535, and counts that must be

@@ -305,6 +305,8 @@ static u64 value(Ctx& c, const Arg& a) {
         if (a.name == "laneid") return (u64)cur->lane;
         if (a.name == "warpid") return (u64)cur->warp;
         if (a.name == "tid.x") return threadIdx.x;
+        if (a.name == "globaltimer") { timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return (u64)ts.tv_sec * 1000000000ull + ts.tv_nsec; }
+        if (a.name == "clock64" || a.name == "clock") return (u64)(clock_now += 1000);
         fail("inline PTX reads the special register %%%s, which this emulator does not know", a.name.c_str());
     default: fail("inline PTX: an operand that is not a value");
     }
@@ -379,6 +381,7 @@ static void exec(Ctx& c, const Insn& in) {
         cannot(what.c_str());
     }
     if (op.rfind("mov.", 0) == 0) { store(c, in.args[0], value(c, in.args[1])); return; }
+    if (op == "trap") fail("the kernel executed trap (thread %d of block %u)", t->linear, block_idx.x);
     if (op.rfind("selp.", 0) == 0) {
         store(c, in.args[0], value(c, in.args[3]) ? value(c, in.args[1]) : value(c, in.args[2]));
         return;

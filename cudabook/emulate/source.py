@@ -170,9 +170,13 @@ def kernels(text: str) -> list[tuple[str, list[str]]]:
     return found
 
 
+_FIXED_WIDTH = re.compile(r"^[ \t]*typedef[ \t]+[\w \t]+[ \t]u?int(8|16|32|64)_t[ \t]*;", re.M)
+
+
 def host_source(text: str, name: str, include_path) -> str:
-    """The whole file the host compiler gets: runtime, the rewritten kernel, its entry points."""
-    body = inline_includes(text, name, include_path)
+    """The whole file the host compiler gets: runtime, the rewritten kernel, its entry points. A kernel's own
+    typedefs of uint32_t and friends (NVRTC has no <cstdint>) are dropped: the host's are the same types."""
+    body = _FIXED_WIDTH.sub("", inline_includes(text, name, include_path))
     body = rewrite_shared(rewrite_asm(body))
     entries = []
     for kname, types in kernels(body):

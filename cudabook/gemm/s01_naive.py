@@ -13,6 +13,7 @@ from numba import cuda, float32
 
 from .. import SIMULATOR
 from ..bits import bf16_to_f32, f32_to_bf16
+from ..track import check_params
 
 NAME = "01_naive"
 TITLE = "one thread per element of C"
@@ -34,14 +35,6 @@ def gemm_naive(a, b, c):
         acc += bf16_to_f32(a[m, k]) * bf16_to_f32(b[k, n])
     c[m, n] = f32_to_bf16(acc)                                    # round once, at the end
     # <<< lab
-
-
-def check_params(params, allowed):
-    """TypeError naming any parameter the stage does not know."""
-    unknown = sorted(set(params) - set(allowed))
-    if unknown:
-        raise TypeError(f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
-                        f"this stage takes: {', '.join(allowed)}")
 
 
 def launch(p, kernel=None, **params):

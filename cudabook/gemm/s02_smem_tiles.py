@@ -23,7 +23,7 @@ from numba import cuda, float32
 
 from .. import SIMULATOR
 from ..bits import bf16_to_f32, f32_to_bf16
-from .s01_naive import check_params
+from ..track import check_params
 
 NAME = "02_smem_tiles"
 TITLE = "shared-memory tiles"

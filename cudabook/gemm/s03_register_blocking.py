@@ -36,7 +36,7 @@ from numba import cuda, float32, uint32
 
 from .. import SIMULATOR
 from ..bits import bf16_to_f32, f32_to_bf16
-from .s01_naive import check_params
+from ..track import check_params
 from .s02_smem_tiles import _positive_int, specialise
 
 NAME = "03_register_blocking"

@@ -2,7 +2,8 @@
 //
 //   mbarriers        mbar_init, mbar_expect_tx, mbar_arrive (local and, in a cluster, remote), mbar_wait (with
 //                    a watchdog: a wait that never ends traps after WATCHDOG_NS instead of hanging the GPU)
-//   TMA              tma_load_2d (+ multicast to the CTAs of a cluster), tma_store_2d, bulk commit/wait
+//   TMA              tma_load_2d (+ multicast to the CTAs of a cluster), tma_load_5d, tma_store_2d, bulk
+//                    commit/wait
 //   WGMMA            wgmma_fence / wgmma_commit / wgmma_wait<N>, the shared-memory matrix descriptor
 //                    (smem_desc: the same fields cudabook/gemm/wgmma.py builds in Python), Wgmma<N>::mma
 //   registers        setmaxnreg_inc / setmaxnreg_dec (warp specialisation)
@@ -113,6 +114,15 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const TmaDesc* map, ui
   asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
                " [%0], [%1, {%2, %3}], [%4];"
                :: "r"(dst), "l"(map), "r"(x), "r"(y), "r"(bar) : "memory");
+}
+
+// A 5-D box at element coordinates (c0 innermost .. c4); coordinates may be negative or past the end: the
+// parts of the box outside the tensor arrive as zeros and still count their bytes.
+__device__ __forceinline__ void tma_load_5d(uint32_t dst, const TmaDesc* map, uint32_t bar, int c0, int c1, int c2,
+                                            int c3, int c4) {
+  asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%2, %3, %4, %5, %6}], [%7];"
+               :: "r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(bar) : "memory");
 }
 
 // The same box, written to the same offset `dst` in every CTA of the cluster named in `cta_mask` (bit i: CTA

@@ -1,0 +1,304 @@
+"""The deformable attention track's benchmark: seed 002's size, two kinds of locations, two yardsticks measured
+in the same process, and PyTorch's reference implementation as the peer.
+
+Workloads: N = 48 images, M = 8 heads, the 4-level pyramid (100, 116), (50, 58), (25, 29), (13, 15), P = 8
+points, D = 32 channels, Lq = S = 15,420 queries (encoder self-attention); locations "local" (each query
+samples around its own pixel, 2-pixel spread: realistic) and "uniform" (anywhere: no locality).
+
+Figures of a row:
+    GBps               the minimum traffic (value, locations and weights read once, the output written once) per
+                       second, and pct_of_copy: that against the device-to-device copy measured now
+    pct_of_ceiling     the honest yardstick: every sample reads 4 corner pixels of D bf16 (256 bytes at D = 32,
+                       48.5 GB in all at this size) through L2 and L1, far more than the minimum traffic. The
+                       ceiling is a gather of exactly those pieces, at exactly those addresses, with 16-byte loads
+                       and nothing else (no weights, no arithmetic): `gather_ceiling_us`. pct_of_ceiling is its
+                       time against the row's.
+    speedup_vs_torch   PyTorch eager's time (grid_sample per level, below) against the row's
+Every output, the peers' too, is checked against the float64 reference.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import cuda, float32, int32
+
+from .checking import judge
+from .inputs import SEED_LEVELS, random_problem
+from .problem import upload
+from .s02_warp_cooperative import WARP, load4
+
+_SEED = dict(N=48, Lq=15420, M=8, levels=SEED_LEVELS, P=8, D=32)
+WORKLOADS = [dict(_SEED, locations="local"), dict(_SEED, locations="uniform")]
+COLUMNS = [("µs", "median_us", "{:,.1f}"), ("GB/s", "GBps", "{:,.0f}"), ("% of copy", "pct_of_copy", "{:.1f}"),
+           ("% of gather ceiling", "pct_of_ceiling", "{:.1f}"), ("× torch eager", "speedup_vs_torch", "{:.1f}")]
+REQUIRED = ("median_us", "GBps", "pct_of_copy", "correct")
+PLOT_KEY, PLOT_LABEL = "pct_of_copy", "% of copy bandwidth (minimum traffic)"
+PEERS_FIRST = True           # speed-up against torch needs torch's time
+
+
+def workload_name(N, Lq, M, levels, P, D, locations="local"):
+    return f"msda N={N} Lq={Lq} M={M} L={len(levels)} P={P} D={D} {locations}"
+
+
+def prepare(size, rng=None):
+    """Fresh random inputs of this size, uploaded: (inputs, problem)."""
+    args = random_problem(**size, rng=rng or np.random.default_rng())
+    return args, upload(*args)
+
+
+def context(problem, progress=print) -> dict:
+    """Both yardsticks, measured now: the copy ceiling for the minimum traffic, and the gather ceiling for the
+    corners this problem's samples read."""
+    from .. import bench
+    ceilings = bench.copy_ceilings(problem.min_bytes)
+    copy = max(ceilings.values())
+    progress(f"copy ceiling: {copy:,.0f} GB/s (read + write of {problem.min_bytes / 1e6:.1f} MB; "
+             + ", ".join(f"{k} {v:,.0f}" for k, v in ceilings.items()) + ")")
+    ctx = {"copy_GBps": round(copy, 1), "copy_ceilings_GBps": ceilings, "min_bytes": problem.min_bytes,
+           "gather_bytes": problem.gather_bytes}
+    us = gather_ceiling_us(problem)
+    ctx["gather_us"] = round(us, 2)
+    ctx["ceiling_GBps"] = round(problem.gather_bytes / (us * 1e-6) / 1e9, 1)
+    ctx["ceiling_how"] = ("a gather of every sample's 4 corner pixels (D bf16 each) at this workload's addresses, "
+                          "16-byte loads, no arithmetic; GB/s of the corner bytes")
+    progress(f"gather ceiling: {ctx['ceiling_GBps']:,.0f} GB/s of corner bytes ({problem.gather_bytes / 1e9:.1f} GB "
+             f"in {us:,.1f} µs)")
+    return ctx
+
+
+def summary(ctx) -> str:
+    parts = [f"copy ceiling {ctx['copy_GBps']:,.0f} GB/s"]
+    if ctx.get("ceiling_GBps"):
+        parts.append(f"gather ceiling {ctx['ceiling_GBps']:,.0f} GB/s of corners")
+    if ctx.get("torch_eager_us"):
+        parts.append(f"torch eager {ctx['torch_eager_us']:,.0f} µs")
+    return ", ".join(parts)
+
+
+def metrics(problem, median_us, ctx) -> dict:
+    GBps = round(problem.min_bytes / (median_us * 1e-6) / 1e9, 1)
+    out = {"GBps": GBps, "pct_of_copy": round(100 * GBps / ctx["copy_GBps"], 1)}
+    if ctx.get("gather_us"):
+        out["pct_of_ceiling"] = round(100 * ctx["gather_us"] / median_us, 1)
+    if ctx.get("torch_eager_us"):
+        out["speedup_vs_torch"] = round(ctx["torch_eager_us"] / median_us, 2)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The gather ceiling: the corners alone
+# ----------------------------------------------------------------------------------------------------------
+@cuda.jit
+def corner_rows(shapes, starts, loc, rows):
+    """rows[n, q, m, l, p]: the row of value of the top-left pixel of the 2 x 2 block that sample reads, moved
+    onto the map where it hangs over an edge (the same addresses but for border samples)."""
+    N, Lq, M, L, P = rows.shape
+    i = cuda.grid(1)
+    if i >= N * Lq * M * L * P:
+        return
+    p = i % P
+    l = (i // P) % L
+    m = (i // (P * L)) % M
+    q = (i // (P * L * M)) % Lq
+    n = i // (P * L * M * Lq)
+    H = shapes[l, 0]
+    W = shapes[l, 1]
+    x = min(max(loc[n, q, m, l, p, 0] * float32(W) - float32(0.5), float32(0.0)), float32(W - 1))
+    y = min(max(loc[n, q, m, l, p, 1] * float32(H) - float32(0.5), float32(0.0)), float32(H - 1))
+    x0 = min(int32(math.floor(x)), max(W - 2, 0))
+    y0 = min(int32(math.floor(y)), max(H - 2, 0))
+    rows[n, q, m, l, p] = starts[l] + y0 * W + x0
+
+
+@cuda.jit(device=True, inline=True)
+def fold_vector(words, n, r, i):
+    """The four words of one 16-byte load, XORed together."""
+    a, b, c, d = load4(words, n, r, i)
+    return a ^ b ^ c ^ d
+
+
+@cuda.jit
+def gather_corners(words, shapes, rows, sink, lanes):
+    """Groups of `lanes` lanes per (n, q, m) as in rung 02, each lane one 16-byte vector of the head's row: every
+    sample's four corners loaded and folded by XOR into one word a lane (stored, so no load is dead)."""
+    N, Lq, M, L, P = rows.shape
+    nvec = words.shape[2] // 4
+    lane = cuda.threadIdx.x % WARP
+    g = lane % lanes
+    group = cuda.grid(1) // lanes
+    if group >= N * Lq * M or g >= nvec:
+        return                                     # no shuffles here: lanes may leave on their own
+    m = group % M
+    q = (group // M) % Lq
+    n = group // (M * Lq)
+    i = g * 4
+    fold = np.uint32(0)
+    for l in range(L):
+        W = shapes[l, 1]
+        right = 1 if W > 1 else 0
+        down = W if shapes[l, 0] > 1 else 0
+        for p in range(P):
+            top = rows[n, q, m, l, p]
+            fold ^= fold_vector(words, n, top * M + m, i)
+            fold ^= fold_vector(words, n, (top + right) * M + m, i)
+            fold ^= fold_vector(words, n, (top + down) * M + m, i)
+            fold ^= fold_vector(words, n, (top + down + right) * M + m, i)
+    sink[group * lanes + g] = fold
+
+
+def _gather_launch(problem):
+    N, S, M, D, Lq, L, P = problem.shape
+    rows = cuda.device_array((N, Lq, M, L, P), np.int32)
+    count = rows.size
+    corner_rows[(count + 255) // 256, 256](problem.shapes, problem.starts, problem.loc, rows)
+    words, _ = problem.words()
+    nvec = D // 8
+    lanes = 1 << max(0, math.ceil(math.log2(nvec)))
+    groups = N * Lq * M
+    sink = cuda.device_array(groups * lanes, np.uint32)
+    threads = 128
+    blocks = (groups * lanes + threads - 1) // threads
+    return rows, sink, (lambda: gather_corners[blocks, threads](words, problem.shapes, rows, sink, np.int32(lanes)))
+
+
+def gather_fold(problem):
+    """Run the gather once; its sink [N * Lq * M * lanes] (the XOR of every corner vector a lane read)."""
+    rows, sink, go = _gather_launch(problem)
+    go()
+    return sink.copy_to_host()
+
+
+def gather_ceiling_us(problem, repeats=25) -> float:
+    """Median µs of the corner gather on this problem's samples (GPU only)."""
+    from .. import bench
+    rows, sink, go = _gather_launch(problem)
+    return bench.time_ms(go, repeats=repeats, batch=5) * 1e3
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The peer: Deformable DETR's PyTorch reference, ms_deform_attn_core_pytorch, in our own words
+# ----------------------------------------------------------------------------------------------------------
+def msda_torch(value, levels, loc, attn):
+    """The sampling as Deformable DETR's pure-PyTorch fallback does it: for each level, one grid_sample over all
+    images and heads at once (each head's D channels as an image of D planes), then the weighted sum of the
+    L * P samples. value [N, S, M, D], levels [(H, W)], loc [N, Lq, M, L, P, 2], attn [N, Lq, M, L, P]
+    -> [N, Lq, M * D]."""
+    import torch
+    import torch.nn.functional as F
+    N, S, M, D = value.shape
+    Lq, L, P = loc.shape[1], loc.shape[3], loc.shape[4]
+    maps = value.split([h * w for h, w in levels], dim=1)
+    grid = 2 * loc - 1                                              # grid_sample's coordinates run from -1 to 1
+    taken = []
+    for l, (h, w) in enumerate(levels):
+        planes = maps[l].permute(0, 2, 3, 1).reshape(N * M, D, h, w)             # [N*M, D, H, W]
+        where = grid[:, :, :, l].permute(0, 2, 1, 3, 4).reshape(N * M, Lq, P, 2)   # [N*M, Lq, P, (x, y)]
+        taken.append(F.grid_sample(planes, where, mode="bilinear", padding_mode="zeros", align_corners=False))
+    weights = attn.permute(0, 2, 1, 3, 4).reshape(N * M, 1, Lq, L * P)
+    summed = (torch.stack(taken, dim=-2).flatten(-2) * weights).sum(-1)          # [N*M, D, Lq]
+    return summed.view(N, M * D, Lq).transpose(1, 2).contiguous()
+
+
+def _torch_inputs(args, images):
+    """The inputs on the GPU as torch tensors (value widened to float32), for images [images]."""
+    import torch
+    value, shapes, starts, loc, attn = args
+    dev = torch.device("cuda")
+    bits = np.ascontiguousarray(np.asarray(value)[images]).view(np.uint16).view(np.int16)
+    v = torch.from_numpy(bits).to(dev).view(torch.bfloat16).float()      # Deformable DETR runs in float32
+    levels = [(int(h), int(w)) for h, w in np.asarray(shapes)]
+    return v, levels, torch.from_numpy(loc[images]).to(dev), torch.from_numpy(attn[images]).to(dev)
+
+
+def _measure_peer(fn, args, repeats, at_once):
+    """Time fn over all N images, `at_once` images a call (the chunks queued back to back), and check its output
+    (all chunks, brought back to the host) against the float64 reference."""
+    import torch
+
+    from .. import bench
+    N = np.shape(args[0])[0]
+    chunks = [_torch_inputs(args, slice(i, min(i + at_once, N))) for i in range(0, N, at_once)]
+    parts = [fn(*c).to(torch.bfloat16).view(torch.int16).cpu().numpy() for c in chunks]   # compiles, warms up
+    correct = judge(np.concatenate(parts).view(np.uint16), *args).ok
+    del parts
+
+    def run_all():
+        for c in chunks:
+            fn(*c)
+    ms = bench.time_ms(run_all, repeats=repeats, batch=1)
+    row = {"median_us": round(ms * 1e3, 2), "correct": correct}
+    if at_once < N:
+        row["images_at_once"] = at_once
+    return row
+
+
+def peers(args, problem, ctx, *, repeats=25, progress=print) -> dict:
+    """PyTorch eager and torch.compile of msda_torch on the same data, timed the same way (skipped, saying why,
+    without torch). Where all N images at once run out of GPU memory (eager at seed 002's size needs about 80 GB
+    for its per-level samples), the peer runs on N/2, N/4, ... images a call, back to back over all N, and the
+    row says how many (images_at_once)."""
+    import gc
+
+    from .. import peers as peer_mod
+    why = peer_mod.available()
+    if why:
+        progress(f"peers skipped: {why}")
+        return {}
+    import torch
+    N = np.shape(args[0])[0]
+    rows = {}
+    for name, fn in (("torch_eager", msda_torch), ("torch_compile", torch.compile(msda_torch))):
+        at_once, errors = N, []
+        while name not in rows:
+            failure = None
+            try:
+                rows[name] = _measure_peer(fn, args, min(repeats, 10), at_once)
+            except Exception as e:  # a peer that fails is reported, not fatal
+                failure = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+            if failure is None:
+                break
+            gc.collect()                                   # outside the except block: the failed attempt's tensors
+            torch.cuda.empty_cache()                       # went with its traceback
+            errors.append(f"{at_once} images at once: {failure}")
+            if "out of memory" not in failure or at_once == 1:
+                rows[name] = {"error": "; ".join(errors)[:600]}
+            else:
+                at_once = (at_once + 1) // 2
+        if errors and "median_us" in rows[name]:
+            rows[name]["note"] = "; ".join(errors)[:300]
+        progress(f"{name}: {rows[name]}")
+    if "median_us" in rows.get("torch_eager", {}):
+        ctx["torch_eager_us"] = rows["torch_eager"]["median_us"]
+    for v in rows.values():
+        if "median_us" in v:
+            v.update(metrics(problem, v["median_us"], ctx))
+    return rows
+
+
+def consistency(row, workload, record) -> str | None:
+    """Why a row's figures disagree with its own time, or None: GB/s from µs and the minimum traffic, % of copy
+    from the copy ceiling, % of ceiling from the gather's time, the speed-up from torch eager's time in the same
+    workload (each as rounded when recorded)."""
+    ctx = workload.get("context", {})
+    nbytes, copy = ctx.get("min_bytes"), ctx.get("copy_GBps") or record.get("copy_GBps")
+    us = row["median_us"]
+    if nbytes and "GBps" in row:
+        want = nbytes / (us * 1e-6) / 1e9
+        if abs(row["GBps"] - want) > 0.06 + 1e-3 * want:
+            return f"GBps {row['GBps']} but {nbytes:,} bytes in {us} µs is {want:.1f} GB/s"
+    if copy and "pct_of_copy" in row and "GBps" in row:
+        want = 100 * row["GBps"] / copy
+        if abs(row["pct_of_copy"] - want) > 0.06 + 1e-3 * want:
+            return f"pct_of_copy {row['pct_of_copy']} but {row['GBps']} GB/s of a {copy} GB/s ceiling is {want:.1f} %"
+    if ctx.get("gather_us") and "pct_of_ceiling" in row:
+        want = 100 * ctx["gather_us"] / us
+        if abs(row["pct_of_ceiling"] - want) > 0.06 + 1e-3 * want:
+            return (f"pct_of_ceiling {row['pct_of_ceiling']} but the gather took {ctx['gather_us']} µs against "
+                    f"{us} µs: {want:.1f} %")
+    torch_us = workload.get("peers", {}).get("torch_eager", {}).get("median_us")
+    if torch_us and "speedup_vs_torch" in row:
+        want = torch_us / us
+        if abs(row["speedup_vs_torch"] - want) > 0.006 + 1e-3 * want:
+            return f"speedup_vs_torch {row['speedup_vs_torch']} but torch eager took {torch_us} µs against {us} µs"
+    return None

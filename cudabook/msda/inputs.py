@@ -1,0 +1,308 @@
+"""Multi-scale deformable attention's inputs: validation that names the argument and the rule, random problems
+(realistic and uniform), the float64 reference and the tolerance the checker allows.
+
+    out[n, q, m*D + d] = sum over levels l and points p of
+        attention_weights[n, q, m, l, p] * bilinear(level l of value[n, :, m, d], sampling_locations[n, q, m, l, p])
+
+value bf16 [N, S, M, D] holds L feature maps one after the other: level l is H_l x W_l pixels, row-major, from
+row level_start_index[l] on (S = sum of H_l * W_l). A location (x, y) is normalized: x = 0 is the left edge of
+the map and x = 1 its right edge. The sample is grid_sample's with align_corners=False and zero padding: the
+pixel position is (x * W - 0.5, y * H - 0.5), so pixel centres sit at (i + 0.5) / W; the four pixels around it
+are weighted bilinearly, and a pixel off the map reads as zero. Locations outside [0, 1] are allowed (they
+fade to zero one pixel past the edge).
+
+The tolerance, per output element, from the arithmetic of an fp32 kernel (bf16 values are exact in fp32,
+locations and weights are given in fp32 and so exact in the float64 reference):
+
+    |got - ref| <= half a bf16 ulp of max(|ref|, |got|)                  the one rounding of the output
+                 + (4 L P + 8) * 2^-24 * sum |a * w_corner * v|         fp32 products and the sum, any order
+                 + sum |a| * 2 max|v| * (dx + dy)                        fp32 error of the pixel position
+
+The last term: x * W - 0.5 in fp32 is off by up to dx = 4 * 2^-24 * (|x W| + W + 1) pixels (that allows
+PyTorch's longer way round, (((2x - 1) + 1) * W - 1) / 2, too), and a bilinear sample moves by at most
+2 max|v| per pixel of position (max over the level's map, the head and the channel). It matters only where
+the result is near zero: everywhere else the bf16 rounding dominates by far.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+try:
+    import ml_dtypes
+    BF16 = np.dtype(ml_dtypes.bfloat16)
+except ImportError:  # pragma: no cover - ml_dtypes is a dependency
+    BF16 = None
+
+U32 = 2.0 ** -24                                                # float32 unit roundoff
+SEED_LEVELS = ((100, 116), (50, 58), (25, 29), (13, 15))        # seed 002: a 4-level pyramid, S = Lq = 15,420
+SIGMA_PIXELS = 2.0                                              # realistic offsets: normal, 2 pixels of each level
+
+ARGS = ("value", "spatial_shapes", "level_start_index", "sampling_locations", "attention_weights")
+
+
+def _host(name, x):
+    if hasattr(x, "copy_to_host") or hasattr(x, "__cuda_array_interface__") and not isinstance(x, np.ndarray):
+        raise TypeError(f"{name} is a device array; pass a NumPy array (run() uploads it for you)")
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{name} must be a NumPy array, got {type(x).__name__}; make one with np.asarray")
+    return x
+
+
+def _first(mask):
+    return tuple(int(i) for i in np.argwhere(mask)[0])
+
+
+def validate(value, spatial_shapes, level_start_index, sampling_locations, attention_weights):
+    """Check the five inputs; return (value as uint16 bf16 bits [N, S, M, D], spatial_shapes int32 [L, 2],
+    level_start_index int32 [L], sampling_locations float32 [N, Lq, M, L, P, 2], attention_weights float32
+    [N, Lq, M, L, P]), all C-contiguous.
+
+    TypeError for a non-array or a wrong dtype; ValueError for a wrong rank, sizes that disagree, an empty
+    dimension, starts that are not the prefix sums of H * W, or a value that is not finite. Each message names
+    the argument and the rule."""
+    value = _host("value", value)
+    shapes = _host("spatial_shapes", spatial_shapes)
+    starts = _host("level_start_index", level_start_index)
+    loc = _host("sampling_locations", sampling_locations)
+    attn = _host("attention_weights", attention_weights)
+    if BF16 is None or value.dtype != BF16:
+        raise TypeError(f"value must be bfloat16, got {value.dtype}; convert with `value.astype(ml_dtypes.bfloat16)` "
+                        f"(float data) or view raw bits with `value.view(ml_dtypes.bfloat16)` (uint16 data)")
+    for name, x in (("spatial_shapes", shapes), ("level_start_index", starts)):
+        if x.dtype.kind not in "iu":
+            raise TypeError(f"{name} must hold integers, got {x.dtype}; convert with `{name}.astype(np.int64)`")
+    for name, x in (("sampling_locations", loc), ("attention_weights", attn)):
+        if x.dtype != np.float32:
+            raise TypeError(f"{name} must be float32, got {x.dtype}; convert with `{name}.astype(np.float32)`")
+
+    if value.ndim != 4:
+        raise ValueError(f"value must be 4-D [N, S, M, D], got {value.ndim}-D with shape {value.shape}")
+    if shapes.ndim != 2 or shapes.shape[1] != 2:
+        raise ValueError(f"spatial_shapes must be 2-D [L, 2], one (H, W) per level, got shape {shapes.shape}")
+    if starts.ndim != 1:
+        raise ValueError(f"level_start_index must be 1-D [L], got shape {starts.shape}")
+    if loc.ndim != 6 or loc.shape[-1] != 2:
+        raise ValueError(f"sampling_locations must be 6-D [N, Lq, M, L, P, 2] (the last axis (x, y)), got shape "
+                         f"{loc.shape}")
+    if attn.ndim != 5:
+        raise ValueError(f"attention_weights must be 5-D [N, Lq, M, L, P], got shape {attn.shape}")
+
+    N, S, M, D = value.shape
+    L = shapes.shape[0]
+    Lq, P = loc.shape[1], loc.shape[4]
+    for name, n in (("N (images, value's axis 0)", N), ("M (heads, value's axis 2)", M),
+                    ("D (channels per head, value's axis 3)", D), ("L (levels, spatial_shapes' rows)", L),
+                    ("Lq (queries, sampling_locations' axis 1)", Lq), ("P (points, sampling_locations' axis 4)", P)):
+        if n < 1:
+            raise ValueError(f"{name} is {n}; every dimension must be at least 1")
+    if starts.shape[0] != L:
+        raise ValueError(f"level_start_index has {starts.shape[0]} entries but spatial_shapes has {L} levels: "
+                         f"one start per level")
+    want = (N, Lq, M, L, P, 2)
+    if loc.shape != want:
+        axis = next(i for i, (a, b) in enumerate(zip(loc.shape, want)) if a != b)
+        what = ["N (images)", "Lq (queries)", "M (heads)", "L (levels)", "P (points)", "(x, y)"][axis]
+        raise ValueError(f"sampling_locations has shape {loc.shape}, expected [N, Lq, M, L, P, 2] = {want}: its "
+                         f"axis {axis}, {what}, must agree with value (N, M) and spatial_shapes (L)")
+    if attn.shape != want[:5]:
+        raise ValueError(f"attention_weights has shape {attn.shape}, expected [N, Lq, M, L, P] = {want[:5]}, "
+                         f"the shape of sampling_locations without its last axis")
+
+    sizes = shapes.astype(np.int64)
+    if (sizes < 1).any():
+        l, k = _first(sizes < 1)
+        raise ValueError(f"spatial_shapes[{l}] is {tuple(int(v) for v in sizes[l])}: every level's H and W must be "
+                         f"at least 1 ({'H' if k == 0 else 'W'} is {int(sizes[l, k])})")
+    areas = sizes[:, 0] * sizes[:, 1]
+    if int(areas.sum()) != S:
+        raise ValueError(f"value has S = {S} rows per image, but the levels of spatial_shapes cover "
+                         f"sum(H * W) = {int(areas.sum())} pixels: S must be the total of every level's H * W")
+    expected = np.concatenate([[0], np.cumsum(areas)[:-1]])
+    wrong = starts.astype(np.int64) != expected
+    if wrong.any():
+        l = int(np.argmax(wrong))
+        raise ValueError(f"level_start_index[{l}] is {int(starts[l])}, expected {int(expected[l])}: level_start_index "
+                         f"must be the prefix sums of H * W (0, H0*W0, H0*W0 + H1*W1, ...), where each level starts "
+                         f"in value")
+    if S * M * D >= 2 ** 31:
+        raise ValueError(f"value has S * M * D = {S * M * D:,} elements per image; the kernels index an image with "
+                         f"32-bit integers, so it must be below 2^31")
+
+    for name, x in (("sampling_locations", loc), ("attention_weights", attn)):
+        bad = ~np.isfinite(x)
+        if bad.any():
+            where = _first(bad)
+            rule = ("locations must be finite (outside [0, 1] is allowed, NaN and infinity are not)"
+                    if name == "sampling_locations" else "weights must be finite")
+            raise ValueError(f"{name}[{', '.join(map(str, where))}] is {x[where]}; {rule} "
+                             f"({int(bad.sum()):,} such value{'s' if bad.sum() > 1 else ''})")
+    bits = np.ascontiguousarray(value).view(np.uint16)
+    bad = (bits & 0x7F80) == 0x7F80                       # exponent all ones: infinity or NaN
+    if bad.any():
+        where = _first(bad)
+        raise ValueError(f"value[{', '.join(map(str, where))}] is {value[where]}; values must be finite "
+                         f"({int(bad.sum()):,} such value{'s' if bad.sum() > 1 else ''})")
+    return (bits, np.ascontiguousarray(shapes, np.int32), np.ascontiguousarray(starts, np.int32),
+            np.ascontiguousarray(loc), np.ascontiguousarray(attn))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Random problems
+# ----------------------------------------------------------------------------------------------------------
+def to_bf16(x):
+    """float -> bfloat16, rounded to nearest even (ml_dtypes does the rounding)."""
+    return np.asarray(x, dtype=np.float32).astype(BF16)
+
+
+def level_starts(levels):
+    """Where each level starts in value: the prefix sums of H * W, as int64 [L]."""
+    areas = [h * w for h, w in levels]
+    return np.concatenate([[0], np.cumsum(areas)[:-1]]).astype(np.int64)
+
+
+def border_positions(size):
+    """Normalized coordinates that test a map of `size` pixels at its edges: 0 and 1 (the map's edges, pixel
+    positions -0.5 and size - 0.5), the first and last pixel centres, pixel positions -1 and size (a corner
+    exactly one pixel off the map: the sample is zero), between those, and well outside."""
+    s = float(size)
+    return np.array([0.0, 1.0, 0.5 / s, (s - 0.5) / s, -0.5 / s, (s + 0.5) / s, -0.25 / s, 1 + 0.25 / s,
+                     1 / s, -0.3, 1.4], np.float64)
+
+
+def random_problem(N, Lq, M, levels, P, D, *, locations="local", borders=0.0, rng=None):
+    """Fresh inputs (value, spatial_shapes, level_start_index, sampling_locations, attention_weights).
+
+    levels: [(H, W), ...]. value: uniform in [-1, 1), rounded to bf16. Weights: a softmax over the L * P samples
+    of each (image, query, head), as the model's linear layer + softmax gives.
+    locations:
+      "local"    encoder self-attention: query q sits at pixel q (mod S) of the flattened pyramid; its reference
+                 point is that pixel's centre, normalized, and each sample adds an offset drawn from a normal of
+                 2 pixels of the level it samples. Neighbouring queries read neighbouring pixels: what a cache
+                 rewards.
+      "uniform"  anywhere on the map, uniformly: the same work with no locality.
+    borders: the fraction of coordinates replaced by edge cases (see border_positions): exact edges, exact
+    pixel centres, one pixel off the map, far outside.
+    """
+    rng = rng if rng is not None else np.random.default_rng()
+    levels = [(int(h), int(w)) for h, w in levels]
+    L = len(levels)
+    starts = level_starts(levels)
+    S = int(sum(h * w for h, w in levels))
+    value = to_bf16(rng.uniform(-1.0, 1.0, size=(N, S, M, D)))
+    H = np.array([h for h, _ in levels], np.float64)
+    W = np.array([w for _, w in levels], np.float64)
+    shape = (N, Lq, M, L, P)
+    if locations == "local":
+        pixel = np.arange(Lq) % S
+        own = np.searchsorted(starts, pixel, side="right") - 1            # the level each query's pixel is in
+        y, x = np.divmod(pixel - starts[own], W[own].astype(np.int64))
+        ref_x, ref_y = (x + 0.5) / W[own], (y + 0.5) / H[own]              # [Lq]
+        ox = rng.normal(0.0, SIGMA_PIXELS, shape) / W[:, None]            # [.., L, P] / W_l
+        oy = rng.normal(0.0, SIGMA_PIXELS, shape) / H[:, None]
+        loc = np.stack([ref_x[None, :, None, None, None] + ox, ref_y[None, :, None, None, None] + oy], axis=-1)
+    elif locations == "uniform":
+        loc = rng.uniform(0.0, 1.0, shape + (2,))
+    else:
+        raise ValueError(f"locations must be 'local' or 'uniform', got {locations!r}")
+    if borders:
+        for axis, sizes in ((0, W), (1, H)):
+            for l in range(L):
+                pick = rng.random(shape[:3] + (P,)) < borders
+                special = border_positions(sizes[l])
+                loc[:, :, :, l, :, axis][pick] = rng.choice(special, size=int(pick.sum()))
+    logits = rng.normal(0.0, 1.0, shape).reshape(N, Lq, M, L * P)
+    e = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    attn = (e / e.sum(axis=-1, keepdims=True)).reshape(shape)
+    return (value, np.array(levels, np.int64), starts, loc.astype(np.float32), attn.astype(np.float32))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The float64 reference
+# ----------------------------------------------------------------------------------------------------------
+def _float64(value):
+    value = np.asarray(value)
+    if value.dtype == np.uint16:
+        value = value.view(BF16)
+    return value.astype(np.float64)
+
+
+def sample(value, spatial_shapes, level_start_index, sampling_locations, attention_weights, *, bound=False,
+           align_corners=False, padding="zeros", swap_xy=False, weighted=True, use_starts=True):
+    """The sampling in float64, vectorised over queries, heads and points: out [N, Lq, M * D], and with
+    bound=True also the tolerance's two arithmetic terms (see the module's docstring).
+
+    The keyword arguments other than `bound` describe mistakes, for the checker's hints: align_corners=True
+    arithmetic (x * (W - 1)), padding="border" (corners clamped onto the map instead of reading zero), x and
+    y swapped, weights left out, every level read from row 0 of value."""
+    value = np.asarray(value)
+    if value.dtype == np.uint16:
+        value = value.view(BF16)
+    shapes = np.asarray(spatial_shapes, np.int64)
+    starts = np.asarray(level_start_index, np.int64)
+    loc = np.asarray(sampling_locations)
+    attn = np.asarray(attention_weights)
+    N, S, M, D = value.shape
+    Lq, L, P = loc.shape[1], loc.shape[3], loc.shape[4]
+    out = np.zeros((N, Lq, M, D))
+    summed = np.zeros((N, Lq, M, D)) if bound else None         # sum |a * w_corner * v|
+    moved = np.zeros((N, Lq, M, D)) if bound else None          # sum |a| * 2 max|v| * (dx + dy)
+    chunk = max(1, int(2 ** 21 // (M * P * D)))               # queries at a time: about 16 MB of float64 a gather
+    heads = np.arange(M)[None, :, None]
+
+    def image(n):                                              # one image: its own slices of the sums
+        vn = value[n].astype(np.float32)                       # bf16 -> float32 is exact; float64 in the products
+        for l in range(L):
+            Hl, Wl = int(shapes[l, 0]), int(shapes[l, 1])
+            start = int(starts[l]) if use_starts else 0
+            vmax = np.abs(vn[start:start + Hl * Wl]).max(axis=0).astype(np.float64) if bound else None  # [M, D]
+            for q0 in range(0, Lq, chunk):
+                qs = slice(q0, min(q0 + chunk, Lq))
+                x = loc[n, qs, :, l, :, 1 if swap_xy else 0].astype(np.float64)      # [q, M, P]
+                y = loc[n, qs, :, l, :, 0 if swap_xy else 1].astype(np.float64)
+                a = attn[n, qs, :, l, :].astype(np.float64) if weighted else np.ones(x.shape)
+                if align_corners:
+                    px, py = x * (Wl - 1), y * (Hl - 1)
+                else:
+                    px, py = x * Wl - 0.5, y * Hl - 0.5
+                px, py = np.clip(px, -2.0, Wl + 1.0), np.clip(py, -2.0, Hl + 1.0)     # far outside reads zero anyway
+                x0, y0 = np.floor(px), np.floor(py)
+                fx, fy = px - x0, py - y0
+                x0, y0 = x0.astype(np.int64), y0.astype(np.int64)
+                for dy, wy in ((0, 1.0 - fy), (1, fy)):
+                    for dx, wx in ((0, 1.0 - fx), (1, fx)):
+                        cx, cy = x0 + dx, y0 + dy
+                        if padding == "border":
+                            inside = np.ones(cx.shape, bool)
+                        else:
+                            inside = (cx >= 0) & (cx < Wl) & (cy >= 0) & (cy < Hl)
+                        rows = start + np.clip(cy, 0, Hl - 1) * Wl + np.clip(cx, 0, Wl - 1)
+                        w = np.where(inside, a * wx * wy, 0.0)                       # [q, M, P]
+                        v = vn[rows, heads]                                          # [q, M, P, D]
+                        out[n, qs] += np.einsum("qmp,qmpd->qmd", w, v)
+                        if bound:
+                            summed[n, qs] += np.einsum("qmp,qmpd->qmd", np.abs(w), np.abs(v))
+                if bound:
+                    slack = 4 * U32 * ((np.abs(x * Wl) + Wl + 1) + (np.abs(y * Hl) + Hl + 1))   # dx + dy, pixels
+                    moved[n, qs] += np.einsum("qmp,md->qmd", np.abs(a) * slack, 2 * vmax)
+    if N > 1 and N * Lq * M * L * P * D > 2e7:               # the benchmark's sizes: images on threads (NumPy's
+        import concurrent.futures                             # gathers and sums run outside the interpreter lock)
+        import os
+        with concurrent.futures.ThreadPoolExecutor(min(N, os.cpu_count() or 1, 16)) as pool:
+            list(pool.map(image, range(N)))
+    else:
+        for n in range(N):
+            image(n)
+    out = out.reshape(N, Lq, M * D)
+    if not bound:
+        return out
+    return out, ((4 * L * P + 8) * U32 * summed + moved).reshape(N, Lq, M * D)
+
+
+def reference(value, spatial_shapes, level_start_index, sampling_locations, attention_weights):
+    """out [N, Lq, M * D] in float64: what every stage is compared with."""
+    return sample(value, spatial_shapes, level_start_index, sampling_locations, attention_weights)
+
+
+def reference_with_bound(value, spatial_shapes, level_start_index, sampling_locations, attention_weights):
+    """(reference, bound): the bound is the tolerance less the output's own bf16 rounding."""
+    return sample(value, spatial_shapes, level_start_index, sampling_locations, attention_weights, bound=True)
