@@ -87,6 +87,11 @@ def _grade_cuda(stage_name, region, say, track) -> bool | None:
             f"(On a CPU the grader emulates cp.async and TMA copies, but not the tensor-core instructions this "
             f"stage uses: a GPU grades it.)")
         return False
+    if why and not SIMULATOR:
+        say(f"Your code compiles (sm_90a cubin), but this GPU cannot run it, so it is not graded: {why}. The "
+            f"grader's CPU emulator works on host memory: start the notebook with CUDABOOK_SIMULATOR=1 set (before "
+            f"`import cudabook`) to grade it there.")
+        return False
     return None
 
 

@@ -1,6 +1,7 @@
 """cudabook.tma: the tensor-map validator on CPU, and (on a Hopper GPU) against the driver."""
 
 import ctypes
+import pathlib
 
 import numpy as np
 import pytest
@@ -279,3 +280,32 @@ def test_validator_agrees_with_the_driver():
     finally:
         drv.cuMemFree(base)
     assert not disagreements, "\n".join(disagreements)
+
+
+# ---------------------------------------------------------------- recorded driver verdicts
+RECORDED = pathlib.Path(__file__).resolve().parents[1] / "results" / "tma_driver_verdicts.json"
+
+
+def test_validator_agrees_with_the_recorded_driver_verdicts():
+    """check_tiled against what the driver said on a GPU (tools/record_tma_verdicts.py), not against the
+    expectations written beside the cases: every case the driver sees has a recorded verdict, and agrees."""
+    import json
+    record = json.loads(RECORDED.read_text())
+    disagreements, missing = [], []
+    for description, kwargs, expected in CASES:
+        if expected in HOST_ONLY_RULES:
+            continue
+        driver = record["cases"].get(description)
+        if driver is None:
+            missing.append(description)
+            continue
+        try:
+            check_tiled(**kwargs)
+            ours = "accepts"
+        except TensorMapError:
+            ours = "rejects"
+        if ours != driver:
+            disagreements.append(f"{description}: check_tiled {ours}, the driver {driver}")
+    assert not missing, (f"no recorded driver verdict for {missing}: run tools/record_tma_verdicts.py on a "
+                         f"Hopper GPU")
+    assert not disagreements, f"({record['gpu']}, driver {record['driver']}):\n" + "\n".join(disagreements)

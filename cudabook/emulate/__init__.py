@@ -73,6 +73,11 @@ def active() -> bool:
 def emulating(landing: str = "lazy", timeout_s: float = DEFAULT_TIMEOUT_S):
     """C++ stages launched inside run on the CPU (see the module's docstring)."""
     global _active
+    from .. import SIMULATOR
+    if not SIMULATOR:
+        raise EmulationError("the emulator runs kernels on host memory, so it works where Numba runs in its simulator "
+                             "(no GPU, or CUDABOOK_SIMULATOR=1 set before `import cudabook`); here arrays live on "
+                             "the GPU")
     if landing not in ("lazy", "eager"):
         raise ValueError(f"landing must be 'lazy' or 'eager', got {landing!r}")
     previous = _active
