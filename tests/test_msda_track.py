@@ -6,9 +6,6 @@ benchmark module has the shape cudabook.results expects.
 """
 import json
 import math
-import os
-import subprocess
-import sys
 
 import ml_dtypes
 import numpy as np
@@ -17,6 +14,7 @@ import pytest
 from cudabook import SIMULATOR, msda, results, track
 from cudabook.msda import benchmark, inputs
 from cudabook.track import check_case
+from ptxchild import PRELUDE, ptx_in_child
 
 BF16 = ml_dtypes.bfloat16
 RUNGS = ("01_naive", "02_warp_cooperative")
@@ -333,9 +331,9 @@ def test_rung_02_other_widths_and_groups(params):
     assert v.ok, f"{params}:\n{v}"
 
 
-def test_exact_inputs_come_out_exact():
+def exact_case():
     """Pixel centres and edges of power-of-two maps, eighths as values and weights: every product and sum is
-    exact in float32, so both rungs must give the reference rounded to bf16, bit for bit."""
+    exact in float32. Returns (inputs, the reference rounded to bf16 as uint16 bits)."""
     rng = np.random.default_rng(7)
     levels = ((4, 8), (2, 2))
     value = msda.to_bf16(rng.integers(-16, 17, size=(1, 36, 2, 8)) / 8)
@@ -344,7 +342,12 @@ def test_exact_inputs_come_out_exact():
     loc = ((k % size + rng.choice([0.5, 0.0], size=k.shape)) / size).astype(np.float32)
     attn = np.full((1, 5, 2, 2, 4), 1 / 8, np.float32)
     args = (value, np.array(levels), msda.level_starts(levels), loc, attn)
-    want = msda.to_bf16(msda.reference(*args)).view(np.uint16)
+    return args, msda.to_bf16(msda.reference(*args)).view(np.uint16)
+
+
+def test_exact_inputs_come_out_exact():
+    """On exact inputs every rung must give the reference rounded to bf16, bit for bit."""
+    args, want = exact_case()
     for stage in RUNGS:
         assert np.array_equal(msda.run(stage, *args).view(np.uint16), want), stage
 
@@ -495,12 +498,7 @@ def test_the_kernels_compile_for_a_gpu():
     compiled for sm_90, with 16- and 8-byte accesses where asked, no float64 and no local memory."""
     if not SIMULATOR:
         pytest.skip("on a GPU the other tests compile and run the kernels")
-    child = r"""
-import json, cudabook
-import numba.cuda.dispatcher as d
-from numba import cuda, types
-class T: compute_capability = (9, 0)
-d.get_current_device = lambda: T()
+    child = PRELUDE + r"""
 from cudabook.msda import s01_naive, s02_warp_cooperative as s02, benchmark
 from cudabook.gemm.s02_smem_tiles import specialise
 A = lambda t, n: types.Array(t, n, "C")
@@ -514,14 +512,7 @@ out["gather"] = cuda.compile_ptx(benchmark.gather_corners.py_func, (A(u32, 3), A
                                  i32), cc=(9, 0))[0]
 print(json.dumps(out))
 """
-    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "CUDABOOK_SET_CUDASIM")}
-    env["CUDABOOK_COMPILE_ONLY"] = "1"
-    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, env=env, timeout=300,
-                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    if done.returncode and ("NVVM" in done.stderr or "libnvvm" in done.stderr):
-        pytest.skip(f"no NVVM here: {done.stderr.strip().splitlines()[-1]}")
-    assert done.returncode == 0, done.stderr[-3000:]
-    ptx = json.loads(done.stdout.strip().splitlines()[-1])
+    ptx = ptx_in_child(child)
     for name, text in ptx.items():
         assert ".f64" not in text and ".local" not in text, name
     assert "ld.global.v4.u32" in ptx["02/4"] and "st.global.v4.u32" in ptx["02/4"] and "shfl.sync" in ptx["02/4"]

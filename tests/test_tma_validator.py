@@ -283,7 +283,7 @@ def test_validator_agrees_with_the_driver():
 
 
 # ---------------------------------------------------------------- recorded driver verdicts
-RECORDED = pathlib.Path(__file__).resolve().parents[1] / "results" / "tma_driver_verdicts.json"
+RECORDED = pathlib.Path(__file__).resolve().parents[1] / "results" / "tma" / "driver_verdicts.json"
 
 
 def test_validator_agrees_with_the_recorded_driver_verdicts():

@@ -1,5 +1,5 @@
 """Ask the driver for its verdict on every worked tensor-map description (cudabook.tma.CASES and PROBES) and
-record them in results/tma_driver_verdicts.json, with the GPU and driver that gave them. A CPU test then
+record them in results/tma/driver_verdicts.json, with the GPU and driver that gave them. A CPU test then
 checks cudabook.tma.check_tiled against these recorded verdicts, not against its own expectations.
 
     python tools/record_tma_verdicts.py            (on a GPU of compute capability 9.0 or newer)
@@ -10,7 +10,7 @@ import sys
 
 from cudabook import device, tma
 
-OUT = pathlib.Path(__file__).resolve().parents[1] / "results" / "tma_driver_verdicts.json"
+OUT = pathlib.Path(__file__).resolve().parents[1] / "results" / "tma" / "driver_verdicts.json"
 
 
 def verdict(kwargs, base):

@@ -26,6 +26,7 @@ TITLE = "multi-scale deformable attention (bf16 values, float32 math)"
 _MODULES = {
     "01_naive": "s01_naive",
     "02_warp_cooperative": "s02_warp_cooperative",
+    "03_smem_tiles": "s03_smem_tiles",
     "04_tma_boxes": "s04_tma_boxes",
 }
 

@@ -32,10 +32,10 @@ import math
 import numpy as np
 from numba import cuda, float32, int32
 
-from .. import SIMULATOR
 from ..bits import bf16_to_f32, f32_to_bf16
 from ..gemm.s02_smem_tiles import specialise
 from ..track import check_params
+from ..vectors import loader, storer
 
 NAME = "02_warp_cooperative"
 TITLE = "lanes over channels, samples shared by shuffles"
@@ -46,79 +46,9 @@ WARP = 32
 FULL_MASK = 0xFFFFFFFF
 WORDS = 4                             # the kernel's own constant: 32-bit words each lane moves per access
 
-# ----------------------------------------------------------------------------------------------------------
-# 8- and 16-byte accesses to uint32 arrays [N, rows, words]
-# ----------------------------------------------------------------------------------------------------------
-if SIMULATOR:
-    from ..simalign import check as _aligned
-
-    def load2(a, n, r, i):
-        """Words a[n, r, i:i+2] (i even): one 8-byte load on the GPU."""
-        _aligned(a, (n, r, i), 8, "load")
-        return a[n, r, i], a[n, r, i + 1]
-
-    def load4(a, n, r, i):
-        """Words a[n, r, i:i+4] (i a multiple of 4): one 16-byte load on the GPU."""
-        _aligned(a, (n, r, i), 16, "load")
-        return a[n, r, i], a[n, r, i + 1], a[n, r, i + 2], a[n, r, i + 3]
-
-    def store2(a, n, r, i, w0, w1):
-        _aligned(a, (n, r, i), 8, "store")
-        a[n, r, i] = w0
-        a[n, r, i + 1] = w1
-
-    def store4(a, n, r, i, w0, w1, w2, w3):
-        _aligned(a, (n, r, i), 16, "store")
-        a[n, r, i] = w0
-        a[n, r, i + 1] = w1
-        a[n, r, i + 2] = w2
-        a[n, r, i + 3] = w3
-else:  # pragma: no cover - GPU only
-    from llvmlite import ir
-    from numba.cuda import cgutils, types
-    from numba.cuda.extending import intrinsic
-
-    def _pointer(context, builder, array_type, array, indices, vector):
-        ary = context.make_array(array_type)(context, builder, array)
-        ptr = cgutils.get_item_pointer(context, builder, array_type, ary, indices, wraparound=False)
-        return builder.bitcast(ptr, vector.as_pointer())
-
-    def _loader(words):
-        """An intrinsic loading `words` consecutive uint32 as one access (ld.global.v2/v4.u32)."""
-        vector = ir.VectorType(ir.IntType(32), words)
-
-        @intrinsic
-        def load(typingctx, a, n, r, i):
-            sig = types.UniTuple(types.uint32, words)(a, types.intp, types.intp, types.intp)
-
-            def codegen(context, builder, signature, args):
-                ptr = _pointer(context, builder, signature.args[0], args[0], args[1:], vector)
-                vec = builder.load(ptr, align=4 * words)
-                parts = [builder.extract_element(vec, ir.Constant(ir.IntType(32), k)) for k in range(words)]
-                return context.make_tuple(builder, signature.return_type, parts)
-            return sig, codegen
-        return load
-
-    def _store(context, builder, signature, args, words):
-        vector = ir.VectorType(ir.IntType(32), words)
-        vec = ir.Constant(vector, ir.Undefined)
-        for k in range(words):
-            vec = builder.insert_element(vec, args[4 + k], ir.Constant(ir.IntType(32), k))
-        builder.store(vec, _pointer(context, builder, signature.args[0], args[0], args[1:4], vector), align=4 * words)
-        return context.get_dummy_value()
-
-    load2, load4 = _loader(2), _loader(4)
-
-    @intrinsic
-    def store2(typingctx, a, n, r, i, w0, w1):
-        sig = types.void(a, types.intp, types.intp, types.intp, types.uint32, types.uint32)
-        return sig, lambda context, builder, signature, args: _store(context, builder, signature, args, 2)
-
-    @intrinsic
-    def store4(typingctx, a, n, r, i, w0, w1, w2, w3):
-        sig = types.void(a, types.intp, types.intp, types.intp, types.uint32, types.uint32, types.uint32,
-                         types.uint32)
-        return sig, lambda context, builder, signature, args: _store(context, builder, signature, args, 4)
+# 8- and 16-byte accesses to uint32 arrays [N, rows, words] (one ld/st .v2/.v4 on a GPU)
+load2, load4 = loader(2, 3), loader(4, 3)
+store2, store4 = storer(2, 3), storer(4, 3)
 
 
 @cuda.jit(device=True, inline=True)
@@ -267,17 +197,21 @@ def plan(D, vec_bytes=PARAMS["vec_bytes"], lanes=None):
     return words, nvec, int(lanes)
 
 
+def block_threads(stage, wpb) -> int:
+    """Threads of a block of `wpb` warps; ValueError naming warps_per_block and its rule otherwise."""
+    if isinstance(wpb, bool) or not isinstance(wpb, (int, np.integer)) or not 1 <= wpb <= 32:
+        raise ValueError(f"{stage}: warps_per_block must be an integer from 1 to 32 (a block holds at most 1024 "
+                         f"threads), got {wpb!r}")
+    return WARP * int(wpb)
+
+
 def launch(p, kernel=None, **params):
     check_params(params, PARAMS)
-    wpb = params.get("warps_per_block", PARAMS["warps_per_block"])
-    if isinstance(wpb, bool) or not isinstance(wpb, (int, np.integer)) or not 1 <= wpb <= 32:
-        raise ValueError(f"{NAME}: warps_per_block must be an integer from 1 to 32 (a block holds at most 1024 "
-                         f"threads), got {wpb!r}")
+    threads = block_threads(NAME, params.get("warps_per_block", PARAMS["warps_per_block"]))
     p.require_channels(NAME)
     N, S, M, D, Lq, L, P = p.shape
     words, nvec, lanes = plan(D, params.get("vec_bytes", PARAMS["vec_bytes"]), params.get("lanes"))
     value_words, out_words = p.words()
-    threads = WARP * int(wpb)
     groups_per_warp = WARP // lanes
     warps = (N * Lq * M + groups_per_warp - 1) // groups_per_warp
     blocks = (warps * WARP + threads - 1) // threads

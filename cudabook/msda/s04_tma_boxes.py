@@ -9,7 +9,6 @@ corners. Without a GPU, the lab grader runs it in cudabook.emulate (boxes filled
 from __future__ import annotations
 
 import ctypes
-import math
 import pathlib
 
 from .. import device, nvrtc
