@@ -130,7 +130,7 @@ MISTAKES = [
             "IndexError", sim_only=OFF_BY_ONE),
     Mistake("05_double_buffered", "the upper row one word on (r0 + 1), not one row (r0 + Dc)",
             [("load_element(feats, feats64, r0 + Dc, ok, vec)", "load_element(feats, feats64, r0 + 1, ok, vec)")],
-            WHOLE_TARGETS),
+            WHOLE_TARGETS, sim_only="sim: a misaligned 16-byte load ends a GPU's CUDA context for the whole process"),
     Mistake("05_double_buffered", "the first target's rows loaded upper first (the weight from the wrong end)",
             [("a0, a1, a2, a3 = load_element(feats, feats64, r0, ok, vec)\n"
               "        c0, c1, c2, c3 = load_element(feats, feats64, r0 + Dc, ok, vec)",

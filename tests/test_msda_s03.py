@@ -124,6 +124,9 @@ MISTAKES = [  # (what, edits of the lab region, a phrase the grader's message mu
 
 @pytest.mark.parametrize("what, edits, says", MISTAKES, ids=[m[0][:48] for m in MISTAKES])
 def test_the_grader_fails_a_learner_mistake(what, edits, says, capsys):
+    if says in (RACE, "misaligned") and not SIMULATOR:
+        pytest.skip("simulator only: a GPU may not show a race, and a misaligned access ends its CUDA context "
+                    "for the whole process")
     from corpus.mutate import mutant
     wrong = mutant(s03.__name__, KERNEL, edits)
     assert not labs.grade(STAGE, wrong, track="msda"), f"'{what}' passed the grader"
