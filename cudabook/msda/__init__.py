@@ -28,6 +28,7 @@ _MODULES = {
     "02_warp_cooperative": "s02_warp_cooperative",
     "03_smem_tiles": "s03_smem_tiles",
     "04_tma_boxes": "s04_tma_boxes",
+    "05_lane_groups": "s05_lane_groups",
 }
 
 _LADDER = Ladder(__name__, _MODULES, "deformable attention stage")

@@ -1,0 +1,117 @@
+// 05 lane groups (sm_80 and newer): every lane computes its own samples, and keeps many loads in flight.
+//
+// A group of G lanes serves one (image n, query q, head m): lane g owns channels 8g .. 8g+7 (one 16-byte
+// vector of the head's row), G = D / 8 rounded up to a power of two. Rung 02 had one lane per sample compute
+// its position and weights and hand them to the group with shuffles; here every lane of the group computes
+// every sample itself. That is G times the arithmetic of the positions (a few dozen instructions a sample) but
+// no shuffles, no waiting on another lane, and the locations and weights are one broadcast load per warp. The
+// sizes are compile-time constants (D, L, P), so the loop over a level's P points is unrolled: the compiler
+// issues the 4 P corner loads of a level together, which is what a gather needs (bytes in flight), and the
+// blend is 8 FMAs per corner on values widened from bf16 with one shift or mask each.
+//
+// Corners off the map are not loaded (their weight is zero); a sample wholly off the map is skipped. The sum is
+// float32 and rounded to bf16 (nearest even) once, with cvt.rn.bf16x2.f32.
+//
+// Compile-time constants (NVRTC -D): DV channels per head (a multiple of 8, at most 128), LV levels (at most 8),
+// PV points, NT threads a block, BRANCHLESS (0/1).
+#include "hopper.cuh"
+
+#ifndef DV
+#define DV 32
+#endif
+#ifndef LV
+#define LV 4
+#endif
+#ifndef PV
+#define PV 8
+#endif
+#ifndef NT
+#define NT 256
+#endif
+#ifndef BRANCHLESS
+#define BRANCHLESS 1   // 0: a sample off the map, and each corner off it, is skipped by a branch
+#endif
+#define VECS (DV / 8)                                  // 16-byte vectors in a head's row
+#define G (VECS > 8 ? 16 : VECS > 4 ? 8 : VECS > 2 ? 4 : VECS > 1 ? 2 : 1)   // lanes a group (power of two)
+
+static_assert(DV % 8 == 0 && DV >= 8 && DV <= 128, "DV: a multiple of 8 from 8 to 128");
+static_assert(LV >= 1 && LV <= 8 && PV >= 1, "1 <= LV <= 8, PV >= 1");
+
+typedef uint4 Vec;                                     // 8 bf16 channels, two a word (the lower one in the low half)
+
+__device__ __forceinline__ void add_word(float& lo, float& hi, uint32_t word, float w) {
+    lo += w * __uint_as_float(word << 16);
+    hi += w * __uint_as_float(word & 0xFFFF0000u);
+}
+
+__device__ __forceinline__ void add_corner(float (&acc)[8], const Vec& v, float w) {
+    add_word(acc[0], acc[1], v.x, w);
+    add_word(acc[2], acc[3], v.y, w);
+    add_word(acc[4], acc[5], v.z, w);
+    add_word(acc[6], acc[7], v.w, w);
+}
+
+extern "C" __global__ void __launch_bounds__(NT)
+msda_lane_groups(const Vec* __restrict__ value, const int* __restrict__ shapes, const int* __restrict__ starts,
+                 const float2* __restrict__ loc, const float* __restrict__ attn, Vec* __restrict__ out, int N, int S,
+                 int Lq, int M) {
+    const long long t = (long long)blockIdx.x * NT + threadIdx.x;
+    const long long item = t / G;                      // (n, q, m) flattened, heads fastest
+    const int g = (int)(t % G);
+    if (item >= (long long)N * Lq * M || g >= VECS) return;
+    const int m = (int)(item % M);
+    const long long nq = item / M;
+    const int n = (int)(nq / Lq);
+    const Vec* base = value + ((long long)n * S * M + m) * VECS + g;   // value[n, row, m, 8g ..] = base[row * M * VECS]
+    const long long pitch = (long long)M * VECS;                       // vectors from one pixel to the next
+    const float2* xy = loc + item * (LV * PV);
+    const float* aw = attn + item * (LV * PV);
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int l = 0; l < LV; ++l) {
+        const int H = __ldg(shapes + 2 * l), W = __ldg(shapes + 2 * l + 1), start = __ldg(starts + l);
+        // >>> lab: each of the level's P samples: its position, corner weights (attention folded in), four corner loads, the blend
+#pragma unroll
+        for (int p = 0; p < PV; ++p) {
+            const float2 s = __ldg(xy + l * PV + p);
+            const float a = __ldg(aw + l * PV + p);
+            const float x = s.x * W - 0.5f, y = s.y * H - 0.5f;
+#if BRANCHLESS
+            // every corner is loaded (an off-map corner from the level's first pixel, with weight 0), so the
+            // loads of all P samples can be issued before the first one is used
+            const float fx0 = floorf(x), fy0 = floorf(y), fx = x - fx0, fy = y - fy0;
+            const bool on = x > -1.0f && y > -1.0f && x < (float)W && y < (float)H;
+            const int x0 = on ? (int)fx0 : 0, y0 = on ? (int)fy0 : 0;
+            const bool left = on && x0 >= 0, right = on && x0 + 1 < W, top = on && y0 >= 0, bottom = on && y0 + 1 < H;
+            const long long row = (long long)start + (long long)y0 * W + x0;
+            const Vec c00 = __ldg(base + (top && left ? row : start) * pitch);
+            const Vec c01 = __ldg(base + (top && right ? row + 1 : start) * pitch);
+            const Vec c10 = __ldg(base + (bottom && left ? row + W : start) * pitch);
+            const Vec c11 = __ldg(base + (bottom && right ? row + W + 1 : start) * pitch);
+            add_corner(acc, c00, top && left ? a * (1.f - fy) * (1.f - fx) : 0.f);
+            add_corner(acc, c01, top && right ? a * (1.f - fy) * fx : 0.f);
+            add_corner(acc, c10, bottom && left ? a * fy * (1.f - fx) : 0.f);
+            add_corner(acc, c11, bottom && right ? a * fy * fx : 0.f);
+#else
+            if (x > -1.0f && y > -1.0f && x < (float)W && y < (float)H) {     // touches the map
+                const float fx0 = floorf(x), fy0 = floorf(y), fx = x - fx0, fy = y - fy0;
+                const int x0 = (int)fx0, y0 = (int)fy0;
+                const bool left = x0 >= 0, right = x0 + 1 < W, top = y0 >= 0, bottom = y0 + 1 < H;
+                const long long row = (long long)start + (long long)y0 * W + x0;
+                const Vec zero = make_uint4(0u, 0u, 0u, 0u);
+                const Vec c00 = top && left ? __ldg(base + row * pitch) : zero;
+                const Vec c01 = top && right ? __ldg(base + (row + 1) * pitch) : zero;
+                const Vec c10 = bottom && left ? __ldg(base + (row + W) * pitch) : zero;
+                const Vec c11 = bottom && right ? __ldg(base + (row + W + 1) * pitch) : zero;
+                add_corner(acc, c00, a * (1.f - fy) * (1.f - fx));
+                add_corner(acc, c01, a * (1.f - fy) * fx);
+                add_corner(acc, c10, a * fy * (1.f - fx));
+                add_corner(acc, c11, a * fy * fx);
+            }
+#endif
+        }
+        // <<< lab
+    }
+    out[item * VECS + g] = make_uint4(pack_bf16x2(acc[0], acc[1]), pack_bf16x2(acc[2], acc[3]),
+                                      pack_bf16x2(acc[4], acc[5]), pack_bf16x2(acc[6], acc[7]));
+}

@@ -1,0 +1,88 @@
+"""05 lane groups (CUDA C++, sm_80 and newer): rung 02's layout without its shuffles, sizes known at compile time.
+
+The kernel is kernels/lane_groups.cu (read its header comment), compiled by NVRTC for D, L and P. A group of
+G lanes serves one (image, query, head), each lane 16 bytes of the head's channels; every lane computes every
+sample's position and weights itself (no shuffles), and the unrolled loop over a level's points keeps many
+16-byte corner loads in flight. Without a GPU the lab grader runs it in cudabook.emulate.
+"""
+from __future__ import annotations
+
+import ctypes
+import pathlib
+
+from .. import device, nvrtc
+from ..track import check_launch, check_params
+
+NAME = "05_lane_groups"
+TITLE = "lane groups, no shuffles, unrolled points (C++)"
+PARAMS = {
+    "threads": 256,        # threads a block
+    "branchless": True,    # load every corner (off-map ones from a pixel on the map, weight 0): the loads of a
+                           # level's points can all be issued early; False skips off-map corners by branches
+}
+MIN_CC = (8, 0)
+EMULATED = True            # without a GPU the lab grader runs this kernel on the CPU (cudabook.emulate)
+MAX_LEVELS = 8
+KERNEL_DIR = pathlib.Path(__file__).parent / "kernels"
+HOPPER_DIR = pathlib.Path(__file__).parents[1] / "gemm" / "kernels"     # hopper.cuh: pack_bf16x2
+SOURCE = KERNEL_DIR / "lane_groups.cu"
+KERNEL = "msda_lane_groups"
+
+
+def source() -> str:
+    return nvrtc.source_text(SOURCE)
+
+
+def unavailable() -> str | None:
+    return device.requirement_unmet(MIN_CC, NAME)
+
+
+def group_lanes(D: int) -> int:
+    """G: lanes a (image, query, head), D / 8 rounded up to a power of two (the kernel's G)."""
+    return 1 << max(0, (D // 8 - 1).bit_length())
+
+
+def config(D: int, L: int, P: int, threads=PARAMS["threads"], branchless=PARAMS["branchless"]) -> dict:
+    if not 1 <= L <= MAX_LEVELS:
+        raise ValueError(f"{NAME}: at most {MAX_LEVELS} levels (the loop over them is unrolled), got L = {L}")
+    check_launch(NAME, threads=threads, threads_multiple=32)
+    return dict(DV=int(D), LV=int(L), PV=int(P), NT=int(threads), BRANCHLESS=int(bool(branchless)))
+
+
+def compile_cubin(arch: str | None = "sm_90a", D: int = 32, L: int = 4, P: int = 8, source_text: str | None = None,
+                  **params) -> bytes:
+    """The cubin for these sizes (needs no GPU)."""
+    cfg = config(D, L, P, params.get("threads", PARAMS["threads"]), params.get("branchless", PARAMS["branchless"]))
+    return nvrtc.compile(source_text if source_text is not None else source(), arch=arch, name="lane_groups.cu",
+                         include_path=[KERNEL_DIR, HOPPER_DIR], defines=cfg)
+
+
+ARG_TYPES = (ctypes.c_void_p,) * 6 + (ctypes.c_int,) * 4
+_loaded: dict = {}
+
+
+def launch(p, kernel=None, **params):
+    """Enqueue 05 on the legacy default stream. `kernel`: CUDA C++ source text to use instead of
+    kernels/lane_groups.cu (a learner's version with the same kernel name)."""
+    check_params(params, PARAMS)
+    params = {**PARAMS, **params}
+    why = unavailable()
+    if why:
+        from . import StageUnavailable
+        raise StageUnavailable(why)
+    p.require_channels(NAME)
+    N, S, M, D, Lq, L, P = p.shape
+    items = N * Lq * M
+    if items == 0:
+        return
+    cfg = config(D, L, P, params["threads"], params["branchless"])
+    text = nvrtc.kernel_text(kernel, SOURCE, NAME)
+    key = (hash(text), tuple(sorted(cfg.items())), id(device.gpu()))
+    if key not in _loaded:
+        cubin = nvrtc.compile(text, name="lane_groups.cu", include_path=[KERNEL_DIR, HOPPER_DIR], defines=cfg)
+        _loaded[key] = nvrtc.load(cubin, KERNEL)
+    threads = cfg["NT"]
+    blocks = -(-items * group_lanes(D) // threads)
+    args = [device.address(p.value), device.address(p.shapes), device.address(p.starts), device.address(p.loc),
+            device.address(p.attn), device.address(p.out), N, S, Lq, M]
+    _loaded[key].launch(blocks, threads, args, ARG_TYPES)

@@ -1,0 +1,74 @@
+"""Deformable attention rung 05 (lane groups, C++ for sm_80+): compiled for a GPU everywhere, run on a CPU by the
+emulator, on a GPU for real, with branches and without; planted mistakes in its lab region fail the grader."""
+import numpy as np
+import pytest
+
+from cudabook import SIMULATOR, emulate, labs, msda, notebooks, nvrtc
+from cudabook.msda import s05_lane_groups as s05
+from test_msda_tma import HOST_CXX, SHAPES, _case
+
+
+@pytest.mark.parametrize("D, levels, P, locations", SHAPES)
+def test_it_compiles_without_spills(D, levels, P, locations):
+    cubin = s05.compile_cubin(D=D, L=len(levels), P=P)
+    assert nvrtc.resource_usage(cubin)[s05.KERNEL]["local"] == 0
+    assert nvrtc.sass_lines(cubin, r"LDG\.E\.(128|CONSTANT\.128)|LDG.*128"), "no 16-byte loads in the SASS"
+
+
+@pytest.mark.skipif(not HOST_CXX, reason="the emulator needs a host C++ compiler and the simulator's host memory")
+@pytest.mark.parametrize("branchless", [True, False])
+@pytest.mark.parametrize("D, levels, P, locations", SHAPES)
+def test_right_in_the_emulator(D, levels, P, locations, branchless):
+    args = _case(D, levels, P, locations)
+    p = msda.upload(*args)
+    p.poison()
+    with emulate.emulating():
+        s05.launch(p, threads=64, branchless=branchless)
+    verdict = msda.judge(p.result(), *args)
+    assert verdict.ok, verdict
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("D, levels, P, locations", SHAPES)
+def test_right_on_a_gpu(D, levels, P, locations):
+    why = s05.unavailable()
+    if why:
+        pytest.skip(why)
+    for seed in range(2):
+        args = _case(D, levels, P, locations, seed)
+        for params in ({}, {"threads": 64, "branchless": False}):
+            verdict = msda.judge(msda.run("05", *args, **params), *args)
+            assert verdict.ok, (params, verdict)
+
+
+def _region():
+    return notebooks.strip_markers(notebooks.region_source(str(s05.SOURCE.relative_to(notebooks.PACKAGE))))
+
+
+MISTAKES = [  # (what, old, new): edits of the branchless path (the default), which the grader runs
+    ("align_corners=True positions (no half-pixel shift)", "s.x * W - 0.5f, y = s.y * H - 0.5f",
+     "s.x * (W - 1), y = s.y * (H - 1)"),
+    ("x and y swapped", "const float x = s.x * W - 0.5f, y = s.y * H - 0.5f",
+     "const float x = s.y * H - 0.5f, y = s.x * W - 0.5f"),
+    ("the lower corners one row down too few (row + 1 for y0 + 1)", "bottom && left ? row + W : start",
+     "bottom && left ? row + 1 : start"),
+    ("the attention weight left out of one corner", "top && left ? a * (1.f - fy) * (1.f - fx) : 0.f",
+     "top && left ? (1.f - fy) * (1.f - fx) : 0.f"),
+    ("a corner off the map read anyway (clamping, not zero padding)", "top && right ? a * (1.f - fy) * fx : 0.f",
+     "a * (1.f - fy) * fx"),
+    ("the level's points read from the wrong place (l * PV + p without the level)", "xy + l * PV + p", "xy + p"),
+]
+
+
+@pytest.mark.skipif(SIMULATOR and not HOST_CXX, reason="no host C++ compiler for the emulator")
+@pytest.mark.parametrize("what, old, new", MISTAKES, ids=[m[0][:40] for m in MISTAKES])
+def test_a_lab_mistake_fails(what, old, new, capsys):
+    region = _region()
+    assert old in region, what
+    assert not labs.grade("05", region.replace(old, new, 1), track="msda"), f"'{what}' passed"
+    assert "FAIL" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(SIMULATOR and not HOST_CXX, reason="no host C++ compiler for the emulator")
+def test_the_solution_region_passes(capsys):
+    assert labs.grade("05", _region(), track="msda"), capsys.readouterr().out
