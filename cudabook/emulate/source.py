@@ -184,5 +184,4 @@ def host_source(text: str, name: str, include_path) -> str:
         aliases = "".join(f"    typedef {t} emu_t{i};\n" for i, t in enumerate(types))
         entries.append(f'extern "C" void* emu_entry_{kname}(void** args) {{\n{aliases}    {kname}({unpack});\n'
                        f"    return nullptr;\n}}\n")
-    return ('#include "runtime.h"\nnamespace emu { inline unsigned char* dynamic_smem() { return B->smem; } }\n'
-            + body + '\n#line 1 "emulator"\n#include "runtime_impl.h"\n' + "\n".join(entries))
+    return '#include "runtime.h"\n' + body + "\n" + "\n".join(entries)

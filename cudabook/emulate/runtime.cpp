@@ -1,6 +1,136 @@
-// runtime_impl.h: the scheduler, barriers, asynchronous copies and the inline-PTX interpreter of runtime.h.
-// Included once, after the kernel, by the file cudabook/emulate/source.py generates.
-#pragma once
+// runtime.cpp: the scheduler, barriers, asynchronous copies and the inline-PTX interpreter behind runtime.h.
+// Compiled once (cudabook/emulate caches the object) and linked with each emulated kernel.
+#include "runtime.h"
+
+#include <csetjmp>
+#include <csignal>
+#include <cstdarg>
+#include <cstdlib>
+#include <deque>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+namespace emu {
+
+// ------------------------------------------------------------------------------------ errors
+void cannot(const char* what);
+
+// ------------------------------------------------------------------------------------ threads and block
+enum State { RUNNABLE, BLOCKED, DONE };
+
+struct Copy { u32 dst; const unsigned char* src; u32 bytes; u32 src_bytes; };            // cp.async
+struct TmaOp { unsigned char map[128]; int coords[5]; int rank; u32 smem; u32 bar; int store; u64 bytes; int phase; };
+
+struct Thread {
+    ucontext_t ctx;
+    uint3 idx;
+    int linear, warp, lane;
+    State state = RUNNABLE;
+    const char* waiting = "";       // what it waits on, for the deadlock report
+    char wait_detail[160] = {0};
+    std::vector<Copy> open;         // cp.async copies since the last commit
+    std::deque<std::vector<Copy>> groups;
+    std::vector<TmaOp> bulk_open;   // TMA stores since the last bulk commit
+    std::deque<std::vector<TmaOp>> bulk_groups;
+};
+
+struct Warp { u32 arrived = 0, mask = 0, gen = 0; u64 vals[2][32]; const char* op = ""; std::vector<int> waiters; };
+
+struct Bar { int arrived = 0, count = 0; std::vector<int> waiters; };
+
+struct Mbar {
+    bool inited = false;
+    u32 count = 0, pending = 0, phase = 0;
+    i64 tx = 0, expected = 0, issued = 0;
+    std::vector<TmaOp> copies;      // lazy: issued, not landed
+};
+
+struct Svc { int kind = 0; TmaOp op; };   // a request the scheduler serves on the host stack
+
+typedef int (*TmaHandler)(int store, const unsigned char* map, const int* coords, int rank, unsigned char* smem,
+                          u64 bytes, u32 smem_address, char* err, int errlen);
+
+struct Block {
+    std::vector<Thread> threads;
+    std::vector<Warp> warps;
+    std::map<int, Bar> bars;
+    std::map<u32, Mbar> mbars;
+    unsigned char* smem = nullptr;
+    u64 smem_size = 0;
+    int live = 0;
+};
+
+extern Block* B;
+extern Thread* cur;
+extern u64 events;
+extern int lazy;
+extern Svc svc;
+extern ucontext_t sched;
+
+const u32 SMEM_BASE = 0x400;        // shared addresses start above a reserved area, as on Hopper
+
+u32 to_shared(const void* p) {
+    const unsigned char* q = (const unsigned char*)p;
+    if (q < B->smem || q > B->smem + B->smem_size)
+        fail("__cvta_generic_to_shared of an address that is not in the block's dynamic shared memory "
+             "(static __shared__ arrays cannot be used with async copies here)");
+    return SMEM_BASE + (u32)(q - B->smem);
+}
+inline unsigned char* from_shared(u32 a, u64 bytes, const char* what) {
+    if (a < SMEM_BASE || (u64)(a - SMEM_BASE) + bytes > B->smem_size)
+        fail("%s at shared address 0x%x (%llu bytes) is outside the block's %llu bytes of shared memory", what, a,
+             (unsigned long long)bytes, (unsigned long long)B->smem_size);
+    return B->smem + (a - SMEM_BASE);
+}
+
+void yield();                                   // back to the scheduler, still runnable
+void block(const char* what);                   // back to the scheduler until woken
+void wake(int t);
+void serve(int kind, const TmaOp& op);          // run a host request (TMA fill) on the scheduler's stack
+
+// ------------------------------------------------------------------------------------ warp operations
+u64 collective(const char* op, u32 mask, u64 value) {
+    Thread* t = cur;
+    Warp& w = B->warps[t->warp];
+    if (!(mask >> t->lane & 1))
+        fail("thread %d calls %s with a mask (0x%08x) that leaves out its own lane %d", t->linear, op, mask, t->lane);
+    const u32 slot = w.gen & 1, gen = w.gen;
+    if (w.arrived == 0) { w.mask = mask; w.op = op; }
+    else if (w.mask != mask || std::strcmp(w.op, op) != 0)
+        fail("the lanes of warp %d meet at different warp operations (%s with mask 0x%08x, %s with mask 0x%08x): "
+             "every lane in the mask must call the same one", t->warp, w.op, w.mask, op, mask);
+    w.vals[slot][t->lane] = value;
+    w.arrived |= 1u << t->lane;
+    events++;
+    if ((w.arrived & mask) == mask) {
+        w.arrived = 0;
+        w.gen++;
+        events++;
+        for (int i : w.waiters) wake(i);
+        w.waiters.clear();
+    } else {
+        w.waiters.push_back(t->linear);
+        snprintf(t->wait_detail, sizeof t->wait_detail, "%s (mask 0x%08x) in warp %d", op, mask, t->warp);
+        while (w.gen == gen) block("a warp operation");
+    }
+    (void)slot;
+    return 0;
+}
+u64 lane_value(int lane) { Warp& w = B->warps[cur->warp]; return w.vals[(w.gen - 1) & 1][lane]; }
+const uint3& thread_idx() { return cur->idx; }
+int lane_id() { return cur->lane; }
+unsigned char* dynamic_smem() { return B->smem; }
+
+
+}  // namespace emu
+
 
 namespace emu {
 
