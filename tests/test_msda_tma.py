@@ -68,15 +68,17 @@ def _region():
 
 
 MISTAKES = [  # (what, old, new, words in the message)
-    ("the border test of rungs 01-03 kept: a box starting at -1 is never asked for",
-     "x > -1.0f && y > -1.0f", "x >= 0.0f && y >= 0.0f", ["FAIL"]),
-    ("x and y swapped in the corner weights", "(1.f - fy) * fx * a, fy * (1.f - fx) * a",
-     "fy * (1.f - fx) * a, (1.f - fy) * fx * a", ["FAIL"]),
-    ("the attention weight left out", "w = make_float4((1.f - fy) * (1.f - fx) * a, (1.f - fy) * fx * a, fy * (1.f - fx) * a, fy * fx * a);",
-     "w = make_float4((1.f - fy) * (1.f - fx), (1.f - fy) * fx, fy * (1.f - fx), fy * fx);", ["FAIL"]),
-    ("the corner rounded toward zero, not down", "floorf(x)", "truncf(x)", ["FAIL"]),
-    ("a sample that touches the map left without a box", "on[r] = true;", "on[r] = (x >= 0.0f);",
+    ("the bytes of the boxes' slots, not of the boxes (BOX_STRIDE)", "(uint32_t)boxes * BOX_BYTES",
+     "(uint32_t)boxes * BOX_STRIDE", ["expect_tx says", "deliver"]),
+    ("a byte count for every sample, on the map or not", "(uint32_t)boxes * BOX_BYTES", "(uint32_t)LP * BOX_BYTES",
+     ["expect_tx says", "deliver"]),
+    ("no expect_tx: lane 0 only arrives", "if (lane == 0) mbar_expect_tx(full, (uint32_t)boxes * BOX_BYTES);",
+     "if (lane == 0) mbar_arrive(full);", ["expect_tx says 0 bytes"]),
+    ("x0 and y0 swapped in the box's coordinates", "0, m, x0s[r], y0s[r], n", "0, m, y0s[r], x0s[r], n", ["FAIL"]),
+    ("the head left out of the coordinates (always head 0)", "0, m, x0s[r], y0s[r], n", "0, 0, x0s[r], y0s[r], n",
      ["FAIL"]),
+    ("lane 0 arrives twice, another lane never", "if (lane != 0) mbar_arrive(full);", "mbar_arrive(full);",
+     ["more arrivals"]),
 ]
 
 
@@ -90,8 +92,12 @@ def test_the_solution_region_passes(capsys):
 @pytest.mark.skipif(SIMULATOR and not HOST_CXX, reason="no host C++ compiler for the emulator")
 @pytest.mark.parametrize("what, old, new, words", MISTAKES, ids=[m[0][:40] for m in MISTAKES])
 def test_a_lab_mistake_fails(what, old, new, words, capsys):
+    if not SIMULATOR and ("FAIL" not in words):
+        pytest.skip("on a GPU a barrier that never completes ends in the watchdog's trap, which ends the CUDA "
+                    "context for the whole process: the emulator tests it")
     region = _region()
     assert old in region
     assert not labs.grade("04", region.replace(old, new, 1), track="msda"), f"'{what}' passed"
     out = capsys.readouterr().out
-    assert all(w in out for w in words), out
+    if SIMULATOR:      # (on a GPU a wrong byte count is a trap after the watchdog's time: the verdict is FAIL)
+        assert all(w in out for w in words), out

@@ -155,9 +155,10 @@ print(f"(px, py) = ({px:.2f}, {py:.2f}): box at ({y0}, {x0}); blended box {blend
 lesson.show_region(s04.source(), start="------ producer", end="if (lane != 0) mbar_arrive(full);")
 
 # %% [markdown]
-# The region between `>>> lab` and `<<< lab` markers in the file (here printed without them) is lab 04's: the
-# box corner and the weights. The box's coordinates go to `tma_load_5d` **innermost first**: channel 0, head
-# m, column x0, row y0, image n. The consumers:
+# The region between `>>> lab` and `<<< lab` markers in the file (here printed without them) is lab 04's: lane
+# 0's expect_tx of the bytes all the boxes bring, the boxes themselves, and the other lanes' arrivals. The box's
+# coordinates go to `tma_load_5d` **innermost first**: channel 0, head m, column x0, row y0, image n. The
+# consumers:
 
 # %%
 lesson.show_region(s04.source(), start="------ consumers", end="if (lane == 0) mbar_arrive(empty0")
@@ -376,6 +377,7 @@ lesson.sweep("04_tma_boxes", "depth", [1, 2, 4], track="msda")
 lesson.sweep("04_tma_boxes", "blocks_per_sm", [1, 2, 4, 0], track="msda")
 
 # %% [markdown]
-# Write the producer's box corner and weights yourself: [lab 04](../../labs/msda/04_tma_boxes.ipynb) (the
+# Announce the bytes and ask for the boxes yourself: [lab 04](../../labs/msda/04_tma_boxes.ipynb) (the
 # completed version: [solution](../../solutions/msda/04_tma_boxes_SOLUTION.ipynb)). Back:
-# [02 · warp-cooperative](02_warp_cooperative.ipynb).
+# [03 · shared tiles](03_smem_tiles.ipynb). Next: [05 · lane groups](05_lane_groups.ipynb), where plain loads,
+# many of them in flight, beat every rung so far.

@@ -1,25 +1,24 @@
 # %% [markdown]
-# # Deformable attention lab 04 · Where the box starts, and what its corners weigh
+# # Deformable attention lab 04 · Announce the bytes, then ask for the boxes
 #
-# In stage 04 the producer warp's lane `i` handles sample `i` of a work item (one image, query and head). The
-# lines before your region have computed the sample's pixel position `x`, `y` (`loc * W - 0.5`: grid_sample
-# with `align_corners=False`), its level's `H` and `W`, and its attention weight `a`; `w` starts as four
-# zeros and `on[r]` as false. After your region the weights go to the slot (`wts[i] = w`), lane 0 counts the
-# bytes of every box the warp will issue (`expect_tx`), and each lane with `on[r]` issues its box: a
-# `(1, 2, 2, 1, D)` box of the level's tensor map at coordinates, innermost first, `(0, m, x0s[r], y0s[r], n)`.
+# In stage 04 the producer warp's lane `i` handles sample `i` of a work item (one image `n`, query and head `m`).
+# Before your region each lane has worked out, for each of its samples `r`, whether it touches the map
+# (`on[r]`), the box's corner `(x0s[r], y0s[r])` (the pixel position rounded down: `-1` just left of the first
+# pixel centre), and its four corner weights (already in the slot). The warp has also counted the boxes it will
+# issue: `boxes`. The slot is `slot`, its "full" mbarrier `full` (a shared-memory address); the box of sample `i`
+# goes to `smem_u32(slot) + i * BOX_STRIDE` (slots of boxes are 128-byte aligned), from the level's tensor map
+# `&maps.level[i / PV]`.
 #
-# Write the region: **if the sample touches the map** (`x > -1`, `y > -1`, `x < W`, `y < H`, as floats):
+# Write the region, in this order:
 #
-# 1. the box's corner: `x0s[r]` and `y0s[r]`, the integer parts of `x` and `y` rounded **down** (`floorf`): a
-#    sample just left of the first pixel centre has `x0 = -1`;
-# 2. the fractions `fx = x - floor(x)`, `fy = y - floor(y)`, and the four weights times `a`, in the order the
-#    box holds its pixels: `(x0, y0)`, `(x0 + 1, y0)`, `(x0, y0 + 1)`, `(x0 + 1, y0 + 1)`, as
-#    `w = make_float4(...)`;
-# 3. `on[r] = true`: this sample gets a box.
-#
-# No test per corner: a corner off the map is the part of the box outside the tensor, and the copy engine fills
-# it with zeros (the lesson draws it). A sample with all four corners off the map (half a pixel or more past
-# its edge) gets no box and keeps `w` zero.
+# 1. **Announce the bytes.** Lane 0: `mbar_expect_tx(full, bytes)`: it arrives on the barrier and tells it how
+#    many bytes will land: every box brings `BOX_BYTES` (its parts outside the map too, as zeros), so
+#    `boxes * BOX_BYTES`: not the slots' stride, not one box per sample. Then `__syncwarp()`.
+# 2. **Ask for the boxes.** Each lane, for each of its samples `r` with `on[r]`:
+#    `tma_load_5d(dst, map, full, c0, c1, c2, c3, c4)`, coordinates **innermost first**: channel `0`, head `m`,
+#    column `x0s[r]`, row `y0s[r]`, image `n` (the map describes value as `[N, H, W, M, D]`).
+# 3. **Arrive.** The barrier counts 32 arrivals, lane 0's expect_tx included: every other lane arrives once
+#    (`mbar_arrive(full)`), after its weights and copies.
 #
 # The grader compiles your code into `kernels/tma_boxes.cu` for sm_90a. Without a Hopper GPU it then runs it
 # **on the CPU, in an emulator** (`cudabook.emulate`): every CUDA thread is a small coroutine, and each TMA box
@@ -41,16 +40,18 @@ from cudabook.msda import s04_tma_boxes as s04
 
 # %%
 lesson.show_region(s04.source(), start="for (int r = 0; r < (LP + 31) / 32; ++r) {", end=">>> lab")
-print("                    ... your lines ...")
-lesson.show_region(s04.source(), start="<<< lab", end="if (lane != 0) mbar_arrive(full);")
+print("            ... your lines ...")
 
 # %%
-#! region msda/kernels/tma_boxes.cu CORNERS
+#! region msda/kernels/tma_boxes.cu ISSUE
 
 # %%
-grade("04_tma_boxes", CORNERS, track="msda")
+grade("04_tma_boxes", ISSUE, track="msda")
 
 # %% [markdown]
-# Passed? Try the mistakes the earlier rungs invite, and read what the grader says: keep rung 01's border
-# thinking and start the test at `x >= 0` (a sample between the edge and the first pixel centre then gets no
-# box), or round toward zero with `truncf` instead of `floorf` (`x0` is then 0, not -1, for `x` in (-1, 0)).
+# Passed? Try the mistakes a first TMA kernel makes, and read what the grader says: count `BOX_STRIDE` bytes a
+# box (or `LP` boxes, on the map or not), leave the expect_tx out (lane 0 only arrives), swap `x0s[r]` and
+# `y0s[r]`, or let every lane arrive, lane 0 too. On a CPU the emulator names a wrong byte count ("expect_tx
+# says N bytes, the boxes deliver M"); on a GPU the barrier would never complete, and the kernel's watchdog
+# would stop it after 20 s.
+# Then go on to [05 · lane groups](../../notebooks/msda/05_lane_groups.ipynb), the fastest rung.

@@ -104,7 +104,6 @@ msda_tma_boxes(const __grid_constant__ Maps maps, const int* __restrict__ shapes
                     const float x = loc[(row * LP + i) * 2] * W - 0.5f, y = loc[(row * LP + i) * 2 + 1] * H - 0.5f;
                     const float a = attn[row * LP + i];
                     float4 w = make_float4(0.f, 0.f, 0.f, 0.f);
-                    // >>> lab: a sample that touches the map gets its box corner (x0, y0) and four corner weights
                     if (x > -1.0f && y > -1.0f && x < (float)W && y < (float)H) {
                         const float fx0 = floorf(x), fy0 = floorf(y), fx = x - fx0, fy = y - fy0;
                         x0s[r] = (int)fx0;
@@ -112,13 +111,13 @@ msda_tma_boxes(const __grid_constant__ Maps maps, const int* __restrict__ shapes
                         w = make_float4((1.f - fy) * (1.f - fx) * a, (1.f - fy) * fx * a, fy * (1.f - fx) * a, fy * fx * a);
                         on[r] = true;
                     }
-                    // <<< lab
                     wts[i] = w;
                 }
                 boxes += __popc(__ballot_sync(0xffffffffu, on[r]));
             }
             const uint32_t full = full0 + 8 * s;
-            if (lane == 0) mbar_expect_tx(full, (uint32_t)boxes * BOX_BYTES);
+            // >>> lab: lane 0 announces the bytes of the item's boxes; then each lane asks for the box of each of its samples that touches the map; the other lanes arrive
+            if (lane == 0) mbar_expect_tx(full, (uint32_t)boxes * BOX_BYTES);   // a box brings all its bytes
             __syncwarp();
 #pragma unroll
             for (int r = 0; r < (LP + 31) / 32; ++r) {
@@ -127,6 +126,7 @@ msda_tma_boxes(const __grid_constant__ Maps maps, const int* __restrict__ shapes
                     tma_load_5d(smem_u32(slot) + i * BOX_STRIDE, &maps.level[i / PV], full, 0, m, x0s[r], y0s[r], n);
             }
             if (lane != 0) mbar_arrive(full);              // (after this lane's weights and copies)
+            // <<< lab
         }
     } else {
         // ------------------------------------------------------------ consumers
