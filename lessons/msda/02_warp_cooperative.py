@@ -234,5 +234,5 @@ lesson.sweep("02_warp_cooperative", "lanes", [1, 2, 4] if SIMULATOR else [1, 2, 
 # %% [markdown]
 # Write the rounds and the shuffles yourself: [lab 02](../../labs/msda/02_warp_cooperative.ipynb) (the
 # completed version: [solution](../../solutions/msda/02_warp_cooperative_SOLUTION.ipynb)). Back:
-# [01 · naive](01_naive.ipynb). Next: [04 · TMA boxes](04_tma_boxes.ipynb), where the copy engine fetches each
-# sample's four corners as one box and the border tests disappear into zero fill.
+# [01 · naive](01_naive.ipynb). Next: [03 · shared tiles](03_smem_tiles.ipynb), where the group stages each
+# sample's four corners in shared memory before it blends them.

@@ -45,5 +45,5 @@ grade("02_warp_cooperative", msda_warp, track="msda")
 # %% [markdown]
 # Passed? Grade it at the other vector widths too: `grade("02_warp_cooperative", msda_warp, track="msda",
 # vec_bytes=4)` (and 8). With 4-byte vectors a row at D = 40 is 20 vectors, the group is 32 lanes, and 12 of
-# them sit past the row. Then read how the next rung lets the copy engine fetch each sample's four corners in
-# one request: [04 · TMA boxes](../../notebooks/msda/04_tma_boxes.ipynb).
+# them sit past the row. Then read what the next rung gains, and loses, by staging each sample's four corners
+# in shared memory: [03 · shared tiles](../../notebooks/msda/03_smem_tiles.ipynb).

@@ -1,0 +1,368 @@
+# %% [markdown]
+# # Deformable attention 05 · Lane groups: every lane its own samples, many loads in flight
+#
+# Rung 02's layout was right: a group of G lanes per `(image, query, head)`, each lane one 16-byte vector of the
+# head's channels, every corner one 16-byte load a lane. What held it back is **when** the loads can start.
+# This rung keeps the layout and changes three things:
+#
+# - **No shuffles.** Every lane of a group computes every sample's position and weights itself. That is G
+#   times the arithmetic of the positions, but a lane's loads now depend only on its own arithmetic: no lane
+#   waits for another.
+# - **Sizes compiled in.** D, L and P are compile-time constants (CUDA C++ through NVRTC, `-D`), so the loops
+#   over levels and points are unrolled: a level's P samples, 4 P corner loads, are one straight line of code,
+#   and the compiler can issue loads of later samples before the first ones are used.
+# - **Branch-free corners.** Every corner is loaded; a corner off the map is loaded from a pixel on the map
+#   (the level's first) and gets weight 0. No branch separates one sample's loads from the next sample's.
+#
+# PTX ISA: [ld.global.nc](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-ld-global-nc)
+# (`__ldg`), [cvt (bf16x2 packing)](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-cvt);
+# registers and occupancy: [Hopper tuning guide](https://docs.nvidia.com/cuda/hopper-tuning-guide/index.html).
+
+# %%
+import cudabook
+print(cudabook.where())
+
+import json
+import re
+import numpy as np
+import matplotlib.pyplot as plt
+from cudabook import SIMULATOR, emulate, lesson, msda, nvrtc, results
+from cudabook.msda import benchmark
+from cudabook.msda import s05_lane_groups as s05
+
+size = benchmark.WORKLOADS[0]
+N, Lq, M, P, D, levels = (size[k] for k in ("N", "Lq", "M", "P", "D", "levels"))
+L = len(levels)
+
+# %% [markdown]
+# ## The kernel
+#
+# One thread per `(item, lane g)`, items `(n, q, m)` flattened with heads fastest. `base` points at channels
+# `8g .. 8g+7` of head m of pixel row 0 of image n, as 16-byte vectors (`uint4`); pixel row `r` of `value` is
+# `base[r * pitch]`. The item's L·P locations and weights are contiguous, and the G lanes of a group load the
+# same addresses (one request serves them all).
+
+# %%
+source = s05.source()
+lesson.show_region(source, start='extern "C" __global__', end="const int H = __ldg")
+
+# %% [markdown]
+# A level's P samples, branch-free (the part between the markers in `kernels/lane_groups.cu` is lab 05's):
+
+# %%
+lesson.show_region(source, end="#else")
+
+# %% [markdown]
+# - `x0, y0` are forced to 0 for a sample wholly off the map (`on` false): `floorf` of a location far outside
+#   would overflow an `int`, even if its four weights are zero.
+# - `left`, `right`, `top`, `bottom` say which corners are on the map; an off-map corner's address becomes the
+#   level's first pixel (`start`), always valid, and its weight 0.
+# - `add_corner` widens each 32-bit word's two bf16 channels to float32 with one shift or one mask (bf16 is the
+#   top half of a float32) and adds them, weighted: 8 FMAs a corner.
+#
+# The end: one rounding of the eight sums to bf16 (`pack_bf16x2`, `cvt.rn.bf16x2.f32`) and one 16-byte store.
+
+# %%
+lesson.show_region(source, start="out[item * VECS + g]", end="pack_bf16x2(acc[6]")
+
+# %% [markdown]
+# ## Who waits for whom
+#
+# In rung 02 a lane's corner loads for a sample need that sample's weights and row, which arrive by five
+# shuffles from the lane that computed them, which first had to load the sample's location: a chain of
+# dependencies, then a branch per corner, and the loads of the next sample only after the blend of this one.
+# Here each lane runs its own straight line: position, four loads; position, four loads; ... and the blends
+# later, as the loads land. A schematic (one lane, four samples; a load's latency drawn 8 units long, where the
+# real one is hundreds of cycles):
+
+# %%
+LAT = 8.0
+
+
+def timeline(ax, y, overlapped):
+    t, issued = 0.0, []
+    for s in range(4):
+        ax.broken_barh([(t, 1.0)], (y, 0.8), color="C0" if overlapped else "C1")        # position, or shuffles
+        t += 1.0
+        for c in range(4):
+            ax.plot([t + 0.1 * c, t + 0.1 * c + LAT], [y - 0.25 - 0.12 * (4 * s + c)] * 2, color="C7", lw=1)
+        issued.append(t)
+        t += 0.4
+        if not overlapped:                                                              # wait, blend, next
+            t = issued[-1] + LAT
+            ax.broken_barh([(t, 0.6)], (y, 0.8), color="C2")
+            t += 0.6
+    if overlapped:
+        for s in range(4):                                                              # blends as loads land
+            t = max(t, issued[s] + LAT)
+            ax.broken_barh([(t, 0.6)], (y, 0.8), color="C2")
+            t += 0.6
+    return t
+
+
+fig, ax = plt.subplots(figsize=(11, 3.6))
+end02 = timeline(ax, 3.0, overlapped=False)
+end05 = timeline(ax, 0.0, overlapped=True)
+ax.set_yticks([3.4, 0.4], ["02: shuffles, then\nwait for the loads", "05: own positions,\nloads keep coming"])
+ax.set_xlabel("time (schematic)")
+for c, what in (("C1", "5 shuffles (sample from another lane)"), ("C0", "position and weights (own)"),
+                ("C2", "blend"), ("C7", "a 16-byte load in flight")):
+    ax.plot([], [], color=c, lw=6 if c != "C7" else 1, label=what)
+ax.legend(fontsize=7, loc="lower right")
+ax.set_title(f"one lane, four samples: 02 ends at {end02:.0f}, 05 at {end05:.0f} (schematic units)", fontsize=9)
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Counted per sample of one head at the benchmark's D = 32 (lane-instructions; rung 02 skips the load of a
+# zero-weight corner):
+
+# %%
+G, nvec = s05.group_lanes(D), D // 8
+rows = [("lanes that compute the position and corner weights", 1, G),
+        ("shuffle lane-instructions", 5 * G, 0),
+        ("corner loads of 16 B, lane-instructions", 4 * nvec, 4 * nvec),
+        ("branches before a lane's corner loads", 4, 0)]
+print(f"{'':52s} {'02':>4s} {'05':>4s}")
+for what, a, b in rows:
+    print(f"{what:52s} {a:4d} {b:4d}")
+
+# %% [markdown]
+# ## In SASS: the loads, and how many are in flight
+#
+# No GPU needed: NVRTC compiles the kernel for sm_90a at the benchmark's sizes, with and without branches.
+# Both have one `LDG.E.128` (a 16-byte load) per corner of each of the L·P samples. The difference is what
+# lies between them. `loads_in_flight` walks the SASS in program order and, at each 16-byte load, counts the
+# 16-byte loads issued whose registers no instruction has touched since: requested and not yet needed. A warp
+# issues in order, so that is how many of a lane's loads the memory system can be working on at that moment.
+
+# %%
+def loads_in_flight(cubin):
+    pending, counts = {}, []                       # register -> the load that writes it
+    for ins in nvrtc.sass_lines(cubin, ".", kernel=s05.KERNEL):
+        regs = [int(r) for r in re.findall(r"\bR(\d+)\b", ins)]
+        load = "LDG" in ins and ".128" in ins
+        for r in regs[1:] if load else regs:       # a register read or overwritten: its load is needed now
+            if r in pending:
+                done = pending[r]
+                pending = {k: v for k, v in pending.items() if v != done}
+        if load:
+            pending.update({regs[0] + i: len(counts) for i in range(4)})
+            counts.append(len(set(pending.values())))
+    return counts
+
+
+cubins = {}
+print(f"NVRTC {nvrtc.nvrtc_version()}, sm_90a, D={D} L={L} P={P}, {s05.PARAMS['threads']} threads a block")
+print(f"{'':12s} {'16-B loads':>10s} {'branches':>9s} {'instructions':>13s} {'registers':>10s}   loads in flight a lane")
+for branchless in (True, False):
+    cubin = cubins[branchless] = s05.compile_cubin(D=D, L=L, P=P, branchless=branchless)
+    ins = [i for i in nvrtc.sass_lines(cubin, ".", kernel=s05.KERNEL) if not i.startswith("NOP")]
+    loads = nvrtc.sass_lines(cubin, r"LDG.*\.128", kernel=s05.KERNEL)
+    flight = loads_in_flight(cubin)
+    regs = nvrtc.resource_usage(cubin)[s05.KERNEL]["registers"]
+    print(f"{'branchless' if branchless else 'branches':12s} {len(loads):10d} {sum('BRA' in i for i in ins):9d} "
+          f"{len(ins):13,d} {regs:10d}   at most {max(flight)}, on average {np.mean(flight):.1f}")
+print("e.g.", nvrtc.sass_lines(cubins[True], r"LDG.*\.128", kernel=s05.KERNEL)[0])
+
+# %% [markdown]
+# With branches each sample is a branch (`@P0 BRA` jumps over it when it is off the map) and its four loads are
+# predicated: the compiler keeps at most one sample's loads in flight. Branch-free, the loads of neighbouring
+# samples overlap. Unrolled does not mean all 4 P loads at once: the compiler weighs loads in flight against
+# registers (each 16-byte load needs four), and more registers a thread means fewer threads an SM.
+#
+# ## Is it right?
+#
+# On a GPU of compute capability 8.0 or newer the stage runs for real. Without one, `cudabook.emulate` runs the
+# same C++ on the CPU, every CUDA thread a small coroutine, both ways (branch-free and with branches):
+
+# %%
+why = msda.unavailable("05_lane_groups")
+if why and not SIMULATOR:
+    print(f"Not run here: {why}. (The CPU emulator works on host memory, where Numba runs in its simulator: "
+          f"set CUDABOOK_SIMULATOR=1 before `import cudabook` to use it.)")
+else:
+    try:
+        for name, kw in msda.cases():
+            args = msda.random_problem(**kw)
+            for branchless in (True, False):
+                if why:
+                    p = msda.upload(*args)
+                    p.poison()
+                    with emulate.emulating():
+                        s05.launch(p, branchless=branchless)
+                    verdict, how = msda.judge(p.result(), *args), "emulated"
+                else:
+                    verdict, how = msda.judge(msda.run("05_lane_groups", *args, branchless=branchless), *args), ""
+                print(f"{name:28s} {how} branchless={branchless!s:5s}:", verdict.message)
+    except emulate.HostCompilerMissing as e:
+        print("Not emulated:", e)
+
+# %% [markdown]
+# ## How fast?
+#
+# The whole ladder against the ceilings and PyTorch (needs a GPU of compute capability 8.0 or newer; otherwise
+# the records in `results/`, or a note that there are none yet):
+
+# %%
+record = lesson.ladder_so_far("05_lane_groups", peers=True, track="msda")
+
+# %% [markdown]
+# The records, rung 05 against the gather ceiling, PyTorch's eager implementation, and the rungs before it:
+
+# %%
+shown = False
+for rec in results.load_all():
+    for name, w in rec["workloads"].items():
+        st = w.get("stages", {})
+        if not name.startswith("msda ") or "median_us" not in st.get("05_lane_groups", {}):
+            continue
+        shown = True
+        s5 = st["05_lane_groups"]
+        print(f"{rec['gpu']} · {name} (commit {w.get('commit') or rec.get('commit')}):\n"
+              f"  05: {s5['median_us']:,.0f} µs, {s5['pct_of_ceiling']:.0f} % of the gather ceiling "
+              f"({w['context']['gather_us']:,.0f} µs), {s5['speedup_vs_torch']:.1f}x torch eager;\n"
+              f"  faster than " + ", ".join(f"{s[:2]} {st[s]['median_us'] / s5['median_us']:.1f}x" for s in st
+                                            if s < "05" and "median_us" in st[s]))
+if not shown:
+    print("No record of rung 05 in results/ yet: run `make bench TRACKS=msda` on a GPU.")
+
+# %% [markdown]
+# ## Why it beats 02: bytes in flight
+#
+# **Little's law**: a memory system that takes a time T to answer a request delivers, on average, the bytes in
+# flight divided by T. A kernel cannot change T (the same addresses, the same caches); what it controls is
+# how many bytes it has requested and not yet needed. The records give each SM's rate, in corner bytes a
+# nanosecond; the SASS above gives rung 05's loads in flight a lane, and its registers how many threads an SM
+# holds (a Hopper SM has 65,536 registers and at most 2,048 threads; registers go out 256 a warp at a time).
+# Together: the bytes rung 05 keeps in flight on each SM, and the time T they imply, from issue to use.
+
+# %%
+REGS_PER_SM, THREADS_PER_SM = 65536, 2048           # compute capability 9.0 (the Hopper tuning guide)
+for rec in results.load_all():
+    for name, w in rec["workloads"].items():
+        st = w.get("stages", {})
+        if not name.startswith("msda ") or "median_us" not in st.get("05_lane_groups", {}):
+            continue
+        sms = (w.get("machine") or rec.get("machine") or {}).get("sms")
+        corner = w["context"]["gather_bytes"]
+        rate = {k: corner / (us * 1e3) / sms for k, us in (("gather ceiling", w["context"]["gather_us"]),
+                ("02", st["02_warp_cooperative"]["median_us"]), ("05", st["05_lane_groups"]["median_us"]))}
+        params = {**s05.PARAMS, **st["05_lane_groups"].get("params", {})}
+        cubin = s05.compile_cubin(D=w["size"]["D"], L=len(w["size"]["levels"]), P=w["size"]["P"], **params)
+        regs = -(-nvrtc.resource_usage(cubin)[s05.KERNEL]["registers"] // 8) * 8
+        threads = params["threads"] * min(THREADS_PER_SM // params["threads"], REGS_PER_SM // (regs * params["threads"]))
+        in_flight = threads * np.mean(loads_in_flight(cubin)) * 16
+        print(f"{rec['gpu']} · {name}, {sms} SMs\n  corner bytes a ns per SM: "
+              + ", ".join(f"{k} {v:.1f}" for k, v in rate.items()))
+        print(f"  05: {threads:,} threads an SM ({regs} registers a thread) x {np.mean(loads_in_flight(cubin)):.1f} "
+              f"loads x 16 B = {in_flight / 1e3:.0f} KB in flight; T = {in_flight / rate['05']:.0f} ns")
+
+# %% [markdown]
+# T is an estimate (the loads in flight are counted at issue, in program order), and it is some hundreds of
+# nanoseconds: longer than an idle cache hit, because every SM's requests queue in the same L1s and L2. At
+# that latency a rate like rung 05's needs tens of kilobytes in flight on every SM. Rung 02 cannot keep
+# that much: each lane has at most one sample's four loads out, often fewer (zero-weight corners are skipped),
+# and before each sample it waits for shuffles that wait for another lane's arithmetic. With T about the same,
+# its lower rate *is* its smaller number of bytes in flight. On the `uniform` workload the ceiling itself
+# drops (fewer of the corners hit in L1 and L2, so T grows) while the loads in flight stay the same.
+#
+# ## Branch-free, and the block size: the recorded sweep
+#
+# `tools/sweep_msda.py` timed rung 05's two knobs on the benchmark's `local` workload, with rung 02's vector
+# width beside them, every variant checked against the float64 reference. From the file it wrote:
+
+# %%
+sweeps = sorted((results.RESULTS / "sweeps").glob("*_msda_*.json"))
+for path in sweeps:
+    sweep = json.loads(path.read_text())
+    labels = [f"{r['stage'][:2]} " + (", ".join(f"{k}={v}" for k, v in r["params"].items()) or "defaults")
+              for r in sweep["rows"]]
+    recorded = {w.get("source_digest") for rec in results.load_all() for k, w in rec["workloads"].items()
+                if k == sweep["workload"]}
+    same = "the same kernel sources as the record" if sweep.get("source_digest") in recorded else "other sources"
+    print(f"{sweep['gpu']} · {sweep['workload']} · commit {sweep['commit']}, {same} ({path.name})")
+    for label, r in zip(labels, sweep["rows"]):
+        print(f"  {label:32s} {r['median_us']:10,.1f} µs   max |error| on image 0: {r['max_abs_err_image0']:.4f}")
+    fig, ax = plt.subplots(figsize=(8, 2.8))
+    ax.barh(labels, [r["median_us"] / 1e3 for r in sweep["rows"]],
+            color=["C0" if r["stage"].startswith("05") else "0.7" for r in sweep["rows"]])
+    ax.invert_yaxis()
+    ax.set_xlabel("ms (median of CUDA-event timings)")
+    ax.set_title(f"{sweep['gpu']}: {sweep['workload']}", fontsize=9)
+    ax.tick_params(labelsize=8)
+    plt.tight_layout()
+    plt.show()
+if not sweeps:
+    print("No sweep recorded in results/sweeps/ yet: run `python tools/sweep_msda.py` on a GPU.")
+
+# %% [markdown]
+# Branches cost more than a larger block buys: with them fewer loads are in flight (the SASS above), though the
+# kernel needs fewer registers. The block size moves the time little: the threads an SM holds are set by
+# registers, not by blocks.
+#
+# ## What is left to the ceiling
+#
+# The ceiling kernel only loads: its rows are precomputed, and it does no arithmetic. Rung 05 issues, in every
+# lane of a group, every sample's position, weights, 64-bit addresses, the corner selects and the blend. Count
+# it: each warp runs the kernel's whole straight line once (the SASS instructions above), and an SM's four
+# schedulers issue at most one warp-instruction each a cycle.
+
+# %%
+ins = [i for i in nvrtc.sass_lines(cubins[True], ".", kernel=s05.KERNEL) if not i.startswith("NOP")]
+
+
+def kind(instruction):
+    op = re.sub(r"^@!?U?P\w+\s+", "", instruction)          # without its predicate
+    if re.match(r"LDG|STG", op):
+        return "memory: LDG, STG"
+    if re.match(r"F|HFMA|I2F", op):
+        return "float: the blend, weights, floor, conversions"
+    return "integer and other: addresses, selects, bf16 widening"
+
+
+counts = {}
+for i in ins:
+    counts[kind(i)] = counts.get(kind(i), 0) + 1
+print(f"per sample, in each lane ({len(ins):,} instructions, {L * P} samples):")
+for what, n in sorted(counts.items(), key=lambda kv: -kv[1]):
+    print(f"  {what:56s} {n / (L * P):6.1f}")
+for rec in results.load_all():
+    for name, w in rec["workloads"].items():
+        st = w.get("stages", {})
+        if name.startswith("msda ") and "median_us" in st.get("05_lane_groups", {}):
+            sms = (w.get("machine") or rec.get("machine") or {}).get("sms")
+            sz = w["size"]
+            warps = sz["N"] * sz["Lq"] * sz["M"] * s05.group_lanes(sz["D"]) // 32
+            cycles = warps * len(ins) / (4 * sms)
+            us = st["05_lane_groups"]["median_us"]
+            print(f"{rec['gpu']} · {name}: {warps:,} warps x {len(ins):,} instructions / ({sms} SMs x 4) = "
+                  f"{cycles / 1e6:.2f} M issue cycles; in {us:,.0f} µs that needs an SM clock of at least "
+                  f"{cycles / us / 1e3:.2f} GHz (the gather alone: {w['context']['gather_us']:,.0f} µs)")
+
+# %% [markdown]
+# An H100's SMs run at up to about 2 GHz, so on the `local` workload issuing instructions fills most of rung
+# 05's time, about as long as the gather ceiling's loads take: the two overlap, imperfectly. On `uniform` the
+# gather is slower and hides the instructions better, which is why the same kernel sits closer to its ceiling
+# there. What is left is mostly instructions:
+#
+# - **positions G times**: every lane of a group computes every sample. Computing each once and handing it over
+#   is what rung 02 did, and it brought the waits back; sharing the arithmetic without them is open;
+# - **64-bit addresses** (`long long` rows: the `IMAD.WIDE`s), where an image's offsets fit in 32 bits;
+# - **the blend in float32**: 8 FFMAs and 8 integer widenings a corner. `bf16x2` math (`HFMA2`) would do two
+#   channels an instruction, but it accumulates in bf16, outside the track's float32 contract;
+# - and, for the gather itself, **queries ordered for L2 locality**, which the `local` workload already has.
+#
+# ## Experiments: block size and branches
+#
+# `threads` sets the block size, `branchless` switches the branch-free corners off. Predictions to test: the
+# block size hardly matters, and branches cost what the recorded sweep says. (Without a GPU of compute
+# capability 8.0 or newer there is nothing to time: the sweeps say so.)
+
+# %%
+lesson.sweep("05_lane_groups", "threads", [128, 256, 512], track="msda")
+lesson.sweep("05_lane_groups", "branchless", [True, False], track="msda")
+
+# %% [markdown]
+# Write a level's samples yourself: [lab 05](../../labs/msda/05_lane_groups.ipynb) (the completed version:
+# [solution](../../solutions/msda/05_lane_groups_SOLUTION.ipynb)). Back: [04 · TMA boxes](04_tma_boxes.ipynb).
