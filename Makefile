@@ -9,8 +9,10 @@ STAMP   := $(VENV)/.installed
 workbook: $(STAMP)            ## run every lesson headlessly; executed notebooks + results report in build/
 	$(BIN)/python -m cudabook.workbook
 
+# test processes (pytest-xdist; each test file or notebook stays in one process): `make test WORKERS=8`
+WORKERS ?= 2
 test: $(STAMP)                ## unit tests + every lesson, solution and lab through nbval (what CI runs)
-	$(BIN)/python -m pytest -q tests --nbval-lax notebooks solutions labs
+	$(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile tests --nbval-lax notebooks solutions labs
 
 gpu-test: $(STAMP)            ## only the GPU tests (marked gpu / hopper); without a GPU they skip, saying why
 	$(BIN)/python -m pytest -q -rs -m "gpu or hopper" tests
