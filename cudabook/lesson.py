@@ -11,8 +11,35 @@ from . import SIMULATOR, results
 from . import track as tracks
 
 
+class Measured(dict):
+    """The record ladder_so_far just measured (a plain dict underneath), shown in a notebook as one line, not
+    as its few thousand characters: the table and the plot already say what it holds."""
+
+    def __repr__(self):
+        return f"<measured ladder: {', '.join(self.get('workloads', {})) or 'no workloads'}>"
+
+    def _repr_pretty_(self, p, cycle):
+        p.text(repr(self))
+
+
+class Recorded(list):
+    """The [(record, workload name)] pairs ladder_so_far drew from results/ (a plain list underneath), shown in
+    a notebook as one line."""
+
+    def __repr__(self):
+        names = "; ".join(f"{r.get('gpu', '?')} · {k}" for r, k in self)
+        return f"<recorded ladders: {names}>"
+
+    def _repr_pretty_(self, p, cycle):
+        p.text(repr(self))
+
+
 def ladder_so_far(upto: str, *, peers=False, track="resample", size=None):
-    """Measure (GPU) or show the recorded (simulator) ladder up to and including stage `upto`."""
+    """Measure (GPU) or show the recorded (simulator) ladder up to and including stage `upto`.
+
+    Returns what it showed, for a later cell to use: the fresh record (a dict) with a GPU, or the
+    [(record, workload)] pairs read from results/ without one, or None. Either prints as one short line, so a
+    cell that ends with this call shows the plot, not the record."""
     import matplotlib.pyplot as plt
     t = tracks.get(track)
     if not SIMULATOR and not t.unavailable(upto):
@@ -23,7 +50,7 @@ def ladder_so_far(upto: str, *, peers=False, track="resample", size=None):
         print(results.table(record))
         results.plot(record, upto=upto, peers=peers)
         plt.show()
-        return record
+        return Measured(record)
     recorded = [(r, k) for r in results.load_all() for k, _ in results._workloads(r, t.NAME)]
     if not recorded:
         print(f"Nothing measured here, and no {t.NAME} records in results/ yet.")
@@ -35,7 +62,7 @@ def ladder_so_far(upto: str, *, peers=False, track="resample", size=None):
     fig.suptitle(f"recorded in results/ ({why.split(';')[0]})", fontsize=9)
     fig.tight_layout()
     plt.show()
-    return recorded
+    return Recorded(recorded)
 
 
 def sweep(stage: str, param: str, values, *, fixed=None, size=None, track="resample"):

@@ -49,7 +49,7 @@ print(f"{'packages':>20}: " + ", ".join(f"{k} {v}" for k, v in info["packages"].
 # ```
 
 # %%
-from cudabook import bench
+from cudabook import bench, results
 from cudabook.resample import Problem
 
 B, S, T, D = bench.BENCH_SIZE.values()
@@ -60,15 +60,23 @@ gpu = device.gpu()
 if gpu:
     sizes_mb = [1, 4, 16, 64, 256, 1024]
     measured = [bench.copy_GBps(mb * 1e6) for mb in sizes_mb]
-    print(f"theoretical: {gpu.theoretical_GBps:,.0f} GB/s   measured copy of 256 MB: {measured[-2]:,.0f} GB/s")
-    print(f"so the benchmark problem cannot take less than {min_bytes / measured[-1] / 1e3:.1f} µs")
+    at_size = bench.copy_GBps(min_bytes)   # the ceiling at the benchmark's own size, as the benchmark measures it
+    print(f"theoretical: {gpu.theoretical_GBps:,.0f} GB/s   "
+          f"measured copy of {min_bytes / 1e6:.0f} MB (the benchmark's size): {at_size:,.0f} GB/s")
+    print(f"so the benchmark problem cannot take less than {min_bytes / at_size / 1e3:.1f} µs")
 else:
-    print("No GPU: no measurement. The recorded benchmarks in results/ show what GPUs measured.")
+    print("No GPU: no measurement. The copy ceilings recorded in results/, measured at the benchmark's size:")
+    for r in results.load_all():
+        for name, w in r["workloads"].items():
+            copy = w.get("context", {}).get("copy_GBps") or r.get("copy_GBps")   # the ceiling measured with them
+            if name.startswith("resample ") and copy:
+                print(f"  {r['gpu']} · {name}: {copy:,.0f} GB/s, so at least {min_bytes / copy / 1e3:.1f} µs")
 
 # %% [markdown]
 # Small copies are slower per byte: every launch pays a fixed cost whatever its size, and a small copy
-# cannot keep every memory channel busy. That is why the benchmark problem is large (the 270 MB printed
-# above), and why the ceiling is measured at the benchmark's own size.
+# cannot keep every memory channel busy. That is why the benchmark problem is large (the size printed
+# above), and why the ceiling, and the lower bound from it, are measured at the benchmark's own size rather
+# than read off the largest copy in the curve below.
 
 # %%
 import matplotlib.pyplot as plt

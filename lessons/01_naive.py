@@ -84,8 +84,13 @@ print(check.check_launch(s01_naive.launch, **size, sorted_targets=False))
 # The picture shows one warp-wide load at channel `d = 0`: each mark is the 2 bytes a lane reads.
 
 # %%
-D = 256
-lane_rows = np.arange(32) // 3          # sorted targets: about 3 targets per source interval
+from cudabook import bench
+B, S, T, D = bench.BENCH_SIZE.values()  # the benchmark's shape: S = T
+times, _, targets = resample.random_problem(1, S, T, 1, rng=1)    # one row, sorted targets
+lo = np.clip(np.searchsorted(times[0], targets[0], side="right") - 1, 0, S - 2)
+print(f"S = {S}, T = {T}: on average {T / (S - 1):.2f} targets per source interval; one warp's 32 targets "
+      f"(targets {T // 2}..{T // 2 + 31}) fall in {len(np.unique(lo[T // 2:T // 2 + 32]))} different intervals")
+lane_rows = lo[T // 2:T // 2 + 32] - lo[T // 2]   # the row each lane of that warp reads, from the warp's first
 addresses = lane_rows * D * 2           # byte offset of feats[b, lo_i, 0] from the row start
 sectors = np.unique(addresses // 32)
 fig, ax = plt.subplots(figsize=(8, 1.8))

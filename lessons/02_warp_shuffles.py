@@ -10,9 +10,21 @@
 #             (32 searches, 32 scattered rows)                    lane i -> channels i, i+32, i+64, ...
 # ```
 #
-# The lanes of a warp run in lockstep and can hand each other registers directly with **shuffles**
-# (`cuda.shfl_sync`), and vote with **ballots** (`cuda.ballot_sync`: every lane gets a 32-bit word with one
-# bit per lane). No shared memory, no `syncthreads`.
+# The lanes of a warp can hand each other registers directly with **shuffles** (`cuda.shfl_sync`), and vote
+# with **ballots** (`cuda.ballot_sync`: every lane gets a 32-bit word with one bit per lane). No shared memory,
+# no `syncthreads`.
+#
+# Do not picture the 32 lanes as marching in lockstep. Since Volta (compute capability 7.0) GPUs have
+# **independent thread scheduling**: each lane has its own program counter, and after a branch the two sides
+# may run interleaved, or one may run ahead of the other for a long time; nothing guarantees that they meet
+# again before the next instruction, nor that a lane has written what a neighbour is about to read. What *is*
+# guaranteed is a *_sync operation's own contract: `shfl_sync(mask, ...)` and `ballot_sync(mask, ...)` wait
+# until every lane named in `mask` has arrived, and then exchange the values; `__syncwarp(mask)` (in Numba
+# `cuda.syncwarp(mask)`) does only the waiting, and orders the memory accesses of those lanes around it. So
+# the mask is a promise the program makes: a lane named in it that never reaches the call (it took another
+# branch, or returned) leaves the warp hung or the result undefined, and a value shuffled from a lane left
+# out of it is undefined. That is why the mask-less `__shfl` of older CUDA is not available for Volta and
+# later, and why this stage keeps whole warps together.
 
 # %%
 import cudabook
@@ -29,7 +41,7 @@ from cudabook.resample.s01_naive import find_interval, weight
 # %% [markdown]
 # ## Which element does each lane touch?
 #
-# Colour = lane. Left: stage 01, one warp covers 32 targets (rows), and at each loop step the 32 lanes
+# Colour = lane (0 dark to 31 yellow, see the bar; grey = not touched by this warp). Left: stage 01, one warp covers 32 targets (rows), and at each loop step the 32 lanes
 # touch one *column*. Right: stage 02, one warp covers one target, and at each step the 32 lanes touch 32
 # neighbouring channels of one *row*: neighbouring addresses.
 
@@ -37,10 +49,12 @@ from cudabook.resample.s01_naive import find_interval, weight
 D, T = 64, 32
 stage01 = np.repeat(np.arange(32)[:, None], D, axis=1)                 # lane = target index
 stage02 = np.full((T, D), np.nan); stage02[0] = np.arange(D) % 32      # warp 0 does target 0 only
-fig, axes = plt.subplots(1, 2, figsize=(9, 2.6))
+fig, axes = plt.subplots(1, 2, figsize=(10, 2.6))
 for ax, grid, title in zip(axes, (stage01, stage02), ("01: lane per target", "02: lanes over channels (warp 0)")):
-    ax.imshow(grid, cmap="twilight", aspect="auto", interpolation="nearest")
+    image = ax.imshow(grid, cmap="viridis", vmin=0, vmax=31, aspect="auto", interpolation="nearest")
+    ax.set_facecolor("0.92")                                           # blank = not touched by this warp
     ax.set_xlabel("channel d"); ax.set_ylabel("target t"); ax.set_title(title, fontsize=9)
+fig.colorbar(image, ax=axes, label="lane", ticks=[0, 8, 16, 24, 31])
 plt.show()
 
 # %% [markdown]
@@ -55,7 +69,7 @@ for name, addrs in (("01 naive", s03.naive_lane_addresses(256)), ("02 warp", s03
 # %% [markdown]
 # ## Searching as a warp
 #
-# **Lane 0 searches, then broadcasts** (seed 000's way): one search per warp instead of 32, but it is still a
+# **Lane 0 searches, then broadcasts** (the first design in the optimisation log this track grew from): one search per warp instead of 32, but it is still a
 # chain of `log2(S)` dependent loads, 12 for S = 4096, while 31 lanes wait.
 #
 # **A 32-way search with a ballot**: each round, the 32 lanes each test one of 32 evenly spaced probes at the

@@ -13,8 +13,8 @@
 #   cp.async.bulk.tensor ... [stage s]          arrive "empty[s]"
 # ```
 #
-# Two things to learn here: making the tensor map (the call seed 002 never got past), and the
-# producer/consumer hand-off through mbarriers.
+# Two things to learn here: making the tensor map (the call that an earlier attempt, in the optimisation log
+# this track grew from, never got past), and the producer/consumer hand-off through mbarriers.
 #
 # One more change from stage 06: the search moves out of the hot loop. A small first kernel (the
 # **prepass**) finds every target's interval and weight (2 MB for the benchmark), so the main kernel's
@@ -182,11 +182,15 @@ for record in results.load_all():
             for k in ("05_double_buffered", "07_tma", "torch_compile"):
                 if "median_us" in rows.get(k, {}):
                     print(f"  {k:>18}: {rows[k]['median_us']:7.1f} µs  {rows[k]['pct_of_copy']:5.1f} % of copy")
+            a, b = (rows.get(k, {}).get("median_us") for k in ("05_double_buffered", "07_tma"))
+            if a and b:
+                print(f"  {'07 against 05':>18}: {100 * (a - b) / a:+.1f} % of 05's time "
+                      f"({'07' if b < a else '05'} ahead)")
 
 # %% [markdown]
 # Honest reading of these records: `torch.compile`'s fused gather reaches the copy ceiling on this problem
 # (the L2 cache absorbs its re-reads of neighbouring rows). Stage 07 and stage 05's Numba gather, which pays
-# the same kind of prepass, are within a few percent of each other: 05 ahead on the H200, 07 on the H100. Much
+# the same kind of prepass, are close: the last line of each record above gives the gap and which is ahead. Much
 # of what separates them from `torch.compile` is the search prepass, nearly all latency: about 5 µs for 07's,
 # measured on an H200 while this stage was built (not a results/ record). The honest lesson: on this problem
 # a window in shared memory, even one brought by the copy engine, buys nothing that L2 does not already give a

@@ -4,7 +4,7 @@
 # Seven rungs, one problem: `C = A @ B`, bf16 in, fp32 sums, bf16 out. This lesson puts them side by side
 # against cuBLAS (`torch.matmul`, measured in the same process on the same data), then asks the question the
 # single number at 4096 hides: **how does each rung fare from 256 to 8192?** The answer bears on a puzzle from
-# the logs this workbook grew from (seed 004): a first TMA + WGMMA kernel that reached only 45–47 % of cuBLAS
+# the optimisation logs this workbook grew from: a first TMA + WGMMA kernel that reached only 45–47 % of cuBLAS
 # at sizes 256–1024 (the log's own claim, fp16 on an H800 PCIe; not rerun here).
 
 # %%
@@ -39,7 +39,7 @@ lesson.ladder_so_far(gemm.STAGES[-1], peers=True, track="gemm")
 #
 # At 1024 half the GPU never works, however fast each tile is. cuBLAS has many kernels and picks one per
 # shape (smaller tiles, or a split of K across blocks, for small problems); a workbook kernel with one tile
-# shape does not. Idle SMs alone are enough to explain a number like seed 004's 45–47 %, without any slow
+# shape does not. Idle SMs alone are enough to explain a number like that log's 45–47 %, without any slow
 # tensor-core code.
 
 # %%
@@ -82,7 +82,7 @@ else:
 # - **256 to 1024**: every rung is far from cuBLAS, and the order of the Hopper rungs is *reversed*: rung 05,
 #   with 128 x 128 tiles and one block per tile, beats 06 and 07, whose 128 x 256 tiles are half as many. At
 #   1024 that is 32 tiles for 132 SMs: three quarters of the GPU idle, however good the pipeline. Rung 05 lands
-#   where seed 004's first WGMMA kernel did, near half of cuBLAS.
+#   where that log's first WGMMA kernel did, near half of cuBLAS.
 # - **2048 and up**: enough tiles for several waves; the rungs are compute-bound and their order is the
 #   ladder's, each one above the one before.
 # - **the Numba rungs** fall away as size grows: their fp32 FMAs run at a fraction of the tensor cores' rate,
