@@ -123,4 +123,4 @@ lesson.sweep("01_naive", "threads", [32, 64, 128, 256, 512])
 
 # %% [markdown]
 # Next: [02 · warp shuffles](02_warp_shuffles.ipynb). To write this kernel yourself, open
-# `labs/01_naive.ipynb`.
+# [lab 01](../labs/01_naive.ipynb) (the completed version: [solution](../solutions/01_naive_SOLUTION.ipynb)).

@@ -27,3 +27,6 @@ from cudabook.labs import grade
 
 # %%
 grade("01_naive", globals().get("resample_naive"))
+
+# %% [markdown]
+# The lesson this lab belongs to: [01 · naive](../notebooks/01_naive.ipynb).

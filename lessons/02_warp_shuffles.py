@@ -146,3 +146,7 @@ lesson.sweep("02_warp_shuffles", "warps_per_block", [1, 2, 4, 8, 16])
 # %% [markdown]
 # Each lane still moves only 2 bytes per instruction: for D = 256 that is 8 load instructions per source row
 # per warp. Next, [03 · coalescing](03_coalesced.ipynb), makes each instruction move 16 bytes.
+
+# %% [markdown]
+# Write this stage's kernel yourself: [lab 02](../labs/02_warp_shuffles.ipynb) (the completed version:
+# [solution](../solutions/02_warp_shuffles_SOLUTION.ipynb)).

@@ -25,3 +25,6 @@ from cudabook.labs import grade
 
 # %%
 grade("02_warp_shuffles", globals().get("resample_warp"))
+
+# %% [markdown]
+# The lesson this lab belongs to: [02 · warp shuffles](../notebooks/02_warp_shuffles.ipynb).

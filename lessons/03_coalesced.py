@@ -104,3 +104,7 @@ lesson.sweep("03_coalesced", "vec_bytes", [2, 4, 8, 16])
 # rows (about one source interval per target at S = T): each source row is fetched twice or more, from L2 if
 # lucky. Next, [04 · shared-memory windows](04_smem_windows.ipynb): a block loads the rows its targets need
 # once, into shared memory.
+
+# %% [markdown]
+# Write this stage's kernel yourself: [lab 03](../labs/03_coalesced.ipynb) (the completed version:
+# [solution](../solutions/03_coalesced_SOLUTION.ipynb)).

@@ -25,3 +25,6 @@ from cudabook.labs import grade
 
 # %%
 grade("03_coalesced", globals().get("resample_vec16"))
+
+# %% [markdown]
+# The lesson this lab belongs to: [03 · coalesced](../notebooks/03_coalesced.ipynb).

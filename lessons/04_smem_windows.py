@@ -127,3 +127,7 @@ lesson.sweep("04_smem_windows", "blocks_per_sm", [1, 2, 4, 8])
 # %% [markdown]
 # While a block waits at `syncthreads` for its window, it has no loads in flight of its own. Next,
 # [05 · double buffering](05_double_buffered.ipynb): keep the next loads in flight while computing.
+
+# %% [markdown]
+# Write this stage's kernel yourself: [lab 04](../labs/04_smem_windows.ipynb) (the completed version:
+# [solution](../solutions/04_smem_windows_SOLUTION.ipynb)).

@@ -27,3 +27,6 @@ from cudabook.labs import grade
 
 # %%
 grade("04_smem_windows", globals().get("resample_windows"))
+
+# %% [markdown]
+# The lesson this lab belongs to: [04 · smem windows](../notebooks/04_smem_windows.ipynb).

@@ -121,3 +121,7 @@ lesson.sweep("05_double_buffered", "blocks_per_sm", [2, 4, 8, 16])
 # %% [markdown]
 # Next: [06 · cp.async](06_cp_async.ipynb): copies from global to shared memory with no registers in between
 # and no stall, the hardware's own way to keep the window design's loads in flight.
+
+# %% [markdown]
+# Write this stage's kernel yourself: [lab 05](../labs/05_double_buffered.ipynb) (the completed version:
+# [solution](../solutions/05_double_buffered_SOLUTION.ipynb)).

@@ -27,3 +27,6 @@ from cudabook.labs import grade
 
 # %%
 grade("05_double_buffered", globals().get("resample_in_flight"))
+
+# %% [markdown]
+# The lesson this lab belongs to: [05 · double buffered](../notebooks/05_double_buffered.ipynb).

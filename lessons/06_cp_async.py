@@ -124,3 +124,7 @@ lesson.sweep("06_cp_async", "stages", [2, 3, 4])
 # Every thread still spends instructions computing addresses for its share of the copies. Hopper's **Tensor
 # Memory Accelerator** takes even that away: one thread describes a whole box of rows, and a copy engine
 # moves it. Next: [07 · TMA](07_tma.ipynb).
+
+# %% [markdown]
+# Write this stage's kernel yourself: [lab 06](../labs/06_cp_async.ipynb) (the completed version:
+# [solution](../solutions/06_cp_async_SOLUTION.ipynb)).

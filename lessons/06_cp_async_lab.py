@@ -29,3 +29,6 @@ from cudabook.labs import grade
 
 # %%
 grade("06_cp_async", PIPELINE)
+
+# %% [markdown]
+# The lesson this lab belongs to: [06 · cp async](../notebooks/06_cp_async.ipynb).

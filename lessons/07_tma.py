@@ -215,3 +215,7 @@ lesson.sweep("07_tma", "search", ["prepass", "producer", "inline"])
 lesson.sweep("07_tma", "persistent", [False, True])
 lesson.sweep("07_tma", "stages", [2, 3, 4], fixed={"persistent": True})
 lesson.sweep("07_tma", "box_rows", [4, 8, 16])
+
+# %% [markdown]
+# Write this stage's kernel yourself: [lab 07](../labs/07_tma.ipynb) (the completed version:
+# [solution](../solutions/07_tma_SOLUTION.ipynb)).

@@ -35,3 +35,6 @@ from cudabook.labs import grade
 
 # %%
 grade("07_tma", ISSUE)
+
+# %% [markdown]
+# The lesson this lab belongs to: [07 · tma](../notebooks/07_tma.ipynb).
