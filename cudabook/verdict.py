@@ -12,6 +12,17 @@ def bf16_half_ulp(x):
     return np.ldexp(1.0, e - 9)
 
 
+def index_ranges(idx, most=6) -> str:
+    """[3, 4, 5, 9] -> '3 .. 5, 9' (at most `most` pieces)."""
+    idx = [int(i) for i in idx]
+    pieces, start = [], idx[0]
+    for prev, cur in zip(idx, idx[1:] + [None]):
+        if cur != prev + 1:
+            pieces.append(f"{start}" if start == prev else f"{start} .. {prev}")
+            start = cur
+    return ", ".join(pieces[:most]) + (", ..." if len(pieces) > most else "")
+
+
 @dataclasses.dataclass
 class Verdict:
     ok: bool

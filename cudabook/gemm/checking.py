@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import SIMULATOR
-from ..verdict import Verdict, bf16_half_ulp
+from ..verdict import Verdict, bf16_half_ulp, index_ranges
 from .inputs import BF16, reference_with_bound
 
 # The grader's and the tests' cases: (name, M, N, K). Ragged on purpose: nothing is a multiple of a tile,
@@ -102,10 +102,10 @@ def _k_terms(got, ref, tol, fa, fb) -> str | None:
             if np.mean(np.abs(got - (ref - value * part)) <= tol) <= 0.99:
                 return None
             if value == -1:
-                return (f"C is the sum over K with the term(s) k = {_ranges(ks)} counted twice: a tile's values used "
+                return (f"C is the sum over K with the term(s) k = {index_ranges(ks)} counted twice: a tile's values used "
                         f"again. Check that every K tile is loaded in full, with zeros past the end of K (an element "
                         f"left unwritten keeps the previous tile's value), and that no loop over K visits them twice")
-            hint = f"C is the sum over K without the term(s) k = {_ranges(ks)}"
+            hint = f"C is the sum over K without the term(s) k = {index_ranges(ks)}"
             for tile in (8, 16, 32, 64):
                 for r, what in ((tile - 1, "last"), (0, "first")):
                     cls = np.arange(r, K, tile)
@@ -114,17 +114,6 @@ def _k_terms(got, ref, tol, fa, fb) -> str | None:
                                 f"k run over all {tile} of them (range(TILE), not range(TILE - 1) or range(1, TILE))?")
             return hint + ": check the bounds and the step of the loops over K (the tiles and the k within one)"
     return None
-
-
-def _ranges(idx, most=6) -> str:
-    """[3, 4, 5, 9] -> '3 .. 5, 9' (at most `most` pieces)."""
-    idx = [int(i) for i in idx]
-    pieces, start = [], idx[0]
-    for prev, cur in zip(idx, idx[1:] + [None]):
-        if cur != prev + 1:
-            pieces.append(f"{start}" if start == prev else f"{start} .. {prev}")
-            start = cur
-    return ", ".join(pieces[:most]) + (", ..." if len(pieces) > most else "")
 
 
 def diagnose(bad, nan, ref, got) -> str | None:

@@ -81,6 +81,19 @@ class Problem:
                              f"is then a whole number of 16-byte pieces)")
 
 
+def start_launch(p, stage: str, defaults: dict, params: dict, why_not: str | None) -> dict | None:
+    """What a C++ rung's launch() checks first: parameters it knows (TypeError), a machine that runs it
+    (StageUnavailable with `why_not`), channels the track supports (ValueError). Returns the parameters with
+    their defaults, or None when there is no work (no image, query or head)."""
+    from ..track import StageUnavailable, check_params
+    check_params(params, defaults)
+    if why_not:
+        raise StageUnavailable(why_not)
+    p.require_channels(stage)
+    N, S, M, D, Lq, L, P = p.shape
+    return {**defaults, **params} if N * Lq * M else None
+
+
 def upload(value, spatial_shapes, level_start_index, sampling_locations, attention_weights) -> Problem:
     """Validate the inputs and put them on the device with an output (not yet poisoned)."""
     value, shapes, starts, loc, attn = validate(value, spatial_shapes, level_start_index, sampling_locations,

@@ -12,7 +12,8 @@ import ctypes
 import pathlib
 
 from .. import device, nvrtc
-from ..track import check_launch, check_params
+from ..track import check_launch
+from .problem import start_launch
 
 NAME = "04_tma_boxes"
 TITLE = "TMA: one 2x2xD box per sample"
@@ -122,17 +123,11 @@ def _prepare(text, cfg, blocks_per_sm):
 def launch(p, kernel=None, **params):
     """Enqueue 04 on the legacy default stream. `kernel`: CUDA C++ source text to use instead of
     kernels/tma_boxes.cu (a learner's version with the same kernel name)."""
-    check_params(params, PARAMS)
-    params = {**PARAMS, **params}
-    why = unavailable()
-    if why:
-        from . import StageUnavailable
-        raise StageUnavailable(why)
-    p.require_channels(NAME)
+    params = start_launch(p, NAME, PARAMS, params, unavailable())
+    if params is None:
+        return
     N, S, M, D, Lq, L, P = p.shape
     items = N * Lq * M
-    if items == 0:
-        return
     cfg = config(D, L, P, params["consumer_warps"], params["depth"])
     prep = _prepare(nvrtc.kernel_text(kernel, SOURCE, NAME), cfg, params["blocks_per_sm"])
     grid = min(items, params["blocks"] or prep["slots"])

@@ -11,7 +11,8 @@ import ctypes
 import pathlib
 
 from .. import device, nvrtc
-from ..track import check_launch, check_params
+from ..track import check_launch
+from .problem import start_launch
 
 NAME = "05_lane_groups"
 TITLE = "lane groups, no shuffles, unrolled points (C++)"
@@ -64,17 +65,11 @@ _loaded: dict = {}
 def launch(p, kernel=None, **params):
     """Enqueue 05 on the legacy default stream. `kernel`: CUDA C++ source text to use instead of
     kernels/lane_groups.cu (a learner's version with the same kernel name)."""
-    check_params(params, PARAMS)
-    params = {**PARAMS, **params}
-    why = unavailable()
-    if why:
-        from . import StageUnavailable
-        raise StageUnavailable(why)
-    p.require_channels(NAME)
+    params = start_launch(p, NAME, PARAMS, params, unavailable())
+    if params is None:
+        return
     N, S, M, D, Lq, L, P = p.shape
     items = N * Lq * M
-    if items == 0:
-        return
     cfg = config(D, L, P, params["threads"], params["branchless"])
     text = nvrtc.kernel_text(kernel, SOURCE, NAME)
     key = (hash(text), tuple(sorted(cfg.items())), id(device.gpu()))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..verdict import Verdict, bf16_half_ulp
+from ..verdict import Verdict, bf16_half_ulp, index_ranges
 from . import inputs
 from .problem import POISON, upload
 
@@ -158,17 +158,6 @@ def _stored_as_integers(bits, ref) -> bool:
     return bool(np.mean((b == wrapped) | (b == saturated)) > 0.9 and np.mean(np.abs(ref) >= 1) > 0.2)
 
 
-def _ranges(idx, most=6) -> str:
-    """[3, 4, 5, 9] -> '3 .. 5, 9' (at most `most` pieces)."""
-    idx = [int(i) for i in idx]
-    pieces, start = [], idx[0]
-    for prev, cur in zip(idx, idx[1:] + [None]):
-        if cur != prev + 1:
-            pieces.append(f"{start}" if start == prev else f"{start} .. {prev}")
-            start = cur
-    return ", ".join(pieces[:most]) + (", ..." if len(pieces) > most else "")
-
-
 def _where_unwritten(unwritten, bad) -> str | None:
     """Say which outputs still hold the poison when they form whole targets or whole channels."""
     if not unwritten.any():
@@ -184,8 +173,8 @@ def _where_unwritten(unwritten, bad) -> str | None:
     channels = unwritten.any(axis=(0, 1))
     if B * T > 1 and (unwritten.all(axis=(0, 1)) == channels).all():
         also = bad.any(axis=(0, 1)) & ~channels
-        return (f"channels {_ranges(np.nonzero(channels)[0])} were never written for any target (they still hold "
-                f"the grader's poison NaN)" + (f", and channels {_ranges(np.nonzero(also)[0])} hold wrong values"
+        return (f"channels {index_ranges(np.nonzero(channels)[0])} were never written for any target (they still hold "
+                f"the grader's poison NaN)" + (f", and channels {index_ranges(np.nonzero(also)[0])} hold wrong values"
                                                 if also.any() else "")
                 + ": check the loop over the channels (its bound and step) and the column each store goes to")
     return None
