@@ -98,6 +98,13 @@ def test_threads_shuffle_and_meet_at_barriers():
 
 
 @needs_simulator
+def test_an_impossible_launch_is_refused_with_the_rule():
+    out = np.zeros(1, np.int32)
+    with pytest.raises(emulate.EmulationError, match="at most 1024 threads"):
+        _run(SHUFFLE, "k", 1, 2048, [out.ctypes.data], [ctypes.c_void_p])
+
+
+@needs_simulator
 def test_an_endless_loop_ends_with_the_time_limit():
     src = 'extern "C" __global__ void k(int* out) { while (out[0] == 0) { } }'
     out = np.zeros(1, np.int32)

@@ -72,3 +72,10 @@ def test_a_lab_mistake_fails(what, old, new, capsys):
 @pytest.mark.skipif(SIMULATOR and not HOST_CXX, reason="no host C++ compiler for the emulator")
 def test_the_solution_region_passes(capsys):
     assert labs.grade("05", _region(), track="msda"), capsys.readouterr().out
+
+
+def test_bad_sizes_are_refused_with_the_rule():
+    with pytest.raises(ValueError, match="at most 8 levels"):
+        s05.config(32, 9, 4)
+    with pytest.raises(ValueError, match="threads"):
+        s05.config(32, 4, 4, threads=100)

@@ -545,3 +545,25 @@ def test_the_grader_takes_the_track_by_name(capsys):
     assert "No kernel to grade yet" in capsys.readouterr().out
     for stage in RUNGS:
         assert labs.hint(stage, track="msda") != "write the kernel body"      # the stage's own lab region
+
+
+LAB01_MISTAKES = [  # (what, edits of s01's lab region): learner-style wrong answers the lab grader must FAIL
+    ("align_corners=True positions", [("loc[n, q, m, l, p, 0] * float32(W) - float32(0.5)",
+                                       "loc[n, q, m, l, p, 0] * float32(W - 1)"),
+                                      ("loc[n, q, m, l, p, 1] * float32(H) - float32(0.5)",
+                                       "loc[n, q, m, l, p, 1] * float32(H - 1)")]),
+    ("x and y swapped", [("loc[n, q, m, l, p, 0] * float32(W)", "loc[n, q, m, l, p, 1] * float32(W)"),
+                         ("loc[n, q, m, l, p, 1] * float32(H)", "loc[n, q, m, l, p, 0] * float32(H)")]),
+    ("the level's start ignored", [("top = start + y0 * W + x0", "top = y0 * W + x0")]),
+    ("the attention weight left out", [("acc += attn[n, q, m, l, p] * v", "acc += v")]),
+    ("the bottom-right corner with the top-right's weight", [("v += fy * fx * bf16_to_f32", "v += (float32(1.0) - fy) * fx * bf16_to_f32")]),
+]
+
+
+@pytest.mark.parametrize("what, edits", LAB01_MISTAKES, ids=[m[0] for m in LAB01_MISTAKES])
+def test_lab01_mistakes_fail_the_grader(what, edits, capsys):
+    from corpus.mutate import mutant
+    from cudabook import labs
+    wrong = mutant("cudabook.msda.s01_naive", "msda_naive", edits)
+    assert not labs.grade("01_naive", wrong, track="msda"), f"'{what}' passed the grader"
+    assert "FAIL" in capsys.readouterr().out
