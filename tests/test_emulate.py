@@ -72,9 +72,9 @@ def test_an_emulated_map_is_checked_by_the_drivers_rules():
 
 
 # ------------------------------------------------------------------------------------------ the emulator itself
-def _run(source, kernel, grid, block, args, types, shared=0, timeout_s=10.0, landing="lazy"):
+def _run(source, kernel, grid, block, args, types, shared=0, timeout_s=10.0, landing="lazy", include_path=()):
     with emulate.emulating(landing, timeout_s=timeout_s):
-        k = nvrtc.load(nvrtc.compile(source, name="test.cu"), kernel)
+        k = nvrtc.load(nvrtc.compile(source, name="test.cu", include_path=list(include_path)), kernel)
         k.launch(grid, block, args, types, shared=shared)
 
 
@@ -235,3 +235,62 @@ def test_the_stage_sources_run_right_both_ways():
     for module in (s06, s07):
         for landing in ("lazy", "eager"):
             assert _full_source_case(module, "", "", landing).ok, (module.NAME, landing)
+
+
+# ------------------------------------------------------------------------------------------ warp-wide matrix work
+_MMA = r"""#include "mma_sync.cuh"
+extern "C" __global__ void k(const u16* A, const u16* Bt, const u16* Vt, float* C, float* PV) {
+    // A [16][16] and Bt [8][16] (B transposed: n rows of k) row-major; Vt [16][8] (k rows of n) for .trans
+    extern __shared__ __align__(128) unsigned char smem[];
+    u16* s = (u16*)smem;
+    const int lane = threadIdx.x;
+    for (int i = lane; i < 256; i += 32) s[i] = A[i];
+    for (int i = lane; i < 128; i += 32) { s[256 + i] = Bt[i]; s[384 + i] = Vt[i]; }
+    __syncthreads();
+    const u32 base = __cvta_generic_to_shared(s);
+    u32 a[4], b[4], bt[4];
+    ldmatrix_x4(a, base + ((lane & 15) * 16 + (lane >> 4) * 8) * 2);          // A: rows lane % 16, k half lane / 16
+    ldmatrix_x4(b, base + 512 + ((lane & 7) * 16 + ((lane >> 3) & 1) * 8) * 2);   // B^T rows: n lane % 8, k half
+    ldmatrix_x4_trans(bt[0], bt[1], bt[2], bt[3], base + 768 + ((lane & 15) * 8) * 2);   // V: k rows lane % 16
+    float c[4] = {1.f, 2.f, 3.f, 4.f}, d[4] = {0.f, 0.f, 0.f, 0.f};
+    const u32 b0[2] = {b[0], b[1]}, v0[2] = {bt[0], bt[1]};
+    mma_16816(c, a, b0);
+    mma_16816(d, a, v0);
+    const int g = lane / 4, t = lane % 4;
+    for (int e = 0; e < 4; ++e) {
+        C[(g + 8 * (e / 2)) * 8 + 2 * t + e % 2] = c[e];
+        PV[(g + 8 * (e / 2)) * 8 + 2 * t + e % 2] = d[e];
+    }
+}
+"""
+
+
+@needs_simulator
+def test_mma_sync_and_ldmatrix_as_a_gpu_computes_them():
+    """mma.m16n8k16 from ldmatrix fragments (plain for A and for B stored n-row by n-row, .trans for B stored
+    k-row by k-row) gives the matrix product, plus the accumulator it started from."""
+    import pathlib
+    import ml_dtypes
+    rng = np.random.default_rng()
+    f32_to_bf16 = lambda x: x.astype(ml_dtypes.bfloat16).view(np.uint16)    # noqa: E731
+    a = f32_to_bf16(rng.standard_normal((16, 16)).astype(np.float32))
+    bt = f32_to_bf16(rng.standard_normal((8, 16)).astype(np.float32))      # B^T: [n][k]
+    vt = f32_to_bf16(rng.standard_normal((16, 8)).astype(np.float32))      # [k][n]
+    f = lambda x: (x.astype(np.uint32) << 16).view(np.float32).astype(np.float64)   # noqa: E731
+    c = np.zeros((16, 8), np.float32)
+    pv = np.zeros((16, 8), np.float32)
+    gemm = pathlib.Path(nvrtc.__file__).parent / "gemm" / "kernels"
+    _run(_MMA, "k", 1, 32, [a.ctypes.data, bt.ctypes.data, vt.ctypes.data, c.ctypes.data, pv.ctypes.data],
+         [ctypes.c_void_p] * 5, shared=1024, include_path=[gemm])
+    assert np.allclose(c, f(a) @ f(bt).T + _start(16, 8), rtol=1e-6, atol=1e-5)
+    assert np.allclose(pv, f(a) @ f(vt), rtol=1e-6, atol=1e-5)
+
+
+def _start(rows, cols):
+    """The accumulator's start in the kernel: c = {1, 2, 3, 4} in every lane, laid out as a C fragment."""
+    out = np.zeros((rows, cols))
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        for e in range(4):
+            out[g + 8 * (e // 2), 2 * t + e % 2] = e + 1
+    return out

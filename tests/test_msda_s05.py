@@ -9,21 +9,22 @@ from test_msda_tma import HOST_CXX, SHAPES, _case
 
 
 @pytest.mark.parametrize("D, levels, P, locations", SHAPES)
-def test_it_compiles_without_spills(D, levels, P, locations):
-    cubin = s05.compile_cubin(D=D, L=len(levels), P=P)
+@pytest.mark.parametrize("vectors", [1, 2])
+def test_it_compiles_without_spills(D, levels, P, locations, vectors):
+    cubin = s05.compile_cubin(D=D, L=len(levels), P=P, vectors=vectors)
     assert nvrtc.resource_usage(cubin)[s05.KERNEL]["local"] == 0
     assert nvrtc.sass_lines(cubin, r"LDG\.E\.(128|CONSTANT\.128)|LDG.*128"), "no 16-byte loads in the SASS"
 
 
 @pytest.mark.skipif(not HOST_CXX, reason="the emulator needs a host C++ compiler and the simulator's host memory")
-@pytest.mark.parametrize("branchless", [True, False])
+@pytest.mark.parametrize("branchless, vectors", [(True, 1), (False, 1), (True, 2), (False, 4)])
 @pytest.mark.parametrize("D, levels, P, locations", SHAPES)
-def test_right_in_the_emulator(D, levels, P, locations, branchless):
+def test_right_in_the_emulator(D, levels, P, locations, branchless, vectors):
     args = _case(D, levels, P, locations)
     p = msda.upload(*args)
     p.poison()
     with emulate.emulating():
-        s05.launch(p, threads=64, branchless=branchless)
+        s05.launch(p, threads=64, branchless=branchless, vectors=vectors)
     verdict = msda.judge(p.result(), *args)
     assert verdict.ok, verdict
 
@@ -36,7 +37,7 @@ def test_right_on_a_gpu(D, levels, P, locations):
         pytest.skip(why)
     for seed in range(2):
         args = _case(D, levels, P, locations, seed)
-        for params in ({}, {"threads": 64, "branchless": False}):
+        for params in ({}, {"threads": 64, "branchless": False}, {"vectors": 2}, {"vectors": 4, "threads": 512}):
             verdict = msda.judge(msda.run("05", *args, **params), *args)
             assert verdict.ok, (params, verdict)
 

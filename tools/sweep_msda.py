@@ -1,5 +1,5 @@
-"""The deformable-attention rungs' parameters, swept on this GPU at the benchmark's size: rung 05's block size and
-branchless loads, rung 02's vector width, each variant checked against the float64 reference on a slice of the
+"""The deformable-attention rungs' parameters, swept on this GPU at the benchmark's size: rung 05's block size,
+branchless loads and vectors a lane, rung 02's vector width, each variant checked against the float64 reference on a slice of the
 output, timed with CUDA events (back-to-back launches, median). Writes results/sweeps/<gpu>_msda.json.
 
     python tools/sweep_msda.py [local|uniform]
@@ -15,6 +15,7 @@ from cudabook.msda import benchmark
 VARIANTS = [("02_warp_cooperative", {}), ("02_warp_cooperative", {"vec_bytes": 8}),
             ("05_lane_groups", {"threads": 128}), ("05_lane_groups", {"threads": 256}),
             ("05_lane_groups", {"threads": 512}), ("05_lane_groups", {"threads": 256, "branchless": False})]
+VARIANTS += [("05_lane_groups", {"threads": t, "vectors": v}) for v in (2, 4) for t in (128, 256, 512)]
 
 
 def main():

@@ -16,8 +16,9 @@
 // counted, and a phase whose expect_tx disagrees with the bytes its copies deliver is reported. A block whose
 // threads all wait for something that can never happen is reported with what each one waits on.
 // TMA boxes are filled by cudabook.tma (one implementation, in Python): the host passes a handler.
-// Tensor-core instructions (mma, wgmma, ldmatrix, stmatrix) and clusters are not emulated: emu::ptx stops
-// with a message that names the instruction.
+// Of the tensor-core instructions, mma.sync.m16n8k16 (bf16 in, float32 accumulators) and ldmatrix are
+// emulated as warp operations; wgmma, stmatrix and clusters are not: emu::ptx stops with a message that names
+// the instruction.
 #pragma once
 #include <cstdint>
 #include <cstdio>

@@ -18,6 +18,8 @@ NAME = "05_lane_groups"
 TITLE = "lane groups, no shuffles, unrolled points (C++)"
 PARAMS = {
     "threads": 256,        # threads a block
+    "vectors": 1,          # 16-byte vectors a lane owns (1, 2 or 4): fewer lanes an item, fewer copies of the
+                           # position arithmetic, more registers
     "branchless": True,    # load every corner (off-map ones from a pixel on the map, weight 0): the loads of a
                            # level's points can all be issued early; False skips off-map corners by branches
 }
@@ -38,22 +40,28 @@ def unavailable() -> str | None:
     return device.requirement_unmet(MIN_CC, NAME)
 
 
-def group_lanes(D: int) -> int:
-    """G: lanes a (image, query, head), D / 8 rounded up to a power of two (the kernel's G)."""
-    return 1 << max(0, (D // 8 - 1).bit_length())
+def group_lanes(D: int, vectors: int = 1) -> int:
+    """G: lanes a (image, query, head): the D / 8 vectors of a row over `vectors` a lane, rounded up to a power
+    of two (the kernel's G)."""
+    lanes = -(-(D // 8) // vectors)
+    return 1 << max(0, (lanes - 1).bit_length())
 
 
-def config(D: int, L: int, P: int, threads=PARAMS["threads"], branchless=PARAMS["branchless"]) -> dict:
+def config(D: int, L: int, P: int, threads=PARAMS["threads"], branchless=PARAMS["branchless"],
+           vectors=PARAMS["vectors"]) -> dict:
     if not 1 <= L <= MAX_LEVELS:
         raise ValueError(f"{NAME}: at most {MAX_LEVELS} levels (the loop over them is unrolled), got L = {L}")
+    if vectors not in (1, 2, 4) or isinstance(vectors, bool):
+        raise ValueError(f"{NAME}: vectors (16-byte vectors a lane) must be 1, 2 or 4, got {vectors!r}")
     check_launch(NAME, threads=threads, threads_multiple=32)
-    return dict(DV=int(D), LV=int(L), PV=int(P), NT=int(threads), BRANCHLESS=int(bool(branchless)))
+    return dict(DV=int(D), LV=int(L), PV=int(P), NT=int(threads), BRANCHLESS=int(bool(branchless)),
+                VPL=int(vectors))
 
 
 def compile_cubin(arch: str | None = "sm_90a", D: int = 32, L: int = 4, P: int = 8, source_text: str | None = None,
                   **params) -> bytes:
     """The cubin for these sizes (needs no GPU)."""
-    cfg = config(D, L, P, params.get("threads", PARAMS["threads"]), params.get("branchless", PARAMS["branchless"]))
+    cfg = config(D, L, P, **{**PARAMS, **params})
     return nvrtc.compile(source_text if source_text is not None else source(), arch=arch, name="lane_groups.cu",
                          include_path=[KERNEL_DIR, HOPPER_DIR], defines=cfg)
 
@@ -70,14 +78,14 @@ def launch(p, kernel=None, **params):
         return
     N, S, M, D, Lq, L, P = p.shape
     items = N * Lq * M
-    cfg = config(D, L, P, params["threads"], params["branchless"])
+    cfg = config(D, L, P, **params)
     text = nvrtc.kernel_text(kernel, SOURCE, NAME)
     key = (hash(text), tuple(sorted(cfg.items())), id(device.gpu()))
     if key not in _loaded:
         cubin = nvrtc.compile(text, name="lane_groups.cu", include_path=[KERNEL_DIR, HOPPER_DIR], defines=cfg)
         _loaded[key] = nvrtc.load(cubin, KERNEL)
     threads = cfg["NT"]
-    blocks = -(-items * group_lanes(D) // threads)
+    blocks = -(-items * group_lanes(D, cfg["VPL"]) // threads)
     args = [device.address(p.value), device.address(p.shapes), device.address(p.starts), device.address(p.loc),
             device.address(p.attn), device.address(p.out), N, S, Lq, M]
     _loaded[key].launch(blocks, threads, args, ARG_TYPES)

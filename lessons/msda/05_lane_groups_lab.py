@@ -6,8 +6,9 @@
 # the loop over levels `l`, the lines before your region have loaded the level's `H`, `W` and `start` (its
 # first row of `value`); `base + r * pitch` is this lane's vector of pixel row `r`; `xy[l * PV + p]` is sample
 # `p`'s normalized location (a `float2`: `.x` along W, `.y` along H) and `aw[l * PV + p]` its attention weight.
-# `acc` holds the lane's eight float32 sums, and `add_corner(acc, v, w)` adds a corner's vector `v` to them
-# times `w`. After your region the next level begins, and at the end the sums are rounded and stored.
+# `acc` holds the lane's float32 sums, `load_corner(base + row * pitch, g)` loads the lane's part of a pixel's
+# row (a `Corner`: one 16-byte vector, or `VPL` of them with `vectors=2`), and `add_corner(acc, c, w)` adds a
+# corner `c` to the sums times `w`. After your region the next level begins, and at the end the sums are rounded and stored.
 #
 # Write the loop over the level's points, `#pragma unroll` then `for (int p = 0; p < PV; ++p)`. For each:
 #
@@ -19,7 +20,7 @@
 # 3. **which corners are on the map**: `left` (`x0 >= 0`), `right` (`x0 + 1 < W`), `top` (`y0 >= 0`),
 #    `bottom` (`y0 + 1 < H`), each only if `on`;
 # 4. **four loads, no branch**: the row of pixel `(y0, x0)` is `start + y0 * W + x0` (as `long long`); its right
-#    neighbour is the row + 1, the pixel below the row + W. Load each corner with `__ldg(base + row * pitch)`,
+#    neighbour is the row + 1, the pixel below the row + W. Load each corner with `load_corner(base + row * pitch, g)`,
 #    but for a corner off the map load row `start` instead (a pixel that exists);
 # 5. **the blend**: `add_corner` each corner with its bilinear weight times `a`: `(1 - fy)(1 - fx)`,
 #    `(1 - fy) fx`, `fy (1 - fx)`, `fy fx` for `(y0, x0)`, `(y0, x0 + 1)`, `(y0 + 1, x0)`, `(y0 + 1, x0 + 1)`,

@@ -37,8 +37,7 @@
 #define GROUP_M 8
 #endif
 
-typedef unsigned short u16;
-typedef unsigned int u32;
+#include "mma_sync.cuh"       // the PTX wrappers: cp.async, ldmatrix, mma.sync, cvt to bf16x2
 
 constexpr int NT = WARPS_M * WARPS_N * 32;         // threads per block
 constexpr int WTM = BM / WARPS_M;                  // a warp's tile of C: WTM x WTN
@@ -78,45 +77,6 @@ __device__ __forceinline__ int swz(int row, int chunk, int cpr) {
 #else
     return row * cpr + chunk;                                     // plain row-major: bank conflicts
 #endif
-}
-
-// ------------------------------------------------------------------------------------------ PTX wrappers
-
-__device__ __forceinline__ void cp_async16(u32 dst, const void* src, int bytes) {
-    // 16 bytes global -> shared, through L2 only (.cg). bytes = 0 reads nothing and writes 16 zero bytes:
-    // that is how the edges of A and B (rows past M, columns past N, k past K) are padded.
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");   // at most N groups still in flight
-}
-
-__device__ __forceinline__ void ldmatrix_x4(u32 (&r)[4], u32 addr) {
-    // Four 8 x 8 bf16 matrices; lanes 8j..8j+7 give the row addresses of matrix j, and each lane receives
-    // two elements of every matrix: exactly the A fragment of mma.m16n8k16.
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(u32& r0, u32& r1, u32& r2, u32& r3, u32 addr) {
-    // The same, transposed on the way: B is stored k-row by k-row ([BK][BN]), and the mma wants each
-    // lane to hold two consecutive k of one column n.
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
-}
-
-__device__ __forceinline__ void mma_16816(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2]) {
-    // d[16 x 8] += a[16 x 16] @ b[16 x 8], one warp, float32 accumulators in place.
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-__device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
-    u32 r;   // round both to bf16, nearest even; the first source goes to the upper half
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
 }
 
 // ------------------------------------------------------------------------------------------ one slice

@@ -12,8 +12,13 @@
 // Corners off the map are not loaded (their weight is zero); a sample wholly off the map is skipped. The sum is
 // float32 and rounded to bf16 (nearest even) once, with cvt.rn.bf16x2.f32.
 //
+// A lane may own more than one vector (VPL, "vectors per lane"): lane g then owns vectors g, g + G, g + 2G, ...
+// of the row, so each load instruction of the group still reads G contiguous vectors. Fewer lanes per item
+// means fewer copies of the position arithmetic (every lane of a group repeats it) and more loads in flight
+// per thread, at the price of more registers.
+//
 // Compile-time constants (NVRTC -D): DV channels per head (a multiple of 8, at most 128), LV levels (at most 8),
-// PV points, NT threads a block, BRANCHLESS (0/1).
+// PV points, NT threads a block, BRANCHLESS (0/1), VPL vectors per lane (1, 2 or 4).
 #include "hopper.cuh"
 
 #ifndef DV
@@ -31,11 +36,16 @@
 #ifndef BRANCHLESS
 #define BRANCHLESS 1   // 0: a sample off the map, and each corner off it, is skipped by a branch
 #endif
+#ifndef VPL
+#define VPL 1
+#endif
 #define VECS (DV / 8)                                  // 16-byte vectors in a head's row
-#define G (VECS > 8 ? 16 : VECS > 4 ? 8 : VECS > 2 ? 4 : VECS > 1 ? 2 : 1)   // lanes a group (power of two)
+#define LANE_VECS ((VECS + VPL - 1) / VPL)             // lanes needed at VPL vectors a lane
+#define G (LANE_VECS > 8 ? 16 : LANE_VECS > 4 ? 8 : LANE_VECS > 2 ? 4 : LANE_VECS > 1 ? 2 : 1)   // lanes a group
 
 static_assert(DV % 8 == 0 && DV >= 8 && DV <= 128, "DV: a multiple of 8 from 8 to 128");
 static_assert(LV >= 1 && LV <= 8 && PV >= 1, "1 <= LV <= 8, PV >= 1");
+static_assert(VPL == 1 || VPL == 2 || VPL == 4, "VPL: 1, 2 or 4 vectors a lane");
 
 typedef uint4 Vec;                                     // 8 bf16 channels, two a word (the lower one in the low half)
 
@@ -44,11 +54,26 @@ __device__ __forceinline__ void add_word(float& lo, float& hi, uint32_t word, fl
     hi += w * __uint_as_float(word & 0xFFFF0000u);
 }
 
-__device__ __forceinline__ void add_corner(float (&acc)[8], const Vec& v, float w) {
+__device__ __forceinline__ void add_vec(float* acc, const Vec& v, float w) {
     add_word(acc[0], acc[1], v.x, w);
     add_word(acc[2], acc[3], v.y, w);
     add_word(acc[4], acc[5], v.z, w);
     add_word(acc[6], acc[7], v.w, w);
+}
+
+// A corner: the lane's VPL vectors of one pixel (those past the row's end, when G * VPL > VECS, are left out).
+struct Corner { Vec v[VPL]; };
+
+__device__ __forceinline__ Corner load_corner(const Vec* at, int g) {
+    Corner c;
+#pragma unroll
+    for (int i = 0; i < VPL; ++i) c.v[i] = g + i * G < VECS ? __ldg(at + i * G) : make_uint4(0u, 0u, 0u, 0u);
+    return c;
+}
+
+__device__ __forceinline__ void add_corner(float (&acc)[8 * VPL], const Corner& c, float w) {
+#pragma unroll
+    for (int i = 0; i < VPL; ++i) add_vec(acc + 8 * i, c.v[i], w);
 }
 
 extern "C" __global__ void __launch_bounds__(NT)
@@ -58,7 +83,7 @@ msda_lane_groups(const Vec* __restrict__ value, const int* __restrict__ shapes, 
     const long long t = (long long)blockIdx.x * NT + threadIdx.x;
     const long long item = t / G;                      // (n, q, m) flattened, heads fastest
     const int g = (int)(t % G);
-    if (item >= (long long)N * Lq * M || g >= VECS) return;
+    if (item >= (long long)N * Lq * M || g >= VECS) return;    // (lanes past the row: when G > VECS)
     const int m = (int)(item % M);
     const long long nq = item / M;
     const int n = (int)(nq / Lq);
@@ -66,7 +91,9 @@ msda_lane_groups(const Vec* __restrict__ value, const int* __restrict__ shapes, 
     const long long pitch = (long long)M * VECS;                       // vectors from one pixel to the next
     const float2* xy = loc + item * (LV * PV);
     const float* aw = attn + item * (LV * PV);
-    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    float acc[8 * VPL];
+#pragma unroll
+    for (int i = 0; i < 8 * VPL; ++i) acc[i] = 0.f;
 #pragma unroll
     for (int l = 0; l < LV; ++l) {
         const int H = __ldg(shapes + 2 * l), W = __ldg(shapes + 2 * l + 1), start = __ldg(starts + l);
@@ -84,10 +111,10 @@ msda_lane_groups(const Vec* __restrict__ value, const int* __restrict__ shapes, 
             const int x0 = on ? (int)fx0 : 0, y0 = on ? (int)fy0 : 0;
             const bool left = on && x0 >= 0, right = on && x0 + 1 < W, top = on && y0 >= 0, bottom = on && y0 + 1 < H;
             const long long row = (long long)start + (long long)y0 * W + x0;
-            const Vec c00 = __ldg(base + (top && left ? row : start) * pitch);
-            const Vec c01 = __ldg(base + (top && right ? row + 1 : start) * pitch);
-            const Vec c10 = __ldg(base + (bottom && left ? row + W : start) * pitch);
-            const Vec c11 = __ldg(base + (bottom && right ? row + W + 1 : start) * pitch);
+            const Corner c00 = load_corner(base + (top && left ? row : start) * pitch, g);
+            const Corner c01 = load_corner(base + (top && right ? row + 1 : start) * pitch, g);
+            const Corner c10 = load_corner(base + (bottom && left ? row + W : start) * pitch, g);
+            const Corner c11 = load_corner(base + (bottom && right ? row + W + 1 : start) * pitch, g);
             add_corner(acc, c00, top && left ? a * (1.f - fy) * (1.f - fx) : 0.f);
             add_corner(acc, c01, top && right ? a * (1.f - fy) * fx : 0.f);
             add_corner(acc, c10, bottom && left ? a * fy * (1.f - fx) : 0.f);
@@ -98,11 +125,11 @@ msda_lane_groups(const Vec* __restrict__ value, const int* __restrict__ shapes, 
                 const int x0 = (int)fx0, y0 = (int)fy0;
                 const bool left = x0 >= 0, right = x0 + 1 < W, top = y0 >= 0, bottom = y0 + 1 < H;
                 const long long row = (long long)start + (long long)y0 * W + x0;
-                const Vec zero = make_uint4(0u, 0u, 0u, 0u);
-                const Vec c00 = top && left ? __ldg(base + row * pitch) : zero;
-                const Vec c01 = top && right ? __ldg(base + (row + 1) * pitch) : zero;
-                const Vec c10 = bottom && left ? __ldg(base + (row + W) * pitch) : zero;
-                const Vec c11 = bottom && right ? __ldg(base + (row + W + 1) * pitch) : zero;
+                const Corner zero = {};
+                const Corner c00 = top && left ? load_corner(base + row * pitch, g) : zero;
+                const Corner c01 = top && right ? load_corner(base + (row + 1) * pitch, g) : zero;
+                const Corner c10 = bottom && left ? load_corner(base + (row + W) * pitch, g) : zero;
+                const Corner c11 = bottom && right ? load_corner(base + (row + W + 1) * pitch, g) : zero;
                 add_corner(acc, c00, a * (1.f - fy) * (1.f - fx));
                 add_corner(acc, c01, a * (1.f - fy) * fx);
                 add_corner(acc, c10, a * fy * (1.f - fx));
@@ -112,6 +139,11 @@ msda_lane_groups(const Vec* __restrict__ value, const int* __restrict__ shapes, 
         }
         // <<< lab
     }
-    out[item * VECS + g] = make_uint4(pack_bf16x2(acc[0], acc[1]), pack_bf16x2(acc[2], acc[3]),
-                                      pack_bf16x2(acc[4], acc[5]), pack_bf16x2(acc[6], acc[7]));
+#pragma unroll
+    for (int i = 0; i < VPL; ++i)
+        if (g + i * G < VECS)
+            out[item * VECS + g + i * G] = make_uint4(pack_bf16x2(acc[8 * i], acc[8 * i + 1]),
+                                                      pack_bf16x2(acc[8 * i + 2], acc[8 * i + 3]),
+                                                      pack_bf16x2(acc[8 * i + 4], acc[8 * i + 5]),
+                                                      pack_bf16x2(acc[8 * i + 6], acc[8 * i + 7]));
 }

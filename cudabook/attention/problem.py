@@ -1,0 +1,91 @@
+"""Attention on the device: q, k, v, the output, and the sizes.
+
+Every stage's `launch(problem, **params)` reads
+    q  uint16 [B, H, Nq, d] (bf16 bits)      k, v  uint16 [B, H, Nk, d] (bf16 bits)
+and writes out, uint16 [B, H, Nq, d] (bf16 bits): Numba device arrays, C-contiguous (rows of d channels, 16-byte
+aligned since d is a multiple of 8). `causal` (query i sees keys j <= i, Nq == Nk) and `scale` (1 / sqrt(d)) are
+part of the problem, not parameters of a stage.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+from numba import cuda
+
+from .inputs import BF16, validate
+
+POISON = np.uint16(0xFFC1)   # a bf16 NaN: an output nobody wrote can never pass the check
+
+
+@dataclasses.dataclass
+class Problem:
+    q: object
+    k: object
+    v: object
+    out: object
+    dims: tuple                      # (B, H, Nq, Nk, d)
+    causal: bool = False
+
+    @property
+    def shape(self):
+        """(B, H, Nq, Nk, d)"""
+        return self.dims
+
+    @property
+    def scale(self) -> float:
+        """1 / sqrt(d): what every score q . k is multiplied by before the softmax."""
+        return 1.0 / math.sqrt(self.dims[4])
+
+    @property
+    def flops(self) -> int:
+        """4 B H Nq Nk d (two matrix products of 2 Nq Nk d each per head), half of that when causal: the count
+        the benchmark divides by the time (masked work does not count)."""
+        B, H, Nq, Nk, d = self.dims
+        total = 4 * B * H * Nq * Nk * d
+        return total // 2 if self.causal else total
+
+    @property
+    def min_bytes(self) -> int:
+        """q, k, v read once and the output written once."""
+        B, H, Nq, Nk, d = self.dims
+        return 2 * B * H * d * (2 * Nq + 2 * Nk)
+
+    def poison(self):
+        """NaN into every output: an element the stage leaves unwritten must fail, never show an earlier
+        launch's result."""
+        self.out.copy_to_device(np.full(self.out.shape, POISON, np.uint16))
+
+    def result(self):
+        """The output as a bfloat16 NumPy array [B, H, Nq, d]."""
+        return self.out.copy_to_host().view(BF16)
+
+    def require_head_dim(self, stage: str, supported=(64, 128)):
+        """ValueError naming the rule unless d is one the stage supports."""
+        d = self.dims[4]
+        if d not in supported:
+            raise ValueError(f"{stage}: d (the head dimension, the last axis of q, k and v) must be one of "
+                             f"{', '.join(map(str, supported))}, got d = {d}")
+
+
+def start_launch(p, stage: str, defaults: dict, params: dict, why_not: str | None, supported=(64, 128)) -> dict | None:
+    """What a rung's launch() checks first: parameters it knows (TypeError), a machine that runs it
+    (StageUnavailable with `why_not`), a head dimension it supports (ValueError). Returns the parameters with
+    their defaults, or None when there is no work (no batch, head or query)."""
+    from ..track import StageUnavailable, check_params
+    check_params(params, defaults)
+    if why_not:
+        raise StageUnavailable(why_not)
+    p.require_head_dim(stage, supported)
+    B, H, Nq, Nk, d = p.shape
+    return {**defaults, **params} if B * H * Nq else None
+
+
+def upload(q, k, v, causal=False) -> Problem:
+    """Validate the inputs and put them on the device with an output (not yet poisoned)."""
+    q, k, v, causal = validate(q, k, v, causal)
+    B, H, Nq, d = q.shape
+    Nk = k.shape[2]
+    return Problem(q=cuda.to_device(q), k=cuda.to_device(k), v=cuda.to_device(v),
+                   out=cuda.device_array((B, H, Nq, d), np.uint16), dims=(B, H, Nq, Nk, d), causal=causal)

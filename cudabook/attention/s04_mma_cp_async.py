@@ -1,0 +1,114 @@
+"""04 tensor cores + cp.async (CUDA C++, sm_80 and newer): fused attention on mma.sync, K/V double-buffered.
+
+The kernel is kernels/flash_mma.cu (read its header comment), compiled by NVRTC for d, the causal flag and the
+tile sizes. A block holds 16 * warps query rows; each warp keeps its 16 rows of Q in registers as mma
+fragments and walks the keys in tiles of `bkv`: S = Q K^T on mma.sync (ldmatrix from a swizzled cp.async ring
+of `stages` K/V tiles), the online softmax in registers, P rounded to bf16 in place (the accumulator layout of
+S is the operand layout of P), O += P V on mma.sync. The pipeline step (the lab) issues the copies of the tile
+`stages - 1` ahead, then waits for the tile it is about to read.
+
+The tensor-core pieces (cp.async, ldmatrix, mma.sync) are the GEMM track's, one copy: gemm/kernels/mma_sync.cuh.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import math
+import pathlib
+
+from .. import device, nvrtc
+from .problem import start_launch
+
+NAME = "04_mma_cp_async"
+TITLE = "tensor cores (mma.sync) and a cp.async K/V ring (C++)"
+PARAMS = {
+    "warps": 4,        # warps a block; each owns 16 query rows (a block: 16 * warps rows)
+    "bkv": 64,         # keys a tile (a multiple of 16)
+    "stages": 2,       # K/V tiles in shared memory; stages - 1 of them in flight while one is read
+}
+MIN_CC = (8, 0)
+HEAD_DIMS = (64, 128)
+KERNEL_DIR = pathlib.Path(__file__).parent / "kernels"
+GEMM_DIR = pathlib.Path(__file__).parents[1] / "gemm" / "kernels"      # mma_sync.cuh, hopper.cuh
+SOURCE = KERNEL_DIR / "flash_mma.cu"
+KERNEL = "attention_mma"
+ARG_TYPES = (ctypes.c_void_p,) * 4 + (ctypes.c_int,) * 2 + (ctypes.c_float,)
+LOG2E = 1.4426950408889634
+
+
+def source() -> str:
+    return nvrtc.source_text(SOURCE)
+
+
+def unavailable() -> str | None:
+    return device.requirement_unmet(MIN_CC, NAME)
+
+
+def config(d: int, causal: bool, warps=PARAMS["warps"], bkv=PARAMS["bkv"], stages=PARAMS["stages"]) -> dict:
+    """The kernel's -D constants (checked)."""
+    problems = []
+    if d not in HEAD_DIMS:
+        problems.append(f"d must be one of {', '.join(map(str, HEAD_DIMS))}, got {d}")
+    if isinstance(warps, bool) or warps not in (1, 2, 4, 8):
+        problems.append(f"warps must be 1, 2, 4 or 8, got {warps!r}")
+    elif (16 * warps * d // 8) % (32 * warps) or (bkv * d // 8) % (32 * warps):
+        problems.append(f"the Q tile and a {bkv}-key tile must split into 16-byte chunks evenly over the threads")
+    if isinstance(bkv, bool) or not isinstance(bkv, int) or bkv < 16 or bkv % 16 or bkv > 256:
+        problems.append(f"bkv (keys a tile) must be a multiple of 16 from 16 to 256, got {bkv!r}")
+    if isinstance(stages, bool) or not isinstance(stages, int) or not 2 <= stages <= 4:
+        problems.append(f"stages must be 2, 3 or 4, got {stages!r}")
+    if problems:
+        raise ValueError(f"{NAME}: " + "; ".join(problems))
+    return dict(D=int(d), WARPS=int(warps), BKV=int(bkv), STAGES=int(stages), CAUSAL=int(bool(causal)))
+
+
+def smem_bytes(cfg: dict) -> int:
+    """Dynamic shared memory a block: the Q tile and `stages` K and V tiles (mirrors SMEM_BYTES)."""
+    return 16 * cfg["WARPS"] * cfg["D"] * 2 + cfg["STAGES"] * 2 * cfg["BKV"] * cfg["D"] * 2
+
+
+def compile_cubin(arch: str | None = "sm_90a", d: int = 128, causal: bool = False, source_text: str | None = None,
+                  **params) -> bytes:
+    """The cubin for these constants (needs no GPU)."""
+    cfg = config(d, causal, **params)
+    return nvrtc.compile(source_text if source_text is not None else source(), arch=arch, name="flash_mma.cu",
+                         include_path=[KERNEL_DIR, GEMM_DIR], defines=cfg)
+
+
+_prepared: dict = {}
+
+
+def _prepare(text: str, cfg: dict):
+    key = (hashlib.sha256(text.encode()).hexdigest(), tuple(sorted(cfg.items())), id(device.gpu()))
+    if key not in _prepared:
+        smem = smem_bytes(cfg)
+        gpu = device.gpu()
+        if smem > gpu.smem_per_block_optin:
+            raise ValueError(f"{NAME}: {cfg['STAGES']} stages of {cfg['BKV']}-key tiles at d = {cfg['D']} need "
+                             f"{smem:,} bytes of shared memory a block and this GPU allows "
+                             f"{gpu.smem_per_block_optin:,}: fewer stages or a smaller bkv")
+        cubin = nvrtc.compile(text, name="flash_mma.cu", include_path=[KERNEL_DIR, GEMM_DIR], defines=cfg)
+        kern = nvrtc.load(cubin, KERNEL)
+        kern.set_max_dynamic_shared(smem)
+        _prepared[key] = (kern, smem)
+    return _prepared[key]
+
+
+def launch(p, kernel=None, **params):
+    """Enqueue 04 on the legacy default stream. `kernel`: CUDA C++ source text to use instead of
+    kernels/flash_mma.cu (a learner's version, with the same kernel name)."""
+    params = start_launch(p, NAME, PARAMS, params, unavailable(), HEAD_DIMS)
+    if params is None:
+        return
+    B, H, Nq, Nk, d = p.shape
+    cfg = config(d, p.causal, **params)
+    kern, smem = _prepare(nvrtc.kernel_text(kernel, SOURCE, NAME), cfg)
+    grid = (-(-Nq // (16 * cfg["WARPS"])), B * H)
+    args = [device.address(p.q), device.address(p.k), device.address(p.v), device.address(p.out), Nq, Nk,
+            p.scale * LOG2E]
+    kern.launch(grid, 32 * cfg["WARPS"], args, ARG_TYPES, shared=smem)
+
+
+def scale_log2(d: int) -> float:
+    """What the kernel multiplies q . k by: 1 / sqrt(d) * log2(e) (the softmax in base 2)."""
+    return LOG2E / math.sqrt(d)
