@@ -1,4 +1,5 @@
-"""Run the C++ rungs (06 cp.async, 07 TMA) on small problems, for compute-sanitizer.
+"""Run the C++ rungs (resampling 06 cp.async and 07 TMA, deformable attention 04 and 05, attention 04 on) on
+small problems, for compute-sanitizer.
 
     compute-sanitizer --tool memcheck  python tools/sanitize_small.py
     compute-sanitizer --tool racecheck python tools/sanitize_small.py
@@ -38,8 +39,33 @@ def main():
             verdict = check.check_launch(module.launch, B, S, T, D, sorted_targets=is_sorted, rng=1, **kw)
             print(f"{module.NAME} B={B} S={S} T={T} D={D} sorted={is_sorted} {kw}: {verdict.message.splitlines()[0]}")
             failures += not verdict.ok
+    failures += other_tracks()
     print("sanitize_small:", "all outputs right" if not failures else f"{failures} wrong")
     return 1 if failures else 0
+
+
+def other_tracks() -> int:
+    """The deformable attention and attention tracks' C++ rungs, each output against the float64 reference."""
+    import numpy as np
+    from cudabook import attention, msda
+    bad = 0
+    rng = np.random.default_rng(0)
+    args = msda.random_problem(2, 37, 3, ((9, 7), (5, 4), (2, 3)), 4, 32, borders=0.3, rng=rng)
+    for stage, params in (("04_tma_boxes", {}), ("05_lane_groups", {}), ("05_lane_groups", {"vectors": 2}),
+                          ("05_lane_groups", {"branchless": False})):
+        why = msda.unavailable(stage)
+        verdict = None if why else msda.judge(msda.run(stage, *args, **params), *args)
+        print(f"msda {stage} {params}: {why or ('right' if verdict.ok else verdict.message.splitlines()[0])}")
+        bad += bool(verdict is not None and not verdict.ok)
+    for (B, H, Nq, Nk, d), causal in (((1, 2, 77, 77, 64), True), ((2, 1, 50, 130, 128), False)):
+        inputs = attention.random_problem(B, H, Nq, Nk, d, causal=causal, rng=rng)
+        for stage in [s for s in attention.STAGES if s >= "04"]:
+            why = attention.unavailable(stage)
+            verdict = None if why else attention.judge(attention.run(stage, *inputs[:3], causal=causal), *inputs)
+            print(f"attention {stage} B={B} H={H} Nq={Nq} Nk={Nk} d={d} causal={causal}: "
+                  f"{why or ('right' if verdict.ok else verdict.message.splitlines()[0])}")
+            bad += bool(verdict is not None and not verdict.ok)
+    return bad
 
 
 if __name__ == "__main__":

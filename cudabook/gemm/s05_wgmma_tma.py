@@ -132,23 +132,24 @@ def encoded_map(args: dict, address: int):
     return _maps[key]
 
 
-def compile_text(text: str, name: str, defines: dict, arch="sm_90a") -> bytes:
-    return nvrtc.compile(text, arch=arch, name=name, include_path=[KERNEL_DIR], defines=defines)
+def compile_text(text: str, name: str, defines: dict, arch="sm_90a", include_path=(KERNEL_DIR,)) -> bytes:
+    return nvrtc.compile(text, arch=arch, name=name, include_path=list(include_path), defines=defines)
 
 
 _prepared: dict = {}
 
 
-def prepare(text: str, name: str, kernel_name: str, defines: dict, smem: int):
+def prepare(text: str, name: str, kernel_name: str, defines: dict, smem: int, include_path=(KERNEL_DIR,)):
     """(Kernel, smem bytes): compiled, loaded and allowed its dynamic shared memory; cached per source and
     constants."""
-    key = (hashlib.sha256(text.encode()).hexdigest(), kernel_name, tuple(sorted(defines.items())))
+    key = (hashlib.sha256(text.encode()).hexdigest(), kernel_name, tuple(sorted(defines.items())),
+           tuple(map(str, include_path)))
     if key not in _prepared:
         g = device.gpu()
         if smem > g.smem_per_block_optin:
             raise ValueError(f"{name}: this configuration needs {smem} bytes of shared memory per block and this "
                              f"GPU allows {g.smem_per_block_optin}: fewer stages or a narrower tile")
-        kern = nvrtc.load(compile_text(text, name, defines), kernel_name)
+        kern = nvrtc.load(compile_text(text, name, defines, include_path=include_path), kernel_name)
         kern.set_max_dynamic_shared(smem)
         _prepared[key] = kern
     return _prepared[key]

@@ -2,10 +2,11 @@
 //
 //   mbarriers        mbar_init, mbar_expect_tx, mbar_arrive (local and, in a cluster, remote), mbar_wait (with
 //                    a watchdog: a wait that never ends traps after WATCHDOG_NS instead of hanging the GPU)
-//   TMA              tma_load_2d (+ multicast to the CTAs of a cluster), tma_load_5d, tma_store_2d, bulk
+//   TMA              tma_load_2d (+ multicast to the CTAs of a cluster), tma_load_3d, tma_load_5d, tma_store_2d, bulk
 //                    commit/wait
 //   WGMMA            wgmma_fence / wgmma_commit / wgmma_wait<N>, the shared-memory matrix descriptor
-//                    (smem_desc: the same fields cudabook/gemm/wgmma.py builds in Python), Wgmma<N>::mma
+//                    (smem_desc: the same fields cudabook/gemm/wgmma.py builds in Python), Wgmma<N>::mma,
+//                    WgmmaRS<N>::mma (A from registers)
 //   registers        setmaxnreg_inc / setmaxnreg_dec (warp specialisation)
 //   epilogue         pack_bf16x2 (cvt.rn.bf16x2.f32: round to nearest even, two values in one instruction)
 //
@@ -114,6 +115,13 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const TmaDesc* map, ui
   asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
                " [%0], [%1, {%2, %3}], [%4];"
                :: "r"(dst), "l"(map), "r"(x), "r"(y), "r"(bar) : "memory");
+}
+
+// A 3-D box at element coordinates (c0 innermost, c1, c2); parts outside the tensor arrive as zeros.
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const TmaDesc* map, uint32_t bar, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%2, %3, %4}], [%5];"
+               :: "r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(bar) : "memory");
 }
 
 // A 5-D box at element coordinates (c0 innermost .. c4); coordinates may be negative or past the end: the
@@ -273,6 +281,57 @@ template <> struct Wgmma<256> {   // m64n256k16: 128 float accumulators a thread
   }
 };
 
+
+// The same with A from registers (WgmmaRS): a warpgroup's 64 x 16 A fragment is, warp by warp, the A fragment
+// of mma.m16n8k16 (warp w: rows 16w..16w+15; a0 = row l/4, k 2(l%4) and +1; a1 8 rows down; a2, a3 8 k
+// further), so an accumulator of an earlier wgmma, rounded to bf16 in place, is the next one's A. The
+// registers are read asynchronously: keep them unchanged (and alive: wgmma_keep_a) until wgmma_wait.
+template <int N> struct WgmmaRS;
+
+template <> struct WgmmaRS<64> {   // m64n64k16, A from registers: 32 float accumulators a thread
+  template <int TRANS_B>
+  static __device__ __forceinline__ void mma(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
+    asm volatile(
+        "{ .reg .pred p; setp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "{%32, %33, %34, %35}, %36, p, 1, 1, %38; }"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(TRANS_B));
+  }
+};
+
+template <> struct WgmmaRS<128> {   // m64n128k16, A from registers: 64 float accumulators a thread
+  template <int TRANS_B>
+  static __device__ __forceinline__ void mma(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
+    asm volatile(
+        "{ .reg .pred p; setp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "{%64, %65, %66, %67}, %68, p, 1, 1, %70; }"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(TRANS_B));
+  }
+};
+
+__device__ __forceinline__ void wgmma_keep_a(uint32_t (&a)[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[i]) :: "memory");
+}
 
 // ------------------------------------------------------------------------------------------------ registers
 

@@ -1,0 +1,97 @@
+"""05 TMA + WGMMA (CUDA C++, sm_90a): Q, K and V tiles by TMA, QKᵀ and PV on wgmma.
+
+The kernel is kernels/wgmma_tma.cu (read its header comment). q, k and v are each described to TMA by one 3-D
+tensor map ([B*H, N, d], boxes of [rows x 64 channels], 128-byte swizzle) from cuTensorMapEncodeTiled. A block
+holds 64 query rows per warpgroup; thread 0 keeps a ring of `stages` K/V tiles filled; each warpgroup runs
+S = Q Kᵀ as wgmma m64n{bkv}k16 from shared memory, the online softmax in registers, and O += P V as wgmma
+m64n{d}k16 with P (bf16) straight from registers. Every step waits for the one before: rung 06 overlaps them.
+
+The wgmma, TMA and mbarrier pieces are the GEMM track's (gemm/kernels/hopper.cuh), one copy.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+import pathlib
+
+from ..gemm.s05_wgmma_tma import encoded_map, hopper_unavailable, pointer, prepare
+from .problem import start_launch
+
+NAME = "05_wgmma_tma"
+TITLE = "TMA tiles and wgmma for both products (C++, sm_90a)"
+PARAMS = {
+    "warpgroups": 2,   # warpgroups a block; each owns 64 query rows
+    "bkv": None,       # keys a tile: 64 or 128 (the N of the QKᵀ wgmma); None: 128 at d = 128, 64 at d = 64
+                       # (H100, B=4 H=16 N=4096: d=128 64 -> 467, 128 -> 521 TFLOP/s; d=64 397 and 363)
+    "stages": 2,       # K/V tiles in the TMA ring
+}
+HEAD_DIMS = (64, 128)
+KERNEL_DIR = pathlib.Path(__file__).parent / "kernels"
+GEMM_DIR = pathlib.Path(__file__).parents[1] / "gemm" / "kernels"
+SOURCE = KERNEL_DIR / "wgmma_tma.cu"
+KERNEL = "attention_wgmma"
+ARG_TYPES = (None, None, None, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_float)
+LOG2E = 1.4426950408889634
+
+
+def source() -> str:
+    from .. import nvrtc
+    return nvrtc.source_text(SOURCE)
+
+
+def unavailable() -> str | None:
+    return hopper_unavailable(NAME)
+
+
+def config(d: int, causal: bool, warpgroups=PARAMS["warpgroups"], bkv=PARAMS["bkv"], stages=PARAMS["stages"]) -> dict:
+    problems = []
+    bkv = (128 if d == 128 else 64) if bkv is None else bkv
+    if d not in HEAD_DIMS:
+        problems.append(f"d must be one of {', '.join(map(str, HEAD_DIMS))}, got {d}")
+    if isinstance(warpgroups, bool) or warpgroups not in (1, 2, 3):
+        problems.append(f"warpgroups must be 1, 2 or 3, got {warpgroups!r}")
+    if isinstance(bkv, bool) or bkv not in (64, 128):
+        problems.append(f"bkv must be 64 or 128, got {bkv!r}")
+    if isinstance(stages, bool) or not isinstance(stages, int) or not 1 <= stages <= 4:
+        problems.append(f"stages must be 1 to 4, got {stages!r}")
+    if problems:
+        raise ValueError(f"{NAME}: " + "; ".join(problems))
+    return dict(D=int(d), WGS=int(warpgroups), BKV=int(bkv), STAGES=int(stages), CAUSAL=int(bool(causal)))
+
+
+def smem_bytes(cfg: dict) -> int:
+    """Mirrors SMEM_BYTES in wgmma_tma.cu: 1024 to align, Q, the ring of K and V tiles, the mbarriers."""
+    return 1024 + 64 * cfg["WGS"] * cfg["D"] * 2 + cfg["STAGES"] * 2 * cfg["BKV"] * cfg["D"] * 2 + 8 * (cfg["STAGES"] + 1)
+
+
+def tensor_maps(B, H, Nq, Nk, d, **params) -> dict:
+    """The check_tiled arguments of the three maps: [B*H, N, d] bf16, boxes of [1, rows, 64], 128B swizzle."""
+    cfg = config(d, False, **params)
+    def one(n, rows):
+        return dict(dtype="bfloat16", shape=(B * H, n, d), strides=(n * d * 2, d * 2, 2), box=(1, rows, 64),
+                    swizzle="128B", l2_promotion="256B")
+    return {"q": one(Nq, 64 * cfg["WGS"]), "k": one(Nk, cfg["BKV"]), "v": one(Nk, cfg["BKV"])}
+
+
+def compile_cubin(arch="sm_90a", d: int = 128, causal: bool = False, source_text=None, **params) -> bytes:
+    from .. import nvrtc
+    cfg = config(d, causal, **params)
+    return nvrtc.compile(source() if source_text is None else source_text, arch=arch, name=SOURCE.name,
+                         include_path=[KERNEL_DIR, GEMM_DIR], defines=cfg)
+
+
+def launch(p, kernel=None, **params):
+    """Enqueue 05 on the legacy default stream. `kernel`: the CUDA C++ text of a whole wgmma_tma.cu to use
+    instead (a learner's)."""
+    params = start_launch(p, NAME, PARAMS, params, unavailable(), HEAD_DIMS)
+    if params is None:
+        return
+    B, H, Nq, Nk, d = p.shape
+    cfg = config(d, p.causal, **params)
+    smem = smem_bytes(cfg)
+    kern = prepare(source() if kernel is None else kernel, SOURCE.name, KERNEL, cfg, smem,
+                   include_path=[KERNEL_DIR, GEMM_DIR])
+    maps = tensor_maps(B, H, Nq, Nk, d, **params)
+    args = [encoded_map(maps["q"], pointer(p.q)), encoded_map(maps["k"], pointer(p.k)),
+            encoded_map(maps["v"], pointer(p.v)), pointer(p.out), Nq, Nk, LOG2E / math.sqrt(d)]
+    kern.launch((-(-Nq // (64 * cfg["WGS"])), B * H), 128 * cfg["WGS"], args, ARG_TYPES, shared=smem)
