@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: workbook test gpu-test bench notebooks lab clean
+.PHONY: workbook test gpu-test bench notebooks lab wheelhouse clean
 
 workbook: $(STAMP)            ## run every lesson headlessly; executed notebooks + results report in build/
 	$(BIN)/python -m cudabook.workbook
@@ -23,13 +23,23 @@ bench: $(STAMP)               ## measure every track (or TRACKS="gemm") on this 
 notebooks: $(STAMP)           ## rebuild notebooks/, solutions/ and labs/ from lessons/
 	$(BIN)/python -m cudabook.notebooks build
 
-lab: $(STAMP)                 ## open JupyterLab on the workbook
-	$(BIN)/jupyter lab
+# Kernels talk to JupyterLab over CurveZMQ (as `make workbook`'s do), so none warns that its traffic is plain text.
+CURVE = $(shell $(BIN)/python -c "import zmq; print('auto' if zmq.has('curve') else 'disabled')" 2>/dev/null || echo disabled)
+lab: $(STAMP)                 ## open JupyterLab on the workbook's map (notebooks/00_tracks.ipynb)
+	$(BIN)/jupyter lab --MappingKernelManager.transport_encryption=$(CURVE) notebooks/00_tracks.ipynb
 
+# Offline GPU nodes: `make wheelhouse` where there is internet, carry the repository with wheelhouse/ to the
+# node, and there `make lab WHEELHOUSE=wheelhouse` installs from those wheels only (GUIDE.md says more).
+PYTHONS ?= 3.10 3.11 3.12
+wheelhouse: $(STAMP)          ## wheels of the workbook and all it needs, for CPython $(PYTHONS) on x86-64 Linux
+	$(BIN)/python tools/wheelhouse.py --pythons "$(PYTHONS)" --out wheelhouse
+
+WHEELHOUSE ?=
+FROM := $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e .
+	$(if $(WHEELHOUSE),,$(BIN)/python -m pip install -q --upgrade pip)
+	$(BIN)/python -m pip install -q $(FROM) -e .
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 > /dev/null
 	touch $(STAMP)
 

@@ -20,6 +20,10 @@ line `#! region <file> <NAME>` becomes a raw string assignment `NAME = r"..."` h
 (the solution) or, in labs, only `// TODO: <hint>`; cudabook.labs splices the learner's text back into the
 file to grade it.
 
+A markdown line `#! tracks` becomes the map of the workbook: every track, each lesson with its lab and
+solution, linked from the notebook being built (the landing notebook, lessons/00_tracks.py). It is made from
+the files in lessons/, so a new lesson appears there at the next build.
+
     python -m cudabook.notebooks build    regenerate every notebook
     python -m cudabook.notebooks check    fail if any committed notebook differs from its source
 """
@@ -118,6 +122,61 @@ def expand(code: str) -> str:
     return "\n".join(out)
 
 
+TRACKS_DIRECTIVE = "#! tracks"
+# Tracks by folder under lessons/ ("." is the first track, at the top): the order and heading of each on the map.
+# A folder not named here still appears, after these, under its own name.
+TRACK_TITLES = {
+    ".": "Resampling robot trajectories: a memory-bound gather (start here)",
+    "gemm": "GEMM: the bf16 matrix product, compute-bound, from a thread per element to cuBLAS speed",
+    "msda": "Deformable attention: an irregular gather with borders",
+    "attention": "Attention: fused softmax(QK^T)V",
+}
+HEADING = re.compile(r"^# # (.+)$", re.MULTILINE)
+
+
+def _sources() -> list[pathlib.Path]:
+    return sorted(SOURCES.glob("[0-9][0-9]_*.py")) + sorted(SOURCES.glob("*/[0-9][0-9]_*.py"))
+
+
+def _title(src: pathlib.Path) -> str:
+    """A lesson's title from its first heading, without the number: 'Naive: one thread per target'."""
+    m = HEADING.search(src.read_text())
+    return m.group(1).split(" · ", 1)[-1].strip() if m else src.stem
+
+
+def tracks_map(at: pathlib.Path) -> str:
+    """Markdown: a table per track of its lessons, labs and solutions, linked relative to the folder `at`."""
+    import os
+    rungs: dict[str, dict[str, dict]] = {}
+    for src in _sources():
+        if f"# {TRACKS_DIRECTIVE}" in src.read_text():
+            continue                                             # the map itself
+        sub = str(src.parent.relative_to(SOURCES))
+        topic = src.stem[:-4] if src.stem.endswith("_lab") else src.stem
+        rungs.setdefault(sub, {}).setdefault(topic, {})["lab" if src.stem.endswith("_lab") else "lesson"] = src
+    order = [s for s in TRACK_TITLES if s in rungs] + sorted(s for s in rungs if s not in TRACK_TITLES)
+
+    def link(text, *parts):
+        return f"[{text}]({pathlib.PurePath(os.path.relpath(ROOT.joinpath(*parts), at)).as_posix()})"
+
+    out = []
+    for sub in order:
+        folder = () if sub == "." else (sub,)
+        out += [f"### {TRACK_TITLES.get(sub, sub)}", "", "| | lesson | lab | solution |", "|---|---|---|---|"]
+        for topic, files in sorted(rungs[sub].items()):
+            lesson = (link(_title(files["lesson"]), "notebooks", *folder, f"{topic}.ipynb")
+                      if "lesson" in files else "")
+            lab = link(_title(files["lab"]), "labs", *folder, f"{topic}.ipynb") if "lab" in files else ""
+            solution = link("solution", "solutions", *folder, f"{topic}_SOLUTION.ipynb") if "lab" in files else ""
+            out.append(f"| {topic[:2]} | {lesson} | {lab} | {solution} |")
+        out.append("")
+    return "\n".join(out).rstrip("\n")
+
+
+def expand_markdown(text: str, at: pathlib.Path) -> str:
+    return "\n".join(tracks_map(at) if line.strip() == TRACKS_DIRECTIVE else line for line in text.split("\n"))
+
+
 def strip_markers(code: str) -> str:
     return "\n".join(line for line in code.split("\n") if not (LAB_BEGIN.match(line) or LAB_END.match(line)))
 
@@ -159,23 +218,24 @@ def notebook(cells: list[dict]) -> dict:
     }
 
 
-def _render(cells, transform):
-    return notebook([dict(c, source=transform(expand(c["source"]))) if c["cell_type"] == "code" else c
-                     for c in cells])
+def _render(cells, transform, at):
+    return notebook([dict(c, source=transform(expand(c["source"]))) if c["cell_type"] == "code" else
+                     dict(c, source=expand_markdown(c["source"], at)) for c in cells])
 
 
 def targets() -> dict[pathlib.Path, dict]:
     """Every notebook, by path, as its source says it should be."""
     built = {}
-    for src in sorted(SOURCES.glob("[0-9][0-9]_*.py")) + sorted(SOURCES.glob("*/[0-9][0-9]_*.py")):
+    for src in _sources():
         cells = parse_percent(src.read_text())
         stem, sub = src.stem, src.parent.relative_to(SOURCES)     # sub: "." or the track's folder
         if stem.endswith("_lab"):
             topic = stem[:-4]
-            built[ROOT / "solutions" / sub / f"{topic}_SOLUTION.ipynb"] = _render(cells, strip_markers)
-            built[ROOT / "labs" / sub / f"{topic}.ipynb"] = _render(cells, blank_regions)
+            built[ROOT / "solutions" / sub / f"{topic}_SOLUTION.ipynb"] = _render(
+                cells, strip_markers, ROOT / "solutions" / sub)
+            built[ROOT / "labs" / sub / f"{topic}.ipynb"] = _render(cells, blank_regions, ROOT / "labs" / sub)
         else:
-            built[ROOT / "notebooks" / sub / f"{stem}.ipynb"] = _render(cells, strip_markers)
+            built[ROOT / "notebooks" / sub / f"{stem}.ipynb"] = _render(cells, strip_markers, ROOT / "notebooks" / sub)
     return {path.resolve(): nb for path, nb in built.items()}
 
 

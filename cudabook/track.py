@@ -25,7 +25,7 @@ class StageUnavailable(RuntimeError):
     """This machine cannot run the stage; the message says what it needs and what the machine has."""
 
 
-TRACKS = ("resample", "gemm", "msda")
+TRACKS = ("resample", "gemm", "msda", "attention")
 
 
 class Ladder:

@@ -18,7 +18,23 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build"
 
 
-def execute(path: pathlib.Path, out_dir: pathlib.Path, timeout: int) -> tuple[bool, float, str]:
+def kernel_config():
+    """How the headless kernels talk to us: over CurveZMQ-encrypted TCP (the kernelspec declares it), or over
+    local IPC sockets where pyzmq lacks CurveZMQ. Plain TCP would make every kernel print ipykernel's warning
+    that its traffic is unencrypted, once per notebook."""
+    import zmq
+    from traitlets.config import Config
+    config = Config()
+    if zmq.has("curve"):
+        config.KernelManager.transport_encryption = "auto"
+    else:
+        config.KernelManager.transport = "ipc"
+    return config
+
+
+def execute(path: pathlib.Path, out_dir: pathlib.Path | None, timeout: int) -> tuple[bool, float, str]:
+    """Run a notebook in a fresh kernel; write the executed copy into out_dir (unless None).
+    Returns (ok, wall seconds, the error's last line)."""
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
@@ -26,13 +42,17 @@ def execute(path: pathlib.Path, out_dir: pathlib.Path, timeout: int) -> tuple[bo
     start = time.time()
     ok, err = True, ""
     try:
-        NotebookClient(nb, timeout=timeout, kernel_name="python3",
+        NotebookClient(nb, timeout=timeout, kernel_name="python3", config=kernel_config(),
                        resources={"metadata": {"path": str(path.parent)}}).execute()
     except CellExecutionError as e:
         ok, err = False, str(e).strip().splitlines()[-1][:300]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, out_dir / path.name)
-    return ok, time.time() - start, err
+    except Exception as e:                       # a cell past the timeout, a kernel that died
+        ok, err = False, f"{type(e).__name__}: {str(e).strip()[:300]}"
+    seconds = time.time() - start
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, out_dir / path.name)
+    return ok, seconds, err
 
 
 def main(argv=None) -> int:

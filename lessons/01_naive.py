@@ -100,6 +100,24 @@ ax.set_title(f"stage 01, one load: 32 lanes read {len(sectors)} different 32-byt
 plt.show()
 
 # %% [markdown]
+# ## What the profiler says
+#
+# Nsight Compute reads the GPU's own counters while a kernel runs. `profile.show` profiles the stage now when
+# this machine has a GPU and `ncu`, and otherwise shows the profile recorded on a real card, naming it. Its
+# stall columns answer *what were the warps waiting for?* A warp stalled on the **long scoreboard** waits for a
+# value from global memory that its next instruction needs: here the search's chain of dependent loads, then
+# the channel loop's scattered reads, each warp-wide load split into many 32-byte sectors.
+
+# %%
+from cudabook import profile
+p01 = profile.show("resample", "01_naive")
+if p01:
+    k = p01.kernel()
+    print(f"{k['kernel']}: {k['sectors_per_request']:.1f} sectors per warp-wide global load; its warps' cycles:")
+    for reason, share in list(k["stalls"].items())[:3]:
+        print(f"  {share:5.1f} {k['stall_unit']}: {reason}, {profile.STALLS.get(reason, '')}")
+
+# %% [markdown]
 # Stage 02 fixes both at once by turning the mapping around: a *warp* per target, lanes spread over
 # channels.
 #

@@ -84,6 +84,26 @@ for width in (4, 8, 16):
         print(f"vec_bytes={width:2d} D={D:3d} (runs {s03.vector_width(width, D):2d}-byte accesses): {v.message.splitlines()[0]}")
 
 # %% [markdown]
+# ## What the profiler says: requests and sectors
+#
+# A *request* is one warp-wide load instruction arriving at L1; a *sector* is one of the 32-byte pieces it
+# moves. Stages 02 and 03 read the same rows, so about the same sectors: for a 512-byte row (D = 256),
+# 2-byte lanes need 8 requests and 16-byte lanes one. The counters show what that did to the whole kernel,
+# searches included.
+
+# %%
+from cudabook import profile
+p = profile.show("resample", "02_warp_shuffles", "03_coalesced")
+k02, k03 = (p.kernel(s) if p else None for s in ("02_warp_shuffles", "03_coalesced"))
+for k in (k02, k03):
+    if k:
+        print(f"{k['stage']}: {k['load_requests']:,.0f} global load requests x {k['sectors_per_request']:.1f} "
+              f"sectors = {k['load_sectors']:,.0f} sectors")
+if k02 and k03:
+    print(f"03 reads {k03['load_sectors'] / k02['load_sectors']:.2f}x the sectors of 02 with "
+          f"{k02['load_requests'] / k03['load_requests']:.1f}x fewer requests")
+
+# %% [markdown]
 # ## How fast?
 
 # %%

@@ -104,6 +104,22 @@ print("shared, unsorted   ", check.check_launch(s05.launch, **size, buffers="sha
 lesson.ladder_so_far("05_double_buffered")
 
 # %% [markdown]
+# ## What the profiler says: bytes in flight
+#
+# DRAM stays busy only with enough bytes in flight (its bandwidth times its latency, Little's law). They come
+# from the warps an SM holds (achieved occupancy) times the bytes each has requested and not yet used: stage
+# 05's main kernel raises the second factor, eight 16-byte loads a lane issued before the first is used.
+
+# %%
+from cudabook import profile
+p = profile.show("resample", "04_smem_windows", "05_double_buffered")
+for stage in ("04_smem_windows", "05_double_buffered"):
+    k = p.kernel(stage) if p else None
+    if k:
+        print(f"{stage} ({k['kernel']}): DRAM busy {k['dram_pct']:.0f} % of its peak, {k['dram_GBps']:,.0f} GB/s, "
+              f"with {k['occupancy_pct']:.0f} % of the warp slots filled and {k['registers']:.0f} registers a thread")
+
+# %% [markdown]
 # ## Experiments
 #
 # **Which buffers?** The two ways, side by side. **Blocks per SM**: how many warps it takes to keep enough

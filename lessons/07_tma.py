@@ -199,6 +199,23 @@ for record in results.load_all():
 # times, as in a matrix multiply; here each is used about twice.
 
 # %% [markdown]
+# ## What the profiler says: where the bytes go
+#
+# A TMA copy is not a load instruction: the copy engine moves each box from L2 to shared memory past the
+# load/store pipeline, so the count of global load requests does not see it. DRAM does: below, the bytes it
+# moved for each stage's kernels against the fewest the problem needs (inputs read once, output written once).
+
+# %%
+from cudabook import profile
+p = profile.show("resample", "05_double_buffered", "07_tma")
+for stage in ("05_double_buffered", "07_tma"):
+    rows = [r for r in p if r["stage"] == stage] if p else []
+    if rows and p.min_bytes(stage):
+        moved, k = sum(r["dram_MB"] for r in rows), p.kernel(stage)
+        print(f"{stage}: {moved:,.0f} MB through DRAM, {moved * 1e6 / p.min_bytes(stage):.2f}x the minimum; "
+              f"its main kernel, {k['kernel']}, made {k['load_requests']:,.0f} global load requests")
+
+# %% [markdown]
 # ## Experiments: where to search, how to hand out work, box shape
 #
 # - `search`: `"prepass"` (a first kernel), `"producer"` (the producer warp searches for each item before

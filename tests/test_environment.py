@@ -1,7 +1,11 @@
 """One list of dependencies: environment.yml says what pyproject.toml says."""
 import pathlib
 import re
-import tomllib
+
+try:
+    import tomllib
+except ModuleNotFoundError:    # Python 3.10: pytest brings tomli, the same parser
+    import tomli as tomllib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 

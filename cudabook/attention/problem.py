@@ -27,6 +27,7 @@ class Problem:
     out: object
     dims: tuple                      # (B, H, Nq, Nk, d)
     causal: bool = False
+    _scratch: dict = dataclasses.field(default_factory=dict, repr=False)
 
     @property
     def shape(self):
@@ -56,6 +57,16 @@ class Problem:
         """NaN into every output: an element the stage leaves unwritten must fail, never show an earlier
         launch's result."""
         self.out.copy_to_device(np.full(self.out.shape, POISON, np.uint16))
+
+    def scratch(self, name: str, shape, dtype, make=None):
+        """A device buffer a stage keeps between launches on this problem (made on first use, by `make()` if
+        given): rung 01's scores S, for one, are gigabytes at the benchmark's size."""
+        shape, dtype = tuple(shape), np.dtype(dtype)
+        kept = self._scratch.get(name)
+        if kept is None or kept.shape != shape or kept.dtype != dtype:
+            self._scratch.pop(name, None)
+            kept = self._scratch[name] = make() if make else cuda.device_array(shape, dtype)
+        return kept
 
     def result(self):
         """The output as a bfloat16 NumPy array [B, H, Nq, d]."""

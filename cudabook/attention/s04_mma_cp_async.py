@@ -27,6 +27,30 @@ PARAMS = {
     "stages": 2,       # K/V tiles in shared memory; stages - 1 of them in flight while one is read
 }
 MIN_CC = (8, 0)
+EMULATED = True               # without a GPU the lab grader runs this kernel on the CPU (cudabook.emulate)
+# The lab grader also runs its cases with tiles of 16 keys: its cases (1 to 37 keys) are then 2 or 3 tiles and the
+# ring turns. With 64-key tiles each is one tile, which the prologue's own wait covers: every mistake in the
+# pipeline step would pass.
+GRADING_VARIANTS = [{"bkv": 16}, {"bkv": 16, "stages": 3}, {}]
+# Mistakes the lab grader reads in the learner's text (comments removed), because no run shows them reliably: a
+# commit under the if (fewer groups than tiles at the end, so the last wait lets tile t still be in flight; a GPU
+# rarely shows it), and no barrier after the wait (each thread waits for its own copies only; the emulator runs
+# the threads in turn and usually lands the others' copies before a warp reads them, so it rarely shows there).
+# Copies into stage s (the stage being read) do fail in the emulator, but as NaN everywhere, which says nothing.
+LAB_TEXT_MISTAKES = [
+    (r"\bload_kv\s*\([^;]*,\s*(?:s|\(?\s*t\s*\)?\s*%\s*STAGES)\s*\)",
+     "load_kv(..., s): the copies of tile t + STAGES - 1 go into stage s = t % STAGES, the stage this pass is "
+     "about to read. They go into stage (t + STAGES - 1) % STAGES, the one tile t - 1 used: every warp finished "
+     "reading it at the barrier that ended the last pass"),
+    (r"\bif\s*\((?:[^()]|\([^()]*\))*\)\s*(?:\{[^}]*)?cp_async_commit\s*\(|\belse\b\s*(?:\{[^}]*)?cp_async_commit\s*\(",
+     "cp_async_commit() sits under an if. Commit on every pass, even when no copy was issued: then commit group "
+     "g is always tile g, and cp_async_wait<STAGES - 1> counts right at the last tiles too (otherwise tile t can "
+     "be read while still in flight: a race that a GPU rarely shows, so the grader looks for it here)"),
+    (r"\A(?!.*\bcp_async_wait\b.*\b__syncthreads\s*\()",
+     "no __syncthreads() after cp_async_wait. The wait covers this thread's own copies only, and every thread "
+     "copied a share of the K and V tiles: the barrier after it is what makes everyone's copies of tile t "
+     "visible before any warp reads them"),
+]
 HEAD_DIMS = (64, 128)
 KERNEL_DIR = pathlib.Path(__file__).parent / "kernels"
 GEMM_DIR = pathlib.Path(__file__).parents[1] / "gemm" / "kernels"      # mma_sync.cuh, hopper.cuh

@@ -1,0 +1,221 @@
+"""Attention rungs 02 (online softmax, a warp per query row) and 03 (K/V tiles in shared memory, one rescale per
+tile), the Numba rungs: right in the simulator at d = 64 and 128, causal and not, with ragged and single-key
+problems, Nq != Nk and scores that overflow float32 without the max; bad parameters refused with the rule; the
+labs' solutions (the stages' own kernels) pass the lab grader; learner-style mistakes in the lab regions, planted
+as edits of the kernels' source, fail the grader with a message naming the mistake; the labs and solutions are
+the kernels with the region cut out; the kernels compile for a GPU without local memory or float64.
+
+The simulator runs every thread as a Python thread and rung 02 does five warp shuffles a key, so the planted
+mistakes are graded on a smaller version of the grader's cases (monkeypatched; the same kinds: a causal ragged
+case, then Nq != Nk over three tiles of keys). The solutions are graded on the real cases.
+"""
+import json
+
+import numpy as np
+import pytest
+
+from cudabook import SIMULATOR, attention, labs, notebooks
+from cudabook.attention import checking, s02_online_softmax as s02, s03_tiled as s03
+from cudabook.track import check_case
+from ptxchild import PRELUDE, ptx_in_child
+
+STAGES = {"02_online_softmax": (s02, "attention_online"), "03_tiled": (s03, "attention_tiled")}
+
+
+def check(stage, args, kernel=None, **params):
+    module = STAGES[stage][0]
+    return check_case("attention", lambda p: module.launch(p, kernel=kernel, **params), args)
+
+
+def test_they_are_on_the_ladder_between_01_and_04():
+    assert attention.stage(2) is s02 and attention.stage(3) is s03
+    assert attention.STAGES[:3] == ("01_naive", "02_online_softmax", "03_tiled")
+    assert labs.hint("02_online_softmax", track="attention").startswith("per key j: s = warp_sum")
+    assert labs.hint("03_tiled", track="attention").startswith("per tile: K, V tiles to shared")
+
+
+# ------------------------------------------------------------------------------------ right
+
+CASES_02 = [  # tiny: five shuffles a key, each a rendezvous of 32 Python threads
+    ("causal, d=64", dict(B=1, H=2, Nq=6, Nk=6, d=64, causal=True)),
+    ("Nq != Nk, d=128", dict(B=1, H=1, Nq=3, Nk=11, d=128)),
+    ("one key, d=64", dict(B=2, H=1, Nq=3, Nk=1, d=64)),
+    ("spread 4 (exp overflows without the max), causal, d=128", dict(B=1, H=1, Nq=5, Nk=5, d=128, causal=True,
+                                                                    spread=4.0)),
+]
+CASES_03 = [  # tiles of 32 keys, blocks of 4 query rows in the simulator: several of each, the last ragged
+    ("three key tiles, ragged, d=64", dict(B=1, H=1, Nq=6, Nk=70, d=64)),
+    ("causal, two query blocks a tile, d=128", dict(B=1, H=1, Nq=35, Nk=35, d=128, causal=True)),
+    ("one key, d=128", dict(B=2, H=1, Nq=5, Nk=1, d=128)),
+    ("more queries than keys, d=64", dict(B=1, H=2, Nq=9, Nk=4, d=64)),
+    ("spread 4, causal, d=64", dict(B=1, H=1, Nq=33, Nk=33, d=64, causal=True, spread=4.0)),
+]
+
+
+@pytest.mark.parametrize("name, kw", CASES_02, ids=[c[0] for c in CASES_02])
+def test_rung_02_is_right(name, kw):
+    v = check("02_online_softmax", attention.random_problem(**kw))
+    assert v.ok, f"{name}:\n{v}"
+
+
+@pytest.mark.parametrize("name, kw", CASES_03, ids=[c[0] for c in CASES_03])
+def test_rung_03_is_right(name, kw):
+    v = check("03_tiled", attention.random_problem(**kw))
+    assert v.ok, f"{name}:\n{v}"
+
+
+def test_rung_03_is_right_with_other_block_shapes():
+    """One warp of one row (a block per query), and 3 warps of 3 rows (blocks of 9 rows: the causal skip and the
+    diagonal fall at other places)."""
+    args = attention.random_problem(1, 1, 11, 11, 64, causal=True)
+    for params in (dict(warps=1, rows_per_warp=1), dict(warps=3, rows_per_warp=3)):
+        v = check("03_tiled", args, **params)
+        assert v.ok, f"{params}:\n{v}"
+
+
+def test_rung_02_is_right_with_several_warps_a_block():
+    v = check("02_online_softmax", attention.random_problem(1, 1, 5, 4, 64), warps_per_block=3)
+    assert v.ok, str(v)
+
+
+@pytest.mark.parametrize("stage, params, error, message", [
+    ("02_online_softmax", dict(warps_per_block=0), ValueError, "warps_per_block must be an integer from 1 to 32"),
+    ("02_online_softmax", dict(threads=64), TypeError, "unknown parameter 'threads'"),
+    ("03_tiled", dict(warps=33), ValueError, "warps must be an integer from 1 to 32"),
+    ("03_tiled", dict(rows_per_warp=0), ValueError, "rows_per_warp must be an integer from 1 to 16"),
+    ("03_tiled", dict(warps=8, rows_per_warp=8), ValueError, "73,856 bytes of shared memory at d = 128"),
+])
+def test_bad_parameters_are_refused_with_the_rule(stage, params, error, message):
+    args = attention.random_problem(1, 1, 2, 2, 128)
+    with pytest.raises(error, match=message):
+        attention.run(stage, *args[:3], **params)
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_other_head_dimensions_are_refused(stage):
+    args = attention.random_problem(1, 1, 2, 2, 96)
+    with pytest.raises(ValueError, match="must be one of 64, 128, got d = 96"):
+        attention.run(stage, *args[:3])
+
+
+# ------------------------------------------------------------------------------------ the labs
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_the_solution_passes_the_grader_and_compiles_for_a_gpu(stage, capsys):
+    module, kernel = STAGES[stage]
+    assert labs.grade(stage, getattr(module, kernel), track="attention"), capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "PASS" in out
+    if SIMULATOR and "Not compiled for a GPU here" not in out:
+        assert "compiles for a GPU (sm_90)" in out, out
+
+
+RACE = "a race"
+RAGGED = "out of bounds for axis 2"      # the simulator's IndexError: a key row past Nk was read
+SMALL_CASES = [
+    ("causal, ragged, d=64", dict(B=1, H=1, Nq=12, Nk=12, d=64, causal=True)),
+    ("Nq != Nk, three tiles of keys, d=128", dict(B=1, H=1, Nq=3, Nk=70, d=128)),
+]
+LOADS_DONE = "            Vs[t, c] = vx\n        cuda.syncthreads()                          # the tiles are complete"
+READS_DONE = "        cuda.syncthreads()                          # everyone is done with the tiles: they may be overwritten"
+MISTAKES = [  # (stage, what, edits of the lab region, a phrase the grader's message must hold, or None)
+    ("02_online_softmax", "scores scaled by 1/d instead of 1/sqrt(d)",
+     [("s = warp_sum(part) * scale", "s = warp_sum(part) / float32(d)")], "scaled by 1/d"),
+    ("02_online_softmax", "the running max not applied to the accumulator",
+     [("o[c] = o[c] * alpha + p * bf16_to_f32", "o[c] = o[c] + p * bf16_to_f32")],
+     "accumulator was not rescaled when the running max grew (the output matches one key at a time)"),
+    ("02_online_softmax", "no final division by l",
+     [("f32_to_bf16(o[c] / l)", "f32_to_bf16(o[c])")], "not divided by the row sum"),
+    ("02_online_softmax", "the causal mask off by one (keys j < i)",
+     [("last = i + 1 if causal else Nk", "last = i if causal else Nk")], "hides the diagonal"),
+    ("02_online_softmax", "the row sum l not rescaled (the accumulator is)",
+     [("l = l * alpha + p", "l = l + p")], None),
+    ("03_tiled", "no barrier after the tile loads: the scores read a K tile others are still writing",
+     [(LOADS_DONE, "            Vs[t, c] = vx")], RACE),
+    ("03_tiled", "no barrier after the tile's use: the next tile's loads overwrite K and V still being read",
+     [(READS_DONE, "        pass")], RACE),
+    ("03_tiled", "the tile's offset into K missing: every tile scores the first tile's K",
+     [("kx = bf16_to_f32(k[b, h, j0 + t, c])", "kx = bf16_to_f32(k[b, h, t, c])")], "scored with the first tile's K"),
+    ("03_tiled", "the ragged end off by one: the tile loads read key Nk",
+     [("if j0 + t < Nk:", "if j0 + t <= Nk:")], RAGGED),
+    ("03_tiled", "the per-tile rescale missing",
+     [("        for r in range(ROWS):                       # o = o * alpha + P V, for my channels of my rows\n"
+       "            for c in range(PER_LANE):\n                o[r * PER_LANE + c] *= alpha[r]\n", "")],
+     "accumulator was not rescaled when the running max grew (the output matches key tiles of 32)"),
+    ("03_tiled", "the causal mask off by one in the diagonal tiles (keys j < i)",
+     [("(not causal or j <= i0 + w * ROWS + r)", "(not causal or j < i0 + w * ROWS + r)")], "hides the diagonal"),
+]
+
+
+@pytest.mark.parametrize("stage, what, edits, says", MISTAKES, ids=[f"{m[0][:2]}: {m[1][:50]}" for m in MISTAKES])
+def test_the_grader_fails_a_learner_mistake(stage, what, edits, says, capsys, monkeypatch):
+    if not SIMULATOR:
+        pytest.skip("simulator only: a GPU may not show a race, and reading past the keys faults silently there")
+    from corpus.mutate import mutant
+    monkeypatch.setattr(checking, "_CASES_SIM", SMALL_CASES)
+    module, kernel = STAGES[stage]
+    wrong = mutant(module.__name__, kernel, edits)
+    assert not labs.grade(stage, wrong, track="attention"), f"'{what}' passed the grader"
+    out = capsys.readouterr().out
+    print(f"--- {what}\n{out}")
+    assert "FAIL" in out or "raised an error" in out, out
+    if says:
+        assert says in out, f"'{what}': the message does not say {says!r}:\n{out}"
+
+
+def test_an_unedited_copy_passes(monkeypatch):
+    from corpus.mutate import mutant
+    for stage, (module, kernel) in STAGES.items():
+        args = attention.random_problem(1, 1, 5, 5, 64, causal=True)
+        assert check(stage, args, kernel=mutant(module.__name__, kernel)).ok, stage
+
+
+def test_the_labs_are_the_kernels_with_the_region_cut_out():
+    """Each lab holds the stage's kernel with the marked region replaced by its TODO; its solution holds the
+    kernel whole; both link the lesson (and the lesson links both)."""
+    root = notebooks.ROOT
+    for stage, (module, kernel) in STAGES.items():
+        source = notebooks.function_source(f"attention/{module.__name__.rsplit('.', 1)[1]}", kernel)
+        lab = json.loads((root / "labs" / "attention" / f"{stage}.ipynb").read_text())
+        solution = json.loads((root / "solutions" / "attention" / f"{stage}_SOLUTION.ipynb").read_text())
+        lesson = (root / "notebooks" / "attention" / f"{stage}.ipynb").read_text()
+        lab_code = "\n".join(c["source"] for c in lab["cells"] if c["cell_type"] == "code")
+        solution_code = "\n".join(c["source"] for c in solution["cells"] if c["cell_type"] == "code")
+        assert notebooks.blank_regions(source) in lab_code and "# TODO: " + labs.hint(stage, "attention") in lab_code
+        assert notebooks.strip_markers(source) in solution_code and "# TODO" not in solution_code
+        for nb in (lab, solution):
+            text = "".join(c["source"] for c in nb["cells"] if c["cell_type"] == "markdown")
+            assert f"notebooks/attention/{stage}.ipynb" in text, stage
+        assert f"labs/attention/{stage}.ipynb" in lesson and f"solutions/attention/{stage}_SOLUTION.ipynb" in lesson
+
+
+# ------------------------------------------------------------------------------------ a GPU compiles them
+
+def test_the_kernels_compile_for_a_gpu_in_registers():
+    """Numba's real compiler (NVVM, no GPU needed), for sm_90, at d = 64 and 128 and the GPU's default block
+    shape: float32 only (no float64), no local memory (the per-lane arrays stay in registers), five shuffles a
+    key in rung 02; in rung 03 shared memory and the block barrier."""
+    if not SIMULATOR:
+        pytest.skip("on a GPU the other tests compile and run the kernels")
+    child = PRELUDE + r"""
+from cudabook.attention import s02_online_softmax as s02, s03_tiled as s03
+from cudabook.gemm.s02_smem_tiles import specialise
+A = lambda t: types.Array(t, 4, "C")
+sig = (A(types.uint16),) * 4 + (types.boolean, types.float32)
+out = {}
+for d in (64, 128):
+    k = specialise(s02.attention_online, PER_LANE=d // 32)
+    out[f"02 d={d}"] = cuda.compile_ptx(k.py_func, sig, cc=(9, 0))[0]
+    w, r = 4, 4
+    k = specialise(s03.attention_tiled, D=d, KSTRIDE=d + 1, PER_LANE=d // 32, WARPS=w, ROWS=r, BQ=w * r,
+                   THREADS=32 * w, OACC=r * d // 32)
+    out[f"03 d={d}"] = cuda.compile_ptx(k.py_func, sig, cc=(9, 0))[0]
+print(json.dumps(out))
+"""
+    ptx = ptx_in_child(child)
+    for name, text in ptx.items():
+        assert ".f64" not in text and ".local" not in text, name
+        if name.startswith("02"):
+            assert text.count("shfl.sync.bfly") == 5, name
+        else:
+            assert "bar.sync" in text and "st.shared" in text and "ld.shared" in text, name
