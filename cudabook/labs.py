@@ -83,9 +83,9 @@ def _grade_cuda(stage_name, region, say, track) -> bool | None:
             return False
     why = t.unavailable(stage_name)
     if why and not getattr(module, "EMULATED", False):
-        say(f"Your code compiles (sm_90a cubin), but this machine cannot run it, so it is not graded: {why}. "
-            f"(On a CPU the grader emulates cp.async and TMA copies, but not the tensor-core instructions this "
-            f"stage uses: a GPU grades it.)")
+        say(f"Your code compiles (sm_90a cubin), but this machine cannot run it, so it is not graded: "
+            f"{why.rstrip('.')}. (On a CPU the grader emulates cp.async, TMA copies, mma.sync and ldmatrix, but "
+            f"not wgmma, stmatrix or clusters, which this stage uses: a Hopper GPU grades it.)")
         return False
     if why and not SIMULATOR:
         say(f"Your code compiles (sm_90a cubin), but this GPU cannot run it, so it is not graded: {why}. The "

@@ -11,7 +11,6 @@ case, then Nq != Nk over three tiles of keys). The solutions are graded on the r
 """
 import json
 
-import numpy as np
 import pytest
 
 from cudabook import SIMULATOR, attention, labs, notebooks
@@ -111,6 +110,10 @@ def test_the_solution_passes_the_grader_and_compiles_for_a_gpu(stage, capsys):
 
 
 RACE = "a race"
+# A missing barrier after the tile loads: scores read tile slots other warps have not written yet. Mostly the two
+# runs differ and the grader says "a race"; but the simulator's fresh shared memory often holds the NaN the output
+# was poisoned with, and then both runs give the same NaN rows and the grader can only say they are NaN.
+RACE_OR_NAN = (RACE, "are NaN")
 RAGGED = "out of bounds for axis 2"      # the simulator's IndexError: a key row past Nk was read
 SMALL_CASES = [
     ("causal, ragged, d=64", dict(B=1, H=1, Nq=12, Nk=12, d=64, causal=True)),
@@ -118,9 +121,10 @@ SMALL_CASES = [
 ]
 LOADS_DONE = "            Vs[t, c] = vx\n        cuda.syncthreads()                          # the tiles are complete"
 READS_DONE = "        cuda.syncthreads()                          # everyone is done with the tiles: they may be overwritten"
-MISTAKES = [  # (stage, what, edits of the lab region, a phrase the grader's message must hold, or None)
+MISTAKES = [  # (stage, what, edits of the lab region, a phrase the grader's message must hold (or one of a tuple),
+              # or None when no hint names it yet)
     ("02_online_softmax", "scores scaled by 1/d instead of 1/sqrt(d)",
-     [("s = warp_sum(part) * scale", "s = warp_sum(part) / float32(d)")], "scaled by 1/d"),
+     [("s = warp_sum(part) * scale", "s = warp_sum(part) / float32(q.shape[3])")], "scaled by 1/d"),
     ("02_online_softmax", "the running max not applied to the accumulator",
      [("o[c] = o[c] * alpha + p * bf16_to_f32", "o[c] = o[c] + p * bf16_to_f32")],
      "accumulator was not rescaled when the running max grew (the output matches one key at a time)"),
@@ -131,7 +135,7 @@ MISTAKES = [  # (stage, what, edits of the lab region, a phrase the grader's mes
     ("02_online_softmax", "the row sum l not rescaled (the accumulator is)",
      [("l = l * alpha + p", "l = l + p")], None),
     ("03_tiled", "no barrier after the tile loads: the scores read a K tile others are still writing",
-     [(LOADS_DONE, "            Vs[t, c] = vx")], RACE),
+     [(LOADS_DONE, "            Vs[t, c] = vx")], RACE_OR_NAN),
     ("03_tiled", "no barrier after the tile's use: the next tile's loads overwrite K and V still being read",
      [(READS_DONE, "        pass")], RACE),
     ("03_tiled", "the tile's offset into K missing: every tile scores the first tile's K",
@@ -160,7 +164,8 @@ def test_the_grader_fails_a_learner_mistake(stage, what, edits, says, capsys, mo
     print(f"--- {what}\n{out}")
     assert "FAIL" in out or "raised an error" in out, out
     if says:
-        assert says in out, f"'{what}': the message does not say {says!r}:\n{out}"
+        assert any(s in out for s in ((says,) if isinstance(says, str) else says)), \
+            f"'{what}': the message does not say {says!r}:\n{out}"
 
 
 def test_an_unedited_copy_passes(monkeypatch):

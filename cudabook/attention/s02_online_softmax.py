@@ -71,7 +71,7 @@ def warp_sum(x):
 def attention_online(q, k, v, out, causal, scale):
     """q, out: uint16 [B, H, Nq, d]; k, v: uint16 [B, H, Nk, d] (bf16 bits); causal: bool; scale: 1 / sqrt(d).
     One warp per query row (b, h, i), rows numbered with i fastest."""
-    B, H, Nq, d = q.shape[0], q.shape[1], q.shape[2], q.shape[3]
+    B, H, Nq = q.shape[0], q.shape[1], q.shape[2]
     Nk = k.shape[2]
     lane = cuda.threadIdx.x % WARP
     row = cuda.grid(1) // WARP                  # my warp's query row, flattened

@@ -14,7 +14,9 @@ import ctypes
 import math
 import pathlib
 
-from ..gemm.s05_wgmma_tma import encoded_map, hopper_unavailable, pointer, prepare
+from .. import device
+from ..gemm import s05_wgmma_tma as _gemm05
+from ..gemm.s05_wgmma_tma import encoded_map, hopper_unavailable, prepare
 from .problem import start_launch
 
 NAME = "05_wgmma_tma"
@@ -32,6 +34,7 @@ SOURCE = KERNEL_DIR / "wgmma_tma.cu"
 KERNEL = "attention_wgmma"
 ARG_TYPES = (None, None, None, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_float)
 LOG2E = 1.4426950408889634
+COMPILE_LOG_MISTAKES = _gemm05.COMPILE_LOG_MISTAKES   # what ptxas says when wgmma accumulators are touched too early
 
 
 def source() -> str:
@@ -92,6 +95,6 @@ def launch(p, kernel=None, **params):
     kern = prepare(source() if kernel is None else kernel, SOURCE.name, KERNEL, cfg, smem,
                    include_path=[KERNEL_DIR, GEMM_DIR])
     maps = tensor_maps(B, H, Nq, Nk, d, **params)
-    args = [encoded_map(maps["q"], pointer(p.q)), encoded_map(maps["k"], pointer(p.k)),
-            encoded_map(maps["v"], pointer(p.v)), pointer(p.out), Nq, Nk, LOG2E / math.sqrt(d)]
+    args = [encoded_map(maps["q"], device.address(p.q)), encoded_map(maps["k"], device.address(p.k)),
+            encoded_map(maps["v"], device.address(p.v)), device.address(p.out), Nq, Nk, LOG2E / math.sqrt(d)]
     kern.launch((-(-Nq // (64 * cfg["WGS"])), B * H), 128 * cfg["WGS"], args, ARG_TYPES, shared=smem)

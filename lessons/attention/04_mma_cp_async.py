@@ -97,12 +97,16 @@ print("same lane for every (row, key):", np.array_equal(s_pair, a_lane))
 # registers. A's registers hold two bf16 each (halves numbered `2r`, `2r+1` below); C's are floats. The map:
 
 # %%
+keys = np.arange(16)[None, :]
+same = np.array_equal(a_reg // 2, 2 * (keys // 8) + np.hstack([c_reg, c_reg]) // 2) and \
+    np.array_equal(a_reg % 2, np.hstack([c_reg, c_reg]) % 2)
 for r in range(4):
     halves = []
     for h in range(2):
         row, key = map(int, np.argwhere((a_reg == 2 * r + h) & (a_lane == 0))[0])
         halves.append(f"c{int(c_reg[row, key % 8])} of S fragment 2ps{'+1' if key >= 8 else ''}")
     print(f"a{r} = pack_bf16x2({halves[0]}, {halves[1]})")
+print("the same map in every lane:", same)
 
 # %% [markdown]
 # which is exactly the kernel's `pa` (then, for each pair of 8-column blocks of O, one `ldmatrix.trans` of V
@@ -126,10 +130,11 @@ lesson.show_region(source, start="// The online softmax", end="o[j][2 * h + 1] *
 #
 # `mma.sync` multiplies bf16, so P must be rounded: relative error at most `2^-9` (round to nearest) on each
 # weight, in `[0, 1]`. The output is a weighted average of V's rows, so the error it can cause is about
-# `2^-9 · Σ_j w_j |v_j|` (`WV`): a bf16 step of a typical output. The checker's tolerance (see
-# `cudabook/attention/inputs.py`) allows `2^-8 (1 + 2^-8)` of WV for it: room for a kernel that truncates
-# instead of rounding, or, like this one, sums `l` from the unrounded p while the numerator uses the rounded
-# ones (the two errors do not cancel).
+# `2^-9 · Σ_j w_j |v_j|` (`WV`): about a bf16 step of a typical output. This kernel rounds to nearest and sums
+# `l` from the float p, so only the numerator changes: it is off by `Σ_j w_j δ_j v_j` with every `|δ_j| ≤ 2^-9`,
+# at most `2^-9 WV`. The checker's tolerance (see `cudabook/attention/inputs.py`) allows `2^-8 (1 + 2^-8) WV`
+# for this step: room for a kernel that truncates instead of rounding, or sums `l` from the rounded P (then the
+# errors of numerator and denominator add up).
 #
 # The same arithmetic in NumPy on a random problem (float64 except for P's rounding), the error of each output
 # in units of its WV:
@@ -155,12 +160,12 @@ ax.set_ylabel("outputs")
 ax.set_title("error from P in bf16, relative to sum_j w_j |v_j| (256 rows x 64 channels, 1024 keys)", fontsize=9)
 plt.tight_layout()
 plt.show()
-print(f"largest: 2^{np.log2(ratio.max()):.1f} of WV; median 2^{np.log2(np.median(ratio)):.1f}; the output's "
-      f"own bf16 rounding is up to 2^{np.log2(np.median(bf16_half_ulp(exact) / wv)):.1f} of WV (median)")
+print(f"error / WV: largest 2^{np.log2(ratio.max()):.1f}, median 2^{np.log2(np.median(ratio)):.1f}. For scale, half "
+      f"a bf16 step of the output (its final rounding): median 2^{np.log2(np.median(bf16_half_ulp(exact) / wv)):.1f} of WV")
 
 # %% [markdown]
-# The errors of a thousand keys have random signs and mostly cancel: the typical error is far below one
-# rounding's worth, the worst stays under it, and the tolerance covers the worst case. A Numba rung, with P in
+# The errors of a thousand keys have random signs and mostly cancel: the typical error is far below the bound,
+# and the tolerance covers the worst case. A Numba rung, with P in
 # float32, sits far inside the same tolerance; a real mistake (a wrong scale, a missing rescale) lands far
 # outside it.
 #
@@ -197,7 +202,7 @@ def ring(ax, stages, tiles=7):
     ax.set_title(f"stages = {stages}: wait_group {stages - 1} after each commit", fontsize=9)
 
 
-fig, axes = plt.subplots(1, 2, figsize=(13, 2.8), gridspec_kw={"height_ratios": [1]})
+fig, axes = plt.subplots(1, 2, figsize=(13, 2.8))
 for ax, stages in zip(axes, (2, 3)):
     ring(ax, stages)
 plt.tight_layout()
@@ -219,7 +224,7 @@ lesson.show_region(source, start="everyone is done with stage s", end="cp_async_
 #
 # With `causal=True` a block of query rows `q0 .. q0 + BQ - 1` sees keys `< q0 + BQ` only: it stops after the
 # tile holding its last row, and only the tiles that cross the diagonal pay for the mask. The blocks' work then
-# grows along the grid, from one tile to all of them. A GPU starts blocks in grid order, so the kernel runs
+# grows along the grid, from one tile to all of them. A GPU starts blocks roughly in grid order, so the kernel runs
 # them backwards (`qb = gridDim.x - 1 - blockIdx.x`): the long blocks start first and the short ones fill the
 # gaps at the end, as a greedy scheduler would want.
 
@@ -228,7 +233,7 @@ lesson.show_region(source, start="const int qb = CAUSAL", end="const int qb = CA
 lesson.show_region(source, start="// Mask:", end="if (j >= Nk || (CAUSAL")
 
 # %% [markdown]
-# How much that order matters, in a model: blocks go, in grid order, to the first free slot of an H100 (132
+# How much that order matters, in a model: blocks go, in grid order, to the first free slot of an H100 SXM (132
 # SMs, times the blocks an SM holds, from this kernel's registers and shared memory and the SM's 64 K registers
 # and 228 KB), each taking as long as its tiles. Against the same blocks run in the other order, and the ideal
 # (all work spread evenly):
@@ -253,17 +258,19 @@ N, BQ, BKV = 4096, 16 * cfg["WARPS"], cfg["BKV"]
 tiles = [-(-min(N, (qb + 1) * BQ) // BKV) for qb in range(N // BQ)]
 print(f"{per_sm} blocks an SM -> {slots} slots; a causal block does {tiles[0]} to {tiles[-1]} tiles; "
       f"all blocks together {sum(tiles) / (len(tiles) * N // BKV):.1%} of the non-causal tiles")
-for heads in (64, 4):
+for heads in (4, 8, 16, 64):
     longest_first = finish([w for _ in range(heads) for w in reversed(tiles)], slots)
     shortest_first = finish([w for _ in range(heads) for w in tiles], slots)
     ideal = heads * sum(tiles) / slots
-    print(f"B*H = {heads:2d}: longest first {longest_first / ideal:.3f} x the ideal, "
-          f"shortest first {shortest_first / ideal:.3f} x")
+    print(f"B*H = {heads:2d} ({heads * len(tiles):5,d} blocks): longest first {longest_first / ideal:.3f} x the "
+          f"ideal, shortest first {shortest_first / ideal:.3f} x")
 
 # %% [markdown]
-# With 64 heads the grid runs many rounds, and the order only shapes the last one: a small gain. With few heads
-# (or a long N and few blocks) the tail is a larger part of the time, and running the long blocks first saves
-# more. Either way the main saving is the tiles themselves: half of them are never loaded.
+# When every block fits on the GPU at once (4 heads), the order cannot matter: the time is the longest block's,
+# and only a shorter block (fewer query rows) would help. With a few rounds of blocks (8, 16 heads) running the
+# long ones first shortens the tail noticeably. At the benchmark's 64 heads the grid runs many rounds and the
+# order only shapes the last of them: a small gain. The main saving is the tiles themselves: about half of them
+# are never loaded.
 #
 # ## The machine code
 #
@@ -288,7 +295,7 @@ for d in s04.HEAD_DIMS:
 # On a GPU of compute capability 8.0 or newer the stage runs for real, on the checker's ragged cases. Without
 # one, `cudabook.emulate` runs the same C++ on the CPU: every CUDA thread a coroutine, `mma.sync` and
 # `ldmatrix` as warp operations, the copies landing as late as the waits allow. Both ways the output is judged
-# against the float64 reference; the last column is the largest error as a fraction of its tolerance.
+# against the float64 reference, and the largest error is shown as a fraction of its tolerance.
 
 # %%
 def used(got, q, k, v, causal):
@@ -314,10 +321,11 @@ else:
                         s04.launch(p, **params)
                     got, how = p.result(), "emulated"
                 else:
-                    got, how = attention.run("04_mma_cp_async", *args, **params), "GPU"
+                    q, k, v, causal = args
+                    got, how = attention.run("04_mma_cp_async", q, k, v, causal=causal, **params), "GPU"
                 verdict = attention.judge(got, *args)
-                print(f"{name:40s} {how} {str(params or 'defaults'):24s} {verdict.message.splitlines()[0][:40]:40s} "
-                      f"{used(got, *args):.2f}")
+                print(f"{name:40s} {how} {str(params or 'defaults'):24s} "
+                      + (f"right, {used(got, *args):.2f} of the tolerance" if verdict.ok else verdict.message))
     except emulate.HostCompilerMissing as e:
         print("Not emulated:", e)
 
@@ -338,7 +346,8 @@ lesson.ladder_so_far("04_mma_cp_async", peers=True, track="attention")
 # %%
 # Measured while this rung was built (H100 80GB HBM3, B=4 H=16 N=4096, CUDA events around back-to-back launches),
 # before any record existed. Shown only while results/ has no record of rung 04: a record replaces it.
-WHILE_BUILT_H100 = {"d=128": {"04": 285, "04 causal": 262, "sdpa_flash": 360, "sdpa_cudnn": 672, "sdpa_efficient": 176},
+WHILE_BUILT_H100 = {"d=128": {"04": 285, "04 causal": 262, "04 warps=8": 251, "sdpa_flash": 360, "sdpa_cudnn": 672,
+                              "sdpa_efficient": 176},
                     "d=64": {"04": 253, "04 causal": 221, "sdpa_flash": 304, "sdpa_cudnn": 476, "sdpa_efficient": 131}}
 shown = False
 for rec in results.load_all():

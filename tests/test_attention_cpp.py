@@ -1,0 +1,283 @@
+"""The attention track's CUDA C++ rungs: 04 (mma.sync, a cp.async K/V ring; sm_80+) and 05 (TMA + wgmma; sm_90a).
+
+Both compile here with the instructions they are about and without spills; rung 05's tensor maps pass the
+validator. Rung 04 runs on the CPU in the emulator (cudabook.emulate) on ragged shapes with every tile size,
+pipeline depth and warp count the tests name, against the float64 reference. Lab 04's planted mistakes fail
+with a message that points at them (in the emulator, or by the grader's reading of the text), and its solution
+passes. Lab 05 (wgmma) cannot be emulated: on a CPU the grader compiles it and says that a Hopper GPU grades
+it; on a Hopper GPU its planted mistakes fail.
+"""
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from cudabook import SIMULATOR, attention, emulate, labs, notebooks, nvrtc, tma
+from cudabook.attention import s04_mma_cp_async as s04
+from cudabook.attention import s05_wgmma_tma as s05
+
+HOST_CXX = bool(shutil.which("g++") or shutil.which("clang++") or shutil.which("c++"))
+EMULATOR = HOST_CXX and SIMULATOR         # the emulator works on the simulator's host memory
+needs_emulator = pytest.mark.skipif(not EMULATOR, reason="the emulator needs a host C++ compiler and the simulator "
+                                                         "(no GPU); a GPU runs rung 04 for real")
+
+
+def _region(module):
+    return notebooks.strip_markers(notebooks.region_source(str(module.SOURCE.relative_to(notebooks.PACKAGE))))
+
+
+# ------------------------------------------------------------------------------------ machine code
+
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_04_compiles_to_tensor_core_instructions_without_spills(d, causal):
+    cubin = s04.compile_cubin(d=d, causal=causal)
+    k = s04.KERNEL
+    assert nvrtc.sass_lines(cubin, r"HMMA\.16816\.F32\.BF16", kernel=k), "no mma.sync (HMMA) in the SASS"
+    assert nvrtc.sass_lines(cubin, r"LDSM\.16\.M88\.4", kernel=k), "no ldmatrix of Q and K (LDSM.16.M88.4)"
+    assert nvrtc.sass_lines(cubin, r"LDSM\.16\.MT88\.4", kernel=k), "no transposing ldmatrix of V (LDSM.16.MT88.4)"
+    assert nvrtc.sass_lines(cubin, r"LDGSTS", kernel=k), "no cp.async (LDGSTS)"
+    assert nvrtc.resource_usage(cubin)[k]["local"] == 0, "rung 04 spills to local memory"
+
+
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_05_compiles_to_wgmma_and_tma_without_spills(d, causal):
+    cubin = s05.compile_cubin(d=d, causal=causal)
+    k = s05.KERNEL
+    bkv = s05.config(d, causal)["BKV"]
+    hgmma = nvrtc.sass_lines(cubin, r"HGMMA", kernel=k)
+    s_ops = [i for i in hgmma if "tnspB" not in i]
+    o_ops = [i for i in hgmma if "tnspB" in i]
+    assert len(s_ops) == d // 16 and all(f"HGMMA.64x{bkv}x16.F32.BF16" in i for i in s_ops), hgmma
+    assert len(o_ops) == bkv // 16 and all(f"HGMMA.64x{d}x16.F32.BF16" in i for i in o_ops), hgmma
+    assert nvrtc.sass_lines(cubin, r"UTMALDG\.3D", kernel=k), "no 3-D TMA loads (UTMALDG.3D)"
+    assert nvrtc.resource_usage(cubin)[k]["local"] == 0, "rung 05 spills to local memory"
+
+
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("B, H, Nq, Nk", [(4, 16, 4096, 4096), (1, 3, 37, 100), (2, 1, 1, 1)])
+@pytest.mark.parametrize("params", [{}, {"bkv": 64}, {"bkv": 128, "warpgroups": 3}, {"warpgroups": 1}])
+def test_05_tensor_maps_pass_the_validator(B, H, Nq, Nk, d, params):
+    maps = s05.tensor_maps(B, H, Nq, Nk, d, **params)
+    cfg = s05.config(d, False, **params)
+    rows = {"q": 64 * cfg["WGS"], "k": cfg["BKV"], "v": cfg["BKV"]}
+    for name, args in maps.items():
+        a = dict(args)
+        assert tma.check_tiled(a.pop("dtype"), a.pop("shape"), a.pop("strides"), a.pop("box"), **a) is None
+        n = Nq if name == "q" else Nk
+        assert args["shape"] == (B * H, n, d) and args["box"] == (1, rows[name], 64), (name, args)
+        assert args["swizzle"] == "128B" and args["box"][2] * 2 == 128      # a box row = the swizzle span
+
+
+# ------------------------------------------------------------------------------------ rung 04, emulated
+
+SHAPES = {False: [(2, 1, 37, 53), (1, 2, 70, 19)],        # (B, H, Nq, Nk): ragged, Nq != Nk, both ways
+          True: [(1, 2, 45, 45), (1, 1, 18, 18)]}
+PARAMS_04 = [{},                                          # warps 4, bkv 64, stages 2
+             {"warps": 1, "bkv": 16, "stages": 3},
+             {"warps": 2, "bkv": 32, "stages": 2}]
+
+
+@needs_emulator
+@pytest.mark.parametrize("params", PARAMS_04, ids=["defaults", "w1-bkv16-s3", "w2-bkv32-s2"])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_04_is_right_in_the_emulator(d, causal, params):
+    for B, H, Nq, Nk in SHAPES[causal]:
+        args = attention.random_problem(B, H, Nq, Nk, d, causal=causal)
+        p = attention.upload(*args)
+        p.poison()
+        with emulate.emulating():
+            s04.launch(p, **params)
+        verdict = attention.judge(p.result(), *args)
+        assert verdict.ok, ((B, H, Nq, Nk, d, causal, params), verdict.message)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("params", PARAMS_04, ids=["defaults", "w1-bkv16-s3", "w2-bkv32-s2"])
+def test_04_is_right_on_a_gpu(params):
+    why = s04.unavailable()
+    if why:
+        pytest.skip(why)
+    for name, kw in attention.cases(simulator=False):
+        q, k, v, causal = attention.random_problem(**kw)
+        verdict = attention.judge(attention.run("04_mma_cp_async", q, k, v, causal=causal, **params), q, k, v, causal)
+        assert verdict.ok, (name, params, verdict.message)
+
+
+# ------------------------------------------------------------------------------------ lab 04
+
+def test_lab_04_solution_spliced_back_is_the_stage_source():
+    spliced = labs.splice("04_mma_cp_async", _region(s04), track="attention")
+    assert notebooks.strip_markers(s04.SOURCE.read_text()).split() == spliced.split()
+
+
+def _grade_04(region, capsys, text_checks=True):
+    """(passed, what the grader said): in this process where the emulator runs, else in a child process that asks
+    for the simulator (CUDABOOK_SIMULATOR=1), so that the emulator grades it on a GPU machine too."""
+    if SIMULATOR:
+        saved = s04.LAB_TEXT_MISTAKES
+        try:
+            if not text_checks:
+                s04.LAB_TEXT_MISTAKES = []
+            ok = labs.grade("04_mma_cp_async", region, track="attention")
+        finally:
+            s04.LAB_TEXT_MISTAKES = saved
+        return ok, capsys.readouterr().out
+    code = ("import sys, cudabook; from cudabook import labs; from cudabook.attention import s04_mma_cp_async as s04\n"
+            + ("" if text_checks else "s04.LAB_TEXT_MISTAKES = []\n")
+            + "ok = labs.grade('04_mma_cp_async', sys.stdin.read(), track='attention'); raise SystemExit(0 if ok else 3)")
+    done = subprocess.run([sys.executable, "-c", code], input=region, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "CUDABOOK_SIMULATOR": "1"}, cwd=pathlib.Path(__file__).parents[1])
+    return done.returncode == 0, done.stdout + done.stderr[-2000:]
+
+
+WAIT = "cp_async_wait<STAGES - 1>();"
+ISSUE = "if (t + STAGES - 1 < tiles) load_kv(t + STAGES - 1, (t + STAGES - 1) % STAGES);"
+COMMIT = "cp_async_commit();"
+# (what, [(old, new) edits of the solution region], a phrase the grader must say). The grader names each from
+# the text (LAB_TEXT_MISTAKES), before any run.
+LAB_04_TEXT_MISTAKES = [
+    ("the barrier after the wait removed", [("__syncthreads();", "")], "no __syncthreads() after cp_async_wait"),
+    ("the barrier before the wait", [("__syncthreads();", ""), (WAIT, "__syncthreads();\n" + WAIT)],
+     "no __syncthreads() after cp_async_wait"),
+    ("the copies issued into the stage being read (t % STAGES)", [("(t + STAGES - 1) % STAGES)", "t % STAGES)")],
+     "the stage this pass is about to read"),
+    ("the copies issued into slot s", [("(t + STAGES - 1) % STAGES)", "s)")], "the stage this pass is about to read"),
+    ("the commit under the if", [(f"{ISSUE}\n        {COMMIT}", "if (t + STAGES - 1 < tiles) {\n    "
+                                  "load_kv(t + STAGES - 1, (t + STAGES - 1) % STAGES);\n    cp_async_commit();\n}")],
+     "cp_async_commit() sits under an if"),
+]
+IDS_04 = [m[0][:40] for m in LAB_04_TEXT_MISTAKES]
+
+
+def _edited(region, edits, what):
+    for old, new in edits:
+        assert old in region, f"the planted mistake '{what}' no longer applies to the lab region"
+        region = region.replace(old, new, 1)
+    return region
+
+
+@pytest.mark.parametrize("what, edits, phrase", LAB_04_TEXT_MISTAKES, ids=IDS_04)
+def test_lab_04_mistakes_the_grader_reads_fail_on_any_machine(what, edits, phrase, capsys):
+    region = _edited(_region(s04), edits, what)
+    assert not labs.grade("04_mma_cp_async", region, track="attention"), f"'{what}' passed"
+    out = capsys.readouterr().out
+    assert "Not graded yet" in out and phrase in out, out
+
+
+@pytest.mark.skipif(not HOST_CXX, reason="the emulator needs a host C++ compiler")
+def test_lab_04_a_wait_one_group_too_shallow_fails_in_lazy_landing(capsys):
+    """wait_group<STAGES> leaves tile t in flight: with the copies landing as late as the waits allow (and shared
+    memory NaN until they do) the output is wrong; with them landing at once it is right, so the grader says
+    that the timing is what is wrong."""
+    region = _region(s04)
+    assert WAIT in region
+    ok, out = _grade_04(region.replace(WAIT, "cp_async_wait<STAGES>();"), capsys)
+    assert not ok, out
+    assert "copies landing at the last moment your waits allow" in out and "FAIL" in out, out
+    assert "WHEN it is read is not" in out and "a wait one group too shallow" in out, out
+
+
+@pytest.mark.skipif(not HOST_CXX, reason="the emulator needs a host C++ compiler")
+@pytest.mark.parametrize("what, edits", [m[:2] for m in LAB_04_TEXT_MISTAKES if "barrier" not in m[0]],
+                         ids=[i for i in IDS_04 if "barrier" not in i])
+def test_lab_04_the_emulator_alone_catches_the_stage_and_commit_mistakes(what, edits, capsys):
+    """Without the text checks, the run fails too (only the message is less precise). A missing barrier is the
+    exception: the emulator switches threads at every warp operation, and the first read of a tile is an
+    ldmatrix, so the other warps have usually run their own waits by then: the grader reads the text instead."""
+    ok, out = _grade_04(_edited(_region(s04), edits, what), capsys, text_checks=False)
+    assert not ok, (what, out)
+    assert "FAIL" in out, out
+
+
+@pytest.mark.skipif(SIMULATOR and not HOST_CXX, reason="no host C++ compiler for the emulator")
+def test_lab_04_the_solution_region_passes(capsys):
+    assert labs.grade("04_mma_cp_async", _region(s04), track="attention"), capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "PASS" in out and "bkv=16, stages=3" in out, out
+
+
+# ------------------------------------------------------------------------------------ lab 05 (wgmma)
+
+def test_lab_05_solution_spliced_back_is_the_stage_source():
+    spliced = labs.splice("05_wgmma_tma", _region(s05), track="attention")
+    assert notebooks.strip_markers(s05.SOURCE.read_text()).split() == spliced.split()
+
+
+# (what, old, new, a phrase the grader must say on a Hopper GPU, or None)
+LAB_05_MISTAKES = [
+    ("the scale 1/d instead of 1/sqrt(d)", "scale_log2", "(scale_log2 * rsqrtf((float)D))", "scaled by 1/d"),
+    ("O not rescaled when the running max grows",
+     "o[4 * n + 2 * h] *= alpha;\n        o[4 * n + 2 * h + 1] *= alpha;", "", "not rescaled"),
+    ("the k16 step 16 bytes instead of 32", "const uint32_t off = 32 * (kk % 4);",
+     "const uint32_t off = 16 * (kk % 4);", None),
+    ("the causal mask off by one (j >= row)", "(CAUSAL && j > r)", "(CAUSAL && j >= r)", "diagonal"),
+]
+
+
+def test_lab_05_every_planted_mistake_edits_the_region_and_compiles():
+    region = _region(s05)
+    for what, old, new, _ in LAB_05_MISTAKES:
+        assert old in region, f"the planted mistake '{what}' no longer applies to the lab region"
+        source = labs.splice("05_wgmma_tma", region.replace(old, new), track="attention")
+        assert s05.compile_cubin(arch="sm_90a", source_text=source)[:4] == b"\x7fELF", what
+
+
+def test_lab_05_without_a_hopper_gpu_compiles_and_says_a_gpu_grades_it(capsys):
+    if not attention.unavailable("05_wgmma_tma"):
+        pytest.skip("this machine runs rung 05: the Hopper test grades it for real")
+    assert not labs.grade("05_wgmma_tma", _region(s05), track="attention")
+    out = capsys.readouterr().out
+    assert "Your code compiles" in out and "cannot run it" in out and "compute capability 9.0" in out, out
+    assert "a GPU grades it" in out, out
+    assert not labs.grade("05_wgmma_tma", _region(s05).replace("wgmma_fence();", "wgmma_fence()"),
+                          track="attention")
+    assert "does not compile" in capsys.readouterr().out
+
+
+def _grade_05_elsewhere(region, tmp_path):
+    """Grade in a fresh process: a kernel that traps or faults leaves its CUDA context unusable."""
+    file = tmp_path / "region.cu"
+    file.write_text(region)
+    code = ("import pathlib, cudabook; from cudabook import labs; "
+            f"ok = labs.grade('05_wgmma_tma', pathlib.Path({str(file)!r}).read_text(), track='attention'); "
+            "raise SystemExit(0 if ok else 3)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                          cwd=pathlib.Path(__file__).parents[1])
+    return done.returncode == 0, done.stdout + done.stderr[-2000:]
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+def test_lab_05_on_a_hopper_gpu_the_solution_passes_and_each_mistake_fails(capsys, tmp_path):
+    why = attention.unavailable("05_wgmma_tma")
+    if why:
+        pytest.skip(why)
+    assert labs.grade("05_wgmma_tma", _region(s05), track="attention"), capsys.readouterr().out
+    assert "PASS" in capsys.readouterr().out
+    for what, old, new, phrase in LAB_05_MISTAKES:
+        ok, out = _grade_05_elsewhere(_region(s05).replace(old, new), tmp_path)
+        print(f"--- lab 05: {what}\n{out}")          # the messages, for whoever reads the log (pytest -s)
+        assert not ok, (what, out)
+        assert "FAIL" in out or "raised an error" in out, (what, out)
+        if phrase:
+            assert phrase in out, (what, out)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+def test_05_is_right_on_a_hopper_gpu():
+    why = s05.unavailable()
+    if why:
+        pytest.skip(why)
+    for name, kw in attention.cases(simulator=False):
+        q, k, v, causal = attention.random_problem(**kw)
+        for params in ({}, {"bkv": 64}, {"bkv": 128, "warpgroups": 1, "stages": 3}, {"warpgroups": 3}):
+            got = attention.run("05_wgmma_tma", q, k, v, causal=causal, **params)
+            verdict = attention.judge(got, q, k, v, causal)
+            assert verdict.ok, (name, params, verdict.message)
