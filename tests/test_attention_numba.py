@@ -7,7 +7,7 @@ the kernels with the region cut out; the kernels compile for a GPU without local
 
 The simulator runs every thread as a Python thread and rung 02 does five warp shuffles a key, so the planted
 mistakes are graded on a smaller version of the grader's cases (monkeypatched; the same kinds: a causal ragged
-case, then Nq != Nk over three tiles of keys). The solutions are graded on the real cases.
+case, then Nq != Nk over four tiles of keys). The solutions are graded on the real cases.
 """
 import json
 
@@ -117,8 +117,8 @@ RACE_OR_NAN = (RACE, "are NaN")
 RAGGED = "out of bounds for axis 2"      # the simulator's IndexError: a key row past Nk was read
 SMALL_CASES = [
     ("causal, ragged, d=64", dict(B=1, H=1, Nq=12, Nk=12, d=64, causal=True)),
-    ("Nq != Nk, three tiles of keys, d=128", dict(B=1, H=1, Nq=3, Nk=70, d=128)),
-]
+    ("Nq != Nk, four tiles of keys, d=128", dict(B=1, H=1, Nq=8, Nk=100, d=128)),
+]   # the second: some row's max is past the first tile but for odds of 0.32^8 (a rescale to miss)
 LOADS_DONE = "            Vs[t, c] = vx\n        cuda.syncthreads()                          # the tiles are complete"
 READS_DONE = "        cuda.syncthreads()                          # everyone is done with the tiles: they may be overwritten"
 MISTAKES = [  # (stage, what, edits of the lab region, a phrase the grader's message must hold (or one of a tuple),
