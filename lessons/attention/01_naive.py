@@ -116,11 +116,16 @@ for name, args, label in attention.grading_cases("01_naive"):
 # %%
 size = attention.bench.WORKLOADS[0]
 B, H, d = size["B"], size["H"], size["d"]
-if SIMULATOR:
-    card, card_name = 80e9, "an 80 GB card (an H100's memory, 80 x 10^9 bytes)"
-else:
+from cudabook import results
+
+if not SIMULATOR:
     card = cuda.current_context().get_memory_info()[1]
     card_name = f"this GPU ({card / 1e9:.0f} GB)"
+else:                                       # no GPU: the memory of a card in results/, or an 80 GB card
+    cards = [r["workloads"][k]["machine"] for r in results.load_all() for k in r["workloads"]
+             if r["workloads"][k].get("machine", {}).get("memory_bytes")]
+    card, card_name = ((cards[0]["memory_bytes"], f"an {cards[0]['gpu']} ({cards[0]['memory_bytes'] / 1e9:.0f} GB, "
+                        f"as recorded in results/)") if cards else (80e9, "an 80 GB card"))
 Ns = [1024 * 2 ** i for i in range(6)]                       # 1k .. 32k
 print(f"B = {B}, H = {H}, d = {d}: the benchmark's batch and heads")
 print(f"{'N':>7s} {'S (GB)':>10s} {'q, k, v, out (GB)':>18s}   fits in {card_name}?")
@@ -218,6 +223,9 @@ ax.set_title(f"{peaks['name']}: {peaks['GBps']:,.0f} GB/s; ridge at {peaks['fp32
              f"{peaks['bf16_TFLOPs'] / bw:.0f} (bf16) FLOPs/byte", fontsize=9)
 ax.legend(fontsize=7, loc="lower right")
 plt.show()
+if star:
+    roof = min(peaks["fp32_TFLOPs"], big.flops / naive_bytes * bw)
+    print(f"rung 01 measured {star:.2f} TFLOP/s: {100 * star / roof:.1f} % of its roof at that intensity")
 
 # %% [markdown]
 # Left of a ridge memory limits, right of it arithmetic. With S in memory attention sits at the CUDA cores'
@@ -225,6 +233,12 @@ plt.show()
 # ridge: **memory-bound**, whatever the arithmetic units could do. Fused, it sits far right of both ridges:
 # **compute-bound**, the tensor cores' job. That is the whole ladder: rungs 02 and 03 stop storing S, and rungs
 # 04 to 06 feed the tensor cores.
+#
+# The measured star (where results/ has one) sits far below even its own roof. The count above is the least
+# traffic seven passes over S could make; these kernels make more, and make it slowly. The softmax gives each row
+# to one thread, so the 32 threads of a warp walk 32 rows `4 · Nk` bytes apart: every load instruction touches 32
+# different memory sectors for 32 useful floats. And the scores kernel reads a whole row of q and of k for every
+# single score, `4 d` bytes (from L1 or L2) for `2 d` FLOPs.
 #
 # ## Experiment: threads a block
 #

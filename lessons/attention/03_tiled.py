@@ -239,6 +239,49 @@ for what, a, b in rows:
 record = lesson.ladder_so_far("03_tiled", peers=True, track="attention")
 
 # %% [markdown]
+# ## Compute-bound, and still far below the roof
+#
+# Fused, DRAM no longer limits this rung: it does the `N / 2` FLOPs per byte of DRAM computed above. So how close
+# does it come to what the CUDA cores can do? The same card's fp32 matrix product from cuBLAS (SGEMM, measured in
+# the GEMM track's record in `results/`) says what float32 arithmetic on CUDA cores reaches:
+
+# %%
+from cudabook import results
+
+shown = False
+for rec in results.load_all():
+    sgemm = [w["peers"]["cublas_sgemm"]["TFLOPs"] for k, w in rec["workloads"].items()
+             if k.startswith("gemm ") and w.get("peers", {}).get("cublas_sgemm", {}).get("TFLOPs")]
+    for name, w in rec["workloads"].items():
+        row = w["stages"].get("03_tiled", {})
+        if name.startswith("attention ") and row.get("TFLOPs") and sgemm:
+            shown = True
+            print(f"{rec['gpu']} · {name}: 03_tiled {row['TFLOPs']:.1f} TFLOP/s = "
+                  f"{100 * row['TFLOPs'] / sgemm[0]:.0f} % of cuBLAS's fp32 SGEMM ({sgemm[0]:.1f} TFLOP/s)")
+if not shown:
+    print("No record with both rung 03 and cuBLAS's SGEMM in results/ yet: `make bench` on a GPU measures them.")
+
+# %% [markdown]
+# Where the rest goes: inside the SM. For every multiply-add this kernel also loads from shared memory, and an
+# SM serves warp-wide shared loads several times more slowly than it issues warp-wide multiply-adds. Counted from
+# the loops above (the GPU's block of 4 rows a warp, d = 128), against the GEMM track's rung 03, whose 8 x 8
+# register blocks are what let it come near SGEMM:
+
+# %%
+from cudabook.gemm.s03_register_blocking import TM, TN
+
+R, C = 4, 128 // 32                                   # rows a warp, channels a lane (d = 128)
+print(f"shared loads per multiply-add, scores (one Ks and {R} Qs values for {R} FMAs): {(1 + R) / R:.2f}")
+print(f"shared loads per multiply-add, P V (at least {C} Vs and {R} Ps values for {R * C} FMAs): {(C + R) / (R * C):.2f}")
+print(f"GEMM rung 03 ({TM} + {TN} values for {TM} x {TN} FMAs): {(TM + TN) / (TM * TN):.2f}")
+
+# %% [markdown]
+# Add an `exp` per score, ten shuffles per row and tile, and two block barriers per tile, and a float32 rung
+# stays far below the roof. The tensor-core rungs change the arithmetic itself: `mma` instructions do a 16 x 8 x
+# 16 block of multiply-adds from registers, so loads per FLOP fall by an order of magnitude, and the FLOPs
+# themselves become cheap.
+
+# %% [markdown]
 # ## Experiment: rows a warp
 #
 # `rows_per_warp` sets how many query rows share each tile (`BQ = warps x rows_per_warp`), and so the tile's

@@ -1,0 +1,166 @@
+"""Time every lesson and every lab's solution as a learner runs them: a fresh kernel per notebook, top to bottom.
+
+    python tools/time_lessons.py --out results/timings     run them all on this machine, write
+                                                           results/timings/<gpu or cpu>.json, refresh GUIDE.md
+    python tools/time_lessons.py notebooks/gemm            only these (folders or .ipynb files), merged into
+                                                           the machine's record
+    python tools/time_lessons.py --guide                   only rewrite GUIDE.md's generated parts from the records
+
+Each notebook runs in its own kernel through nbclient (as `make workbook` runs them), or, where no Jupyter kernel
+can start, in its own Python process through tools/run_notebooks.py (--runner exec). The record keeps, per
+notebook, the wall time (what a learner waits), the CPU time of its process, whether it ran to the end, and the
+commit and date; and, for the machine, the GPU or CPU, the versions of what ran the kernels, and the load average
+(other work on the machine makes wall times longer than they would be). The compiled-kernel caches start empty
+(--warm keeps them), so the times are those of a learner's first pass.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+TIMINGS = ROOT / "results" / "timings"
+FOLDERS = ("notebooks", "solutions")         # the lessons, and the labs as their solutions run
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+def notebooks_in(args: list[str], labs: bool = False) -> list[pathlib.Path]:
+    """The notebooks named (files or folders, recursively), or every lesson and solution (and lab)."""
+    if not args:
+        args = list(FOLDERS) + (["labs"] if labs else [])
+    paths = []
+    for a in args:
+        p = (ROOT / a) if not pathlib.Path(a).is_absolute() else pathlib.Path(a)
+        paths += sorted(p.glob("*.ipynb")) + sorted(p.glob("*/*.ipynb")) if p.is_dir() else [p]
+    return [p.resolve() for p in paths if ".ipynb_checkpoints" not in p.parts]
+
+
+def cpu_name() -> str:
+    import platform
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().split("\n"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def machine() -> dict:
+    """What ran the notebooks: device.describe() (GPU or simulator, versions) and the CPU."""
+    import importlib
+    importlib.import_module("cudabook")                  # first: decides GPU or simulator before numba loads
+    from cudabook import device
+    info = device.describe()
+    info.update(cpu=cpu_name(), cores=os.cpu_count())
+    return info
+
+
+def slug(info: dict) -> str:
+    from cudabook import results
+    return results.slug(info["gpu"]) if info["gpu"] != "simulator" else "cpu_" + results.slug(info["cpu"])
+
+
+def kernel_runner() -> str:
+    """nbclient where a Jupyter kernel can start here, else plain exec (tools/run_notebooks.py)."""
+    import importlib.util
+    if not (importlib.util.find_spec("ipykernel") and importlib.util.find_spec("nbclient")):
+        return "exec"
+    try:
+        from jupyter_client.kernelspec import KernelSpecManager
+        KernelSpecManager().get_kernel_spec("python3")
+        return "nbclient"
+    except Exception:
+        return "exec"
+
+
+def run_one(path: pathlib.Path, runner: str, timeout: int) -> dict:
+    before = os.times()
+    start = time.perf_counter()
+    if runner == "nbclient":
+        from cudabook.workbook import execute
+        ok, _, err = execute(path, None, timeout)
+    else:
+        done = subprocess.run([sys.executable, str(ROOT / "tools" / "run_notebooks.py"), str(path)],
+                              capture_output=True, text=True)
+        ok, err = done.returncode == 0, "" if done.returncode == 0 else done.stdout.strip()[-300:]
+    wall = time.perf_counter() - start
+    after = os.times()
+    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    return {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "ok": ok, "error": err}
+
+
+def load() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def measure(paths, out: pathlib.Path, runner: str, timeout: int, progress=print, warm=False) -> pathlib.Path:
+    """Run and time `paths`, merging them into out/<machine>.json. Unless `warm`, the compiled-kernel caches
+    (CUDABOOK_CACHE) start empty, as on a learner's first pass: each notebook pays for the compiles that the
+    notebooks before it in the run have not already done."""
+    import tempfile
+
+    from cudabook import results
+    if not warm:
+        os.environ["CUDABOOK_CACHE"] = tempfile.mkdtemp(prefix="cudabook-cache-")
+    info = machine()
+    out.mkdir(parents=True, exist_ok=True)
+    file = out / f"{slug(info)}.json"
+    record = json.loads(file.read_text()) if file.exists() else {"notebooks": {}}
+    commit, date = results._commit(), datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    loads = [load()]
+    progress(f"timing {len(paths)} notebooks on {info['gpu'] if info['gpu'] != 'simulator' else info['cpu']} "
+             f"({runner}); record: {file.relative_to(ROOT) if file.is_relative_to(ROOT) else file}")
+    for i, path in enumerate(paths, 1):
+        name = path.relative_to(ROOT).as_posix()
+        progress(f"[{i}/{len(paths)}] {name} ...", end=" ", flush=True)
+        entry = run_one(path, runner, timeout)
+        loads.append(load())
+        entry.update(commit=commit, date=date)
+        record["notebooks"][name] = entry
+        progress(f"{'ok' if entry['ok'] else 'FAILED'} {entry['wall_s']:.0f} s (CPU {entry['cpu_s']:.0f} s)"
+                 + (f"  {entry['error']}" if entry["error"] else ""), flush=True)
+        record.update(machine=info, runner=runner, commit=commit, dirty=results._dirty(), date=date,
+                      cache="warm" if warm else "empty at the start", load_avg_1min=[x[0] for x in loads if x])
+        record["notebooks"] = dict(sorted(record["notebooks"].items()))
+        file.write_text(json.dumps(record, indent=1) + "\n")          # after each: a long run can be cut short
+    return file
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("paths", nargs="*", help="notebooks or folders (default: notebooks/ and solutions/)")
+    ap.add_argument("--out", type=pathlib.Path, default=TIMINGS, help="folder of the records (results/timings)")
+    ap.add_argument("--labs", action="store_true", help="also time the labs as handed out (their TODOs)")
+    ap.add_argument("--runner", choices=("auto", "nbclient", "exec"), default="auto")
+    ap.add_argument("--timeout", type=int, default=1800, help="seconds a cell may take")
+    ap.add_argument("--warm", action="store_true", help="keep the compiled-kernel caches as they are")
+    ap.add_argument("--guide", action="store_true", help="only regenerate GUIDE.md from the records")
+    args = ap.parse_args(argv)
+
+    from tools import guide
+    if args.guide:
+        print("GUIDE.md updated" if guide.update(timings=args.out) else "GUIDE.md already up to date")
+        return 0
+    runner = kernel_runner() if args.runner == "auto" else args.runner
+    file = measure(notebooks_in(args.paths, args.labs), args.out.resolve(), runner, args.timeout, warm=args.warm)
+    record = json.loads(file.read_text())
+    failed = [k for k, v in record["notebooks"].items() if not v["ok"]]
+    print(f"wrote {file}" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    if args.out.resolve() == TIMINGS.resolve():
+        print("GUIDE.md updated" if guide.update() else "GUIDE.md already up to date")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
