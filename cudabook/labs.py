@@ -85,7 +85,7 @@ def _grade_cuda(stage_name, region, say, track) -> bool | None:
     if why and not getattr(module, "EMULATED", False):
         say(f"Your code compiles (sm_90a cubin), but this machine cannot run it, so it is not graded: "
             f"{why.rstrip('.')}. (On a CPU the grader emulates cp.async, TMA copies, mma.sync and ldmatrix, but "
-            f"not wgmma, stmatrix or clusters, which this stage uses: a Hopper GPU grades it.)")
+            f"not wgmma, stmatrix or clusters, which this stage uses: a GPU grades it, of compute capability 9.0.)")
         return False
     if why and not SIMULATOR:
         say(f"Your code compiles (sm_90a cubin), but this GPU cannot run it, so it is not graded: {why}. The "

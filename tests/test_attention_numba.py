@@ -111,14 +111,14 @@ def test_the_solution_passes_the_grader_and_compiles_for_a_gpu(stage, capsys):
 
 RACE = "a race"
 # A missing barrier after the tile loads: scores read tile slots other warps have not written yet. Mostly the two
-# runs differ and the grader says "a race"; but the simulator's fresh shared memory often holds the NaN the output
-# was poisoned with, and then both runs give the same NaN rows and the grader can only say they are NaN.
+# runs differ and the grader says "a race"; but the simulator's fresh shared memory (memory NumPy reuses) often
+# holds NaN bit patterns, and then both runs give the same NaN rows and the grader can only say they are NaN.
 RACE_OR_NAN = (RACE, "are NaN")
 RAGGED = "out of bounds for axis 2"      # the simulator's IndexError: a key row past Nk was read
 SMALL_CASES = [
     ("causal, ragged, d=64", dict(B=1, H=1, Nq=12, Nk=12, d=64, causal=True)),
     ("Nq != Nk, four tiles of keys, d=128", dict(B=1, H=1, Nq=8, Nk=100, d=128)),
-]   # the second: some row's max is past the first tile but for odds of 0.32^8 (a rescale to miss)
+]   # the second: the odds that no row's max lies past the first tile (nothing to rescale) are 0.32^8
 LOADS_DONE = "            Vs[t, c] = vx\n        cuda.syncthreads()                          # the tiles are complete"
 READS_DONE = "        cuda.syncthreads()                          # everyone is done with the tiles: they may be overwritten"
 MISTAKES = [  # (stage, what, edits of the lab region, a phrase the grader's message must hold (or one of a tuple),

@@ -262,11 +262,13 @@ asked = 2 * B * H * seen * d * 2 + 2 * B * H * N * d * 2       # K and V rows pe
 print(f"benchmark: B={B} H={H} N={N} d={d}{' causal' if big.causal else ''}")
 print(f"minimum traffic {big.min_bytes / 1e9:8.3f} GB;  bytes the warps ask for {asked / 1e9:8.1f} GB "
       f"({asked / big.min_bytes:,.0f} x)")
-print(f"FLOPs {big.flops / 1e9:,.0f} G;  shuffles per query row: {5 * N:,} at the last row (5 a key)")
+print(f"FLOPs {big.flops / 1e9:,.0f} G;  shuffles: 5 a key, {5 * N:,} for a row that sees all {N:,} keys")
+print(f"one head's K and V: {2 * N * d * 2 / 1e6:.1f} MB")
 
 # %% [markdown]
-# The re-reads mostly hit L2, not DRAM: a head's K and V (`2 · N · d · 2` bytes) fit in L2 easily. But L2's
-# bandwidth is finite too, and five shuffles and a rescale for every key are a lot of work around each 2·d FLOPs.
+# The re-reads can come from L2 rather than DRAM: the warps running at one time serve neighbouring rows of a few
+# heads, and a head's K and V (last line) fit in an L2 cache of tens of megabytes. But L2's bandwidth is finite
+# too, and five shuffles and a rescale for every key are a lot of work around its `4 d` FLOPs.
 # Rung 03 shares each key tile among many query rows in shared memory, and rescales once per tile.
 #
 # ## How fast?
