@@ -38,6 +38,8 @@ import subprocess
 import sys
 import tempfile
 
+from .results import RecordError, read_record, require_field
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROFILES = ROOT / "results" / "profiles"
 SCHEMA = 1
@@ -593,10 +595,6 @@ def profile(track, stage, size=None, **params) -> Profile:
 
 # ------------------------------------------------------------------------------------------------------ records
 
-class RecordError(ValueError):
-    pass
-
-
 def record_path(gpu: str, track: str, folder=None) -> pathlib.Path:
     from .results import slug
     return pathlib.Path(folder or PROFILES) / f"{slug(gpu)}_{track}.json"
@@ -637,12 +635,7 @@ def new_record(track: str, *, ncu_version=None, machine=None) -> dict:
 def validate_record(record, where="record") -> dict:
     """Raise RecordError naming the file and the missing or malformed field."""
     def need(obj, key, kind, at=""):
-        if not isinstance(obj, dict) or key not in obj:
-            raise RecordError(f"{where}: missing field {at}{key}")
-        if not isinstance(obj[key], kind):
-            raise RecordError(f"{where}: field {at}{key} should be {getattr(kind, '__name__', kind)}, "
-                              f"got {type(obj[key]).__name__}")
-        return obj[key]
+        return require_field(where, obj, key, kind, at)
 
     if need(record, "kind", str) != "ncu profile":
         raise RecordError(f"{where}: kind is {record['kind']!r}, not 'ncu profile'")
@@ -679,12 +672,7 @@ def save_record(record, folder=None) -> pathlib.Path:
 
 
 def load_record(path) -> dict:
-    path = pathlib.Path(path)
-    try:
-        record = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise RecordError(f"{path.name}: not valid JSON ({e})") from None
-    return validate_record(record, path.name)
+    return read_record(path, validate_record)
 
 
 def load_records(track, folder=None) -> list[dict]:

@@ -240,15 +240,30 @@ def _with_pedigree(w, record):
     return w
 
 
+def require_field(where, obj, key, kind, at=""):
+    """obj[key] if it is there and of `kind`; else RecordError naming the file (`where`) and the field."""
+    if not isinstance(obj, dict) or key not in obj:
+        raise RecordError(f"{where}: missing field {at}{key}")
+    if not isinstance(obj[key], kind):
+        raise RecordError(f"{where}: field {at}{key} should be {getattr(kind, '__name__', kind)}, "
+                          f"got {type(obj[key]).__name__}")
+    return obj[key]
+
+
+def read_record(path, check) -> dict:
+    """A JSON record from `path`, passed through check(record, file name) (RecordError when it is not JSON)."""
+    path = pathlib.Path(path)
+    try:
+        record = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise RecordError(f"{path.name}: not valid JSON ({e})") from None
+    return check(record, path.name)
+
+
 def validate(record, where) -> dict:
     """Raise RecordError naming the file and the missing or malformed field."""
     def need(obj, key, kind, at):
-        if not isinstance(obj, dict) or key not in obj:
-            raise RecordError(f"{where}: missing field {at}{key}")
-        if not isinstance(obj[key], kind):
-            raise RecordError(f"{where}: field {at}{key} should be {getattr(kind, '__name__', kind)}, "
-                              f"got {type(obj[key]).__name__}")
-        return obj[key]
+        return require_field(where, obj, key, kind, at)
 
     need(record, "gpu", str, "")
     if "copy_GBps" in record:
@@ -281,12 +296,7 @@ def validate(record, where) -> dict:
 
 
 def load(path) -> dict:
-    path = pathlib.Path(path)
-    try:
-        record = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise RecordError(f"{path.name}: not valid JSON ({e})") from None
-    return validate(record, path.name)
+    return read_record(path, validate)
 
 
 def load_all(folder=RESULTS) -> list[dict]:

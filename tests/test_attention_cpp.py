@@ -58,6 +58,29 @@ def test_05_compiles_to_wgmma_and_tma_without_spills(d, causal):
     assert nvrtc.resource_usage(cubin)[k]["local"] == 0, "rung 05 spills to local memory"
 
 
+@pytest.mark.parametrize("module, params, rule", [
+    (s04, dict(d=96), "d must be one of 64, 128, got 96"),
+    (s04, dict(d=64, warps=3), "warps must be 1, 2, 4 or 8"),
+    (s04, dict(d=64, bkv=24), "bkv .keys a tile. must be a multiple of 16"),
+    (s04, dict(d=128, stages=1), "stages must be 2, 3 or 4"),
+    (s05, dict(d=32), "d must be one of 64, 128, got 32"),
+    (s05, dict(d=64, bkv=32), "bkv must be 64 or 128"),
+    (s05, dict(d=128, warpgroups=4), "warpgroups must be 1, 2 or 3"),
+    (s05, dict(d=128, stages=0), "stages must be 1 to 4"),
+])
+def test_bad_constants_are_refused_with_the_rule(module, params, rule):
+    d = params.pop("d")
+    with pytest.raises(ValueError, match=rule):
+        module.config(d, False, **params)
+
+
+def test_an_unknown_parameter_is_named():
+    q, k, v, causal = attention.random_problem(1, 1, 3, 3, 64)
+    for stage in ("04", "05"):
+        with pytest.raises(TypeError, match="'tile'"):
+            attention.stage(stage).launch(attention.upload(q, k, v, causal), tile=3)
+
+
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("B, H, Nq, Nk", [(4, 16, 4096, 4096), (1, 3, 37, 100), (2, 1, 1, 1)])
 @pytest.mark.parametrize("params", [{}, {"bkv": 64}, {"bkv": 128, "warpgroups": 3}, {"warpgroups": 1}])

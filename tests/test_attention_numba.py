@@ -133,7 +133,7 @@ MISTAKES = [  # (stage, what, edits of the lab region, a phrase the grader's mes
     ("02_online_softmax", "the causal mask off by one (keys j < i)",
      [("last = i + 1 if causal else Nk", "last = i if causal else Nk")], "hides the diagonal"),
     ("02_online_softmax", "the row sum l not rescaled (the accumulator is)",
-     [("l = l * alpha + p", "l = l + p")], None),
+     [("l = l * alpha + p", "l = l + p")], "the row sum l was not rescaled (the accumulator was)"),
     ("03_tiled", "no barrier after the tile loads: the scores read a K tile others are still writing",
      [(LOADS_DONE, "            Vs[t, c] = vx")], RACE_OR_NAN),
     ("03_tiled", "no barrier after the tile's use: the next tile's loads overwrite K and V still being read",

@@ -225,7 +225,7 @@ def flash32(q, k, v, causal, *, tile=16, round_p=True, exp2=False, bug=None, arg
             alpha = expf(m - m_new)
             p = expf(s - m_new)
         alpha = np.where(np.isnan(alpha), F32(0), alpha) if bug != "no max" else F32(1)
-        l = (l if bug == "norescale both" else l * alpha) + p.sum(axis=-1, keepdims=True, dtype=F32)
+        l = (l if bug in ("norescale both", "norescale l") else l * alpha) + p.sum(axis=-1, keepdims=True, dtype=F32)
         pb = bf16(p) if round_p else p
         with np.errstate(invalid="ignore", over="ignore"):
             acc = (acc if bug in ("norescale", "norescale both") else acc * alpha) + pb @ v[:, :, keys]
@@ -291,6 +291,7 @@ MISTAKES = [  # (planted bug, its argument, the case, words the hint must contai
     ("norescale", None, dict(tile=64, Nk=200, causal=False), "the accumulator was not rescaled"),
     ("norescale", None, dict(tile=1), "(the output matches one key at a time)"),
     ("norescale both", None, dict(tile=32), "neither the accumulator nor the row sum l was rescaled"),
+    ("norescale l", None, dict(tile=16), "the row sum l was not rescaled (the accumulator was)"),
     ("stale previous", None, dict(tile=16), "the previous tile's K"),
     ("stale previous", None, dict(tile=64, Nq=150, Nk=150), "each tile of 64 keys was scored with the previous"),
     ("stale first", None, dict(tile=32), "the first tile's K"),
@@ -381,7 +382,8 @@ def test_grading_cases_are_fresh_and_cover_the_edges():
     assert any(np.abs(q.astype(F32)).max() > 8 for _, (q, *_), _ in c1)     # a case that needs the max
     for sim in (True, False):
         for name, kw in checking.cases(sim):
-            assert kw["B"] * kw["H"] <= (2 if sim else 6) and (max(kw["Nq"], kw["Nk"]) <= 40 or not sim), name
+            assert kw["B"] * kw["H"] <= (2 if sim else 6) and (kw["Nq"] * kw["Nk"] <= 40 * 40 or not sim), name
+    assert any(kw["Nk"] > 3 * 32 for _, kw in checking.cases(True))        # tiles of 32 keys: more than three
 
 
 # ------------------------------------------------------------------------------------ rung 01

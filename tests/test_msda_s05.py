@@ -80,3 +80,6 @@ def test_bad_sizes_are_refused_with_the_rule():
         s05.config(32, 9, 4)
     with pytest.raises(ValueError, match="threads"):
         s05.config(32, 4, 4, threads=100)
+    with pytest.raises(ValueError, match="vectors .16-byte vectors a lane. must be 1, 2 or 4, got 3"):
+        s05.config(32, 4, 4, vectors=3)
+    assert s05.group_lanes(32, 2) == 2 and s05.group_lanes(40, 2) == 4 and s05.group_lanes(128, 4) == 4

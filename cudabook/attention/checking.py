@@ -31,6 +31,7 @@ _CASES_SIM = [
     ("one key, d=64", dict(B=2, H=1, Nq=5, Nk=1, d=64)),
     ("large scores (spread 4), causal, d=128", dict(B=1, H=1, Nq=21, Nk=21, d=128, causal=True, spread=4.0)),
     ("more queries than keys, d=64", dict(B=1, H=2, Nq=24, Nk=17, d=64)),
+    ("many key tiles, d=64", dict(B=1, H=1, Nq=8, Nk=100, d=64)),      # a stale or unrescaled tile shows
 ]
 _CASES_GPU = [
     ("causal, ragged, d=128", dict(B=2, H=2, Nq=333, Nk=333, d=128, causal=True)),
@@ -178,7 +179,7 @@ def mistake(inputs, kind, arg=None, *, v=None):
                   arg 0 on a problem that is not causal: a causal mask where none belongs
         nodiv     no final division by the row sum
         norescale online softmax over key tiles of arg[0] keys whose accumulator is not rescaled when the max
-                  grows (arg[1] == "both": nor is the row sum l)
+                  grows (arg[1] == "both": nor is the row sum l; "l": the row sum only, the accumulator is)
         stale     key tile t (tiles of arg[0]) scores K's rows of tile t - 1 (arg[1] == "previous") or of
                   tile 0 ("first")
         axis      the softmax over the queries (each column of S) instead of the keys
@@ -208,13 +209,16 @@ def mistake(inputs, kind, arg=None, *, v=None):
         if kind == "nodiv":
             w = np.exp(s - s.max(axis=-1, keepdims=True))
         else:
-            tile, both = arg[0], arg[1] == "both"
+            tile, which = arg
             best = np.maximum.accumulate(s, axis=-1)             # the running max after each key
             ends = np.minimum((np.arange(Nk) // tile + 1) * tile, Nk) - 1
             with np.errstate(invalid="ignore"):
                 stale = np.nan_to_num(np.exp(s - best[..., ends]), nan=0.0)   # each key against its tile's max
                 right = np.exp(s - best[..., -1:])                            # against the final max
-                w = stale / (stale if both else right).sum(axis=-1, keepdims=True)
+                if which == "l":                                              # o right, l stale
+                    w = right / stale.sum(axis=-1, keepdims=True)
+                else:
+                    w = stale / (stale if which == "both" else right).sum(axis=-1, keepdims=True)
     else:
         w = _weights(s, seen)
     B, H = np.shape(inputs[0])[:2]
@@ -245,13 +249,13 @@ def _variants(inputs):
                                "every key"))
     out.append(("nodiv", None, "the output was not divided by the row sum: out = (sum_j p_j v_j) / l, with "
                                "p_j = exp(s_j - m) and l = sum_j p_j"))
-    for both in ("acc", "both"):
+    for which, what in (("acc", "the accumulator was not rescaled"),
+                        ("both", "neither the accumulator nor the row sum l was rescaled"),
+                        ("l", "the row sum l was not rescaled (the accumulator was)")):
         for tile in _TILES:
             if tile < Nk:
                 tiles = "one key at a time" if tile == 1 else f"key tiles of {tile}"
-                what = ("the accumulator was not rescaled" if both == "acc"
-                        else "neither the accumulator nor the row sum l was rescaled")
-                out.append(("norescale", (tile, both),
+                out.append(("norescale", (tile, which),
                             f"{what} when the running max grew (the output matches {tiles}): when m_new > m_old, "
                             f"multiply o and l by alpha = exp(m_old - m_new) before adding the new keys"))
     for which in ("previous", "first"):

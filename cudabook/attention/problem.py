@@ -40,6 +40,11 @@ class Problem:
         return 1.0 / math.sqrt(self.dims[4])
 
     @property
+    def scale_log2(self) -> float:
+        """scale * log2(e): what the C++ rungs multiply q . k by, so that their softmax runs in base 2 (exp2)."""
+        return self.scale / math.log(2.0)
+
+    @property
     def flops(self) -> int:
         """4 B H Nq Nk d (two matrix products of 2 Nq Nk d each per head), half of that when causal: the count
         the benchmark divides by the time (masked work does not count)."""

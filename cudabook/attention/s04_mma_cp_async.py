@@ -12,11 +12,10 @@ The tensor-core pieces (cp.async, ldmatrix, mma.sync) are the GEMM track's, one 
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import math
 import pathlib
 
 from .. import device, nvrtc
+from ..gemm.s05_wgmma_tma import prepare
 from .problem import start_launch
 
 NAME = "04_mma_cp_async"
@@ -57,7 +56,6 @@ GEMM_DIR = pathlib.Path(__file__).parents[1] / "gemm" / "kernels"      # mma_syn
 SOURCE = KERNEL_DIR / "flash_mma.cu"
 KERNEL = "attention_mma"
 ARG_TYPES = (ctypes.c_void_p,) * 4 + (ctypes.c_int,) * 2 + (ctypes.c_float,)
-LOG2E = 1.4426950408889634
 
 
 def source() -> str:
@@ -99,25 +97,6 @@ def compile_cubin(arch: str | None = "sm_90a", d: int = 128, causal: bool = Fals
                          include_path=[KERNEL_DIR, GEMM_DIR], defines=cfg)
 
 
-_prepared: dict = {}
-
-
-def _prepare(text: str, cfg: dict):
-    key = (hashlib.sha256(text.encode()).hexdigest(), tuple(sorted(cfg.items())), id(device.gpu()))
-    if key not in _prepared:
-        smem = smem_bytes(cfg)
-        gpu = device.gpu()
-        if smem > gpu.smem_per_block_optin:
-            raise ValueError(f"{NAME}: {cfg['STAGES']} stages of {cfg['BKV']}-key tiles at d = {cfg['D']} need "
-                             f"{smem:,} bytes of shared memory a block and this GPU allows "
-                             f"{gpu.smem_per_block_optin:,}: fewer stages or a smaller bkv")
-        cubin = nvrtc.compile(text, name="flash_mma.cu", include_path=[KERNEL_DIR, GEMM_DIR], defines=cfg)
-        kern = nvrtc.load(cubin, KERNEL)
-        kern.set_max_dynamic_shared(smem)
-        _prepared[key] = (kern, smem)
-    return _prepared[key]
-
-
 def launch(p, kernel=None, **params):
     """Enqueue 04 on the legacy default stream. `kernel`: CUDA C++ source text to use instead of
     kernels/flash_mma.cu (a learner's version, with the same kernel name)."""
@@ -126,13 +105,10 @@ def launch(p, kernel=None, **params):
         return
     B, H, Nq, Nk, d = p.shape
     cfg = config(d, p.causal, **params)
-    kern, smem = _prepare(nvrtc.kernel_text(kernel, SOURCE, NAME), cfg)
+    smem = smem_bytes(cfg)
+    kern = prepare(nvrtc.kernel_text(kernel, SOURCE, NAME), SOURCE.name, KERNEL, cfg, smem,
+                   include_path=[KERNEL_DIR, GEMM_DIR])
     grid = (-(-Nq // (16 * cfg["WARPS"])), B * H)
     args = [device.address(p.q), device.address(p.k), device.address(p.v), device.address(p.out), Nq, Nk,
-            p.scale * LOG2E]
+            p.scale_log2]
     kern.launch(grid, 32 * cfg["WARPS"], args, ARG_TYPES, shared=smem)
-
-
-def scale_log2(d: int) -> float:
-    """What the kernel multiplies q . k by: 1 / sqrt(d) * log2(e) (the softmax in base 2)."""
-    return LOG2E / math.sqrt(d)

@@ -11,10 +11,9 @@ The wgmma, TMA and mbarrier pieces are the GEMM track's (gemm/kernels/hopper.cuh
 from __future__ import annotations
 
 import ctypes
-import math
 import pathlib
 
-from .. import device
+from .. import device, nvrtc
 from ..gemm import s05_wgmma_tma as _gemm05
 from ..gemm.s05_wgmma_tma import encoded_map, hopper_unavailable, prepare
 from .problem import start_launch
@@ -33,12 +32,10 @@ GEMM_DIR = pathlib.Path(__file__).parents[1] / "gemm" / "kernels"
 SOURCE = KERNEL_DIR / "wgmma_tma.cu"
 KERNEL = "attention_wgmma"
 ARG_TYPES = (None, None, None, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_float)
-LOG2E = 1.4426950408889634
 COMPILE_LOG_MISTAKES = _gemm05.COMPILE_LOG_MISTAKES   # what ptxas says when wgmma accumulators are touched too early
 
 
 def source() -> str:
-    from .. import nvrtc
     return nvrtc.source_text(SOURCE)
 
 
@@ -77,7 +74,6 @@ def tensor_maps(B, H, Nq, Nk, d, **params) -> dict:
 
 
 def compile_cubin(arch="sm_90a", d: int = 128, causal: bool = False, source_text=None, **params) -> bytes:
-    from .. import nvrtc
     cfg = config(d, causal, **params)
     return nvrtc.compile(source() if source_text is None else source_text, arch=arch, name=SOURCE.name,
                          include_path=[KERNEL_DIR, GEMM_DIR], defines=cfg)
@@ -96,5 +92,5 @@ def launch(p, kernel=None, **params):
                    include_path=[KERNEL_DIR, GEMM_DIR])
     maps = tensor_maps(B, H, Nq, Nk, d, **params)
     args = [encoded_map(maps["q"], device.address(p.q)), encoded_map(maps["k"], device.address(p.k)),
-            encoded_map(maps["v"], device.address(p.v)), device.address(p.out), Nq, Nk, LOG2E / math.sqrt(d)]
+            encoded_map(maps["v"], device.address(p.v)), device.address(p.out), Nq, Nk, p.scale_log2]
     kern.launch((-(-Nq // (64 * cfg["WGS"])), B * H), 128 * cfg["WGS"], args, ARG_TYPES, shared=smem)

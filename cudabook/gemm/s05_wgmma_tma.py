@@ -143,7 +143,7 @@ def prepare(text: str, name: str, kernel_name: str, defines: dict, smem: int, in
     """(Kernel, smem bytes): compiled, loaded and allowed its dynamic shared memory; cached per source and
     constants."""
     key = (hashlib.sha256(text.encode()).hexdigest(), kernel_name, tuple(sorted(defines.items())),
-           tuple(map(str, include_path)))
+           tuple(map(str, include_path)), id(device.gpu()))      # the GPU, or an emulator's session
     if key not in _prepared:
         g = device.gpu()
         if smem > g.smem_per_block_optin:

@@ -18,21 +18,10 @@
 // Compile-time constants (NVRTC -D): D (64 or 128), WARPS (query rows = 16 * WARPS), BKV (keys a tile, a
 // multiple of 16), STAGES (K/V tiles in the ring, at least 2), CAUSAL (0/1).
 #include "mma_sync.cuh"
+#include "attention.cuh"    // D, BKV, STAGES, CAUSAL, NEG_INF, quad_max, quad_sum
 
-#ifndef D
-#define D 128
-#endif
 #ifndef WARPS
 #define WARPS 4
-#endif
-#ifndef BKV
-#define BKV 64
-#endif
-#ifndef STAGES
-#define STAGES 2
-#endif
-#ifndef CAUSAL
-#define CAUSAL 0
 #endif
 
 constexpr int NT = 32 * WARPS;                    // threads a block
@@ -46,9 +35,6 @@ constexpr int TILE_BYTES = BKV * D * 2;           // one K or V tile
 constexpr int Q_BYTES = BQ * D * 2;
 constexpr int SMEM_BYTES = Q_BYTES + STAGES * 2 * TILE_BYTES;   // the host asks for exactly this much
 
-#define NEG_INF __int_as_float(0xff800000u)      // -infinity (NVRTC has no math.h)
-
-static_assert(D == 64 || D == 128, "D: 64 or 128");
 static_assert(BKV % 16 == 0 && BKV >= 16, "BKV: a multiple of 16");
 static_assert(STAGES >= 2, "a ring of at least two tiles");
 
@@ -67,15 +53,6 @@ __device__ __forceinline__ void load_tile(u32 dst, const u16* __restrict__ src, 
         const bool in = row < valid;
         cp_async16(dst + swz(row, ch), in ? src + (size_t)row * D + ch * 8 : src, in ? 16 : 0);
     }
-}
-
-__device__ __forceinline__ float quad_max(float x) {
-    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-    x += __shfl_xor_sync(0xffffffffu, x, 1);
-    return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
 extern "C" __global__ void __launch_bounds__(NT)

@@ -18,21 +18,10 @@
 // TMA zero-fills rows past Nq and Nk; keys past Nk (and, when CAUSAL, after the query) get s = -inf.
 // Compile-time constants (NVRTC -D): D (64 or 128), WGS (warpgroups), BKV (64 or 128), STAGES, CAUSAL.
 #include "hopper.cuh"
+#include "attention.cuh"    // D, BKV, STAGES, CAUSAL, NEG_INF, quad_max, quad_sum
 
-#ifndef D
-#define D 128
-#endif
 #ifndef WGS
 #define WGS 2
-#endif
-#ifndef BKV
-#define BKV 64
-#endif
-#ifndef STAGES
-#define STAGES 2
-#endif
-#ifndef CAUSAL
-#define CAUSAL 0
 #endif
 
 constexpr int NT = 128 * WGS;
@@ -46,20 +35,8 @@ constexpr int SMEM_BYTES = 1024 + Q_BYTES + STAGES * STAGE_BYTES + 8 * (STAGES +
 constexpr int NS = BKV / 8;                        // n8 column blocks of S
 constexpr int NO = D / 8;                          // n8 column blocks of O
 
-#define NEG_INF __int_as_float(0xff800000u)
-
-static_assert(D == 64 || D == 128, "D: 64 or 128");
 static_assert(BKV == 64 || BKV == 128, "BKV: 64 or 128 (a wgmma N)");
 static_assert(STAGES >= 1, "at least one stage");
-
-__device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
 
 extern "C" __global__ void __launch_bounds__(NT, 1)
 attention_wgmma(const __grid_constant__ TmaDesc map_q, const __grid_constant__ TmaDesc map_k,
