@@ -1,4 +1,5 @@
-"""The attention track's CUDA C++ rungs: 04 (mma.sync, a cp.async K/V ring; sm_80+) and 05 (TMA + wgmma; sm_90a).
+"""The attention track's CUDA C++ rungs: 04 (mma.sync, a cp.async K/V ring; sm_80+), 05 (TMA + wgmma; sm_90a) and
+06 (a producer warpgroup, consumers in ping-pong; sm_90a).
 
 Both compile here with the instructions they are about and without spills; rung 05's tensor maps pass the
 validator. Rung 04 runs on the CPU in the emulator (cudabook.emulate) on ragged shapes with every tile size,
@@ -18,6 +19,7 @@ import pytest
 from cudabook import SIMULATOR, attention, emulate, labs, notebooks, nvrtc, tma
 from cudabook.attention import s04_mma_cp_async as s04
 from cudabook.attention import s05_wgmma_tma as s05
+from cudabook.attention import s06_warp_specialized as s06
 
 HOST_CXX = bool(shutil.which("g++") or shutil.which("clang++") or shutil.which("c++"))
 EMULATOR = HOST_CXX and SIMULATOR         # the emulator works on the simulator's host memory
@@ -58,6 +60,29 @@ def test_05_compiles_to_wgmma_and_tma_without_spills(d, causal):
     assert nvrtc.resource_usage(cubin)[k]["local"] == 0, "rung 05 spills to local memory"
 
 
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("overlap", [True, False])
+def test_06_compiles_to_warp_specialised_wgmma_without_spills(d, causal, overlap):
+    cubin = s06.compile_cubin(d=d, causal=causal, overlap=overlap)
+    k = s06.KERNEL
+    bkv = s06.config(d, causal)["BKV"]
+    hgmma = nvrtc.sass_lines(cubin, r"HGMMA", kernel=k)
+    s_ops = [i for i in hgmma if "tnspB" not in i]
+    o_ops = [i for i in hgmma if "tnspB" in i]
+    # S_0 on its own, S_t beside P_{t-1} V_{t-1} in the loop over unmasked tiles and again in the loop over
+    # masked ones, then the last P V: each product three times
+    assert len(s_ops) == 3 * d // 16 and all(f"HGMMA.64x{bkv}x16.F32.BF16" in i for i in s_ops), hgmma
+    assert len(o_ops) == 3 * bkv // 16 and all(f"HGMMA.64x{d}x16.F32.BF16" in i for i in o_ops), hgmma
+    assert nvrtc.sass_lines(cubin, r"UTMALDG\.3D", kernel=k), "no 3-D TMA loads (UTMALDG.3D)"
+    regs = nvrtc.sass_lines(cubin, r"USETMAXREG", kernel=k)
+    assert any("DEALLOC" in i for i in regs) and any("ALLOC" in i and "DEALLOC" not in i for i in regs), regs
+    assert nvrtc.sass_lines(cubin, r"BAR\.ARV", kernel=k), "no named-barrier arrive (the ping-pong hand-over)"
+    assert nvrtc.resource_usage(cubin)[k]["local"] == 0 and nvrtc.resource_usage(cubin)[k]["stack"] == 0, \
+        "rung 06 spills to local memory"
+    assert "serialized" not in nvrtc.compile_log(cubin), nvrtc.compile_log(cubin)
+
+
 @pytest.mark.parametrize("module, params, rule", [
     (s04, dict(d=96), "d must be one of 64, 128, got 96"),
     (s04, dict(d=64, warps=3), "warps must be 1, 2, 4 or 8"),
@@ -67,6 +92,12 @@ def test_05_compiles_to_wgmma_and_tma_without_spills(d, causal):
     (s05, dict(d=64, bkv=32), "bkv must be 64 or 128"),
     (s05, dict(d=128, warpgroups=4), "warpgroups must be 1, 2 or 3"),
     (s05, dict(d=128, stages=0), "stages must be 1 to 4"),
+    (s06, dict(d=96), "d must be one of 64, 128, got 96"),
+    (s06, dict(d=128, consumers=3), "consumers must be 1 or 2"),
+    (s06, dict(d=128, bkv=96), "bkv must be 64 or 128"),
+    (s06, dict(d=64, stages=5), "stages must be 1 to 4"),
+    (s06, dict(d=64, pingpong=1), "pingpong must be True or False"),
+    (s06, dict(d=64, overlap="yes"), "overlap must be True or False"),
 ])
 def test_bad_constants_are_refused_with_the_rule(module, params, rule):
     d = params.pop("d")
@@ -76,7 +107,7 @@ def test_bad_constants_are_refused_with_the_rule(module, params, rule):
 
 def test_an_unknown_parameter_is_named():
     q, k, v, causal = attention.random_problem(1, 1, 3, 3, 64)
-    for stage in ("04", "05"):
+    for stage in ("04", "05", "06"):
         with pytest.raises(TypeError, match="'tile'"):
             attention.stage(stage).launch(attention.upload(q, k, v, causal), tile=3)
 
@@ -302,5 +333,20 @@ def test_05_is_right_on_a_hopper_gpu():
         q, k, v, causal = attention.random_problem(**kw)
         for params in ({}, {"bkv": 64}, {"bkv": 128, "warpgroups": 1, "stages": 3}, {"warpgroups": 3}):
             got = attention.run("05_wgmma_tma", q, k, v, causal=causal, **params)
+            verdict = attention.judge(got, q, k, v, causal)
+            assert verdict.ok, (name, params, verdict.message)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+def test_06_is_right_on_a_hopper_gpu():
+    why = s06.unavailable()
+    if why:
+        pytest.skip(why)
+    for name, kw in attention.cases(simulator=False):
+        q, k, v, causal = attention.random_problem(**kw)
+        for params in ({}, {"bkv": 64}, {"pingpong": False}, {"overlap": False}, {"consumers": 1, "stages": 1},
+                       {"stages": 3, "bkv": 64}):
+            got = attention.run("06_warp_specialized", q, k, v, causal=causal, **params)
             verdict = attention.judge(got, q, k, v, causal)
             assert verdict.ok, (name, params, verdict.message)

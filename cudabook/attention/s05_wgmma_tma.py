@@ -85,12 +85,16 @@ def launch(p, kernel=None, **params):
     params = start_launch(p, NAME, PARAMS, params, unavailable(), HEAD_DIMS)
     if params is None:
         return
+    cfg = config(p.shape[-1], p.causal, **params)
+    launch_tma(p, source() if kernel is None else kernel, SOURCE.name, KERNEL, cfg, smem_bytes(cfg),
+               tensor_maps(*p.shape, **params), rows=64 * cfg["WGS"], threads=128 * cfg["WGS"])
+
+
+def launch_tma(p, text, name, kernel_name, cfg, smem, maps, *, rows, threads):
+    """Compile (cached), encode the q, k, v tensor maps and launch one block per `rows` queries of each head:
+    what rungs 05 and 06 launch the same way."""
     B, H, Nq, Nk, d = p.shape
-    cfg = config(d, p.causal, **params)
-    smem = smem_bytes(cfg)
-    kern = prepare(source() if kernel is None else kernel, SOURCE.name, KERNEL, cfg, smem,
-                   include_path=[KERNEL_DIR, GEMM_DIR])
-    maps = tensor_maps(B, H, Nq, Nk, d, **params)
+    kern = prepare(text, name, kernel_name, cfg, smem, include_path=[KERNEL_DIR, GEMM_DIR])
     args = [encoded_map(maps["q"], device.address(p.q)), encoded_map(maps["k"], device.address(p.k)),
             encoded_map(maps["v"], device.address(p.v)), device.address(p.out), Nq, Nk, p.scale_log2]
-    kern.launch((-(-Nq // (64 * cfg["WGS"])), B * H), 128 * cfg["WGS"], args, ARG_TYPES, shared=smem)
+    kern.launch((-(-Nq // rows), B * H), threads, args, ARG_TYPES, shared=smem)

@@ -164,6 +164,10 @@ __device__ __forceinline__ void fence_proxy_async() {
 __device__ __forceinline__ void named_barrier(uint32_t id, uint32_t count) {
   asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(count) : "memory");
 }
+// Count this thread's arrival at named barrier `id` and go on without waiting (the other side bar.syncs).
+__device__ __forceinline__ void named_arrive(uint32_t id, uint32_t count) {
+  asm volatile("bar.arrive %0, %1;" :: "r"(id), "r"(count) : "memory");
+}
 
 // ------------------------------------------------------------------------------------------------ WGMMA
 

@@ -1,0 +1,94 @@
+"""06 Warp specialisation and overlap (CUDA C++, sm_90a): a producer warpgroup, consumers in ping-pong.
+
+The kernel is kernels/warp_specialized.cu (read its header comment). Rung 05's pieces (the same tensor maps,
+wgmma shapes and online softmax), rearranged so that nothing waits that need not:
+  - one producer warpgroup (one thread) keeps rings of K and V tiles full, each tile with a "full" and an
+    "empty" mbarrier, and gives its registers to the consumers (setmaxnreg);
+  - each consumer warpgroup issues S_t = Q K_tᵀ and O += P_{t-1} V_{t-1} together and runs the softmax of S_t
+    while P V is still on the tensor cores;
+  - with two consumers, two named barriers make them take turns at the tensor cores (ping-pong): one's
+    softmax runs under the other's wgmmas.
+A causal block stops after its last visible key tile (the tiles above the diagonal are never loaded).
+"""
+from __future__ import annotations
+
+from .. import nvrtc
+from ..gemm.s05_wgmma_tma import hopper_unavailable
+from . import s05_wgmma_tma as _s05
+from .problem import start_launch
+
+NAME = "06_warp_specialized"
+TITLE = "a producer warpgroup and two consumers in ping-pong (C++, sm_90a)"
+PARAMS = {
+    "consumers": 2,      # consumer warpgroups a block; each owns 64 query rows
+    "bkv": 128,          # keys a tile: 64 or 128 (H100, B=4 H=16 N=4096, non-causal: d=128 64 -> 515,
+                         # 128 -> 632 TFLOP/s; d=64 337 and 428; tools/sweep_attention.py)
+    "stages": 2,         # K tiles (and V tiles) in the TMA rings
+    "pingpong": True,    # two consumers take turns at the tensor cores (named barriers)
+    "overlap": True,     # S_t and P_{t-1} V_{t-1} in flight together, the softmax of S_t under P V
+}
+HEAD_DIMS = _s05.HEAD_DIMS
+KERNEL_DIR = _s05.KERNEL_DIR
+GEMM_DIR = _s05.GEMM_DIR
+SOURCE = KERNEL_DIR / "warp_specialized.cu"
+KERNEL = "attention_warp_specialized"
+ARG_TYPES = _s05.ARG_TYPES
+COMPILE_LOG_MISTAKES = _s05.COMPILE_LOG_MISTAKES
+
+
+def source() -> str:
+    return nvrtc.source_text(SOURCE)
+
+
+def unavailable() -> str | None:
+    return hopper_unavailable(NAME)
+
+
+def config(d: int, causal: bool, consumers=PARAMS["consumers"], bkv=PARAMS["bkv"], stages=PARAMS["stages"],
+           pingpong=PARAMS["pingpong"], overlap=PARAMS["overlap"]) -> dict:
+    problems = []
+    if d not in HEAD_DIMS:
+        problems.append(f"d must be one of {', '.join(map(str, HEAD_DIMS))}, got {d}")
+    if isinstance(consumers, bool) or consumers not in (1, 2):
+        problems.append(f"consumers must be 1 or 2, got {consumers!r}")
+    if isinstance(bkv, bool) or bkv not in (64, 128):
+        problems.append(f"bkv must be 64 or 128, got {bkv!r}")
+    if isinstance(stages, bool) or not isinstance(stages, int) or not 1 <= stages <= 4:
+        problems.append(f"stages must be 1 to 4, got {stages!r}")
+    for name, flag in (("pingpong", pingpong), ("overlap", overlap)):
+        if not isinstance(flag, bool):
+            problems.append(f"{name} must be True or False, got {flag!r}")
+    if problems:
+        raise ValueError(f"{NAME}: " + "; ".join(problems))
+    cfg = dict(D=int(d), CONSUMERS=int(consumers), BKV=int(bkv), STAGES=int(stages), CAUSAL=int(bool(causal)),
+               PINGPONG=int(pingpong), OVERLAP=int(overlap))
+    return cfg
+
+
+def smem_bytes(cfg: dict) -> int:
+    """Mirrors SMEM_BYTES in warp_specialized.cu: 1024 to align, Q, the K and V rings, 4 mbarriers a stage + Q's."""
+    tile = cfg["BKV"] * cfg["D"] * 2
+    return 1024 + 64 * cfg["CONSUMERS"] * cfg["D"] * 2 + cfg["STAGES"] * 2 * tile + 8 * (4 * cfg["STAGES"] + 1)
+
+
+def tensor_maps(B, H, Nq, Nk, d, **params) -> dict:
+    """The check_tiled arguments of the three maps (rung 05's, with Q boxes of 64 * consumers rows)."""
+    cfg = config(d, False, **params)
+    return _s05.tensor_maps(B, H, Nq, Nk, d, warpgroups=cfg["CONSUMERS"], bkv=cfg["BKV"])
+
+
+def compile_cubin(arch="sm_90a", d: int = 128, causal: bool = False, source_text=None, **params) -> bytes:
+    cfg = config(d, causal, **params)
+    return nvrtc.compile(source() if source_text is None else source_text, arch=arch, name=SOURCE.name,
+                         include_path=[KERNEL_DIR, GEMM_DIR], defines=cfg)
+
+
+def launch(p, kernel=None, **params):
+    """Enqueue 06 on the legacy default stream. `kernel`: the CUDA C++ text of a whole warp_specialized.cu to
+    use instead (a learner's)."""
+    params = start_launch(p, NAME, PARAMS, params, unavailable(), HEAD_DIMS)
+    if params is None:
+        return
+    cfg = config(p.shape[-1], p.causal, **params)
+    _s05.launch_tma(p, source() if kernel is None else kernel, SOURCE.name, KERNEL, cfg, smem_bytes(cfg),
+                    tensor_maps(*p.shape, **params), rows=64 * cfg["CONSUMERS"], threads=128 * (cfg["CONSUMERS"] + 1))
