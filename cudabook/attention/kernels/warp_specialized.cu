@@ -8,10 +8,10 @@
 //     apart: a K tile is free as soon as S has been computed, a V tile only after P V). It gives most of its
 //     registers back (setmaxnreg.dec to PRODUCER_REGS).
 //   warpgroups 1..CONSUMERS: 64 query rows each; they take the registers back (setmaxnreg.inc to CONSUMER_REGS).
-//     Iteration t of a consumer issues S_t = Q K_tᵀ and then O += P_{t-1} V_{t-1} (both asynchronous), waits
-//     for S_t only, and runs the softmax of S_t while the tensor cores are still busy with P_{t-1} V_{t-1}
-//     (overlap inside a warpgroup). Only then does it wait for P V, rescale O by the new running max and
-//     round S_t to bf16: P_t, the A operand of the next iteration's P V.
+//     Iteration t of a consumer issues S_t = Q K_tᵀ, rescales O by the previous tile's max step while S_t runs,
+//     issues O += P_{t-1} V_{t-1} (both asynchronous), waits for S_t only, and runs the softmax of S_t while
+//     the tensor cores are still busy with P_{t-1} V_{t-1} (overlap inside a warpgroup). Only then does it
+//     wait for P V and round S_t to bf16: P_t, the A operand of the next iteration's P V.
 //   ping-pong (PINGPONG, two consumers): two named barriers hand the tensor cores from one consumer to the
 //     other. Consumer c waits at barrier 1 + c before issuing its wgmmas and, once they are issued, arrives at
 //     the other's: while one consumer runs its softmax the other's wgmmas run, and the other way round.
@@ -90,6 +90,14 @@ __device__ __forceinline__ void mask_scores(float (&sc)[BKV / 2], int j0, int ro
   }
 }
 
+// 2^x on the special-function unit, subnormal results flushed to zero: no range fix-up around it (plain exp2f
+// adds a compare and two multiplies per score). A P below 2^-126 is 0 either way once rounded against l >= 1.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // The online-softmax step on S (rung 04's and 05's), without touching O: the new running max m (in log2
 // units), P = 2^(s log2(e)/sqrt(d) - m) in place of S, l rescaled and summed, and alpha, by which O must be
 // rescaled once the P V still in flight has landed.
@@ -110,21 +118,24 @@ __device__ __forceinline__ void softmax_step(float (&sc)[BKV / 2], float (&m)[2]
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float& x = sc[4 * n + 2 * h + e];
-        x = exp2f(x * scale_log2 - sub);
+        x = exp2_ftz(x * scale_log2 - sub);
         sum += x;
       }
     l[h] = l[h] * alpha[h] + sum;
   }
 }
 
-__device__ __forceinline__ void rescale_and_pack(float (&o)[D / 2], const float (&alpha)[2], const float (&sc)[BKV / 2],
-                                                 uint32_t (&pa)[BKV / 16][4]) {
+__device__ __forceinline__ void rescale(float (&o)[D / 2], const float (&alpha)[2]) {
 #pragma unroll
   for (int n = 0; n < NO; ++n)
 #pragma unroll
     for (int i = 0; i < 4; ++i) o[4 * n + i] *= alpha[i / 2];
+}
+
+// P, rounded to bf16, as the A operand of P V: k16 step ps is S's column blocks 2 ps and 2 ps + 1.
+__device__ __forceinline__ void pack_p(const float (&sc)[BKV / 2], uint32_t (&pa)[BKV / 16][4]) {
 #pragma unroll
-  for (int ps = 0; ps < BKV / 16; ++ps)           // P's k16 step ps: S's column blocks 2 ps and 2 ps + 1
+  for (int ps = 0; ps < BKV / 16; ++ps)
 #pragma unroll
     for (int i = 0; i < 4; ++i) pa[ps][i] = pack_bf16x2(sc[8 * ps + 2 * i], sc[8 * ps + 2 * i + 1]);
 }
@@ -191,7 +202,7 @@ attention_warp_specialized(const __grid_constant__ TmaDesc map_q, const __grid_c
     const int masked = min(Nk / BKV, CAUSAL ? (q0 + 1) / BKV : Nk / BKV);
     if (masked == 0) mask_scores(sc, 0, row0, Nk, lane);
     softmax_step(sc, m, l, alpha, scale_log2);
-    rescale_and_pack(o, alpha, sc, pa);
+    pack_p(sc, pa);
 
     // Iteration t: S_t and P_{t-1} V_{t-1} issued together, the softmax of S_t under P V.
     auto step = [&](int t, bool mask) {              // inlined: `mask` is a constant at each call
@@ -199,10 +210,12 @@ attention_warp_specialized(const __grid_constant__ TmaDesc map_q, const __grid_c
       mbar_wait(ring.full_k + 8 * s, (t / STAGES) & 1);
       mbar_wait(ring.full_v + 8 * sp, ((t - 1) / STAGES) & 1);
       my_turn();
-  #if OVERLAP
+#if OVERLAP
       wgmma_fence();
       issue_qk(sc, q_rows, ring.k_tile(s));         // S_t
       wgmma_commit();
+      rescale(o, alpha);                            // by S_{t-1}'s max step, while S_t runs
+      wgmma_fence();
       issue_pv(o, pa, ring.v_tile(sp));             // O += P_{t-1} V_{t-1}
       wgmma_commit();
       if (!(PING && c == 1 && t == tiles - 1)) your_turn();
@@ -213,12 +226,13 @@ attention_warp_specialized(const __grid_constant__ TmaDesc map_q, const __grid_c
       softmax_step(sc, m, l, alpha, scale_log2);
       wgmma_keep(sc);                               // the softmax happens here, under P V: without this the
       wgmma_keep(l);                                // compiler may sink it below the wait (plain arithmetic)
-      wgmma_wait<0>();                              // P_{t-1} V_{t-1} has landed: O may be rescaled, pa rewritten
+      wgmma_wait<0>();                              // P_{t-1} V_{t-1} has landed: pa may be rewritten
       wgmma_keep(o);
 #pragma unroll
       for (int ps = 0; ps < BKV / 16; ++ps) wgmma_keep_a(pa[ps]);
       if (lead) mbar_arrive(ring.empty_v + 8 * sp);
-  #else                                             // one product at a time: P_{t-1} and S_t never both live
+#else                                             // one product at a time: P_{t-1} and S_t never both live
+      rescale(o, alpha);
       wgmma_fence();
       issue_pv(o, pa, ring.v_tile(sp));             // O += P_{t-1} V_{t-1}
       wgmma_commit();
@@ -236,8 +250,8 @@ attention_warp_specialized(const __grid_constant__ TmaDesc map_q, const __grid_c
       if (lead) mbar_arrive(ring.empty_k + 8 * s);
       if (mask) mask_scores(sc, t * BKV, row0, Nk, lane);
       softmax_step(sc, m, l, alpha, scale_log2);
-  #endif
-      rescale_and_pack(o, alpha, sc, pa);
+#endif
+      pack_p(sc, pa);
     };
     int t = 1;
     for (; t < min(masked, tiles); ++t) step(t, false);
@@ -246,6 +260,7 @@ attention_warp_specialized(const __grid_constant__ TmaDesc map_q, const __grid_c
     // The last P V.
     const int sl = (tiles - 1) % STAGES;
     mbar_wait(ring.full_v + 8 * sl, ((tiles - 1) / STAGES) & 1);
+    rescale(o, alpha);
     wgmma_fence();
     issue_pv(o, pa, ring.v_tile(sl));
     wgmma_commit();
