@@ -331,16 +331,35 @@ def test_forgetting_the_max_overflows_and_is_named(rng):
 def test_the_bad_outputs_of_the_checker_get_their_hints(rng):
     args = attention.random_problem(2, 2, 20, 20, 64, rng=rng)
     good = attention.reference(*args).astype(F32).astype(BF16)
-    cut = good.copy()
-    cut[:, :, 13:] = np.nan
-    assert "the last queries (rows 13 .. 19) were never written" in attention.judge(cut, *args).message
-    cut = good.copy()
-    cut[..., 48:] = np.nan
-    assert "channels 48 .. 63 of some rows were never written" in attention.judge(cut, *args).message
-    cut = good.copy()
-    cut[1, 0] = np.nan
-    assert "whole heads (b, h) = (1, 0) were never written" in attention.judge(cut, *args).message
+    poison = attention.problem.POISON                      # what the output holds before a launch
+
+    def unwritten(where):
+        cut = good.copy()
+        cut.view(np.uint16)[where] = poison
+        return cut
+    assert "the last queries (rows 13 .. 19) were never written" in \
+        attention.judge(unwritten(np.s_[:, :, 13:]), *args).message
+    assert "channels 48 .. 63 of some rows were never written" in \
+        attention.judge(unwritten(np.s_[..., 48:]), *args).message
+    assert "whole heads (b, h) = (1, 0) were never written" in attention.judge(unwritten(np.s_[1, 0]), *args).message
     assert "every output is zero" in attention.judge(np.zeros_like(good), *args).message
+
+
+def test_a_nan_the_kernel_computed_is_told_from_the_poison(rng):
+    """The poison (0xFFC1) means nobody wrote the output; any other NaN was computed: 0 / 0, inf - inf."""
+    args = attention.random_problem(1, 2, 20, 20, 64, rng=rng)
+    good = attention.reference(*args).astype(F32).astype(BF16)
+    both = good.copy()
+    both.view(np.uint16)[0, 0, :3] = attention.problem.POISON
+    both[0, 1, 5:7] = np.nan                               # NumPy's NaN: bits 0x7FC0, as a computed 0 / 0 gives
+    v = attention.judge(both, *args)
+    assert "320 are NaN (192 never written (still the poison 0xFFC1), 128 computed as NaN by the kernel)" \
+        in v.message, v.message
+    computed = good.copy()
+    computed[0, 1, 5:7] = np.nan
+    v = attention.judge(computed, *args)
+    assert "128 outputs were computed as NaN (the kernel wrote them; they are not the poison)" in v.message, v.message
+    assert "never written" not in v.message, v.message
 
 
 def test_a_sample_of_heads_and_rows_at_large_sizes(rng, monkeypatch):

@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import SIMULATOR
 from ..verdict import Verdict, bf16_half_ulp
-from .inputs import BF16, attention, float64, random_problem
+from .inputs import BF16, POISON, attention, float64, random_problem
 
 # The grader's and the tests' cases: (name, random_problem's keyword arguments). Sizes are ragged (not multiples
 # of 16, 32 or 64), d is 64 and 128, causal and not, Nq != Nk, a single key, and one case with scores so large
@@ -72,6 +72,14 @@ def _as_float(got):
     return got.astype(np.float64)
 
 
+def _bits(got):
+    """The bf16 bit patterns of `got`, or None when it is not bf16 (a float array a test built)."""
+    got = np.asarray(got)
+    if got.dtype == np.uint16 or (BF16 is not None and got.dtype == BF16):
+        return got.view(np.uint16)
+    return None
+
+
 def compare(got, ref, bound, *, show=5, inputs=None) -> Verdict:
     """Compare the output `got` (bf16 [B, H, Nq, d]) with the float64 reference and its arithmetic bound."""
     got = np.asarray(got)
@@ -82,6 +90,8 @@ def compare(got, ref, bound, *, show=5, inputs=None) -> Verdict:
     tol = _tolerance(ref, bound, g)
     nan = np.isnan(g)
     bad = nan | ~(np.abs(g - ref) <= tol)
+    bits = _bits(got)
+    unwritten = nan if bits is None else bits == POISON
     n_bad, n_nan = int(bad.sum()), int(nan.sum())
     B, H, Nq, d = ref.shape
     sizes = f"B={B}, H={H}, Nq={Nq}, d={d}"
@@ -90,20 +100,33 @@ def compare(got, ref, bound, *, show=5, inputs=None) -> Verdict:
     where = np.argwhere(bad)
     first = [(*(int(x) for x in w), float(ref[tuple(w)]), float(g[tuple(w)])) for w in where[:show]]
     lines = [f"FAIL: {n_bad:,} of {ref.size:,} outputs are wrong ({sizes})"
-             + (f"; {n_nan:,} are NaN (never written, or computed as NaN)" if n_nan else "")]
+             + (f"; {n_nan:,} are NaN ({_nan_kinds(nan, unwritten, bits is not None)})" if n_nan else "")]
     for b, h, i, c, e, x in first:
         lines.append(f"  out[{b}, {h}, {i}, {c}]: expected {e:.6g} (tolerance {float(tol[b, h, i, c]):.2g}), "
                      f"got {x:.6g}")
-    hint = diagnose(g, ref, bad, nan, inputs)
+    hint = diagnose(g, ref, bad, nan, inputs, unwritten=unwritten)
     if hint:
         lines.append("Hint: " + hint)
     return Verdict(False, n_bad, ref.size, n_nan, ref.shape, "\n".join(lines), first)
 
 
-def diagnose(got, ref, bad, nan, inputs=None) -> str | None:
+def _nan_kinds(nan, unwritten, known) -> str:
+    if not known:
+        return "never written, or computed as NaN"
+    n_unwritten, n_computed = int((nan & unwritten).sum()), int((nan & ~unwritten).sum())
+    parts = ([f"{n_unwritten:,} never written (still the poison 0x{int(POISON):04X})"] if n_unwritten else []) + \
+            ([f"{n_computed:,} computed as NaN by the kernel"] if n_computed else [])
+    return ", ".join(parts)
+
+
+def diagnose(got, ref, bad, nan, inputs=None, unwritten=None) -> str | None:
     """A guess at the kind of bug: from the mistakes that would explain the output (with the inputs), and from
-    where the wrong outputs are and what they hold. got, ref float64 [B, H, Nq, d]."""
+    where the wrong outputs are and what they hold. got, ref float64 [B, H, Nq, d]. unwritten: the outputs that
+    still hold the poison (None: any NaN may be either)."""
     B, H, Nq, d = ref.shape
+    known = unwritten is not None
+    computed = nan & ~unwritten if known else np.zeros_like(nan)
+    nan = unwritten if known else nan                  # below, `nan` means: possibly never written
     searchable = inputs is not None and got.size * np.shape(inputs[1])[2] <= _EXPLAIN_LIMIT
     hint = overflowed(got, bad, inputs) if searchable else None       # NaN everywhere can be overflow too
     if hint:
@@ -115,6 +138,11 @@ def diagnose(got, ref, bad, nan, inputs=None) -> str | None:
     hint = explain(got, bad, inputs) if searchable else None
     if hint:
         return hint
+    if computed.any():
+        return (f"{int(computed.sum()):,} outputs were computed as NaN (the kernel wrote them; they are not the "
+                f"poison): 0 / 0 when a row's sum l stays 0, or exp(-inf - (-inf)) when the running max is still "
+                f"-inf (a tile with every key masked before any key was seen), or an inf from exp of an unscaled "
+                f"score (is the max subtracted before exp?)")
     if nan.any():
         rows = nan.any(axis=(0, 1, 3))
         chans = nan.any(axis=(0, 1, 2))
@@ -131,6 +159,9 @@ def diagnose(got, ref, bad, nan, inputs=None) -> str | None:
             which = ", ".join(f"({b}, {h})" for b, h in np.argwhere(nan.all(axis=(2, 3)))[:6])
             return (f"whole heads (b, h) = {which} were never written (NaN): the grid does not cover every batch "
                     f"and head, or the head's offset into q, k, v and out is wrong")
+        if known:
+            return ("some outputs were never written (they still hold the poison): a guard too strict, or a store "
+                    "that skips part of a row")
         return ("some outputs are NaN: never written (a guard too strict), or computed as NaN (0 / 0 when a row "
                 "sees no key, exp(-inf - (-inf)) when the running max starts at -inf and is never raised)")
     if bad.mean() > 0.3:

@@ -64,6 +64,8 @@ try:
 except ImportError:  # pragma: no cover - ml_dtypes is a dependency
     BF16 = None
 
+POISON = np.uint16(0xFFC1)         # a bf16 NaN: an output nobody wrote can never pass the check; a NaN the
+                                   # kernel computes has other bits (the hardware's and NumPy's are 0x7FFF, 0x7FC0)
 U32 = 2.0 ** -24                   # float32 unit roundoff
 EXP_ERROR = 2.0 ** -21             # exp / exp2 in float32, relative
 P_ROUNDING = 2.0 ** -8 * (1 + 2.0 ** -8)   # bf16 P (see the docstring: twice round-to-nearest's 2^-9)
