@@ -141,8 +141,9 @@ def diagnose(got, ref, bad, nan, inputs=None, unwritten=None) -> str | None:
     if computed.any():
         return (f"{int(computed.sum()):,} outputs were computed as NaN (the kernel wrote them; they are not the "
                 f"poison): 0 / 0 when a row's sum l stays 0, or exp(-inf - (-inf)) when the running max is still "
-                f"-inf (a tile with every key masked before any key was seen), or an inf from exp of an unscaled "
-                f"score (is the max subtracted before exp?)")
+                f"-inf (a tile with every key masked before any key was seen), an inf from exp of an unscaled "
+                f"score (is the max subtracted before exp?), or a read of shared memory before anyone wrote it "
+                f"(a barrier missing after the tile loads)")
     if nan.any():
         rows = nan.any(axis=(0, 1, 3))
         chans = nan.any(axis=(0, 1, 2))
