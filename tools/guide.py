@@ -164,6 +164,14 @@ def planted_mistakes() -> dict[tuple[str, str], list[str]]:
                         ("test_msda_s05.py", "05_lane_groups")):
         for parts in _items(_assigned(tree(name), "MISTAKES")):
             add("msda", stage, _text(parts[0]))
+    for parts in _items(_assigned(tree("test_attention_numba.py"), "MISTAKES")):   # labs 02, 03 (Numba)
+        add("attention", _text(parts[0]), _text(parts[1]))
+    t = tree("test_attention_cpp.py")                           # labs 04 (emulated) and 05 (wgmma, on Hopper)
+    for parts in _items(_assigned(t, "LAB_04_TEXT_MISTAKES")):
+        add("attention", "04_mma_cp_async", _text(parts[0]))
+    add("attention", "04_mma_cp_async", "a wait one group too shallow")    # its own test: the emulator's late landing
+    for parts in _items(_assigned(t, "LAB_05_MISTAKES")):
+        add("attention", "05_wgmma_tma", _text(parts[0]))
     order = list(TRACKS)
     return dict(sorted(found.items(), key=lambda kv: (order.index(kv[0][0]), kv[0][1])))
 
