@@ -77,10 +77,16 @@ def _sleeper():
     return _SLEEPER[0]
 
 
+# (threads a block, 16-byte vectors a thread, persistent): the shapes of stream_copy.cu the ceiling tries
+STREAM_SHAPES = ((256, 4, False), (256, 8, False), (512, 8, False), (1024, 4, False), (512, 8, True))
+
+
 def copy_ceilings(nbytes, *, repeats=25) -> dict:
     """GB/s (read + write counted) of copying nbytes / 2 from one buffer to another, every way we have:
-    the driver's cuMemcpyDtoDAsync, a copy kernel moving 4 x 16 bytes per thread per step, and PyTorch's
-    `copy_` when torch is installed. The ceiling is the fastest: the one a streaming kernel can reach."""
+    the driver's cuMemcpyDtoDAsync, a Numba copy kernel moving 4 x 16 bytes per thread per step, the C++
+    streaming copies of kernels/stream_copy.cu in STREAM_SHAPES (loads that skip L1, stores marked streaming:
+    on an H100 the driver's copy is not the fastest copy), and PyTorch's `copy_` when torch is installed. The
+    ceiling is the fastest: the one a streaming kernel can reach."""
     _require_gpu()
     from cuda.bindings import driver as drv
 
@@ -103,6 +109,7 @@ def copy_ceilings(nbytes, *, repeats=25) -> dict:
         out[f"kernel16x4_{per_sm}"] = moved / (ms * 1e-3) / 1e9
     if not np.array_equal(dst.copy_to_host(), src.copy_to_host()):
         raise RuntimeError("the copy ceiling's copy kernel copied wrongly")
+    out.update(_stream_copies(src, dst, words // 4, sms, repeats))
     out.update(_torch_copy(words * 4, repeats))
     return {k: round(v, 1) for k, v in out.items()}
 
@@ -132,6 +139,34 @@ def _copy_kernel():
             i += step
 
     return copy16x4
+
+
+def _stream_copies(src, dst, vectors, sms, repeats) -> dict:
+    """GB/s of stream_copy.cu in each of STREAM_SHAPES, each checked (a wrong copy raises)."""
+    import ctypes
+    import pathlib
+
+    from . import nvrtc
+    text = (pathlib.Path(__file__).parent / "kernels" / "stream_copy.cu").read_text()
+    a, b = src.device_ctypes_pointer.value, dst.device_ctypes_pointer.value
+    out = {}
+    for threads, unroll, persistent in STREAM_SHAPES:
+        kernel = nvrtc.load(nvrtc.compile(text, name="stream_copy.cu",
+                                          defines=dict(NT=threads, UNROLL=unroll, PERSISTENT=int(persistent))),
+                            "stream_copy")
+        steps = -(-vectors // (threads * unroll))
+        blocks = min(steps, sms * kernel.blocks_per_sm(threads)) if persistent else steps
+        types = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong)
+
+        def run():
+            kernel.launch((blocks, 1, 1), (threads, 1, 1), (a, b, vectors), types)
+        dst.copy_to_device(np.zeros(dst.shape, dst.dtype))
+        run()
+        if not np.array_equal(dst.copy_to_host(), src.copy_to_host()):
+            raise RuntimeError(f"stream_copy ({threads} x {unroll}, persistent={persistent}) copied wrongly")
+        ms = time_ms(run, repeats=repeats, batch=10)
+        out[f"stream{threads}x{unroll}{'_persistent' if persistent else ''}"] = 2 * vectors * 16 / (ms * 1e-3) / 1e9
+    return out
 
 
 def _torch_copy(nbytes, repeats) -> dict:

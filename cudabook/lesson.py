@@ -2,8 +2,9 @@
 
 With a GPU both measure, at the track's first benchmark size, in this process. In the simulator there is no
 clock: the ladder shows the records in results/ (measured on real GPUs, with their pedigree), and a sweep still
-verifies that every setting is correct, on small inputs. Both take the track (`track="gemm"`); the resampling
-lessons, the first track, leave it out.
+verifies that every setting is correct, on small inputs, and shows the sweeps recorded on GPUs
+(results/sweeps/*_lessons.json, written by tools/record_sweeps.py), each with its card and commit. Both take the
+track (`track="gemm"`); the resampling lessons, the first track, leave it out.
 """
 from __future__ import annotations
 
@@ -65,48 +66,274 @@ def ladder_so_far(upto: str, *, peers=False, track="resample", size=None):
     return Recorded(recorded)
 
 
+SWEEP_ENV = "CUDABOOK_RECORD_SWEEPS"    # names a JSON file: a sweep timed on a GPU is merged into it
+RECORD_TOOL = "python tools/record_sweeps.py"
+
+
+class RecordedSweeps(list):
+    """The recorded sweeps sweep() drew from results/sweeps/ (a plain list of their entries underneath), shown
+    in a notebook as one line."""
+
+    def __repr__(self):
+        names = "; ".join(f"{e.get('gpu', '?')} at {e.get('commit') or '?'}" for e in self)
+        return f"<recorded sweeps: {names}>"
+
+    def _repr_pretty_(self, p, cycle):
+        p.text(repr(self))
+
+
 def sweep(stage: str, param: str, values, *, fixed=None, size=None, track="resample"):
-    """Time `stage` for each value of one launch parameter (GPU), or check each one is correct (simulator)."""
-    import matplotlib.pyplot as plt
+    """Time `stage` for each value of one launch parameter (GPU), or check each one is correct (simulator).
+
+    With a GPU: a table and a plot of the track's figure per value, measured now; with CUDABOOK_RECORD_SWEEPS
+    naming a JSON file, the sweep is also merged into that file (see save_sweep). Returns [(value, µs, figure,
+    correct)]. Without one (or where this machine cannot run the stage): the simulator still checks every value
+    for correctness, and the timings recorded on GPUs (results/sweeps/*_lessons.json, written by
+    tools/record_sweeps.py) are shown, each labelled with its card and commit. Returns those records, or None."""
     t = tracks.get(track)
     module = t.stage(stage)
     fixed = fixed or {}
     why = t.unavailable(stage)
-    if why:
-        print(f"Nothing to sweep on this machine: {why}")
-        return None
-    if SIMULATOR:
-        print(f"No GPU, so no timings: checking that every {param} gives correct results instead.")
-        name, inputs, label = t.grading_cases(stage)[0]
-        for v in values:
-            verdict = tracks.check_case(t, module.launch, inputs, **{**fixed, param: v})
-            print(f"  {param}={v!r:>6}: {verdict.message.splitlines()[0]}")
-        return None
+    if why or SIMULATOR:
+        if why:
+            print(f"Nothing to sweep on this machine: {why}")
+        else:
+            print(f"No GPU, so no timings: checking now, in the simulator, that every {param} gives correct "
+                  f"results (small inputs).")
+            name, inputs, label = t.grading_cases(stage)[0]
+            for v in values:
+                verdict = tracks.check_case(t, module.launch, inputs, **{**fixed, param: v})
+                print(f"  {param}={v!r:>6}: {verdict.message.splitlines()[0]}")
+        return show_recorded_sweep(t, stage, param, fixed)
+    return _timed_sweep(t, module, stage, param, values, fixed, size)
+
+
+def _timed_sweep(t, module, stage, param, values, fixed, size):
+    import os
+
+    import matplotlib.pyplot as plt
+
+    from . import device
     spec = t.bench
-    args, problem = spec.prepare(size or spec.WORKLOADS[0])
+    used = size or spec.WORKLOADS[0]
+    args, problem = spec.prepare(used)
     ctx = spec.context(problem, progress=lambda *a: None)
     if getattr(spec, "PEERS_FIRST", False):
         spec.peers(args, problem, ctx, repeats=15, progress=lambda *a: None)
-    rows = []
+    gpu = device.gpu()
+    print(f"Measured now on {gpu.name if gpu else 'this GPU'}, {spec.workload_name(**used)}:")
+    print(_table_header(param, spec))
+    rows, out = [], []
     for v in values:
         kw = {**fixed, param: v}
-        problem.poison()
-        module.launch(problem, **kw)
-        ok = t.judge(problem.result(), *args).ok
-        us = results._timing(lambda: module.launch(problem, **kw), 15)
-        m = spec.metrics(problem, us, ctx)
-        rows.append((v, us, m.get(spec.PLOT_KEY), ok))
-        figures = "  ".join(f"{k} {m[k]}" for _, k, _ in spec.COLUMNS[1:] if k in m)
-        print(f"  {param}={v!r:>6}: {us:9.1f} µs  " + figures
-              + f"  {'correct' if ok else 'WRONG'}")
+        try:
+            problem.poison()
+            module.launch(problem, **kw)
+            ok = t.judge(problem.result(), *args).ok
+            us = results._timing(lambda: module.launch(problem, **kw), 15)
+            m = spec.metrics(problem, us, ctx)
+        except Exception as e:  # a value that does not fit (too much shared memory, ...) is reported, not fatal
+            row = {"value": _plain(v), "error": f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"}
+            out.append((v, None, None, False))
+        else:
+            row = {"value": _plain(v), "median_us": round(us, 2),
+                   **{k: _plain(x) for k, x in m.items() if isinstance(_plain(x), (int, float, str, bool))},
+                   "correct": bool(ok)}
+            out.append((v, us, m.get(spec.PLOT_KEY), ok))
+        rows.append(row)
+        print(_table_row(param, row, spec))
+    plot_sweep(stage, param, [(gpu.name if gpu else "this GPU", rows)], spec,
+               f"measured now on {gpu.name if gpu else 'this GPU'}")
+    plt.show()
+    path = os.environ.get(SWEEP_ENV)
+    if path and all("error" in r for r in rows):
+        print(f"not recorded in {path}: every value failed")
+    elif path:
+        entry = {"track": t.NAME, "stage": stage, "param": param, "values": _plain(list(values)),
+                 "fixed": _plain(fixed), "size": _plain(size), "workload": spec.workload_name(**used),
+                 "size_used": _plain(used), "plot_key": spec.PLOT_KEY, "rows": rows}
+        try:
+            where = save_sweep(path, entry)
+            print(f"recorded in {where}")
+        except Exception as e:  # the timings were shown; a file that cannot be written is said, not fatal
+            print(f"could not record the sweep in {path}: {type(e).__name__}: {e}")
+    return out
+
+
+def _plain(x):
+    """x as JSON keeps it: tuples as lists, NumPy scalars as Python numbers."""
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if hasattr(x, "item") and not isinstance(x, (str, bytes)):
+        return x.item()
+    return x
+
+
+def sweep_key(entry) -> str:
+    """What names a recorded sweep: (track, stage, param, values, fixed, size), as one canonical string."""
+    import json
+    return json.dumps([entry["track"], entry["stage"], entry["param"], _plain(entry["values"]),
+                       _plain(entry.get("fixed") or {}), _plain(entry.get("size"))], sort_keys=True)
+
+
+def save_sweep(path, entry, pedigree=None):
+    """Merge one sweep into the JSON file `path` (created if missing) and return the path.
+
+    The file: {schema, kind, gpu, commit, dirty, source_digest, date, machine (of its latest write), sweeps: [
+    {track, stage, param, values, fixed, size, workload, size_used, plot_key, rows: [{value, median_us, the
+    track's figures, correct} or {value, error}], gpu, commit, dirty, source_digest, date, machine}]}. A sweep
+    with the same key (sweep_key) is replaced in place; every other sweep stays, with its own pedigree. Written
+    to a temporary file beside it, then renamed over it: a reader never sees half a file."""
+    import json
+    import os
+    import pathlib
+    import tempfile
+    path = pathlib.Path(path).expanduser().resolve()
+    pedigree = pedigree or results._pedigree()
+    gpu = pedigree.get("machine", {}).get("gpu") or "unknown"
+    entry = {**_plain(entry), "gpu": gpu, **{k: pedigree.get(k) for k in
+                                             ("commit", "dirty", "source_digest", "date", "machine")}}
+    data = {}
+    if path.exists():
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as e:
+            raise results.RecordError(f"{path.name}: not valid JSON ({e}); not overwriting it") from None
+        if not isinstance(data, dict) or not isinstance(data.get("sweeps", []), list):
+            raise results.RecordError(f"{path.name}: not a file of recorded sweeps; not overwriting it")
+    sweeps = list(data.get("sweeps", []))
+    key = sweep_key(entry)
+    for i, old in enumerate(sweeps):
+        if sweep_key(old) == key:
+            sweeps[i] = entry
+            break
+    else:
+        sweeps.append(entry)
+    data = {"schema": 1, "kind": "cudabook lesson sweeps", "gpu": gpu,
+            **{k: pedigree.get(k) for k in ("commit", "dirty", "source_digest", "date", "machine")},
+            "sweeps": sweeps}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(data, indent=1) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def recorded_sweeps(track, stage, param, fixed=None, folder=None) -> list[dict]:
+    """The recorded sweeps of (track, stage, param) in results/sweeps/*_lessons.json, one per card.
+
+    The values swept may differ from the caller's (a lesson sweeps fewer in the simulator), so they are not
+    matched. `fixed` is: a record with the same fixed settings is preferred, else one that fixes the same
+    parameters to other values (a lesson may fix a smaller setting in the simulator); then the lesson's own
+    size before any other, then the latest. Each entry carries its card (gpu), commit and date."""
+    import json
+    import pathlib
+    t = tracks.get(track)
+    fixed = _plain(fixed or {})
+    folder = pathlib.Path(folder) if folder is not None else pathlib.Path(results.RESULTS) / "sweeps"
+    best = {}
+    for path in sorted(folder.glob("*_lessons.json")):
+        try:
+            data = json.loads(path.read_text())
+            sweeps = data.get("sweeps", [])
+        except Exception as e:
+            print(f"(skipping {path.name}: {type(e).__name__}: {e})")
+            continue
+        for e in sweeps:
+            if not isinstance(e, dict) or (e.get("track"), e.get("stage"), e.get("param")) != (t.NAME, stage, param):
+                continue
+            theirs = e.get("fixed") or {}
+            if theirs == fixed:
+                rank = 2
+            elif set(theirs) == set(fixed):
+                rank = 1
+            else:
+                continue
+            e = {**e, "gpu": e.get("gpu") or data.get("gpu") or "unknown", "file": path.name}
+            for k in ("commit", "date", "source_digest"):
+                e.setdefault(k, data.get(k))
+            score = (rank, e.get("size") is None, e.get("date") or "")
+            if e["gpu"] not in best or score > best[e["gpu"]][0]:
+                best[e["gpu"]] = (score, e)
+    return [e for _, e in best.values()]
+
+
+def show_recorded_sweep(track, stage, param, fixed=None):
+    """Print and plot the sweeps recorded on GPUs (recorded_sweeps); say how to record one if there is none."""
+    import matplotlib.pyplot as plt
+    t = tracks.get(track)
+    found = recorded_sweeps(t, stage, param, fixed)
+    if not found:
+        print(f"No recorded {param} sweep of {t.NAME} {stage} in results/sweeps/ either: on a GPU, "
+              f"`{RECORD_TOOL} --track {t.NAME} --only {stage}` records it (without options, every lesson's "
+              f"sweeps) into results/sweeps/<gpu>_lessons.json.")
+        return None
+    spec = t.bench
+    for e in found:
+        note = ""
+        if (e.get("fixed") or {}) != _plain(fixed or {}):
+            note = (f", with {', '.join(f'{k}={v!r}' for k, v in e['fixed'].items())} where this call has "
+                    f"{', '.join(f'{k}={v!r}' for k, v in (fixed or {}).items())}")
+        print(f"Recorded on {e['gpu']} at {e.get('commit') or '?'} ({(e.get('date') or '?')[:10]}), "
+              f"{e.get('workload', '?')}{note}: timings from that run, not measured on this machine.")
+        print(_table_header(param, spec))
+        for row in e.get("rows", []):
+            print(_table_row(param, row, spec))
+    cards = "; ".join(f"{e['gpu']} at {e.get('commit') or '?'}" for e in found)
+    plot_sweep(stage, param, [(e["gpu"], e.get("rows", [])) for e in found], spec, f"recorded on {cards}")
+    plt.show()
+    return RecordedSweeps(found)
+
+
+def _table_header(param, spec) -> str:
+    width = max(len(param), 9)
+    cells = [f"{head:>10}" for head, _, _ in spec.COLUMNS]
+    return f"  {param:>{width}}  " + "  ".join(cells) + "  correct"
+
+
+def _table_row(param, row, spec) -> str:
+    """One value's line under _table_header: µs, the track's figures, correct (or the error)."""
+    width = max(len(param), 9)
+    v = row.get("value")
+    head = f"  {(repr(v) if isinstance(v, str) else str(v)):>{width}}  "
+    if "error" in row:
+        return head + f"ERROR {row['error']}"
+    cells = []
+    for _, key, fmt in spec.COLUMNS:
+        x = row.get(key)
+        cells.append(f"{fmt.format(x) if isinstance(x, (int, float)) else '–':>10}")
+    return head + "  ".join(cells) + f"  {'✓' if row.get('correct') else '✗ WRONG'}"
+
+
+def plot_sweep(stage, param, series, spec, subtitle=""):
+    """The sweep's plot: the track's figure (spec.PLOT_KEY) per value of `param`, a line per card.
+
+    series: [(label, rows)], rows as dicts {value, median_us, the figures, correct} (a row with an error or
+    without the figure is left out). Used for sweeps measured now and for recorded ones alike."""
+    import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6, 3))
-    ax.plot([str(r[0]) for r in rows], [r[2] for r in rows], "o-")
+    top = 105
+    for label, rows in series:
+        pts = [(str(r.get("value")), r[spec.PLOT_KEY]) for r in rows
+               if isinstance(r.get(spec.PLOT_KEY), (int, float))]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=label)
+            top = max(top, *(p[1] for p in pts))
     ax.set_xlabel(param)
     ax.set_ylabel(spec.PLOT_LABEL)
-    ax.set_title(f"{stage}: {param} sweep", fontsize=9)
-    ax.set_ylim(0, max(105, *(r[2] or 0 for r in rows)))
-    plt.show()
-    return rows
+    ax.set_title(f"{stage}: {param} sweep" + (f", {subtitle}" if subtitle else ""), fontsize=9)
+    ax.set_ylim(0, top * 1.05 if top > 105 else top)
+    if len(series) > 1:
+        ax.legend(fontsize=7)
+    return ax
 
 
 def show_region(source: str, *, context: int = 0, start: str | None = None, end: str | None = None):

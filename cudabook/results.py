@@ -312,18 +312,20 @@ def table(record, workload=None) -> str:
     wname = workload or next(iter(record["workloads"]))
     w = _with_pedigree(record["workloads"][wname], record)
     spec = track_of(wname, w).bench
-    lines = [f"**{record['gpu']}** · {wname} · {spec.summary(w.get('context', {}))} · "
-             f"commit {w.get('commit') or '?'} · {(w.get('date') or '?')[:10]}", "",
-             "| stage | " + " | ".join(h for h, _, _ in spec.COLUMNS) + " | speed-up vs 01 | correct |",
-             "|---|" + "---:|" * len(spec.COLUMNS) + "---:|:-:|"]
+    rows = list(w["stages"].values()) + list(w.get("peers", {}).values())
+    columns = [c for c in spec.COLUMNS if c[1] in spec.REQUIRED or any(c[1] in r for r in rows)]   # a figure an
+    lines = [f"**{record['gpu']}** · {wname} · {spec.summary(w.get('context', {}))} · "           # older record
+             f"commit {w.get('commit') or '?'} · {(w.get('date') or '?')[:10]}", "",              # lacks: no column
+             "| stage | " + " | ".join(h for h, _, _ in columns) + " | speed-up vs 01 | correct |",
+             "|---|" + "---:|" * len(columns) + "---:|:-:|"]
     timed = [s for s in w["stages"].values() if "median_us" in s]
     base = timed[0]["median_us"] if timed and "median_us" in next(iter(w["stages"].values())) else None
     for name, s in list(w["stages"].items()) + list(w.get("peers", {}).items()):
         if "median_us" not in s:
             why = s.get("skipped") or s.get("error", "")
-            lines.append(f"| {name} | " + "– | " * (len(spec.COLUMNS) + 1) + f"{why} |")
+            lines.append(f"| {name} | " + "– | " * (len(columns) + 1) + f"{why} |")
             continue
-        cells = [fmt.format(s[key]) if key in s else "–" for _, key, fmt in spec.COLUMNS]
+        cells = [fmt.format(s[key]) if key in s else "–" for _, key, fmt in columns]
         speed = f"{base / s['median_us']:.1f}×" if base else "–"
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {speed} | {'✓' if s.get('correct') else '✗'} |")
     return "\n".join(lines)
