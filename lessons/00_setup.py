@@ -5,8 +5,9 @@
 # fast is possible** on it. Every later stage reports its speed as a percentage of a ceiling measured here,
 # in the same process, on the same GPU. A number without a ceiling tells you nothing.
 #
-# The first cell must always be `import cudabook`. With no GPU it switches Numba to its CUDA *simulator*
-# (which must happen before numba is imported) and teaches the simulator the warp operations it lacks.
+# The first cell must always be `import cudabook`. With no GPU it switches Numba to its
+# [CUDA simulator](https://nvidia.github.io/numba-cuda/user/simulator.html) (which must happen before numba is
+# imported) and teaches the simulator the warp operations it lacks.
 
 # %%
 import cudabook
@@ -39,8 +40,13 @@ print(f"{'packages':>20}: " + ", ".join(f"{k} {v}" for k, v in info["packages"].
 # Two numbers:
 # - the **theoretical** bandwidth from the device attributes (memory clock x 2 for DDR x bus width), which no
 #   real kernel reaches;
-# - the **measured** device-to-device copy (`cudaMemcpy`), counting bytes read plus bytes written. This is
-#   what a perfect streaming kernel achieves, and what we compare every stage to.
+# - the **measured** device-to-device copy, counting bytes read plus bytes written: the fastest of the driver's
+#   `cuMemcpyDtoDAsync`, a copy kernel with four 16-byte loads in flight a thread, and PyTorch's `copy_` (when
+#   installed). This is what a perfect streaming kernel achieves, and what we compare every stage to.
+#
+# CUDA driver API: [device attributes](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html)
+# (`cuDeviceGetAttribute`: memory clock, bus width, SM count),
+# [memory copies](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html) (`cuMemcpyDtoDAsync`).
 #
 # ```
 #   bytes that must move            time a kernel takes

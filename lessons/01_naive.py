@@ -40,6 +40,9 @@ plt.show()
 #  thread t:  search times[b, :] for x = targets[b, t]  ->  lo, w
 #             for d in 0..D-1:  out[b, t, d] = lerp(feats[b, lo, d], feats[b, lo+1, d], w)
 # ```
+#
+# Numba: [writing kernels](https://nvidia.github.io/numba-cuda/user/kernels.html) (thread and block indices,
+# launching a grid), [device functions](https://nvidia.github.io/numba-cuda/user/device-functions.html).
 
 # %%
 from numba import cuda
@@ -80,6 +83,7 @@ print(check.check_launch(s01_naive.launch, **size, sorted_targets=False))
 # 2. **Strided accesses.** In the channel loop, at step `d` thread `i` reads `feats[b, lo_i, d]`. Neighbouring
 #    threads read addresses about a row (`D x 2 bytes`) apart, so one warp-wide load touches up to 32
 #    different 32-byte memory sectors to use 2 bytes of each. Stores to `out[b, t_i, d]` are just as scattered.
+#    (CUDA Best Practices: [coalesced access to global memory](https://docs.nvidia.com/cuda/cuda-c-best-practices-guide/index.html#coalesced-access-to-global-memory).)
 #
 # The picture shows one warp-wide load at channel `d = 0`: each mark is the 2 bytes a lane reads.
 
@@ -106,7 +110,9 @@ plt.show()
 # this machine has a GPU and `ncu`, and otherwise shows the profile recorded on a real card, naming it. Its
 # stall columns answer *what were the warps waiting for?* A warp stalled on the **long scoreboard** waits for a
 # value from global memory that its next instruction needs: here the search's chain of dependent loads, then
-# the channel loop's scattered reads, each warp-wide load split into many 32-byte sectors.
+# the channel loop's scattered reads, each warp-wide load split into many 32-byte sectors. Nsight Compute's
+# [profiling guide](https://docs.nvidia.com/nsight-compute/ProfilingGuide/index.html) defines its counters and stall
+# reasons.
 
 # %%
 from cudabook import profile

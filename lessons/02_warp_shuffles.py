@@ -25,6 +25,15 @@
 # branch, or returned) leaves the warp hung or the result undefined, and a value shuffled from a lane left
 # out of it is undefined. That is why the mask-less `__shfl` of older CUDA is not available for Volta and
 # later, and why this stage keeps whole warps together.
+#
+# References: Numba [warp intrinsics](https://nvidia.github.io/numba-cuda/reference/kernel.html#warp-intrinsics);
+# CUDA: [warp shuffle functions](https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#warp-shuffle-functions),
+# [warp vote functions](https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#warp-vote-functions),
+# [independent thread scheduling](https://docs.nvidia.com/cuda/cuda-programming-guide/03-advanced/advanced-kernel-programming.html#independent-thread-scheduling);
+# PTX ISA: [shfl.sync](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-shfl-sync),
+# [vote.sync](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#parallel-synchronization-and-communication-instructions-vote-sync)
+# (the ballot), [bar.warp.sync](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#parallel-synchronization-and-communication-instructions-bar-warp-sync)
+# (`syncwarp`).
 
 # %%
 import cudabook
@@ -41,9 +50,9 @@ from cudabook.resample.s01_naive import find_interval, weight
 # %% [markdown]
 # ## Which element does each lane touch?
 #
-# Colour = lane (0 dark to 31 yellow, see the bar; grey = not touched by this warp). Left: stage 01, one warp covers 32 targets (rows), and at each loop step the 32 lanes
-# touch one *column*. Right: stage 02, one warp covers one target, and at each step the 32 lanes touch 32
-# neighbouring channels of one *row*: neighbouring addresses.
+# Colour = lane (0 dark to 31 yellow, see the bar; grey = not touched by this warp). Left: stage 01, one warp covers
+# 32 targets (rows), and at each loop step the 32 lanes touch one *column*. Right: stage 02, one warp covers one
+# target, and at each step the 32 lanes touch 32 neighbouring channels of one *row*: neighbouring addresses.
 
 # %%
 D, T = 64, 32
@@ -69,8 +78,9 @@ for name, addrs in (("01 naive", s03.naive_lane_addresses(256)), ("02 warp", s03
 # %% [markdown]
 # ## Searching as a warp
 #
-# **Lane 0 searches, then broadcasts** (the first design in the optimisation log this track grew from): one search per warp instead of 32, but it is still a
-# chain of `log2(S)` dependent loads, 12 for S = 4096, while 31 lanes wait.
+# **Lane 0 searches, then broadcasts** (the first design in the optimisation log this track grew from): one search
+# per warp instead of 32, but it is still a chain of `log2(S)` dependent loads, 12 for S = 4096, while 31 lanes
+# wait.
 #
 # **A 32-way search with a ballot**: each round, the 32 lanes each test one of 32 evenly spaced probes at the
 # same time. Times increase, so the lanes whose probe is `<= x` form a prefix of the warp, and the ballot's

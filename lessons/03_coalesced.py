@@ -10,6 +10,13 @@
 # the features starts at `r * D * 2` bytes, so every row is aligned for a width only when `D * 2` is a
 # multiple of it. For other D the stage falls back to the widest width that divides `D * 2`. Never wrong,
 # only slower.
+#
+# References: CUDA: [device memory accesses](https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#device-memory-accesses)
+# (access sizes and alignment), [coalesced access to global memory](https://docs.nvidia.com/cuda/cuda-c-best-practices-guide/index.html#coalesced-access-to-global-memory);
+# PTX ISA: [ld](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-ld)
+# and [st](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-st)
+# (the `.v4` vector forms); Numba: [`@intrinsic`](https://numba.readthedocs.io/en/stable/extending/high-level.html#implementing-intrinsics),
+# [`inspect_sass`](https://nvidia.github.io/numba-cuda/reference/kernel.html#dispatcher-objects).
 
 # %%
 import cudabook

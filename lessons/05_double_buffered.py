@@ -3,8 +3,9 @@
 #
 # In stage 04 a block does one thing at a time: load a window, wait at a barrier, compute, repeat. While it
 # computes, none of its own loads are in flight. DRAM only runs at full speed when enough bytes are *in
-# flight* at every moment: on a Hopper GPU, some tens of kilobytes per SM. This lesson tries two ways to keep
-# the next loads flying while the current data is used, measures both, and keeps the faster.
+# flight* at every moment: on an H100, roughly 15 to 20 KB per SM (worked out below, with Little's law). This
+# lesson tries two ways to keep the next loads flying while the current data is used, measures both, and keeps
+# the faster.
 #
 # ## Way 1: two windows in shared memory (`buffers="shared"`)
 #
@@ -21,6 +22,11 @@
 # **registers**, interpolates the current window, and only then stores those registers to the other buffer.
 # The costs are real: the in-flight data sits in registers (8 loads of 16 bytes a thread) for the whole
 # interpolation, so fewer blocks fit on an SM, and the store to shared memory still needs its own barrier.
+#
+# References: Numba [warp intrinsics](https://nvidia.github.io/numba-cuda/reference/kernel.html#warp-intrinsics)
+# (`shfl_sync`), [shared memory](https://nvidia.github.io/numba-cuda/user/memory.html#shared-memory-and-thread-synchronization);
+# PTX ISA: [ld (vector loads)](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-ld);
+# CUDA Best Practices: [occupancy](https://docs.nvidia.com/cuda/cuda-c-best-practices-guide/index.html#occupancy).
 
 # %%
 import cudabook
@@ -71,8 +77,8 @@ from cudabook.resample.s05_double_buffered import *   # stage 04's device functi
 # ```
 #
 # 3. **A persistent grid** (SMs x `blocks_per_sm` blocks, 8 of 128 threads by default) walks the groups: 32
-#    warps an SM, each lane with up to 128 bytes requested, is up to 128 KB in flight per SM, several times
-#    what DRAM needs to run at full speed (its bandwidth times its latency, spread over the SMs).
+#    warps an SM, each lane with up to 128 bytes requested, is up to about 130 KB in flight per SM, several
+#    times what DRAM needs to run at full speed (its bandwidth times its latency, spread over the SMs: below).
 #
 # Targets in any order take the same path, because every target's search is its own: no fallback needed.
 
@@ -104,11 +110,47 @@ print("shared, unsorted   ", check.check_launch(s05.launch, **size, buffers="sha
 lesson.ladder_so_far("05_double_buffered")
 
 # %% [markdown]
+# ## Little's law: how many bytes must be in flight?
+#
+# In a queue that runs steadily, what is inside equals the rate at which things enter times how long each stays
+# (Little's law). For memory: **bytes in flight = bandwidth x latency**. A load issued now returns after the
+# latency; to keep DRAM busy for all that time, enough other loads must already be on their way. With fewer in
+# flight, bandwidth drops to bytes in flight / latency, whatever the peak. With an H100 SXM's round figures:
+
+# %%
+# H100 SXM, approximate, not measured here. Peak HBM3 bandwidth 3.35 TB/s and 132 SMs: NVIDIA's H100 datasheet
+# and "NVIDIA Hopper Architecture In-Depth" (NVIDIA technical blog, 2022). DRAM latency: a load that misses L2
+# takes several hundred ns on Hopper in pointer-chasing microbenchmarks (e.g. Luo et al., "Benchmarking and
+# Dissecting the Nvidia Hopper GPU Architecture", arXiv:2402.13499, and Chips and Cheese, "Nvidia's H100: Funny
+# L2, and Tons of Bandwidth", 2023); 600-800 ns is the order of magnitude on an idle GPU, more under load.
+bandwidth, sms = 3.35e12, 132                   # bytes per second; SMs
+for latency_ns in (600, 700, 800):
+    in_flight = bandwidth * latency_ns * 1e-9
+    print(f"latency {latency_ns} ns: {in_flight / 1e6:.1f} MB in flight on the GPU = {in_flight / sms / 1e3:.1f} KB "
+          f"per SM")
+
+need = bandwidth * 700e-9 / sms                 # bytes per SM, at 700 ns
+per_lane = 8 * 16                               # resample_in_flight: eight 16-byte loads issued before the first use
+threads = s05.PARAMS["threads"] * s05.PARAMS["blocks_per_sm"]
+print(f"\nstage 05's main kernel: {s05.PARAMS['blocks_per_sm']} blocks x {s05.PARAMS['threads']} threads = {threads:,} "
+      f"threads an SM, {per_lane} bytes each: up to {threads * per_lane / 1e3:.0f} KB an SM, "
+      f"{threads * per_lane / need:.1f}x the {need / 1e3:.1f} KB needed at 700 ns")
+print(f"with all eight loads in flight, {need / per_lane:.0f} threads ({need / per_lane / 32:.1f} warps) an SM "
+      f"would do; with one 16-byte load a thread, {need / 16:,.0f} threads")
+
+# %% [markdown]
+# So with one 16-byte load in flight a thread, more than half of the 2,048 threads an SM can hold must be resident
+# just to break even; with eight a thread, a few warps suffice. Why then keep several times more in flight than the
+# product? The latency grows when DRAM is busy (requests queue), and a lane's eight loads are in flight together
+# only until they land: while it interpolates, stores and fetches the next group's `(lo, w)`, it has few or none on
+# the way. The headroom is what keeps the *average* above the need. The copy ceiling in `results/` is below the
+# 3.35 TB/s peak, so the real need is a little lower still.
+#
 # ## What the profiler says: bytes in flight
 #
-# DRAM stays busy only with enough bytes in flight (its bandwidth times its latency, Little's law). They come
-# from the warps an SM holds (achieved occupancy) times the bytes each has requested and not yet used: stage
-# 05's main kernel raises the second factor, eight 16-byte loads a lane issued before the first is used.
+# The bytes in flight come from the warps an SM holds (achieved occupancy) times the bytes each has requested
+# and not yet used: stage 05's main kernel raises the second factor, eight 16-byte loads a lane issued before
+# the first is used.
 
 # %%
 from cudabook import profile

@@ -1,10 +1,10 @@
 # %% [markdown]
 # # 06 · cp.async: copies that don't wait, in a pipeline
 #
-# Stage 05's shared-memory double buffer met a limit of synchronous code: a thread that loads a value must
-# hold it in a **register** until it can store it to shared memory, and it cannot run ahead of its own loads
-# for long. Ampere (sm_80) added `cp.async`: one instruction that copies 4, 8 or 16 bytes **from global memory
-# straight into shared memory**, without a register and without making the thread wait. The thread issues copies for the next
+# Stage 05's shared-memory double buffer met a limit of synchronous code: a thread that loads a value must hold it
+# in a **register** until it can store it to shared memory, and it cannot run ahead of its own loads for long.
+# Ampere (sm_80) added `cp.async`: one instruction that copies 4, 8 or 16 bytes **from global memory straight into
+# shared memory**, without a register and without making the thread wait. The thread issues copies for the next
 # windows, then works on the current one; it waits only when it needs the data.
 #
 # ```
@@ -19,6 +19,15 @@
 # for one conversion instruction, but the pipeline's bookkeeping reads far better in C++), so this stage is
 # **CUDA C++**, compiled at run time by **NVRTC** and launched from Python on the same device arrays as the
 # Numba stages.
+#
+# References: PTX ISA: [cp.async](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-cp-async),
+# [cp.async.commit_group](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-cp-async-commit-group),
+# [cp.async.wait_group](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-cp-async-wait-group);
+# CUDA: [asynchronous data copies](https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#asynchronous-data-copies),
+# [NVRTC](https://docs.nvidia.com/cuda/nvrtc/index.html), driven through cuda-python's
+# [cuda.core](https://nvidia.github.io/cuda-python/cuda-core/latest/) `Program`; CUDA driver API:
+# [modules](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MODULE.html) (loading the cubin) and
+# [execution control](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC.html) (`cuLaunchKernel`).
 
 # %%
 import cudabook

@@ -20,6 +20,13 @@
 # **prepass**) finds every target's interval and weight (2 MB for the benchmark), so the main kernel's
 # producer knows each work item's window at once and the consumers never search: the main kernel becomes a
 # pure stream of box copies in and 16-byte stores out.
+#
+# References: PTX ISA: [mbarrier](https://docs.nvidia.com/cuda/parallel-thread-execution/#parallel-synchronization-and-communication-instructions-mbarrier),
+# [cp.async.bulk.tensor](https://docs.nvidia.com/cuda/parallel-thread-execution/#data-movement-and-conversion-instructions-cp-async-bulk-tensor),
+# [the tiled mode: boxes and out-of-bound fill](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#tensor-tiled-mode),
+# [fence.proxy.async](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#parallel-synchronization-and-communication-instructions-membar)
+# (the consumers' stores made visible to the copy engine, for the TMA store); CUDA driver API:
+# [cuTensorMapEncodeTiled](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TENSOR__MEMORY.html).
 
 # %%
 import cudabook
@@ -116,6 +123,123 @@ box = tma.load_box(demo, box=(1, 8, 8), coords=(0, 16, 0))
 print(box[0])
 print(f"rows 16..19 are the tensor's last rows; rows 20..23 are outside it: zero-filled, {box.nbytes} bytes "
       f"delivered either way")
+
+# %% [markdown]
+# ## The mbarrier protocol: arrivals, bytes, phases, parity
+#
+# An **mbarrier** is a 64-bit object in shared memory. For its *current phase* it counts two things:
+#
+# - **pending arrivals**, set by `mbarrier.init`: 32 for a stage's "full" barrier (the producer warp's 32 lanes),
+#   `NCT` for its "empty" barrier (every consumer thread: 128 with the default 4 consumer warps). Each
+#   `mbarrier.arrive` takes one off.
+# - the **transaction count** (tx-count), bytes still expected: `mbarrier.arrive.expect_tx(full, bytes)`, by the
+#   producer's lane 0, adds the bytes the boxes will bring *and* counts as that lane's arrival; each TMA copy
+#   that names the barrier (`.mbarrier::complete_tx::bytes`) takes its bytes off as they land.
+#
+# When both reach zero, the phase **completes**: the barrier flips its **phase bit** (0, 1, 0, ...), sets its
+# pending arrivals back to the init count, and the next phase begins. Nobody resets it by hand.
+#
+# A waiter names the phase it waits for by its parity: `mbarrier.try_wait.parity(bar, p)` is true once the phase
+# of parity `p` has completed, that is, once the barrier's phase bit is no longer `p`. On a fresh barrier (bit 0),
+# waiting on parity 0 blocks until the first phase completes; waiting on parity 1 returns at once (the phase
+# "before" the first counts as completed). `try_wait` may suspend the thread for a while before it answers
+# false; `mbar_wait` asks again until it answers true.
+#
+# In a ring of `STAGES` stages, work item `k` uses stage `s = k % STAGES` on lap `j = k / STAGES`, and each of
+# stage s's barriers completes one phase per lap. So, as `kernels/tma.cu` writes it:
+#
+# - the **consumers** wait on `full[s]` with parity `j & 1`: phase j, the producer's fill for this lap;
+# - the **producer** waits on `empty[s]` with parity `(j & 1) ^ 1`: phase j - 1, the consumers' release of the
+#   stage on the previous lap. On lap 0 that is parity 1 on a fresh barrier: it passes at once, so the first
+#   pass through the ring needs no special case.
+#
+# One bit is enough because nobody falls two phases behind: the producer cannot start phase j + 1 of `full[s]`
+# before the consumers complete phase j of `empty[s]`, and they do that only after waiting for phase j of
+# `full[s]`. Each waiter is at most one phase behind the barrier it waits on, and the bit tells "this phase"
+# from "the last one".
+#
+# The byte count must be exact. Announce more bytes than the copies bring and the phase never completes: the
+# consumers spin for ever (this kernel's `mbar_wait` traps after `WAIT_LIMIT` clock cycles instead, and the
+# launch fails). Announce fewer and the phase completes before the last box has landed: the consumers read a
+# half-written stage, and the late bytes are then counted in the next phase. A box that reaches past the
+# tensor still delivers all its bytes (zeros), so `nbox * BOX_BYTES` is always right. The end of the work is a
+# phase with no bytes at all: the producer's 32 lanes arrive on `full[s]` of one more stage, whose header says
+# "no item".
+#
+# With the default launch (one block per item, `stages=1`) the ring has a single stage: the item is lap 0 and the
+# end marker lap 1, so both parities are used even there. The picture follows the protocol for a ring of 2 stages
+# and 6 items (3 laps), as a persistent block walks it. The durations are made up (the producer's bookkeeping for
+# an item 1 unit, a copy 4, the consumers' interpolation 3): only the order of the events is the kernel's. The
+# shade of each row is the barrier's phase bit; hatched spans are waits, each labelled with the parity it names.
+
+# %%
+def ring_timeline(stages, items, prep=1.0, copy=4.0, work=3.0):
+    """Event times of resample_tma's ring, item by item, and the times each barrier completes a phase."""
+    flips = {(name, s): [] for name in ("full", "empty") for s in range(stages)}
+    events, producer_free, consumer_free = [], 0.0, 0.0
+    for k in range(items):
+        s, lap = k % stages, k // stages
+        released = flips["empty", s][lap - 1] if lap else 0.0   # empty[s] phase lap-1 (lap 0: a fresh barrier)
+        issue = max(producer_free, released)                       # expect_tx + the box copies
+        landed = issue + copy                                      # tx-count back to 0: full[s] completes phase `lap`
+        start = max(consumer_free, landed)
+        done = start + work                                        # the last consumer arrives: empty[s] completes
+        flips["full", s].append(landed)
+        flips["empty", s].append(done)
+        events.append(dict(k=k, s=s, lap=lap, p_ready=producer_free, issue=issue, landed=landed,
+                           c_ready=consumer_free, start=start, done=done))
+        producer_free, consumer_free = issue + prep, done
+    return events, flips
+
+
+def phase_bit(flips, t):
+    return sum(f <= t for f in flips) % 2
+
+
+STAGES_DEMO = 2
+events, flips = ring_timeline(STAGES_DEMO, 6)
+end = max(e["done"] for e in events) + 1
+rows = [(name, s) for s in range(STAGES_DEMO) for name in ("full", "empty")]
+fig, ax = plt.subplots(figsize=(10, 4.2))
+for y, key in enumerate(rows):
+    edges = [0.0] + flips[key] + [end]
+    for i, (a, b) in enumerate(zip(edges, edges[1:])):        # the phase bit: light = 0, dark = 1
+        ax.add_patch(plt.Rectangle((a, y - 0.4), b - a, 0.8, color="0.93" if i % 2 == 0 else "0.78", lw=0))
+        ax.text((a + b) / 2, y + 0.3, f"bit {i % 2}", ha="center", va="center", fontsize=7, color="0.35")
+for e in events:
+    yf, ye = rows.index(("full", e["s"])), rows.index(("empty", e["s"]))
+    pe, pf = (e["lap"] & 1) ^ 1, e["lap"] & 1                  # the parities the kernel names
+    for y, ready, passed, par, who, colour, hatch in ((ye, e["p_ready"], e["issue"], pe, "P", "C3", "///"),
+                                                      (yf, e["c_ready"], e["start"], pf, "C", "C2", "\\\\")):
+        ax.add_patch(plt.Rectangle((ready, y - 0.38), max(passed - ready, 0.08), 0.24, fill=False, hatch=hatch,
+                                   ec=colour, lw=0.8))
+        ax.text(ready + 0.1, y - 0.26, f"{who} waits({par})", fontsize=7, color=colour, va="center")
+    ax.add_patch(plt.Rectangle((e["issue"], yf - 0.08), e["landed"] - e["issue"], 0.24, color="C0", alpha=0.7))
+    ax.plot([e["issue"]], [yf + 0.04], "^", color="C0", ms=7)
+    ax.text((e["issue"] + e["landed"]) / 2, yf + 0.04, f"item {e['k']}", ha="center", va="center", fontsize=7,
+            color="white")
+    ax.plot([e["done"]], [ye + 0.04], "x", color="C2", ms=7, mew=2)
+ax.set_yticks(range(len(rows)), [f"{name}[{s}]" for name, s in rows])
+ax.set_ylim(len(rows) - 0.5, -0.5); ax.set_xlim(0, end); ax.set_xlabel("time (made-up units)")
+ax.set_title("▲ producer: expect_tx + box copies;  blue: bytes landing (tx-count > 0);  x: last consumer arrives "
+             "on empty;  hatched: a wait, with its parity", fontsize=8)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The same ring as a table, and a check of the rule on every wait: each wait passes only once the barrier's bit
+# differs from the parity it names, and a waiter that had to wait found the bit equal to it when it started.
+
+# %%
+print(" item  stage  lap   producer waits empty[s] on   consumers wait full[s] on")
+ok = True
+for e in events:
+    pe, pf = (e["lap"] & 1) ^ 1, e["lap"] & 1                  # ((k / STAGES) & 1) ^ 1  and  (k / STAGES) & 1
+    print(f"{e['k']:5d}  {e['s']:5d}  {e['lap']:3d}   parity {pe}{'':21s} parity {pf}")
+    for bar, par, ready, passed in (("empty", pe, e["p_ready"], e["issue"]), ("full", pf, e["c_ready"], e["start"])):
+        f = flips[bar, e["s"]]
+        ok &= phase_bit(f, passed) != par and (passed == ready or phase_bit(f, ready) == par)
+print("the parity rule holds at every wait:", ok)
 
 # %% [markdown]
 # ## The kernel
