@@ -151,6 +151,26 @@ def test_04_is_right_in_the_emulator(d, causal, params):
         assert verdict.ok, ((B, H, Nq, Nk, d, causal, params), verdict.message)
 
 
+@needs_emulator
+def test_a_ragged_end_mask_off_by_one_fails_on_small_scores():
+    """Keys past Nk arrive zero-filled: letting key Nk in (j > Nk) adds a key of score 0 and v 0. With ordinary
+    scores (about sqrt(d)) it weighs nothing; the grading case of small scores catches it."""
+    wrong = s04.source().replace("if (j >= Nk || (CAUSAL && j > i))", "if (j > Nk || (CAUSAL && j > i))")
+    assert wrong != s04.source()
+    small = dict(next(kw for name, kw in attention.cases(simulator=True) if name.startswith("small scores")))
+    for kw, must_fail in ((dict(small, spread=1.0), False), (small, True)):
+        args = attention.random_problem(**kw)
+        p = attention.upload(*args)
+        p.poison()
+        with emulate.emulating():
+            s04.launch(p, kernel=wrong)
+        verdict = attention.judge(p.result(), *args)
+        if must_fail:
+            assert not verdict.ok, verdict.message
+            assert "key Nk was let in" in verdict.message, verdict.message
+        # (ordinary scores: the wrong kernel may pass; that is why the small-score case exists)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("params", PARAMS_04, ids=["defaults", "w1-bkv16-s3", "w2-bkv32-s2"])
 def test_04_is_right_on_a_gpu(params):
