@@ -41,7 +41,8 @@ def measure(src_times, src_feats, tgt_times, ref, scale, *, repeats=25):
     feats = torch.from_numpy(src_feats.view(np.uint16).astype(np.int16)).to(dev).view(torch.bfloat16)
     targets = torch.from_numpy(tgt_times).to(dev)
     out = {}
-    compiled = torch.compile(resample_torch)
+    compiled = torch.compile(resample_torch, dynamic=False)   # static shapes, as one compiled for one size: after a
+    # second size, automatic dynamic shapes would compile a slower kernel for every size (seen in results/sizes/)
     for name, fn in (("torch_eager", resample_torch), ("torch_compile", compiled)):
         try:
             got = fn(times, feats, targets)          # compiles (torch.compile) and warms up

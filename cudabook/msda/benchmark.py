@@ -248,7 +248,7 @@ def peers(args, problem, ctx, *, repeats=25, progress=print) -> dict:
     import torch
     N = np.shape(args[0])[0]
     rows = {}
-    for name, fn in (("torch_eager", msda_torch), ("torch_compile", torch.compile(msda_torch))):
+    for name, fn in (("torch_eager", msda_torch), ("torch_compile", torch.compile(msda_torch, dynamic=False))):
         at_once, errors = N, []
         while name not in rows:
             failure = None
