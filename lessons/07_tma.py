@@ -358,5 +358,17 @@ lesson.sweep("07_tma", "stages", [2, 3, 4], fixed={"persistent": True})
 lesson.sweep("07_tma", "box_rows", [4, 8, 16])
 
 # %% [markdown]
+# ## Across problem sizes
+#
+# The ladder above is one size. Across the channel count D (B, S and T as the benchmark's), recorded on a GPU with
+# `tools/sweep_sizes.py`: stages 05 to 07 and PyTorch, each point checked against the reference. Where the
+# lines cross says more than one size does: a fixed cost (the prepass, a launch) weighs most on the smallest D.
+
+# %%
+from cudabook import sizes
+
+sizes.show("resample")
+
+# %% [markdown]
 # Write this stage's kernel yourself: [lab 07](../labs/07_tma.ipynb) (the completed version:
 # [solution](../solutions/07_tma_SOLUTION.ipynb)).

@@ -619,5 +619,19 @@ if "overlap" in s06.PARAMS:            # the same kernel without the overlap ins
     lesson.sweep("06_warp_specialized", "overlap", [True, False], track="attention")
 
 # %% [markdown]
+# ## Across problem sizes
+#
+# The ladder above is one size. Across the sequence length N (B = 4, H = 16), d = 128 and 64, causal and not,
+# recorded on a GPU with `tools/sweep_sizes.py`: rungs 04 to 06 and every SDPA backend, each point checked
+# against the reference. At small N a head has few query blocks: 64 heads x N / 128 blocks for 132 SMs, and the
+# fixed costs of a block (Q's load, the pipeline filling, the epilogue) weigh more. Compare where rung 06 and the
+# fastest backend part, and where they meet.
+
+# %%
+from cudabook import sizes
+
+sizes.show("attention")
+
+# %% [markdown]
 # Back: [05 · TMA and wgmma](05_wgmma_tma.ipynb). The GEMM track's version of this split:
 # [GEMM 06](../gemm/06_warp_specialized.ipynb). All the tracks: [the map](../00_tracks.ipynb).

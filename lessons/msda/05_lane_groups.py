@@ -364,5 +364,16 @@ lesson.sweep("05_lane_groups", "threads", [128, 256, 512], track="msda")
 lesson.sweep("05_lane_groups", "branchless", [True, False], track="msda")
 
 # %% [markdown]
+# ## Across problem sizes
+#
+# The ladder above is one size. Across the number of queries Lq (the other sizes as the benchmark's), recorded on
+# a GPU with `tools/sweep_sizes.py`: rungs 03 to 05 and PyTorch, each point checked against the reference.
+
+# %%
+from cudabook import sizes
+
+sizes.show("msda")
+
+# %% [markdown]
 # Write a level's samples yourself: [lab 05](../../labs/msda/05_lane_groups.ipynb) (the completed version:
 # [solution](../../solutions/msda/05_lane_groups_SOLUTION.ipynb)). Back: [04 · TMA boxes](04_tma_boxes.ipynb).
