@@ -3,7 +3,7 @@
 #
 # In stage 04 a block does one thing at a time: load a window, wait at a barrier, compute, repeat. While it
 # computes, none of its own loads are in flight. DRAM only runs at full speed when enough bytes are *in
-# flight* at every moment: on an H100, roughly 15 to 20 KB per SM (worked out below, with Little's law). This
+# flight* at every moment: on an H100, roughly 10 to 20 KB per SM (worked out below, with Little's law). This
 # lesson tries two ways to keep the next loads flying while the current data is used, measures both, and keeps
 # the faster.
 #
@@ -77,7 +77,7 @@ from cudabook.resample.s05_double_buffered import *   # stage 04's device functi
 # ```
 #
 # 3. **A persistent grid** (SMs x `blocks_per_sm` blocks, 8 of 128 threads by default) walks the groups: 32
-#    warps an SM, each lane with up to 128 bytes requested, is up to about 130 KB in flight per SM, several
+#    warps an SM, each lane with up to 128 bytes requested, is up to 131 kB (128 KiB) in flight per SM, several
 #    times what DRAM needs to run at full speed (its bandwidth times its latency, spread over the SMs: below).
 #
 # Targets in any order take the same path, because every target's search is its own: no fallback needed.
@@ -122,9 +122,10 @@ lesson.ladder_so_far("05_double_buffered")
 # and "NVIDIA Hopper Architecture In-Depth" (NVIDIA technical blog, 2022). DRAM latency: a load that misses L2
 # takes several hundred ns on Hopper in pointer-chasing microbenchmarks (e.g. Luo et al., "Benchmarking and
 # Dissecting the Nvidia Hopper GPU Architecture", arXiv:2402.13499, and Chips and Cheese, "Nvidia's H100: Funny
-# L2, and Tons of Bandwidth", 2023); 600-800 ns is the order of magnitude on an idle GPU, more under load.
+# L2, and Tons of Bandwidth", 2023). The sources differ with their method (roughly 300 to 500 ns idle, more
+# under load, when the queues fill): we span 400 to 800 ns, and the conclusion holds across it.
 bandwidth, sms = 3.35e12, 132                   # bytes per second; SMs
-for latency_ns in (600, 700, 800):
+for latency_ns in (400, 600, 800):
     in_flight = bandwidth * latency_ns * 1e-9
     print(f"latency {latency_ns} ns: {in_flight / 1e6:.1f} MB in flight on the GPU = {in_flight / sms / 1e3:.1f} KB "
           f"per SM")

@@ -161,7 +161,8 @@ print(f"rows 16..19 are the tensor's last rows; rows 20..23 are outside it: zero
 # The byte count must be exact. Announce more bytes than the copies bring and the phase never completes: the
 # consumers spin for ever (this kernel's `mbar_wait` traps after `WAIT_LIMIT` clock cycles instead, and the
 # launch fails). Announce fewer and the phase completes before the last box has landed: the consumers read a
-# half-written stage, and the late bytes are then counted in the next phase. A box that reaches past the
+# half-written stage, and the late bytes land in the next phase's count (outside anything the PTX ISA defines),
+# where they can end that phase early too: one wrong count spreads. A box that reaches past the
 # tensor still delivers all its bytes (zeros), so `nbox * BOX_BYTES` is always right. The end of the work is a
 # phase with no bytes at all: the producer's 32 lanes arrive on `full[s]` of one more stage, whose header says
 # "no item".

@@ -5,7 +5,7 @@ wgmma shapes and online softmax), rearranged so that nothing waits that need not
   - one producer warpgroup (one thread) keeps rings of K and V tiles full, each tile with a "full" and an
     "empty" mbarrier, and gives its registers to the consumers (setmaxnreg);
   - each consumer warpgroup issues S_t = Q K_tᵀ and O += P_{t-1} V_{t-1} together and runs the softmax of S_t
-    while P V is still on the tensor cores;
+    meaning it to run while P V is still on the tensor cores (ptxas decides: lesson 06 counts where it went);
   - with two consumers, two named barriers make them take turns at the tensor cores (ping-pong): one's
     softmax runs under the other's wgmmas.
 A causal block stops after its last visible key tile (the tiles above the diagonal are never loaded).

@@ -43,7 +43,7 @@ import math
 #
 # Seed 003 computes on WGMMA at every step; what changes from step to step is how tiles reach shared memory,
 # which is also what tells our rungs 03 -> 06 apart, so the steps are mapped by that. Steps 1 and 2 load tiles
-# synchronously between two barriers, nothing overlapped: 03_tiled (one wgmma, then a loop of them). Step 3
+# synchronously between two barriers, nothing overlapped (the seed: one wgmma, then a loop of them): 03_tiled. Step 3
 # double-buffers the tiles with cp.async: 04_mma_cp_async (mma.sync there, wgmma in the seed). Step 4 swaps
 # cp.async for TMA: 05_wgmma_tma. Step 5 adds thread-block clusters sharing K tiles through distributed shared
 # memory; our ladder has no cluster rung, and its step past 05 is warp specialisation, so 06_warp_specialized
@@ -276,7 +276,8 @@ def table(record, d=128, causal=False, predictions=PREDICTIONS) -> list[dict]:
                     continue
                 (lo, hi), how = got
                 notes = [p["step"]] + (["claimed"] if p["status"] == "claimed" else []) \
-                    + ([how] if how != "stated" else [])
+                    + ([how] if how != "stated" else []) \
+                    + ([f"at d={p['d']}"] if p.get("d") and p["d"] != d else [])
                 cells.append(f"{_range(lo, hi)} ({'; '.join(notes)})")
             row[seed] = "; ".join(cells)
         rows.append(row)

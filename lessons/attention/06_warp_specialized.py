@@ -1,5 +1,5 @@
 # %% [markdown]
-# # Attention 06 · Warp specialization: a producer, two consumers, and the softmax under the tensor cores
+# # Attention 06 · Warp specialization: a producer, two consumers taking turns at the tensor cores
 #
 # Rung 05 put both products on `wgmma` and the copies on TMA, and still every warpgroup does one thing at a
 # time: wait for K, issue S = Q Kᵀ, **wait**, softmax, issue O += P V, **wait**, `__syncthreads`, refill. This
@@ -15,7 +15,7 @@
 #     issue S_t = Q K_tᵀ; rescale O by α_{t-1}   <- while S_t runs
 #     issue O += P_{t-1} V_{t-1}; your turn (bar.arrive)
 #     wait<1>  (S_t is in)            release K_t
-#     softmax of S_t -> α_t           <- P_{t-1} V_{t-1} still running on the tensor cores
+#     softmax of S_t -> α_t           <- meant to run while P_{t-1} V_{t-1} is on the tensor cores
 #     wait<0>  (P V is in)            release V_{t-1}
 #     pack P_t = bf16(S_t)
 # ```
@@ -59,9 +59,10 @@ def show(start, end):
 # units, maxima, sums: lesson 05 estimated the exponentials alone at half the products' time at d = 128), the
 # tensor cores have nothing to do.
 #
-# Rung 06 removes both waits from the tensor cores' path: a consumer issues the next S **together with** the
-# previous tile's P V and does its softmax while P V runs, and the two consumers take turns, so one's softmax
-# also runs under the other's products. The picture below is a **schematic**: a hand-made schedule with
+# Rung 06 takes both waits off the tensor cores' path, in two ways: the two consumers take turns, so one's
+# softmax runs under the other's products (ping-pong); and a consumer issues the next S **together with** the
+# previous tile's P V, meaning to do its softmax while P V runs (overlap inside a warpgroup; whether the
+# compiler keeps it that way is measured below, in part (a): on the builds tried, it did not). The picture below is a **schematic**: a hand-made schedule with
 # made-up durations (a product of one consumer = 1, a softmax = 1.4, rescale and pack = 0.3), played out by
 # the rules of each kernel. It is not a measurement. Change the durations and see what moves.
 
@@ -91,8 +92,8 @@ def schedule_05(tiles=3):
 
 
 def schedule_06(tiles=3, stages=2):
-    """Rung 06: consumer c issues S_t and P_{t-1} V_{t-1} on its turn, softmax under P V; the producer refills a
-    slot as soon as both consumers have released it."""
+    """Rung 06 as the source asks: consumer c issues S_t and P_{t-1} V_{t-1} on its turn, softmax under P V; the
+    producer refills a slot as soon as both consumers have released it."""
     bars, tc, ready, issued, done = [], 0.0, [0.0, 0.0], {}, {}
     for t in range(tiles + 1):                             # t == tiles: the last P V, no turn-taking
         for c in (0, 1):
@@ -141,7 +142,7 @@ def draw(ax, bars, title):                                 # a label ending in '
 fig, axes = plt.subplots(2, 1, figsize=(11, 5.5), sharex=True)
 plans = {"05": schedule_05(), "06": schedule_06()}
 draw(axes[0], plans["05"], "05: two warpgroups in step (no producer: thread 0 refills after __syncthreads)")
-draw(axes[1], plans["06"], "06: a producer warpgroup, two consumers in ping-pong, each softmax under P V")
+draw(axes[1], plans["06"], "06: a producer warpgroup, two consumers in ping-pong (as the source asks)")
 for kind, color in STYLE.items():
     axes[0].plot([], [], color=color, lw=6, label=kind)
 axes[0].legend(fontsize=7, ncol=7, loc="upper right", bbox_to_anchor=(1, 1.35))
@@ -175,7 +176,8 @@ threads = 128 * (1 + 2)
 at_launch = 65536 // threads // 8 * 8
 print(f"at launch: 65,536 / {threads} threads = {65536 / threads:.1f} -> {at_launch} registers a thread, "
       f"{threads * at_launch:,} for the block")
-print(f"after setmaxnreg: 128 x {prod} + 256 x {cons} = {128 * prod + 256 * cons:,} <= 65,536")
+print(f"after setmaxnreg: 128 x {prod} + 256 x {cons} = {128 * prod + 256 * cons:,} <= "
+      f"{threads * at_launch:,} (what the block got at launch)")
 print(f"  the producer frees 128 x ({at_launch} - {prod}) = {128 * (at_launch - prod):,}, "
       f"the consumers take 256 x ({cons} - {at_launch}) = {256 * (cons - at_launch):,}")
 cubin = s06.compile_cubin(d=128)
@@ -247,15 +249,18 @@ show("auto step = [&]", "  };")
 # This is rung 05's arithmetic with P V deferred by one tile: O = α_{t-1} O + P_{t-1} V_{t-1}, in that order,
 # one iteration late. Moving the rescale from after `wait<0>` to under S_t took 64 multiplies a thread off the
 # path between one P V and the next issue; writing `2^x` as `ex2.approx.ftz` (`exp2_ftz`) instead of `exp2f`
-# dropped the range fix-up the library wraps around it (a compare and two multiplies per score). Measured while
-# the rung was built (H100, one run, not a record), the two together took d = 128 from about 625 to 655
-# TFLOP/s; the records below measure the rung as it is now.
+# dropped the range fix-up ptxas wraps around a `MUFU.EX2` whose subnormal results must survive (a compare and
+# two multiplies per score; with `.ftz` they are flushed to zero, which no P rounded against l >= 1 can see).
+# Measured while the rung was built (H100, one run of tools/sweep_attention.py's kind, not a record), the two
+# together gained about 5 % at d = 128; the records below measure the rung as it is now.
 #
 # Why nothing of P_{t-1} may change before `wait<0>`: `WgmmaRS` reads its A operand **from registers, while it
 # runs**. The registers `pa` hold P_{t-1} until P_{t-1} V_{t-1} has landed, so the softmax works on `sc` (S_t,
 # a different array), and only after `wait<0>` does `pack_p` overwrite `pa` with P_t. The same goes for O: it
 # is the accumulator of the running P V, so multiplying it by α_t before `wait<0>` would race with the tensor
-# cores; that is why α_t waits for the next iteration, where O is free again until the next P V is issued. The `wgmma_keep` calls are empty `asm volatile` statements that tell the compiler these arrays
+# cores. α_t could be applied right after `wait<0>` (an earlier version did); deferring it to the next
+# iteration, under S_{t+1}, is a scheduling choice that takes it off the path between two P V. The
+# `wgmma_keep` calls are empty `asm volatile` statements that tell the compiler these arrays
 # are live across the waits, so it does not reuse their registers early. (If the region shows an
 # `#if OVERLAP ... #else` pair, the `#else` half is `overlap=False`: one product at a time, for comparison.)
 #
@@ -314,10 +319,11 @@ for tiles in (1, 2, 64):
 # In SASS, `wgmma.wait_group 1` is `WARPGROUP.DEPBAR.LE gsb0, 0x1` and `wait_group 0` is
 # `WARPGROUP.DEPBAR.LE gsb0, 0x0`, and ptxas, not the source, decides what goes between them: it may move an
 # instruction past a wait, or a wait past instructions, as long as the result is the same. While this rung was
-# written, a branch between the two waits (an `if (tile needs a mask) { ... }` inside the loop) made ptxas
-# hoist the second wait above the softmax: the results stayed right, and the overlap was gone. So the kernel
-# writes the loop twice (the tiles without a mask, then the tiles that need one) and masks with a select, not
-# a branch (`mask_scores`). Check what this build got: for each `DEPBAR 0x1`, count the exponentials
+# written (NVRTC 13.0 and 13.5), a branch between the two waits (an `if (tile needs a mask) { ... }` inside the
+# loop) went with ptxas hoisting the second wait above the softmax. The kernel now writes the loop twice (the
+# tiles without a mask, then the tiles that need one) and masks with a select, not a branch (`mask_scores`).
+# That was necessary, not enough: on those builds the exponentials still land after the second wait in the
+# unmasked loop. Check what this build got: for each `DEPBAR 0x1`, count the exponentials
 # (`MUFU.EX2`, one a score plus the two α) and all instructions up to the next `DEPBAR 0x0`, and the
 # exponentials after it:
 
@@ -350,7 +356,9 @@ for d in (128, 64):
 # should be two pairs. Where many exponentials sit between the waits, the softmax really runs under P V (ptxas
 # may still leave part of it after the second wait: the last column). Where there are none, only the few
 # instructions counted run under P V, and that copy of the loop waits for P V before its softmax: the
-# overlap the source asks for is not in the machine code, and the timings will show it. The `wgmma_keep`
+# overlap the source asks for is not in the machine code. (On the H100 sweep, `overlap=False` costs about 3 % at
+# d = 128 and nothing at d = 64: what the overlap buys there is the rescale and the issue order, not the
+# softmax under P V. Putting it there for real is the next lever of this rung.) The `wgmma_keep`
 # statements cannot prevent that: they bind the front end (NVVM, which writes the PTX), not ptxas. What
 # does bind ptxas is data: an instruction cannot move above the wait that produces its inputs.
 #
@@ -360,8 +368,9 @@ for d in (128, 64):
 # may use, and it need not take them all. At d = 128 with 128-key tiles a consumer holds O (64 floats), S (64),
 # P (32 registers of bf16 pairs) and the softmax state. While this rung was written, ptxas first held that code
 # well under 240 and spilled instead (and d = 128 had to use 64-key tiles: the sweep below shows what they cost);
-# the kernel's comment above its role branch records the cause found then: with the producer's branch first in the source, the consumer code did not get
-# `setmaxnreg`'s budget; with the consumers' branch first, it did. Compile both tile sizes at d = 128 and see
+# the kernel's comment above its role branch records what changed it on those builds (NVRTC 13.0 and 13.5): with
+# the producer's branch first in the source, the consumer code spilled at about 180 registers; with the
+# consumers' branch first, it did not. A measurement of one toolchain, not a rule. Compile both tile sizes at d = 128 and see
 # what this build does: the resources, the highest register the consumer code names, the spill instructions
 # and what ptxas said.
 
@@ -393,7 +402,8 @@ for d in s06.HEAD_DIMS:
 
 # %% [markdown]
 # A nonzero `stack` means spills: registers parked in local memory (`STL`, reloaded by `LDL`). ptxas's
-# `C7512` "wgmma.mma_async instructions are serialized due to insufficient register resources" says worse:
+# "wgmma.mma_async instructions are serialized due to insufficient register resources" (C7512 in NVRTC 13.5's
+# log; other versions number it differently) says worse:
 # it then waits for each wgmma before the next, which undoes everything this rung is about. So read the lines
 # above as a rule for choosing the tile: where 128-key tiles spill at d = 128, take `bkv=64`; where they do
 # not, the larger tile halves the turns and barriers per key. The last lines print what the defaults are and
@@ -403,8 +413,9 @@ for d in s06.HEAD_DIMS:
 #
 # A causal block of BQ = 128 query rows starting at q0 needs keys up to q0 + 127 only: `tiles` ends there (the
 # producer never loads the tiles above the diagonal), and only tiles from `masked` on cross it (or reach past
-# Nk), so only those run the masked copy of the loop. Causal blocks are launched longest first
-# (`qb = gridDim.x − 1 − blockIdx.x`), so the short ones fill the gaps at the end.
+# Nk), so only those run the masked copy of the loop. Within each head, causal blocks are launched longest
+# first (`qb = gridDim.x − 1 − blockIdx.x`; x, the query block, varies fastest, so across heads the order is a
+# sawtooth), and the last heads' short blocks fill the gaps at the end.
 
 # %%
 show("const int qb =", "const int tiles")
@@ -562,8 +573,12 @@ for path in sweeps:
 # Two *seeds*, optimisation plans written before any of this code (001: a double-buffered async-copy plan;
 # 003: a WGMMA roadmap), state the speeds they expected step by step. `cudabook.attention.trajectory` maps each
 # step to our nearest rung and sets those figures beside what the records measured, d = 128 without causal
-# masking. The seeds' figures are claims, not measurements; and seed 003's step after TMA is thread-block
-# clusters, not warp specialization, so rung 06 is only its nearest position.
+# masking. The seeds' figures are claims, not measurements, and the mapping is by how tiles reach shared
+# memory, so read each pairing with its difference: seed 003 computes on wgmma at every step (its steps 1 and 2
+# sit at our scalar 03); seed 001's phase 2 keeps scalar arithmetic (it sits at our 04, which also moved to
+# tensor cores); seed 003 states its targets in FP16 at d = 64 and 2K tokens (the table says "at d=64"); and
+# seed 003's step after TMA is thread-block clusters, not warp specialization, so rung 06 is only its nearest
+# position.
 
 # %%
 records = [rec for rec in results.load_all() if any(k.startswith("attention ") for k in rec["workloads"])]

@@ -9,9 +9,10 @@
 //     registers back (setmaxnreg.dec to PRODUCER_REGS).
 //   warpgroups 1..CONSUMERS: 64 query rows each; they take the registers back (setmaxnreg.inc to CONSUMER_REGS).
 //     Iteration t of a consumer issues S_t = Q K_tᵀ, rescales O by the previous tile's max step while S_t runs,
-//     issues O += P_{t-1} V_{t-1} (both asynchronous), waits for S_t only, and runs the softmax of S_t while
-//     the tensor cores are still busy with P_{t-1} V_{t-1} (overlap inside a warpgroup). Only then does it
-//     wait for P V and round S_t to bf16: P_t, the A operand of the next iteration's P V.
+//     issues O += P_{t-1} V_{t-1} (both asynchronous), waits for S_t only, and runs the softmax of S_t, meant
+//     to run while the tensor cores are still busy with P_{t-1} V_{t-1} (overlap inside a warpgroup; on NVRTC
+//     13.0 and 13.5 ptxas still places the exponentials after the second wait: lesson 06 counts them in the
+//     SASS). Only then does it wait for P V and round S_t to bf16: P_t, the A operand of the next P V.
 //   ping-pong (PINGPONG, two consumers): two named barriers hand the tensor cores from one consumer to the
 //     other. Consumer c waits at barrier 1 + c before issuing its wgmmas and, once they are issued, arrives at
 //     the other's: while one consumer runs its softmax the other's wgmmas run, and the other way round.
@@ -80,8 +81,8 @@ __device__ __forceinline__ void issue_pv(float (&o)[D / 2], uint32_t (&pa)[BKV /
 
 // Keys past Nk, and when CAUSAL keys after the query, get -inf. (row0: this lane's first row; rows of the
 // accumulator entry i: row0 + 8 ((i / 2) & 1); its key: j0 + 8 (i / 4) + 2 (lane % 4) + (i & 1).) No branch:
-// a branch between wgmma_wait<1> and wgmma_wait<0> makes ptxas hoist the second wait above the softmax, and the
-// overlap is gone. The loop calls it only on the tiles that need it.
+// with a branch between wgmma_wait<1> and wgmma_wait<0>, ptxas (NVRTC 13.0, 13.5) hoisted the second wait above
+// the whole softmax. The loop calls it only on the tiles that need it.
 __device__ __forceinline__ void mask_scores(float (&sc)[BKV / 2], int j0, int row0, int Nk, int lane) {
 #pragma unroll
   for (int i = 0; i < BKV / 2; ++i) {
@@ -169,8 +170,9 @@ attention_warp_specialized(const __grid_constant__ TmaDesc map_q, const __grid_c
   }
   __syncthreads();
 
-  // ptxas gives the consumers' code setmaxnreg's budget only when it comes first (measured: with the producer's
-  // branch first, d = 128 with 128-key tiles spilled): consumers in the `if`, the producer in the `else`.
+  // Consumers in the `if`, the producer in the `else`: with the producer's branch first, ptxas (NVRTC 13.0 and
+  // 13.5) held the consumer code to about 180 registers despite setmaxnreg and d = 128 with 128-key tiles
+  // spilled; in this order it did not. A measurement of those builds, not a documented rule.
   if (wg > 0) {                                   // ---------------------------------------------- consumers
     setmaxnreg_inc<CONSUMER_REGS>();
     const int c = wg - 1, warp = (tid % 128) / 32, lane = tid % 32, lead = tid % 128 == 0;
