@@ -133,11 +133,11 @@ def _timed_sweep(t, module, stage, param, values, fixed, size):
             us = results._timing(lambda: module.launch(problem, **kw), 15)
             m = spec.metrics(problem, us, ctx)
         except Exception as e:  # a value that does not fit (too much shared memory, ...) is reported, not fatal
-            row = {"value": _plain(v), "error": f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"}
+            row = {"value": results.json_plain(v), "error": f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"}
             out.append((v, None, None, False))
         else:
-            row = {"value": _plain(v), "median_us": round(us, 2),
-                   **{k: _plain(x) for k, x in m.items() if isinstance(_plain(x), (int, float, str, bool))},
+            row = {"value": results.json_plain(v), "median_us": round(us, 2),
+                   **{k: results.json_plain(x) for k, x in m.items() if isinstance(results.json_plain(x), (int, float, str, bool))},
                    "correct": bool(ok)}
             out.append((v, us, m.get(spec.PLOT_KEY), ok))
         rows.append(row)
@@ -149,9 +149,9 @@ def _timed_sweep(t, module, stage, param, values, fixed, size):
     if path and all("error" in r for r in rows):
         print(f"not recorded in {path}: every value failed")
     elif path:
-        entry = {"track": t.NAME, "stage": stage, "param": param, "values": _plain(list(values)),
-                 "fixed": _plain(fixed), "size": _plain(size), "workload": spec.workload_name(**used),
-                 "size_used": _plain(used), "plot_key": spec.PLOT_KEY, "rows": rows}
+        entry = {"track": t.NAME, "stage": stage, "param": param, "values": results.json_plain(list(values)),
+                 "fixed": results.json_plain(fixed), "size": results.json_plain(size), "workload": spec.workload_name(**used),
+                 "size_used": results.json_plain(used), "plot_key": spec.PLOT_KEY, "rows": rows}
         try:
             where = save_sweep(path, entry)
             print(f"recorded in {where}")
@@ -160,22 +160,11 @@ def _timed_sweep(t, module, stage, param, values, fixed, size):
     return out
 
 
-def _plain(x):
-    """x as JSON keeps it: tuples as lists, NumPy scalars as Python numbers."""
-    if isinstance(x, dict):
-        return {str(k): _plain(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_plain(v) for v in x]
-    if hasattr(x, "item") and not isinstance(x, (str, bytes)):
-        return x.item()
-    return x
-
-
 def sweep_key(entry) -> str:
     """What names a recorded sweep: (track, stage, param, values, fixed, size), as one canonical string."""
     import json
-    return json.dumps([entry["track"], entry["stage"], entry["param"], _plain(entry["values"]),
-                       _plain(entry.get("fixed") or {}), _plain(entry.get("size"))], sort_keys=True)
+    return json.dumps([entry["track"], entry["stage"], entry["param"], results.json_plain(entry["values"]),
+                       results.json_plain(entry.get("fixed") or {}), results.json_plain(entry.get("size"))], sort_keys=True)
 
 
 def save_sweep(path, entry, pedigree=None):
@@ -193,7 +182,7 @@ def save_sweep(path, entry, pedigree=None):
     path = pathlib.Path(path).expanduser().resolve()
     pedigree = pedigree or results._pedigree()
     gpu = pedigree.get("machine", {}).get("gpu") or "unknown"
-    entry = {**_plain(entry), "gpu": gpu, **{k: pedigree.get(k) for k in
+    entry = {**results.json_plain(entry), "gpu": gpu, **{k: pedigree.get(k) for k in
                                              ("commit", "dirty", "source_digest", "date", "machine")}}
     data = {}
     if path.exists():
@@ -237,7 +226,7 @@ def recorded_sweeps(track, stage, param, fixed=None, folder=None) -> list[dict]:
     import json
     import pathlib
     t = tracks.get(track)
-    fixed = _plain(fixed or {})
+    fixed = results.json_plain(fixed or {})
     folder = pathlib.Path(folder) if folder is not None else pathlib.Path(results.RESULTS) / "sweeps"
     best = {}
     for path in sorted(folder.glob("*_lessons.json")):
@@ -279,7 +268,7 @@ def show_recorded_sweep(track, stage, param, fixed=None):
     spec = t.bench
     for e in found:
         note = ""
-        if (e.get("fixed") or {}) != _plain(fixed or {}):
+        if (e.get("fixed") or {}) != results.json_plain(fixed or {}):
             note = (f", with {', '.join(f'{k}={v!r}' for k, v in e['fixed'].items())} where this call has "
                     f"{', '.join(f'{k}={v!r}' for k, v in (fixed or {}).items())}")
         print(f"Recorded on {e['gpu']} at {e.get('commit') or '?'} ({(e.get('date') or '?')[:10]}), "

@@ -161,6 +161,17 @@ def _plain(ctx):
     return {k: v for k, v in ctx.items() if isinstance(v, (int, float, str, dict))}
 
 
+def json_plain(x):
+    """x as JSON keeps it: tuples as lists, NumPy scalars as Python numbers (for the sweep records)."""
+    if isinstance(x, dict):
+        return {str(k): json_plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_plain(v) for v in x]
+    if hasattr(x, "item") and not isinstance(x, (str, bytes)):
+        return x.item()
+    return x
+
+
 def _pedigree() -> dict:
     from . import device
     return {"commit": _commit(), "dirty": _dirty(), "source_digest": source_digest(),

@@ -46,17 +46,6 @@ def sizes_folder(where=None) -> pathlib.Path:
     return pathlib.Path(where) if where is not None else pathlib.Path(results.RESULTS) / "sizes"
 
 
-def plain(x):
-    """x as JSON keeps it: tuples as lists, NumPy scalars as Python numbers."""
-    if isinstance(x, dict):
-        return {str(k): plain(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [plain(v) for v in x]
-    if hasattr(x, "item") and not isinstance(x, (str, bytes)):
-        return x.item()
-    return x
-
-
 def plan(track, values=None) -> dict:
     """{x, values, sizes, panels, fixed}: the sizes a track is swept over, grouped by panel, x ascending within
     one. `values` replaces the x values."""
@@ -72,13 +61,13 @@ def plan(track, values=None) -> dict:
 def varied(sizes, x) -> tuple[list, dict]:
     """(the keys other than x whose values differ between sizes, {every other key: its one value})."""
     keys = [k for k in sizes[0] if k not in x]
-    panels = [k for k in keys if any(plain(s.get(k)) != plain(sizes[0].get(k)) for s in sizes)]
+    panels = [k for k in keys if any(results.json_plain(s.get(k)) != results.json_plain(sizes[0].get(k)) for s in sizes)]
     return panels, {k: sizes[0][k] for k in keys if k not in panels}
 
 
 def panel_key(size, x) -> str:
     """One canonical string per panel: the size without its x keys."""
-    return json.dumps(plain({k: v for k, v in size.items() if k not in x}), sort_keys=True)
+    return json.dumps(results.json_plain({k: v for k, v in size.items() if k not in x}), sort_keys=True)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -133,7 +122,7 @@ def save(record, where=None) -> pathlib.Path:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(plain(record), indent=1) + "\n")
+            f.write(json.dumps(results.json_plain(record), indent=1) + "\n")
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -146,7 +135,7 @@ def save(record, where=None) -> pathlib.Path:
 # Drawing and tables
 # ----------------------------------------------------------------------------------------------------------
 def _matches(size, where) -> bool:
-    return all(plain(size.get(k)) == plain(v) for k, v in (where or {}).items())
+    return all(results.json_plain(size.get(k)) == results.json_plain(v) for k, v in (where or {}).items())
 
 
 def _names(record) -> tuple[list, set]:
@@ -179,7 +168,7 @@ def _combos(record, rows):
     """The panels' value combinations, in the order the sizes were measured."""
     combos = []
     for row in rows:
-        combo = tuple(plain(row["size"].get(k)) for k in record["panels"])
+        combo = tuple(results.json_plain(row["size"].get(k)) for k in record["panels"])
         if combo not in combos:
             combos.append(combo)
     return combos or [()]
@@ -220,7 +209,7 @@ def figure(record, *, key=None, where=None):
     handles = {}
     xs_all = sorted({_x(record, r["size"]) for r in record["rows"] if _x(record, r["size"]) is not None})
     for ax, combo in zip(axes, combos):
-        mine = [r for r in rows if tuple(plain(r["size"].get(k)) for k in record["panels"]) == combo]
+        mine = [r for r in rows if tuple(results.json_plain(r["size"].get(k)) for k in record["panels"]) == combo]
         for i, name in enumerate(names):
             pts = sorted((_x(record, r["size"]), r[key], r.get("correct")) for r in mine
                          if r["stage"] == name and isinstance(r.get(key), (int, float))
@@ -270,7 +259,7 @@ def table(record, key=None) -> list[list[str]]:
     order, cells = [], {}
     for entry in record.get("sizes", []) + record["rows"]:
         size = entry["size"]
-        where = tuple(str(plain(size.get(k))) for k in record["panels"]) + (str(_x(record, size)),)
+        where = tuple(str(results.json_plain(size.get(k))) for k in record["panels"]) + (str(_x(record, size)),)
         if where not in cells:
             order.append(where)
             cells[where] = {}

@@ -343,30 +343,23 @@ def test_lab_05_on_a_hopper_gpu_the_solution_passes_and_each_mistake_fails(capsy
             assert phrase in out, (what, out)
 
 
-@pytest.mark.gpu
-@pytest.mark.hopper
-def test_05_is_right_on_a_hopper_gpu():
-    why = s05.unavailable()
-    if why:
-        pytest.skip(why)
-    for name, kw in attention.cases(simulator=False):
-        q, k, v, causal = attention.random_problem(**kw)
-        for params in ({}, {"bkv": 64}, {"bkv": 128, "warpgroups": 1, "stages": 3}, {"warpgroups": 3}):
-            got = attention.run("05_wgmma_tma", q, k, v, causal=causal, **params)
-            verdict = attention.judge(got, q, k, v, causal)
-            assert verdict.ok, (name, params, verdict.message)
+HOPPER_PARAMS = {
+    s05: ({}, {"bkv": 64}, {"bkv": 128, "warpgroups": 1, "stages": 3}, {"warpgroups": 3}),
+    s06: ({}, {"bkv": 64}, {"pingpong": False}, {"overlap": False}, {"consumers": 1, "stages": 1},
+          {"stages": 3, "bkv": 64}),
+}
 
 
 @pytest.mark.gpu
 @pytest.mark.hopper
-def test_06_is_right_on_a_hopper_gpu():
-    why = s06.unavailable()
+@pytest.mark.parametrize("module", [s05, s06], ids=["05", "06"])
+def test_the_hopper_rungs_are_right_on_a_hopper_gpu(module):
+    why = module.unavailable()
     if why:
         pytest.skip(why)
     for name, kw in attention.cases(simulator=False):
         q, k, v, causal = attention.random_problem(**kw)
-        for params in ({}, {"bkv": 64}, {"pingpong": False}, {"overlap": False}, {"consumers": 1, "stages": 1},
-                       {"stages": 3, "bkv": 64}):
-            got = attention.run("06_warp_specialized", q, k, v, causal=causal, **params)
+        for params in HOPPER_PARAMS[module]:
+            got = attention.run(module.NAME, q, k, v, causal=causal, **params)
             verdict = attention.judge(got, q, k, v, causal)
             assert verdict.ok, (name, params, verdict.message)

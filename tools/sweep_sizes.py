@@ -165,7 +165,7 @@ def measure_stage(t, stage, args, problem, ctx, repeats):
     except Exception as e:  # one (size, stage) that fails is recorded, not fatal
         return {"error": _error(e)}
     return {"median_us": round(us, 2), **figures, "correct": bool(ok),
-            "params": sweeps.plain(getattr(module, "PARAMS", {}))}
+            "params": results.json_plain(getattr(module, "PARAMS", {}))}
 
 
 def _peers(spec, args, problem, ctx, repeats, progress):
@@ -247,9 +247,9 @@ def run_track(track, *, stages=None, values=None, peers=True, repeats=REPEATS, s
             progress(_line(name, row, spec))
             if name not in record["peers"]:
                 record["peers"].append(name)
-        record["rows"] += [{"size": size, "stage": k, "peer": False, **sweeps.plain(v)} for k, v in rows.items()]
-        record["rows"] += [{"size": size, "stage": k, "peer": True, **sweeps.plain(v)} for k, v in peer_rows.items()]
-        record["sizes"].append({"size": size, "workload": wname, "context": sweeps.plain(results._plain(ctx)),
+        record["rows"] += [{"size": size, "stage": k, "peer": False, **results.json_plain(v)} for k, v in rows.items()]
+        record["rows"] += [{"size": size, "stage": k, "peer": True, **results.json_plain(v)} for k, v in peer_rows.items()]
+        record["sizes"].append({"size": size, "workload": wname, "context": results.json_plain(results._plain(ctx)),
                                 "seconds": round(time.perf_counter() - started, 1)})
         del args, problem, ctx
         _free_memory()
