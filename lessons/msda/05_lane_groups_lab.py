@@ -19,7 +19,8 @@
 #    `(int)floorf(x)` of a location far outside overflows;
 # 3. **which corners are on the map**: `left` (`x0 >= 0`), `right` (`x0 + 1 < W`), `top` (`y0 >= 0`),
 #    `bottom` (`y0 + 1 < H`), each only if `on`;
-# 4. **four loads, no branch**: the row of pixel `(y0, x0)` is `start + y0 * W + x0` (as `long long`); its right
+# 4. **four loads, no branch**: the row of pixel `(y0, x0)` is `start + y0 * W + x0` (an `int`: offsets inside one
+#    image fit in 32 bits, and 32-bit arithmetic costs fewer instructions than 64-bit); its right
 #    neighbour is the row + 1, the pixel below the row + W. Load each corner with `load_corner(base + row * pitch, g)`,
 #    but for a corner off the map load row `start` instead (a pixel that exists);
 # 5. **the blend**: `add_corner` each corner with its bilinear weight times `a`: `(1 - fy)(1 - fx)`,

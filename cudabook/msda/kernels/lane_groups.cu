@@ -88,7 +88,8 @@ msda_lane_groups(const Vec* __restrict__ value, const int* __restrict__ shapes, 
     const long long nq = item / M;
     const int n = (int)(nq / Lq);
     const Vec* base = value + ((long long)n * S * M + m) * VECS + g;   // value[n, row, m, 8g ..] = base[row * M * VECS]
-    const long long pitch = (long long)M * VECS;                       // vectors from one pixel to the next
+    const int pitch = M * VECS;     // vectors from one pixel to the next. Offsets inside an image are 32-bit
+                                    // (the host checks S * M * VECS < 2**31): fewer instructions than 64-bit
     const float2* xy = loc + item * (LV * PV);
     const float* aw = attn + item * (LV * PV);
     float acc[8 * VPL];
@@ -110,7 +111,7 @@ msda_lane_groups(const Vec* __restrict__ value, const int* __restrict__ shapes, 
             const bool on = x > -1.0f && y > -1.0f && x < (float)W && y < (float)H;
             const int x0 = on ? (int)fx0 : 0, y0 = on ? (int)fy0 : 0;
             const bool left = on && x0 >= 0, right = on && x0 + 1 < W, top = on && y0 >= 0, bottom = on && y0 + 1 < H;
-            const long long row = (long long)start + (long long)y0 * W + x0;
+            const int row = start + y0 * W + x0;
             const Corner c00 = load_corner(base + (top && left ? row : start) * pitch, g);
             const Corner c01 = load_corner(base + (top && right ? row + 1 : start) * pitch, g);
             const Corner c10 = load_corner(base + (bottom && left ? row + W : start) * pitch, g);
@@ -124,7 +125,7 @@ msda_lane_groups(const Vec* __restrict__ value, const int* __restrict__ shapes, 
                 const float fx0 = floorf(x), fy0 = floorf(y), fx = x - fx0, fy = y - fy0;
                 const int x0 = (int)fx0, y0 = (int)fy0;
                 const bool left = x0 >= 0, right = x0 + 1 < W, top = y0 >= 0, bottom = y0 + 1 < H;
-                const long long row = (long long)start + (long long)y0 * W + x0;
+                const int row = start + y0 * W + x0;
                 const Corner zero = {};
                 const Corner c00 = top && left ? load_corner(base + row * pitch, g) : zero;
                 const Corner c01 = top && right ? load_corner(base + (row + 1) * pitch, g) : zero;
