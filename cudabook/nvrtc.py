@@ -437,17 +437,33 @@ class Kernel:
         attr = getattr(drv.CUfunction_attribute, "CU_FUNC_ATTRIBUTE_" + name.upper())
         return _check(drv.cuFuncGetAttribute(attr, self.function), "cuFuncGetAttribute")
 
-    def launch(self, grid, block, args, types, *, shared: int = 0, stream: int = 0):
+    def launch(self, grid, block, args, types, *, shared: int = 0, stream: int = 0, pdl: bool = False):
         """cuLaunchKernel on `stream` (0: the legacy default stream, which CUDA events bracket).
 
         args/types follow cuda-bindings: a ctypes type per argument (ctypes.c_void_p for a device address,
         ctypes.c_int for an int), or None for an object passed by value through its getPtr() (a CUtensorMap).
+        pdl=True launches with programmatic dependent launch (cuLaunchKernelEx with the programmatic stream
+        serialization attribute): the kernel may start before the previous one on the stream ends, once that one
+        has run `griddepcontrol.launch_dependents`; it must run `griddepcontrol.wait` before it reads what the
+        previous kernel writes.
         """
         from cuda.bindings import driver as drv
         gx, gy, gz = (tuple(grid) + (1, 1))[:3] if not isinstance(grid, int) else (grid, 1, 1)
         bx, by, bz = (tuple(block) + (1, 1))[:3] if not isinstance(block, int) else (block, 1, 1)
-        _check(drv.cuLaunchKernel(self.function, gx, gy, gz, bx, by, bz, shared, stream,
-                                  (tuple(args), tuple(types)), 0), f"cuLaunchKernel({self.name})")
+        if not pdl:
+            _check(drv.cuLaunchKernel(self.function, gx, gy, gz, bx, by, bz, shared, stream,
+                                      (tuple(args), tuple(types)), 0), f"cuLaunchKernel({self.name})")
+            return
+        conf = drv.CUlaunchConfig()
+        conf.gridDimX, conf.gridDimY, conf.gridDimZ = gx, gy, gz
+        conf.blockDimX, conf.blockDimY, conf.blockDimZ = bx, by, bz
+        conf.sharedMemBytes, conf.hStream = shared, stream
+        attr = drv.CUlaunchAttribute()
+        attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        attr.value.programmaticStreamSerializationAllowed = 1
+        conf.attrs, conf.numAttrs = [attr], 1
+        _check(drv.cuLaunchKernelEx(conf, self.function, (tuple(args), tuple(types)), 0),
+               f"cuLaunchKernelEx({self.name}, programmatic dependent launch)")
 
 
 _loaded: dict[tuple, Kernel] = {}

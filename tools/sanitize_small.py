@@ -1,4 +1,4 @@
-"""Run the C++ rungs (resampling 06 cp.async and 07 TMA, deformable attention 04 and 05, attention 04 on) on
+"""Run the C++ rungs (resampling 06 cp.async, 07 TMA and 08 fused gather, deformable attention 04 and 05, attention 04 on) on
 small problems, for compute-sanitizer.
 
     compute-sanitizer --tool memcheck  python tools/sanitize_small.py
@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import cudabook  # noqa: E402,F401  (before numba)
 from cudabook import check, device  # noqa: E402
-from cudabook.resample import s06_cp_async as s06, s07_tma as s07  # noqa: E402
+from cudabook.resample import s06_cp_async as s06, s07_tma as s07, s08_fused_gather as s08  # noqa: E402
 
 CASES = [  # (B, S, T, D, sorted, params)
     (2, 300, 500, 64, True, {}),
@@ -27,7 +27,8 @@ CASES = [  # (B, S, T, D, sorted, params)
 
 def main():
     failures = 0
-    stages = [(s06, {"blocks": 2}), (s06, {"blocks": 2, "schedule": "strided"})]
+    stages = [(s06, {"blocks": 2}), (s06, {"blocks": 2, "schedule": "strided"}), (s08, {}), (s08, {"search": "lane"}),
+              (s08, {"search": "prepass"}), (s08, {"targets_per_warp": 32, "unroll": 2})]
     if device.requirement_unmet((9, 0), "07") is None:
         stages += [(s07, {"blocks": 2}), (s07, {"blocks": 2, "tma_store": True}),
                    (s07, {"blocks": 2, "tensor_map": "cuda_core"}),

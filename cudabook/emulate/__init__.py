@@ -197,7 +197,8 @@ class EmulatedKernel:
     def attribute(self, name: str) -> int:
         return 0
 
-    def launch(self, grid, block, args, types, *, shared: int = 0, stream: int = 0):
+    def launch(self, grid, block, args, types, *, shared: int = 0, stream: int = 0, pdl: bool = False):
+        # (pdl: launches run one after another here, so programmatic dependent launch changes nothing)
         settings = _active or _Settings("lazy", DEFAULT_TIMEOUT_S)
         gx, gy, gz = (tuple(grid) + (1, 1))[:3] if not isinstance(grid, int) else (grid, 1, 1)
         bx, by, bz = (tuple(block) + (1, 1))[:3] if not isinstance(block, int) else (block, 1, 1)

@@ -23,6 +23,7 @@ _MODULES = {
     "05_double_buffered": "s05_double_buffered",
     "06_cp_async": "s06_cp_async",
     "07_tma": "s07_tma",
+    "08_fused_gather": "s08_fused_gather",
 }
 
 

@@ -1,0 +1,211 @@
+// fused_gather.cu: stage 08, searching and gathering without shared-memory staging (sm_80 and newer).
+//
+// What the code torch.compile generates does: no windows copied to shared memory, no barriers between warps;
+// each lane loads its 16-byte pieces of the two source rows straight from global memory, and L1 and L2 catch
+// the rows that neighbouring targets share. A warp owns TPW consecutive targets of one batch row, one a lane:
+//   1. Search: each owning lane finds its target's interval and weight (SEARCH):
+//        0 lane     a binary search over the whole row of source times (twelve dependent loads at S = 4096);
+//        1 window   the warp brackets its targets with 64 probes loaded while x loads, copies WIN source times
+//                   from there into shared memory, and each lane searches that window: two rounds of loads;
+//        2 prepass  as torch.compile does: a first kernel, resample_find, writes every (interval, weight) pair
+//                   and this one reads them back (launched with programmatic dependent launch, it starts while
+//                   resample_find runs and waits for it with griddepcontrol.wait).
+//   2. Gather: the warp sweeps its targets' (target, vector) elements, lane-fastest, so 32 lanes cover 32
+//      consecutive 16-byte pieces: one 512-byte row at D = 256. Each element learns its target's interval and
+//      weight from the owning lane (a shuffle), loads its two pieces, lerps and stores. UNROLL elements a lane
+//      are loaded before any is used.
+// Few targets a warp (TPW = 4) keeps warps short-lived: many waves of small blocks stream through memory the way
+// the compiler's 16-row blocks do, and the search is paid once per TPW targets.
+//
+// Compile-time constants (defines): DCH (channels, D), VEC (channels per load: 8, 4, 2 or 1, the largest dividing
+// DCH), NT (threads per block), TPW, UNROLL, SEARCH, WIN, MINB (__launch_bounds__ minimum blocks per SM), STREAM
+// (1: st.global.cs, evict-first stores).
+#include "resample_common.cuh"
+
+#ifndef DCH
+#define DCH 256
+#endif
+#ifndef VEC
+#define VEC 8
+#endif
+#ifndef NT
+#define NT 256
+#endif
+#ifndef UNROLL
+#define UNROLL 1
+#endif
+#ifndef STREAM
+#define STREAM 0
+#endif
+#ifndef SEARCH
+#define SEARCH 1               // 0 lane, 1 window, 2 prepass (see the top of this file)
+#endif
+#ifndef WIN
+#define WIN 128                // source times in a warp's window (SEARCH 1), a multiple of 32
+#endif
+
+#ifndef TPW
+#define TPW 4                  // targets per warp (at most 32: one a lane for the search)
+#endif
+#define VPR (DCH / VEC)        // vectors per row
+
+#if VEC == 8
+typedef uint4 vec_t;
+#elif VEC == 4
+typedef uint2 vec_t;
+#elif VEC == 2
+typedef u32 vec_t;
+#else
+typedef u16 vec_t;
+__device__ __forceinline__ u16 lerp_vec(u16 a, u16 c, float w) {
+    return (u16)(pack_bf16x2(lerp(__uint_as_float((u32)a << 16), __uint_as_float((u32)c << 16), w), 0.0f)
+                 & 0xFFFFu);
+}
+#endif
+
+__device__ __forceinline__ void store_vec(vec_t* p, vec_t v) {
+#if STREAM
+    __stcs(p, v);
+#else
+    *p = v;
+#endif
+}
+
+// SEARCH 1 ("window"): the warp brackets its targets together, then each lane searches a window of source times
+// in shared memory. Two rounds of loads from global memory instead of twelve:
+//   a. while x is loading, the warp loads 64 evenly spaced source times (they do not depend on x); ballots
+//      tell which stretch of the row holds the answer for the warp's smallest target (narrowed further while
+//      a stretch is longer than 64 rows: S > 4096);
+//   b. the warp copies WIN consecutive source times from the start of that stretch into shared memory, and
+//      each lane binary-searches its own target there (window_interval). A target whose interval is outside
+//      the window (targets far apart, or unsorted) searches the whole row instead: slower, still right.
+__device__ __forceinline__ void window_search(const float* __restrict__ row, int S, float x, float* win,
+                                              int& lo, float& w) {
+    const int lane = threadIdx.x & 31;
+    int base = 0, len = S;                              // the answer for xmin lies in [base, base + len)
+    int g = (S + 63) >> 6;                              // 64 probes, g rows apart: the first round needs no x
+    int i0 = lane * g, i1 = (lane + 32) * g;
+    float q0 = i0 < S ? __ldg(row + i0) : 0.0f, q1 = i1 < S ? __ldg(row + i1) : 0.0f;
+    float xmin = x;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) xmin = fminf(xmin, __shfl_xor_sync(0xffffffffu, xmin, o));
+    while (true) {
+        const int k = __popc(__ballot_sync(0xffffffffu, i0 < base + len && q0 <= xmin))
+                    + __popc(__ballot_sync(0xffffffffu, i1 < base + len && q1 <= xmin)) - 1;
+        const int nb = base + max(k, 0) * g;
+        len = min(g, base + len - nb);
+        base = nb;
+        if (len <= 64) break;
+        g = (len + 63) >> 6;                            // a stretch longer than 64 rows: narrow it again
+        i0 = base + lane * g;
+        i1 = base + (lane + 32) * g;
+        q0 = i0 < base + len ? __ldg(row + i0) : 0.0f;
+        q1 = i1 < base + len ? __ldg(row + i1) : 0.0f;
+    }
+    base = min(base, S - 2);
+    const int n = min(WIN, S - base);
+#pragma unroll
+    for (int k = 0; k < WIN / 32; ++k) {
+        const int j = 32 * k + lane;
+        if (j < n) win[j] = __ldg(row + base + j);
+    }
+    __syncwarp();
+    const int j = window_interval(win, n, base, S, x);
+    if (j >= 0) {
+        lo = base + j;
+        w = weight(win[j], win[j + 1], x);
+    } else {
+        lo = find_interval(row, S, x);
+        w = weight(__ldg(row + lo), __ldg(row + lo + 1), x);
+    }
+}
+
+#ifndef MINB
+#define MINB 1                 // blocks an SM must hold (__launch_bounds__): caps a thread's registers
+#endif
+
+extern "C" __global__ void __launch_bounds__(NT, MINB)
+resample_fused(const float* __restrict__ times, const u16* __restrict__ feats,
+               const float* __restrict__ targets, u16* __restrict__ out, int B, int S, int T,
+               const int2* __restrict__ pairs) {
+#if SEARCH == 2 && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");          // (PDL) resample_find's pairs are all written
+#endif
+    const int lane = threadIdx.x & 31;
+    const int w = blockIdx.x * (NT / 32) + (threadIdx.x >> 5);  // this warp
+    // warp w owns TPW consecutive targets of one batch row, lane i the i-th of them (lanes 0 .. nt-1)
+    const int chunks = (T + TPW - 1) / TPW;                       // warps per batch row
+    if (w >= B * chunks) return;                                  // whole warps leave together
+    const int b = w / chunks;
+    const int t0 = (w - b * chunks) * TPW;
+    const int nt = min(TPW, T - t0);
+    const long long dst = (long long)b * T + t0 + min(lane, nt - 1);   // lanes past nt repeat the last
+
+    // 1. each lane finds its target's interval and weight
+    const float* row = times + (size_t)b * S;
+    const float x = __ldg(targets + dst);
+    int lo;
+    float wt;
+#if SEARCH == 2
+    const int2 pair = __ldg(pairs + dst);                        // found by resample_find, the first kernel
+    lo = pair.x;
+    wt = __int_as_float(pair.y);
+#elif SEARCH == 1
+    __shared__ float windows[NT / 32][WIN];
+    window_search(row, S, x, windows[threadIdx.x >> 5], lo, wt);
+#else
+    lo = find_interval(row, S, x);
+    wt = weight(__ldg(row + lo), __ldg(row + lo + 1), x);
+#endif
+    // offsets in vectors, 32-bit (the host checks that B * S * D / VEC and B * T * D / VEC fit): fewer registers
+    // a lane means more lanes on an SM, and more loads in flight
+    const int src = (b * S + lo) * VPR;                         // the first of the two rows this target mixes
+    const int dst32 = (int)dst * VPR;                             // its row of out
+
+    // 2. the warp gathers its nt rows, element e = (target e / VPR, vector e % VPR)
+    const vec_t* f = reinterpret_cast<const vec_t*>(feats);
+    vec_t* o = reinterpret_cast<vec_t*>(out);
+    const int E = nt * VPR;
+    // >>> lab: the gather
+    for (int base = 0; base < E; base += 32 * UNROLL) {
+        vec_t a[UNROLL], c[UNROLL];
+        float ws[UNROLL];
+        int to[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            const int e = base + 32 * u + lane;
+            const int i = min(e / VPR, nt - 1);                   // this element's target (kept in range)
+            const int v = e - (e / VPR) * VPR;                    // and which vector of the row
+            const int from = __shfl_sync(0xffffffffu, src, i) + v;   // every lane shuffles, in range or not
+            to[u] = __shfl_sync(0xffffffffu, dst32, i) + v;
+            ws[u] = __shfl_sync(0xffffffffu, wt, i);
+            if (e < E) {
+                a[u] = __ldg(f + from);
+                c[u] = __ldg(f + from + VPR);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u)
+            if (base + 32 * u + lane < E) store_vec(o + to[u], lerp_vec(a[u], c[u], ws[u]));
+    }
+    // <<< lab
+}
+
+// SEARCH 2 ("prepass"): what torch.compile does, a first kernel that finds every target's interval and weight
+// (one thread a target, a binary search over its row) and writes them as one int2 per target; resample_fused
+// reads them back. Launched with programmatic dependent launch, resample_fused starts while this one runs and
+// waits (griddepcontrol.wait) only before it reads the pairs.
+extern "C" __global__ void __launch_bounds__(256)
+resample_find(const float* __restrict__ times, const float* __restrict__ targets, int2* __restrict__ pairs,
+              int B, int S, int T) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;");         // the gather's blocks may start now
+#endif
+    const int k = blockIdx.x * 256 + threadIdx.x;                // (the host keeps B * T below 2**31)
+    if (k >= B * T) return;
+    const int b = k / T;
+    const float* row = times + (size_t)b * S;
+    const float x = __ldg(targets + k);
+    const int lo = find_interval(row, S, x);
+    pairs[k] = make_int2(lo, __float_as_int(weight(__ldg(row + lo), __ldg(row + lo + 1), x)));
+}

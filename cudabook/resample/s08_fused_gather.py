@@ -1,0 +1,167 @@
+"""08 fused search and gather: what torch.compile generates, without its index array (sm_80 and newer).
+
+torch.compile turns the reference's searchsorted + gather + lerp into two Triton kernels: a search that writes
+every target's index to memory, and a gather that reads them back and streams the rows (the lesson reads the code
+it generates, in results/inductor/). Its gather owes its speed to what it leaves out: no shared memory, no
+windows, no barriers, blocks of a few rows that start and finish in many waves; every thread loads its 16-byte
+pieces straight from global memory, and L1 and L2 catch the second read of a row that neighbouring targets share.
+
+This stage is that gather with the search folded in. A warp owns `targets_per_warp` consecutive targets of one
+batch row, one a lane. search="window": the warp brackets its targets with 64 probes of the row's source times
+(loaded while the targets load), copies 128 source times from there into shared memory, and each lane searches
+its own target in that window; a target outside it searches the whole row (any order of targets is right).
+Then the warp sweeps its targets' (target, 16-byte piece) elements with the piece fastest, so 32 lanes read one
+whole 512-byte row at D = 256, each element getting its target's interval and weight from the owning lane by a
+shuffle. search="lane" is a plain binary search per lane; search="prepass" is torch.compile's arrangement (a first
+kernel writes every (interval, weight) pair), with programmatic dependent launch so that the gather's blocks
+start while the search still runs.
+
+Any D works (vectors of 8, 4, 2 or 1 channels, the largest that divides D) and any order of targets.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+
+from .. import device, nvrtc
+from ..track import StageUnavailable
+from . import s06_cp_async as s06
+
+NAME = "08_fused_gather"
+TITLE = "fused search and gather"
+PARAMS = {
+    "search": "window",        # "window": the warp brackets its targets, each lane searches a window of source
+                               # times in shared memory; "lane": each lane binary-searches the whole row;
+                               # "prepass": a first kernel finds them all (as torch.compile does)
+    "pdl": True,               # (prepass) programmatic dependent launch: the gather starts during the search
+    "targets_per_warp": 4,     # TPW: consecutive targets a warp owns (1..32: one a lane). Few keep warps short-
+                               # lived, so many waves of blocks stream through memory; the search is paid per TPW
+    "unroll": 1,               # UNROLL: 16-byte pieces a lane loads before it uses any (2 loads each)
+    "threads": 256,            # threads per block (whole warps; each warp is independent)
+    "min_blocks": 8,           # blocks per SM the compiler must make room for (__launch_bounds__' second
+                               # argument: 8 blocks of 256 threads caps a thread at 32 registers); 0: no cap
+    "streaming_stores": False, # st.global.cs (evict-first) for the stores
+    "bf16_cvt": True,          # round with cvt.rn.bf16x2.f32; False: the integer recipe (same results)
+}
+MIN_CC = (8, 0)
+EMULATED = True               # without a GPU the lab grader runs this kernel on the CPU (cudabook.emulate)
+KERNEL_DIR = s06.KERNEL_DIR
+SOURCE = KERNEL_DIR / "fused_gather.cu"
+KERNEL = "resample_fused"
+FIND = "resample_find"        # the prepass kernel (search="prepass")
+
+
+def source() -> str:
+    """The kernel's CUDA C++ source (the lesson shows it; the lab is cut from its `// >>> lab` region)."""
+    return nvrtc.source_text(SOURCE)
+
+
+def unavailable() -> str | None:
+    """None if this machine's GPU runs the stage, else why not."""
+    return device.requirement_unmet(MIN_CC, NAME)
+
+
+def vector_width(D: int) -> int:
+    """Channels per load: 8 (16 bytes) when rows are whole 16-byte pieces, else 4, 2 or 1."""
+    return next(v for v in (8, 4, 2, 1) if D % v == 0)
+
+
+SEARCHES = {"lane": 0, "window": 1, "prepass": 2}                # the kernel's SEARCH
+
+
+def config(D: int, search=PARAMS["search"], targets_per_warp=PARAMS["targets_per_warp"], unroll=PARAMS["unroll"], threads=PARAMS["threads"],
+           min_blocks=PARAMS["min_blocks"], streaming_stores=PARAMS["streaming_stores"],
+           bf16_cvt=PARAMS["bf16_cvt"]) -> dict:
+    """The kernel's compile-time constants for D channels and these parameters."""
+    if not (1 <= unroll <= 16) or threads < 32 or threads % 32 or threads > 1024:
+        raise ValueError(f"{NAME}: need 1 <= unroll <= 16 and threads a multiple of 32 in 32..1024; "
+                         f"got unroll={unroll}, threads={threads}")
+    if not 1 <= targets_per_warp <= 32:
+        raise ValueError(f"{NAME}: targets_per_warp must be 1..32 (one a lane), got {targets_per_warp}")
+    if search not in SEARCHES:
+        raise ValueError(f"{NAME}: search must be one of {sorted(SEARCHES)}, got {search!r}")
+    return dict(DCH=int(D), VEC=vector_width(D), NT=int(threads), UNROLL=int(unroll), SEARCH=SEARCHES[search],
+                TPW=int(targets_per_warp), MINB=max(1, int(min_blocks)),
+                STREAM=int(bool(streaming_stores)), BF16_CVT=int(bool(bf16_cvt)))
+
+
+_CONFIG_KEYS = ("search", "targets_per_warp", "unroll", "threads", "min_blocks", "streaming_stores", "bf16_cvt")
+
+
+def compile_cubin(arch: str | None = "sm_90a", D: int = 256, source_text: str | None = None, **params) -> bytes:
+    """The cubin for D channels (needs no GPU: arch defaults to sm_90a; None means this GPU's)."""
+    cfg = config(D, **{k: v for k, v in params.items() if k in _CONFIG_KEYS})
+    return nvrtc.compile(source_text if source_text is not None else source(), arch=arch, name="fused_gather.cu",
+                         include_path=[KERNEL_DIR], defines=cfg)
+
+
+_prepared: dict = {}
+
+
+def _kernels(text, cfg):
+    key = (hash(text), tuple(sorted(cfg.items())))
+    if key not in _prepared:
+        cubin = nvrtc.compile(text, name="fused_gather.cu", include_path=[KERNEL_DIR], defines=cfg)
+        _prepared[key] = (nvrtc.load(cubin, KERNEL), nvrtc.load(cubin, FIND))
+    return _prepared[key]
+
+
+ARG_TYPES = (ctypes.c_void_p,) * 4 + (ctypes.c_int,) * 3 + (ctypes.c_void_p,)
+FIND_TYPES = (ctypes.c_void_p,) * 3 + (ctypes.c_int,) * 3
+
+
+def warps(B: int, T: int, cfg: dict) -> int:
+    """Warps with work: one per TPW consecutive targets of a batch row."""
+    return B * math.ceil(T / cfg["TPW"])
+
+
+def plan(p, **params) -> dict:
+    """What launch() would do for this problem: the constants and the grid."""
+    B, S, T, D = p.shape
+    params = {**PARAMS, **params}
+    cfg = config(D, **{k: params[k] for k in _CONFIG_KEYS})
+    n = warps(B, T, cfg)
+    return dict(config=cfg, warps=n, blocks=math.ceil(n / (cfg["NT"] // 32)))
+
+
+def launch(p, kernel=None, **params):
+    """Enqueue 08 on the legacy default stream. `kernel`: CUDA C++ source text to use instead of
+    kernels/fused_gather.cu (a learner's version with the same kernel name), compiled with this stage's
+    constants."""
+    B, S, T, D = p.shape
+    unknown = set(params) - set(PARAMS)
+    if unknown:
+        raise TypeError(f"{NAME}: unknown parameter(s) {sorted(unknown)}; the parameters are {sorted(PARAMS)}")
+    vectors = B * max(S, T) * (D // vector_width(D))
+    if vectors >= 2 ** 31:
+        raise ValueError(f"{NAME}: feats or out holds B * max(S, T) * D = {B * max(S, T) * D:,} elements, "
+                         f"{vectors:,} vectors of {vector_width(D)}; this kernel's offsets are 32-bit, so that many "
+                         f"vectors must stay below 2**31")
+    if T == 0:
+        return
+    if unavailable():
+        raise StageUnavailable(unavailable())
+    params = {**PARAMS, **params}
+    cfg = config(D, **{k: params[k] for k in _CONFIG_KEYS})
+    kern, find = _kernels(nvrtc.kernel_text(kernel, SOURCE, NAME), cfg)
+    grid = math.ceil(warps(B, T, cfg) / (cfg["NT"] // 32))
+    pairs = 0
+    if cfg["SEARCH"] == SEARCHES["prepass"]:
+        pairs = device.address(_pairs(p))
+        find.launch(math.ceil(B * T / 256), 256, [device.address(p.times), device.address(p.targets), pairs, B, S, T],
+                    FIND_TYPES)
+    args = [device.address(p.times), device.address(p.feats), device.address(p.targets), device.address(p.out),
+            B, S, T, pairs]
+    # programmatic dependent launch needs Hopper (sm_90): the kernel's griddepcontrol.wait exists only there
+    pdl = bool(params["pdl"]) and bool(pairs) and device.gpu().compute_capability >= (9, 0)
+    kern.launch(grid, cfg["NT"], args, ARG_TYPES, pdl=pdl)
+
+
+def _pairs(p):
+    """The prepass's (interval, weight) pairs for this problem: one int2 per target, allocated once."""
+    B, S, T, D = p.shape
+    if getattr(p, "_pairs08", None) is None or p._pairs08.size != 2 * B * T:
+        from numba import cuda
+        import numpy as np
+        p._pairs08 = cuda.device_array(2 * B * T, np.int32)
+    return p._pairs08

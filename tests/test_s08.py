@@ -1,0 +1,212 @@
+"""08 fused search and gather: the rung that does what torch.compile generates, in one kernel.
+
+CPU: the kernel compiles for sm_80 and sm_90a with no spills and the instructions the lesson names (16-byte
+LDGs, F2FP, no LDGSTS or TMA: nothing is staged), the host's checks refuse bad parameters and problems too large
+for 32-bit offsets with the rule, and the emulator runs every search on awkward cases (rows longer than the
+window's first round, sparse targets that leave the window, any D). The lab's planted mistakes fail.
+GPU: the edge cases every stage passes, random cases, every search and parameter variant, the prepass's pairs,
+the benchmark size, and programmatic dependent launch against a plain launch.
+"""
+import numpy as np
+import pytest
+
+from cudabook import SIMULATOR, check, emulate, labs, notebooks, nvrtc, resample
+from cudabook.resample import inputs, s08_fused_gather as s08
+from test_s06_s07 import EDGE, EDGE_IDS, RANDOM, _sass_or_skip
+
+needs_simulator = pytest.mark.skipif(not SIMULATOR, reason="the emulator runs where Numba runs in its simulator")
+
+
+# ------------------------------------------------------------------------------------------ CPU
+def test_the_stage_is_listed():
+    assert resample.STAGES[-1] == "08_fused_gather" and resample.stage(8) is s08
+    assert s08.source().count("// >>> lab:") == 1 and s08.source().count("// <<< lab") == 1
+
+
+@pytest.mark.parametrize("D", [256, 520, 12, 6, 7])
+@pytest.mark.parametrize("search", ["window", "lane", "prepass"])
+def test_it_compiles_without_spills(D, search):
+    try:
+        nvrtc.cuobjdump_path()
+    except nvrtc.ToolMissing as e:
+        pytest.skip(str(e))
+    use = nvrtc.resource_usage(s08.compile_cubin("sm_90a", D=D, search=search))
+    assert use[s08.KERNEL]["local"] == 0 and use[s08.KERNEL]["stack"] == 0, use
+    assert use[s08.KERNEL]["registers"] <= 32, use          # min_blocks=8 at 256 threads: the whole SM's lanes
+    assert use[s08.FIND]["local"] == 0
+
+
+def test_the_sass_gathers_16_bytes_and_stages_nothing():
+    _sass_or_skip()
+    cubin = s08.compile_cubin("sm_90a", D=256)
+    loads = nvrtc.sass_lines(cubin, r"^(@!?P\d )?LDG", kernel=s08.KERNEL)
+    assert sum(".128" in line for line in loads) == 2, loads         # the two rows' 16-byte pieces
+    assert nvrtc.sass_lines(cubin, r"^(@!?P\d )?STG\.E\.128", kernel=s08.KERNEL)
+    assert nvrtc.sass_lines(cubin, r"^F2FP\.BF16", kernel=s08.KERNEL)
+    assert nvrtc.sass_lines(cubin, r"^SHFL\.IDX", kernel=s08.KERNEL)  # each element asks the owning lane
+    assert not nvrtc.sass_lines(cubin, r"^LDGSTS|^UTMALDG", kernel=s08.KERNEL)
+    assert nvrtc.sass_lines(cubin, r"^(@!?P\d )?STS", kernel=s08.KERNEL)        # the window of source times
+    assert not nvrtc.sass_lines(s08.compile_cubin("sm_90a", D=256, search="lane"), r"^(@!?P\d )?STS", kernel=s08.KERNEL)
+    prepass = s08.compile_cubin("sm_90a", D=256, search="prepass")
+    assert nvrtc.sass_lines(prepass, r"^ACQBULK", kernel=s08.KERNEL)     # griddepcontrol.wait
+    assert nvrtc.sass_lines(prepass, r"^PREEXIT", kernel=s08.FIND)       # griddepcontrol.launch_dependents
+    assert not nvrtc.sass_lines(cubin, r"^ACQBULK", kernel=s08.KERNEL)
+    assert s08.compile_cubin("sm_80", D=256)[:4] == b"\x7fELF"
+
+
+def test_bad_parameters_are_refused_with_the_rule():
+    with pytest.raises(ValueError, match="targets_per_warp must be 1..32"):
+        s08.config(256, targets_per_warp=33)
+    with pytest.raises(ValueError, match="search must be one of"):
+        s08.config(256, search="binary")
+    with pytest.raises(ValueError, match="unroll <= 16 and threads a multiple of 32"):
+        s08.config(256, threads=100)
+
+    class P:
+        shape = (2, 10, 20, 8)
+    with pytest.raises(TypeError, match="unknown parameter.*'tpw'"):
+        s08.launch(P(), tpw=4)
+
+
+def test_a_problem_too_large_for_32_bit_offsets_is_refused():
+    class Huge:                     # only the shape is read before the refusal
+        shape = (64, 2 ** 22, 10, 256)
+    with pytest.raises(ValueError, match=r"8,589,934,592 vectors of 8.*offsets are 32-bit"):
+        s08.launch(Huge())
+
+
+def test_plan_counts_warps_per_batch_row():
+    class P:
+        shape = (3, 100, 10, 16)
+    plan = s08.plan(P())
+    assert plan["warps"] == 3 * 3 and plan["blocks"] == 2 and plan["config"]["VEC"] == 8
+    assert s08.plan(P(), targets_per_warp=32)["warps"] == 3
+
+
+EMULATED_CASES = [(2, 200, 21, 37, True), (2, 200, 21, 37, False), (1, 2, 133, 1, True), (1, 23, 19, 7, False),
+                  (1, 60, 17, 264, True),
+                  (1, 20000, 40, 8, True),      # S > 4096: the window search narrows more than once
+                  (2, 5000, 300, 16, True),     # sparse targets: many leave the window and search the row
+                  (3, 50, 7, 24, True), (2, 64, 200, 12, False)]
+VARIANTS = [{}, {"search": "lane"}, {"search": "prepass"}, {"search": "prepass", "targets_per_warp": 32, "pdl": False},
+            {"targets_per_warp": 32}, {"targets_per_warp": 7, "unroll": 3, "min_blocks": 0, "threads": 64},
+            {"targets_per_warp": 1, "streaming_stores": True}, {"bf16_cvt": False}]
+
+
+@needs_simulator
+@pytest.mark.parametrize("params", VARIANTS, ids=[str(v) for v in VARIANTS])
+def test_every_variant_is_right_in_the_emulator(params):
+    rng = np.random.default_rng(8)
+    for B, S, T, D, srt in EMULATED_CASES:
+        args = inputs.random_problem(B, S, T, D, sorted_targets=srt, rng=rng)
+        p = resample.upload(*args)
+        p.poison()
+        with emulate.emulating("lazy"):
+            s08.launch(p, **params)
+        verdict = resample.judge(p.result(), *args)
+        assert verdict.ok, f"{(B, S, T, D, srt)} {params}: {verdict}"
+
+
+# ------------------------------------------------------------------------------------------ the lab
+def _region():
+    path = str(s08.SOURCE.relative_to(notebooks.PACKAGE))
+    return notebooks.strip_markers(notebooks.region_source(path))
+
+
+LAB_MISTAKES = [  # (what, old, new, words the message must hold)
+    ("the shuffle only in lanes with an element (a lane past the end never answers)",
+     "const int from = __shfl_sync(0xffffffffu, src, i) + v;   // every lane shuffles, in range or not\n"
+     "            to[u] = __shfl_sync(0xffffffffu, dst32, i) + v;\n"
+     "            ws[u] = __shfl_sync(0xffffffffu, wt, i);\n"
+     "            if (e < E) {",
+     "int from = 0;\n            if (e < E) {\n"
+     "                from = __shfl_sync(__activemask(), src, i) + v;\n"
+     "                to[u] = __shfl_sync(__activemask(), dst32, i) + v;\n"
+     "                ws[u] = __shfl_sync(__activemask(), wt, i);", ["DEADLOCK", "__shfl_sync", "has left"]),
+    ("the upper row read as the next vector (from + 1)", "c[u] = __ldg(f + from + VPR);", "c[u] = __ldg(f + from + 1);",
+     ["FAIL"]),
+    ("lane 0's weight for every element", "ws[u] = __shfl_sync(0xffffffffu, wt, i);",
+     "ws[u] = __shfl_sync(0xffffffffu, wt, 0);", ["FAIL"]),
+    ("the rows swapped in the lerp", "lerp_vec(a[u], c[u], ws[u])", "lerp_vec(c[u], a[u], ws[u])", ["FAIL"]),
+    ("the tail guard left out of the stores", "if (base + 32 * u + lane < E) store_vec", "store_vec", ["FAIL"]),
+]
+
+
+@needs_simulator
+def test_the_solution_passes_in_the_emulator(capsys):
+    assert labs.grade(s08.NAME, _region()), capsys.readouterr().out
+    assert "emulator" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("what, old, new, words", LAB_MISTAKES, ids=[m[0][:40] for m in LAB_MISTAKES])
+def test_a_lab_mistake_fails(what, old, new, words, capsys):
+    region = _region()
+    assert old in region, f"the mistake's text is no longer in {s08.NAME}'s lab region: {what}"
+    assert not labs.grade(s08.NAME, region.replace(old, new, 1)), f"'{what}' passed"
+    out = capsys.readouterr().out
+    for w in words:
+        assert w in out, f"'{what}': the message lacks {w!r}:\n{out}"
+
+
+# ------------------------------------------------------------------------------------------ GPU
+LAUNCHES = [pytest.param(s08.launch, marks=pytest.mark.gpu, id="window"),
+            pytest.param(lambda p: s08.launch(p, search="lane"), marks=pytest.mark.gpu, id="lane"),
+            pytest.param(lambda p: s08.launch(p, search="prepass"), marks=pytest.mark.gpu, id="prepass")]
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+@pytest.mark.parametrize("case", EDGE, ids=EDGE_IDS)
+def test_edge_cases(launch, case):
+    _, st, sf, tt = case
+    verdict = check.check_on(launch, st, sf, tt)
+    assert verdict.ok, str(verdict)
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+@pytest.mark.parametrize("B, S, T, D, srt", RANDOM)
+def test_random(launch, B, S, T, D, srt):
+    verdict = check.check_launch(launch, B, S, T, D, sorted_targets=srt)
+    assert verdict.ok, str(verdict)
+
+
+GPU_VARIANTS = VARIANTS + [{"targets_per_warp": 2, "search": "prepass"}, {"targets_per_warp": 16, "unroll": 2},
+                           {"threads": 1024, "min_blocks": 2}, {"threads": 32, "min_blocks": 0}]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("params", GPU_VARIANTS, ids=[str(v) for v in GPU_VARIANTS])
+@pytest.mark.parametrize("srt", [True, False])
+def test_variants(params, srt):
+    verdict = check.check_launch(s08.launch, 2, 6000, 1100, 40, sorted_targets=srt, **params)
+    assert verdict.ok, str(verdict)
+
+
+@pytest.mark.gpu
+def test_the_prepass_pairs_match_numpy():
+    st, sf, tt = inputs.random_problem(3, 777, 1500, 16, sorted_targets=False, rng=4)
+    p = resample.upload(st, sf, tt)
+    s08.launch(p, search="prepass")
+    pairs = p._pairs08.copy_to_host().reshape(3, 1500, 2)
+    for b in range(3):
+        hi = np.clip(np.searchsorted(st[b], tt[b], side="right"), 1, 776)
+        assert np.array_equal(pairs[b, :, 0], hi - 1)
+        w = np.clip((tt[b] - st[b, hi - 1]) / (st[b, hi] - st[b, hi - 1]), 0, 1)
+        np.testing.assert_allclose(pairs[b, :, 1].view(np.float32), w, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.gpu
+def test_programmatic_dependent_launch_gives_the_same_bits():
+    st, sf, tt = inputs.random_problem(4, 3000, 5000, 64, rng=5)
+    p = resample.upload(st, sf, tt)
+    outs = []
+    for pdl in (True, False):
+        p.poison()
+        s08.launch(p, search="prepass", pdl=pdl)
+        outs.append(p.out.copy_to_host())
+    assert np.array_equal(outs[0], outs[1])
+
+
+@pytest.mark.gpu
+def test_benchmark_size():
+    verdict = check.check_launch(s08.launch, 64, 4096, 4096, 256, rng=0)
+    assert verdict.ok, str(verdict)
