@@ -83,7 +83,8 @@ def test_grader_explains_a_crashing_kernel(capsys):
 # ----------------------------------------------------------------------------------------------------------
 # CUDA C++ labs (06, 07): the learner writes a region of the .cu file; the grader splices it back
 # ----------------------------------------------------------------------------------------------------------
-CUDA_LABS = [("06_cp_async", "resample/kernels/cp_async.cu"), ("07_tma", "resample/kernels/tma.cu")]
+CUDA_LABS = [("06_cp_async", "resample/kernels/cp_async.cu"), ("07_tma", "resample/kernels/tma.cu"),
+             ("08_fused_gather", "resample/kernels/fused_gather.cu")]
 
 
 def test_a_region_directive_names_a_missing_file():
@@ -143,6 +144,7 @@ def test_cuda_grader_emulates_where_it_cannot_run(stage, path, capsys):
 WRONG_REGIONS = {  # a plausible mistake per lab, which must not pass (and must not hang the GPU)
     "06_cp_async": ("cp_async_wait<STAGES - 1>();", "cp_async_wait<STAGES - 1>();\n__syncthreads(); return;"),
     "07_tma": ("L + r * BOXR", "L + r * BOXR + 1"),
+    "08_fused_gather": ("c[u] = __ldg(f + from + VPR);", "c[u] = __ldg(f + from + 1);"),
 }
 
 

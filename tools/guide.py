@@ -145,6 +145,8 @@ def planted_mistakes() -> dict[tuple[str, str], list[str]]:
     stages = _module_stages(t)
     for parts in _items(_assigned(t, "MISTAKES")):
         add(".", stages[parts[0].id], _text(parts[1]))
+    for parts in _items(_assigned(tree("test_s08.py"), "LAB_MISTAKES")):      # resampling 08 (C++, emulated)
+        add(".", "08_fused_gather", _text(parts[0]))
     t = tree("test_gemm_labs.py")
     for parts in _items(_assigned(t, "NUMBA_WRONG")):
         add("gemm", "02_smem_tiles", _text(parts[0]))

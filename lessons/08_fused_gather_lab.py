@@ -1,0 +1,53 @@
+# %% [markdown]
+# # Lab 08 · The gather: a warp sweeps its targets' rows
+#
+# In stage 08 a warp owns `nt` consecutive targets (at most `TPW`), and lane `i < nt` has already found target
+# `i`'s interval. Everything before the gather is written. Each lane holds, for its own target:
+#
+# - `src`: where the lower of the two source rows starts in `f`, counted in vectors (`lo`'s row);
+# - `dst32`: where the target's row of the output starts in `o`, counted in vectors;
+# - `wt`: the weight, already clamped to [0, 1] (w = 0 gives the lower row, w = 1 the upper).
+#
+# Also in scope: `lane`, `nt`, `VPR` (vectors in a row: `D / VEC`), `E = nt * VPR` (the warp's elements),
+# `f` and `o` (the features and the output as `vec_t` pointers: 16 bytes a vector at D = 256), `UNROLL`, and two
+# helpers: `lerp_vec(a, c, w)` interpolates two vectors (`a` is the lower row), and `store_vec(p, v)` stores one.
+#
+# Write the loop that sweeps the warp's `E` elements, 32 at a time (one per lane), with the vector fastest:
+#
+# 1. **Which element.** Element `e` is vector `e % VPR` of target `e / VPR`. In the last sweep some lanes get
+#    an `e` at or past `E`, which belongs to no target: clamp the target index to `nt - 1`, so it still names
+#    a lane that holds a target.
+# 2. **Ask the owning lane.** Get `src`, `dst32` and `wt` of the element's target from the lane that owns it,
+#    with `__shfl_sync(0xffffffffu, value, lane)`. The full mask means **all 32 lanes** must execute each
+#    shuffle, the lanes with no element too: shuffle before any test of `e < E`, never inside one. A smaller
+#    mask (`__activemask()`) inside the test does not help, because the lane you ask must take part as well.
+#    Each element takes its own target's weight, not one weight for the whole warp.
+# 3. **Load the two rows.** Two `__ldg` loads, at the element's vector of the lower row and the same vector of
+#    the upper row. The upper row is one *row* further on, and a row is `VPR` vectors, not one.
+# 4. **Only the warp's elements.** Load, interpolate and store only when `e < E`. Then `lerp_vec` with the lower
+#    row first, and `store_vec` to the element's vector of its target's output row.
+#
+# `UNROLL` is 1 unless a launch asks for more. You may ignore it. The stage's own loop loads `UNROLL` elements
+# a lane before it uses any; try that once yours passes.
+#
+# Without a GPU that runs the stage (compute capability 8.0 or newer), the grader compiles your code for
+# sm_90a and then runs it **on the CPU, in an emulator** (`cudabook.emulate`): every CUDA thread is a small
+# coroutine, and a shuffle waits for every lane its mask names. A shuffle that some lanes never reach is
+# reported as a deadlock, with the lanes that left, instead of hanging (on a GPU it is undefined behaviour, and
+# may even give right answers). Its cases include odd D (one channel a vector, so a target's row ends partway
+# through a sweep) and rows longer than one sweep. It cannot time anything: speed needs the GPU. If you are
+# stuck, look at the lesson's picture of which lane does what in each sweep (08 · fused gather).
+
+# %%
+import cudabook
+print(cudabook.where())
+from cudabook.labs import grade
+
+# %%
+#! region resample/kernels/fused_gather.cu GATHER
+
+# %%
+grade("08_fused_gather", GATHER)
+
+# %% [markdown]
+# The lesson this lab belongs to: [08 · fused gather](../notebooks/08_fused_gather.ipynb).
