@@ -515,7 +515,8 @@ for stage in ("07_tma", "08_fused_gather"):
 # %%
 lesson.sweep("08_fused_gather", "targets_per_warp", [1, 2, 4, 8, 16, 32])
 lesson.sweep("08_fused_gather", "search", ["window", "lane", "prepass"])
-lesson.sweep("08_fused_gather", "min_blocks", [0, 8])
+lesson.sweep("08_fused_gather", "min_blocks", [0, 16])
+lesson.sweep("08_fused_gather", "threads", [64, 128, 256, 512], fixed={"min_blocks": 0})
 lesson.sweep("08_fused_gather", "pdl", [False, True], fixed={"search": "prepass"})
 
 # %% [markdown]

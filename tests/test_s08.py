@@ -79,7 +79,7 @@ def test_plan_counts_warps_per_batch_row():
     class P:
         shape = (3, 100, 10, 16)
     plan = s08.plan(P())
-    assert plan["warps"] == 3 * 3 and plan["blocks"] == 2 and plan["config"]["VEC"] == 8
+    assert plan["warps"] == 3 * 3 and plan["blocks"] == 3 and plan["config"]["VEC"] == 8     # 4 warps a block
     assert s08.plan(P(), targets_per_warp=32)["warps"] == 3
 
 
@@ -99,6 +99,29 @@ def test_every_variant_is_right_in_the_emulator(params):
     rng = np.random.default_rng(8)
     for B, S, T, D, srt in EMULATED_CASES:
         args = inputs.random_problem(B, S, T, D, sorted_targets=srt, rng=rng)
+        p = resample.upload(*args)
+        p.poison()
+        with emulate.emulating("lazy"):
+            s08.launch(p, **params)
+        verdict = resample.judge(p.result(), *args)
+        assert verdict.ok, f"{(B, S, T, D, srt)} {params}: {verdict}"
+
+
+def uneven_problem(B, S, T, D, sorted_targets, rng):
+    """Source times far from evenly spread (log-normal steps): the interpolation guess's window often misses, so
+    the probes' window and the whole-row search run too."""
+    _, feats, _ = inputs.random_problem(B, S, T, D, rng=rng)
+    times = (np.cumsum(np.exp(rng.normal(0, 1.5, (B, S))) + 0.05, axis=1) / 8).astype(np.float32)
+    targets = rng.uniform(times[:, :1] - 1, times[:, -1:] + 1, (B, T)).astype(np.float32)
+    return times, feats, np.sort(targets, axis=1) if sorted_targets else targets
+
+
+@needs_simulator
+@pytest.mark.parametrize("params", [{}, {"targets_per_warp": 32}], ids=["defaults", "32 targets a warp"])
+def test_uneven_times_take_every_fallback_and_stay_right(params):
+    rng = np.random.default_rng(9)
+    for B, S, T, D, srt in EMULATED_CASES:
+        args = uneven_problem(B, S, T, D, srt, rng)
         p = resample.upload(*args)
         p.poison()
         with emulate.emulating("lazy"):
@@ -178,6 +201,14 @@ GPU_VARIANTS = VARIANTS + [{"targets_per_warp": 2, "search": "prepass"}, {"targe
 @pytest.mark.parametrize("srt", [True, False])
 def test_variants(params, srt):
     verdict = check.check_launch(s08.launch, 2, 6000, 1100, 40, sorted_targets=srt, **params)
+    assert verdict.ok, str(verdict)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("srt", [True, False])
+def test_uneven_times(srt):
+    args = uneven_problem(3, 5000, 4000, 64, srt, np.random.default_rng(10))
+    verdict = check.check_on(s08.launch, *args)
     assert verdict.ok, str(verdict)
 
 

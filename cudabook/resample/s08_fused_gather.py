@@ -7,14 +7,15 @@ windows, no barriers, blocks of a few rows that start and finish in many waves; 
 pieces straight from global memory, and L1 and L2 catch the second read of a row that neighbouring targets share.
 
 This stage is that gather with the search folded in. A warp owns `targets_per_warp` consecutive targets of one
-batch row, one a lane. search="window": the warp brackets its targets with 64 probes of the row's source times
-(loaded while the targets load), copies 128 source times from there into shared memory, and each lane searches
-its own target in that window; a target outside it searches the whole row (any order of targets is right).
-Then the warp sweeps its targets' (target, 16-byte piece) elements with the piece fastest, so 32 lanes read one
-whole 512-byte row at D = 256, each element getting its target's interval and weight from the owning lane by a
-shuffle. search="lane" is a plain binary search per lane; search="prepass" is torch.compile's arrangement (a first
-kernel writes every (interval, weight) pair), with programmatic dependent launch so that the gather's blocks
-start while the search still runs.
+batch row, one a lane. search="window": the warp copies 128 source times into shared memory and each lane
+searches its own target there. The window is first the one around an interpolation guess (where the warp's
+smallest target would sit if the times were evenly spread from the row's first to its last: one round of loads);
+if some target is not inside, the one that 64 probes of the row point to; a target outside that too searches the
+whole row (any order of targets is right). Then the warp sweeps its targets' (target, 16-byte piece) elements
+with the piece fastest, so 32 lanes read one whole 512-byte row at D = 256, each element getting its target's
+interval and weight from the owning lane by a shuffle. search="lane" is a plain binary search per lane;
+search="prepass" is torch.compile's arrangement (a first kernel writes every (interval, weight) pair), with
+programmatic dependent launch so that the gather's blocks start while the search still runs.
 
 Any D works (vectors of 8, 4, 2 or 1 channels, the largest that divides D) and any order of targets.
 """
@@ -30,16 +31,17 @@ from . import s06_cp_async as s06
 NAME = "08_fused_gather"
 TITLE = "fused search and gather"
 PARAMS = {
-    "search": "window",        # "window": the warp brackets its targets, each lane searches a window of source
-                               # times in shared memory; "lane": each lane binary-searches the whole row;
-                               # "prepass": a first kernel finds them all (as torch.compile does)
+    "search": "window",        # "window": each lane searches a window of source times in shared memory (the
+                               # window around an interpolation guess, else where 64 probes point); "lane": each
+                               # lane binary-searches the whole row; "prepass": a first kernel finds them all (as
+                               # torch.compile does)
     "pdl": True,               # (prepass) programmatic dependent launch: the gather starts during the search
     "targets_per_warp": 4,     # TPW: consecutive targets a warp owns (1..32: one a lane). Few keep warps short-
                                # lived, so many waves of blocks stream through memory; the search is paid per TPW
     "unroll": 1,               # UNROLL: 16-byte pieces a lane loads before it uses any (2 loads each)
-    "threads": 256,            # threads per block (whole warps; each warp is independent)
-    "min_blocks": 8,           # blocks per SM the compiler must make room for (__launch_bounds__' second
-                               # argument: 8 blocks of 256 threads caps a thread at 32 registers); 0: no cap
+    "threads": 128,            # threads per block (whole warps; each warp is independent)
+    "min_blocks": 16,          # blocks per SM the compiler must make room for (__launch_bounds__' second
+                               # argument: 16 blocks of 128 threads caps a thread at 32 registers); 0: no cap
     "streaming_stores": False, # st.global.cs (evict-first) for the stores
     "bf16_cvt": True,          # round with cvt.rn.bf16x2.f32; False: the integer recipe (same results)
 }
@@ -115,13 +117,18 @@ def warps(B: int, T: int, cfg: dict) -> int:
     return B * math.ceil(T / cfg["TPW"])
 
 
+def blocks(B: int, T: int, cfg: dict) -> int:
+    """The grid: enough blocks for every warp."""
+    return math.ceil(warps(B, T, cfg) / (cfg["NT"] // 32))
+
+
 def plan(p, **params) -> dict:
     """What launch() would do for this problem: the constants and the grid."""
     B, S, T, D = p.shape
     params = {**PARAMS, **params}
     cfg = config(D, **{k: params[k] for k in _CONFIG_KEYS})
     n = warps(B, T, cfg)
-    return dict(config=cfg, warps=n, blocks=math.ceil(n / (cfg["NT"] // 32)))
+    return dict(config=cfg, warps=n, blocks=blocks(B, T, cfg))
 
 
 def launch(p, kernel=None, **params):
@@ -144,7 +151,7 @@ def launch(p, kernel=None, **params):
     params = {**PARAMS, **params}
     cfg = config(D, **{k: params[k] for k in _CONFIG_KEYS})
     kern, find = _kernels(nvrtc.kernel_text(kernel, SOURCE, NAME), cfg)
-    grid = math.ceil(warps(B, T, cfg) / (cfg["NT"] // 32))
+    grid = blocks(B, T, cfg)
     pairs = 0
     if cfg["SEARCH"] == SEARCHES["prepass"]:
         pairs = device.address(_pairs(p))

@@ -1,12 +1,14 @@
 // fused_gather.cu: stage 08, searching and gathering without shared-memory staging (sm_80 and newer).
 //
-// What the code torch.compile generates does: no windows copied to shared memory, no barriers between warps;
+// What the code torch.compile generates does: no windows of feature rows copied to shared memory, no barriers;
 // each lane loads its 16-byte pieces of the two source rows straight from global memory, and L1 and L2 catch
 // the rows that neighbouring targets share. A warp owns TPW consecutive targets of one batch row, one a lane:
 //   1. Search: each owning lane finds its target's interval and weight (SEARCH):
 //        0 lane     a binary search over the whole row of source times (twelve dependent loads at S = 4096);
-//        1 window   the warp brackets its targets with 64 probes loaded while x loads, copies WIN source times
-//                   from there into shared memory, and each lane searches that window: two rounds of loads;
+//        1 window   the warp copies WIN source times into shared memory and each lane searches them: first the
+//                   window around an interpolation guess (where the warp's smallest target would sit if the
+//                   times were evenly spread; one round of loads), and if some target is not inside, the window
+//                   that 64 probes of the row point to; a target outside that too searches the whole row;
 //        2 prepass  as torch.compile does: a first kernel, resample_find, writes every (interval, weight) pair
 //                   and this one reads them back (launched with programmatic dependent launch, it starts while
 //                   resample_find runs and waits for it with griddepcontrol.wait).
@@ -14,12 +16,12 @@
 //      consecutive 16-byte pieces: one 512-byte row at D = 256. Each element learns its target's interval and
 //      weight from the owning lane (a shuffle), loads its two pieces, lerps and stores. UNROLL elements a lane
 //      are loaded before any is used.
-// Few targets a warp (TPW = 4) keeps warps short-lived: many waves of small blocks stream through memory the way
-// the compiler's 16-row blocks do, and the search is paid once per TPW targets.
+// Few targets a warp (TPW = 4) and small blocks keep warps short-lived: many waves of blocks stream through
+// memory the way the compiler's 16-row blocks do, and the search is paid once per TPW targets.
 //
 // Compile-time constants (defines): DCH (channels, D), VEC (channels per load: 8, 4, 2 or 1, the largest dividing
-// DCH), NT (threads per block), TPW, UNROLL, SEARCH, WIN, MINB (__launch_bounds__ minimum blocks per SM), STREAM
-// (1: st.global.cs, evict-first stores).
+// DCH), NT (threads per block), TPW, UNROLL, SEARCH, GUESS, WIN, MINB (__launch_bounds__ minimum blocks per SM),
+// STREAM (1: st.global.cs, evict-first stores).
 #include "resample_common.cuh"
 
 #ifndef DCH
@@ -39,6 +41,9 @@
 #endif
 #ifndef SEARCH
 #define SEARCH 1               // 0 lane, 1 window, 2 prepass (see the top of this file)
+#endif
+#ifndef GUESS
+#define GUESS 1                // (window, block) first try the window around an interpolation guess
 #endif
 #ifndef WIN
 #define WIN 128                // source times in a warp's window (SEARCH 1), a multiple of 32
@@ -71,24 +76,54 @@ __device__ __forceinline__ void store_vec(vec_t* p, vec_t v) {
 #endif
 }
 
-// SEARCH 1 ("window"): the warp brackets its targets together, then each lane searches a window of source times
-// in shared memory. Two rounds of loads from global memory instead of twelve:
-//   a. while x is loading, the warp loads 64 evenly spaced source times (they do not depend on x); ballots
-//      tell which stretch of the row holds the answer for the warp's smallest target (narrowed further while
-//      a stretch is longer than 64 rows: S > 4096);
-//   b. the warp copies WIN consecutive source times from the start of that stretch into shared memory, and
-//      each lane binary-searches its own target there (window_interval). A target whose interval is outside
-//      the window (targets far apart, or unsorted) searches the whole row instead: slower, still right.
+// Copy WIN source times from row `start` into the warp's window `win` and search it for x: true (with lo and w)
+// when this lane's target lies inside; false leaves lo and w alone. Every lane of the warp must call it.
+__device__ __forceinline__ bool window_try(const float* __restrict__ row, int S, float x, float* win, int start,
+                                           int& lo, float& w) {
+    const int lane = threadIdx.x & 31;
+    const int n = min(WIN, S - start);
+    __syncwarp();                                       // (a window searched before is no longer read)
+#pragma unroll
+    for (int k = 0; k < WIN / 32; ++k) {
+        const int j = 32 * k + lane;
+        if (j < n) win[j] = __ldg(row + start + j);
+    }
+    __syncwarp();
+    const int j = window_interval(win, n, start, S, x);
+    if (j >= 0) {
+        lo = start + j;
+        w = weight(win[j], win[j + 1], x);
+    }
+    return j >= 0;
+}
+
+// SEARCH 1 ("window"): the warp searches its targets in a window of WIN source times in shared memory, so that
+// each lane's binary search costs shared-memory loads, not dependent loads from L1/L2. Which window:
+//   a. (GUESS) interpolation search: where the warp's smallest target xmin would sit if the row's times were
+//      evenly spread between its first and last (loaded alongside x): one round of loads, right whenever the
+//      times are close to evenly spread and the warp's targets close together;
+//   b. else 64 evenly spaced probes of the row; ballots tell which stretch holds xmin (narrowed again while a
+//      stretch is longer than 64 rows: S > 4096), and the window starts there: two or more rounds;
+//   c. a target outside that window too (targets far apart, or unsorted) searches the whole row: slower, right.
 __device__ __forceinline__ void window_search(const float* __restrict__ row, int S, float x, float* win,
                                               int& lo, float& w) {
     const int lane = threadIdx.x & 31;
+    float xmin = x;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) xmin = fminf(xmin, __shfl_xor_sync(0xffffffffu, xmin, o));
+#if GUESS
+    {   // interpolation search: guess where xmin sits from the row's first and last times (loaded with x), and
+        // try the window around the guess; with evenly spread times that is usually right, in one round of loads
+        const float first = __ldg(row), last = __ldg(row + S - 1);
+        const float at = fminf(fmaxf((xmin - first) / (last - first) * (float)(S - 1), 0.0f), (float)(S - 1));
+        const int start = min(max((int)at - (WIN / 2 - 8), 0), S - 2);
+        if (__all_sync(0xffffffffu, window_try(row, S, x, win, start, lo, w))) return;
+    }
+#endif
     int base = 0, len = S;                              // the answer for xmin lies in [base, base + len)
     int g = (S + 63) >> 6;                              // 64 probes, g rows apart: the first round needs no x
     int i0 = lane * g, i1 = (lane + 32) * g;
     float q0 = i0 < S ? __ldg(row + i0) : 0.0f, q1 = i1 < S ? __ldg(row + i1) : 0.0f;
-    float xmin = x;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) xmin = fminf(xmin, __shfl_xor_sync(0xffffffffu, xmin, o));
     while (true) {
         const int k = __popc(__ballot_sync(0xffffffffu, i0 < base + len && q0 <= xmin))
                     + __popc(__ballot_sync(0xffffffffu, i1 < base + len && q1 <= xmin)) - 1;
@@ -102,22 +137,41 @@ __device__ __forceinline__ void window_search(const float* __restrict__ row, int
         q0 = i0 < base + len ? __ldg(row + i0) : 0.0f;
         q1 = i1 < base + len ? __ldg(row + i1) : 0.0f;
     }
-    base = min(base, S - 2);
-    const int n = min(WIN, S - base);
-#pragma unroll
-    for (int k = 0; k < WIN / 32; ++k) {
-        const int j = 32 * k + lane;
-        if (j < n) win[j] = __ldg(row + base + j);
-    }
-    __syncwarp();
-    const int j = window_interval(win, n, base, S, x);
-    if (j >= 0) {
-        lo = base + j;
-        w = weight(win[j], win[j + 1], x);
-    } else {
-        lo = find_interval(row, S, x);
+    if (!window_try(row, S, x, win, min(base, S - 2), lo, w)) {
+        lo = find_interval(row, S, x);                  // this lane's target is outside the window
         w = weight(__ldg(row + lo), __ldg(row + lo + 1), x);
     }
+}
+
+// The warp gathers its nt targets' rows. Lane i < nt owns target i: `src` is the first vector of its lower
+// source row in f, `dst32` the first vector of its output row in o, `wt` its weight. Element e is vector e % VPR
+// of target e / VPR: the vector is fastest, so 32 lanes read 32 consecutive vectors (a 512-byte row at D = 256).
+__device__ __forceinline__ void gather(const vec_t* __restrict__ f, vec_t* __restrict__ o, int src, int dst32,
+                                       float wt, int nt, int lane) {
+    const int E = nt * VPR;
+    // >>> lab: the gather
+    for (int base = 0; base < E; base += 32 * UNROLL) {
+        vec_t a[UNROLL], c[UNROLL];
+        float ws[UNROLL];
+        int to[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            const int e = base + 32 * u + lane;
+            const int i = min(e / VPR, nt - 1);                   // this element's target (kept in range)
+            const int v = e - (e / VPR) * VPR;                    // and which vector of the row
+            const int from = __shfl_sync(0xffffffffu, src, i) + v;   // every lane shuffles, in range or not
+            to[u] = __shfl_sync(0xffffffffu, dst32, i) + v;
+            ws[u] = __shfl_sync(0xffffffffu, wt, i);
+            if (e < E) {
+                a[u] = __ldg(f + from);
+                c[u] = __ldg(f + from + VPR);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u)
+            if (base + 32 * u + lane < E) store_vec(o + to[u], lerp_vec(a[u], c[u], ws[u]));
+    }
+    // <<< lab
 }
 
 #ifndef MINB
@@ -162,33 +216,8 @@ resample_fused(const float* __restrict__ times, const u16* __restrict__ feats,
     const int src = (b * S + lo) * VPR;                         // the first of the two rows this target mixes
     const int dst32 = (int)dst * VPR;                             // its row of out
 
-    // 2. the warp gathers its nt rows, element e = (target e / VPR, vector e % VPR)
-    const vec_t* f = reinterpret_cast<const vec_t*>(feats);
-    vec_t* o = reinterpret_cast<vec_t*>(out);
-    const int E = nt * VPR;
-    // >>> lab: the gather
-    for (int base = 0; base < E; base += 32 * UNROLL) {
-        vec_t a[UNROLL], c[UNROLL];
-        float ws[UNROLL];
-        int to[UNROLL];
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
-            const int e = base + 32 * u + lane;
-            const int i = min(e / VPR, nt - 1);                   // this element's target (kept in range)
-            const int v = e - (e / VPR) * VPR;                    // and which vector of the row
-            const int from = __shfl_sync(0xffffffffu, src, i) + v;   // every lane shuffles, in range or not
-            to[u] = __shfl_sync(0xffffffffu, dst32, i) + v;
-            ws[u] = __shfl_sync(0xffffffffu, wt, i);
-            if (e < E) {
-                a[u] = __ldg(f + from);
-                c[u] = __ldg(f + from + VPR);
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u)
-            if (base + 32 * u + lane < E) store_vec(o + to[u], lerp_vec(a[u], c[u], ws[u]));
-    }
-    // <<< lab
+    // 2. the warp gathers its nt rows
+    gather(reinterpret_cast<const vec_t*>(feats), reinterpret_cast<vec_t*>(out), src, dst32, wt, nt, lane);
 }
 
 // SEARCH 2 ("prepass"): what torch.compile does, a first kernel that finds every target's interval and weight
