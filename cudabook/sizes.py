@@ -35,7 +35,7 @@ RECORD_TOOL = "python tools/sweep_sizes.py"
 # the benchmark's workloads: every one of them ("all": attention's d x causal become the panels), or the first.
 PLANS = {
     "resample": dict(x=("D",), values=(64, 128, 256, 512), workloads="first"),
-    "gemm": dict(x=("M", "N", "K"), values=(512, 1024, 2048, 4096, 8192), workloads="first"),
+    "gemm": dict(x=("M", "N", "K"), values=(256, 512, 1024, 2048, 4096, 8192), workloads="first"),
     "msda": dict(x=("Lq",), values=(1000, 4000, 15420), workloads="first"),
     "attention": dict(x=("N",), values=(512, 1024, 2048, 4096, 8192), workloads="all"),
 }

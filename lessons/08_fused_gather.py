@@ -8,8 +8,8 @@
 #
 # The compiler's gather does three things that stage 08 keeps:
 #
-# - **no shared memory and no barriers.** Each thread loads its pieces of the two source rows straight from
-#   global memory, and a warp never waits for another;
+# - **no rows staged in shared memory, and no barriers.** Each thread loads its pieces of the two source rows
+#   straight from global memory, and a warp never waits for another;
 # - **small, short-lived blocks in many waves.** When a block finishes, the next one starts in its place, so an
 #   SM's loads never dry up while its warps wait at a barrier;
 # - **the caches do the reuse.** Neighbouring targets share source rows, and L1 and L2 catch the second read.
@@ -19,6 +19,10 @@
 # that found them.
 #
 # References: PTX ISA: [shfl.sync](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-shfl-sync),
+# [vote.sync](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#parallel-synchronization-and-communication-instructions-vote-sync)
+# (`__ballot_sync`, `__all_sync`: the window search's votes),
+# [bar.warp.sync](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#parallel-synchronization-and-communication-instructions-bar-warp-sync)
+# (`__syncwarp`: a warp's window of source times is written before its lanes read it),
 # [ld.global.nc](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-ld-global-nc)
 # (`__ldg`: loads through the read-only path, cached in L1),
 # [griddepcontrol](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#parallel-synchronization-and-communication-instructions-griddepcontrol)
@@ -186,8 +190,9 @@ for record in results.load_all():
 # ## Stage 08: the compiler's gather, with the search folded in
 #
 # Stage 08 keeps points 1 to 3. What it changes is the search. There is no int64 index array (2 MB written,
-# 2 MB read back) and, by default, no second kernel. A **warp owns `targets_per_warp` (TPW) consecutive
-# targets** of one batch row, one per lane for the search:
+# 2 MB read back) and, by default, no second kernel. (Its only shared memory is each warp's own window of
+# source times for the search, synchronized with `__syncwarp`, never with a block barrier.) A **warp owns
+# `targets_per_warp` (TPW) consecutive targets** of one batch row, one per lane for the search:
 #
 # 1. **Search.** Each owning lane finds its target's interval `lo` and weight `wt` (below: how).
 # 2. **Gather.** The warp sweeps its targets' **elements**, e = (target `e / VPR`, 16-byte vector `e % VPR`),
@@ -225,11 +230,11 @@ for D in (256, 64, 37):
 # %% [markdown]
 # At D = 37 the last sweep has lanes with no element. They must still execute the shuffles, because
 # `__shfl_sync(0xffffffff, ...)` needs all 32 lanes. Their target index is clamped so that it names a real
-# lane, and only their loads and stores are skipped. Here is the kernel's head (a warp finds its targets and
-# searches), then the gather loop:
+# lane, and only their loads and stores are skipped. Here is the kernel (a warp finds its targets, searches, and
+# calls `gather`), then the gather loop:
 
 # %%
-lesson.show_region(s08.source(), start="__launch_bounds__(NT, MINB)", end="const int E = nt * VPR;")
+lesson.show_region(s08.source(), start="__launch_bounds__(NT, MINB)", end="gather(reinterpret_cast")
 
 # %%
 lesson.show_region(s08.source())
@@ -241,97 +246,157 @@ lesson.show_region(s08.source())
 # another, before the first row can be loaded. `search` picks how stage 08 pays for it:
 #
 # - `"lane"`: each owning lane binary-searches its whole row: twelve dependent loads (`find_interval`).
-# - `"window"` (the default): two rounds. (a) While `x` is loading, the warp loads 64 evenly spaced source times
-#   of the row (they do not depend on `x`). A ballot of "probe <= the warp's smallest target" finds the stretch
-#   (64 rows at S = 4096) where that target falls. (b) The warp copies 128 source times from the start of that
-#   stretch into shared memory (four loads a lane, issued together: one round), and each lane binary-searches its
-#   own target there: eight steps in shared memory instead of twelve loads from global memory. A target whose interval lies outside the
-#   window searches the whole row instead: slower, still right, for targets in any order. Rows longer than 4096
-#   narrow the stretch once more before the copy.
+# - `"window"` (the default): the warp copies 128 consecutive source times into shared memory (four loads a
+#   lane, issued together: one round) and each lane binary-searches its own target there, at most eight steps
+#   in shared memory instead of twelve loads from global memory (`window_try`). Which 128, in this order:
+#   1. **The interpolation guess.** The row's first and last times load together with `x` (they do not depend
+#      on it). If the times were evenly spread between those two, the warp's smallest target `xmin` would sit
+#      at row (xmin - first) / (last - first) x (S - 1). The window starts 56 rows below that guess, so it
+#      reaches 71 rows above it, room for the warp's other targets. A vote (`__all_sync`) asks whether every
+#      lane's target lies inside. If so, the search is done.
+#   2. **The probes.** Otherwise the warp loads 64 evenly spaced source times of the row, two a lane. A ballot
+#      of "probe <= xmin" finds the stretch (64 rows at S = 4096) where `xmin` falls, and the window starts
+#      there. Rows longer than 4096 narrow the stretch again first.
+#   3. **The whole row.** A target outside that window too searches the whole row: slower, still right, for
+#      targets in any order.
 # - `"prepass"`: what `torch.compile` does. A first kernel, `resample_find`, writes every target's
 #   (interval, weight) pair, and the gather reads them: one load.
+#
+# In the common case, then, one round of loads waits for `x`: the guess's window. When the guess misses, two
+# more follow (the probes, then their window). An earlier version of this stage started with the probes, and
+# loaded them alongside `x` too (in its SASS they issue with `x`'s load), so its common path was no deeper.
+# What the guess saves is 64 scattered loads a warp, replaced by two that every warp of a batch row shares, and
+# the ballots. The gain is small: in one H100 run (CUDA events, back to back, with the block-shared search
+# described under "How fast?"), 89.0 µs with the guess and 89.7 µs without.
 
 # %%
-lesson.show_region(s08.source(), start="void window_search(", end="__syncwarp();")
+lesson.show_region(s08.source(), start="// Copy WIN source times", end="return j >= 0;")
+lesson.show_region(s08.source(), start='// SEARCH 1 ("window")', end="// this lane's target is outside the window")
 
 # %% [markdown]
-# How often does the window miss? Here is the same search in NumPy, on the benchmark's kind of inputs (irregular
-# source times, S = 4096), counting the targets that must fall back to the whole row:
+# How often does each path run? Here is the same search in NumPy, guess first, then probes. It counts the warps
+# whose guess's window holds all their targets, and the targets that fall back to the whole row. It runs on the
+# benchmark's kind of inputs (source times with steps drawn evenly from 0.1 to 1.0, S = 4096) and on **uneven**
+# times, whose steps are log-normal (as `uneven_problem` in `tests/test_s08.py` makes them):
 
 # %%
-def window_hits(row, xs, win=128):
-    """For one warp's targets xs: True where the window holds the interval (window_search in fused_gather.cu)."""
+WIN = 128                                              # fused_gather.cu's WIN: source times in a warp's window
+
+
+def inside(row, start, xs):
+    """window_interval in the .cu: True where a target's interval lies in the WIN times from row `start`."""
     S = len(row)
+    n = min(WIN, S - start)
+    j = np.searchsorted(row[start:start + n], xs, side="right") - 1
+    return np.where(j < 0, start == 0, np.where(j >= n - 1, start + n == S, True))
+
+
+def window_path(row, xs):
+    """window_search in the .cu for one warp's targets xs: "guess" or "probes", and where a target searches the
+    whole row. float32 arithmetic, as on the GPU."""
+    S = len(row)
+    xmin = xs.min()
+    at = min(max((xmin - row[0]) / (row[-1] - row[0]) * np.float32(S - 1), np.float32(0)), np.float32(S - 1))
+    start = min(max(int(at) - (WIN // 2 - 8), 0), S - 2)        # 56 rows below the guess
+    if inside(row, start, xs).all():                            # __all_sync: every lane's target is inside
+        return "guess", np.zeros(len(xs), bool)
     base, length, g = 0, S, (S + 63) // 64
-    while True:                                        # the ballots: the stretch that holds min(xs)
+    while True:                                                 # the ballots: the stretch that holds xmin
         probes = base + np.arange(64) * g
-        k = np.count_nonzero(row[probes[probes < base + length]] <= xs.min()) - 1
+        k = np.count_nonzero(row[probes[probes < base + length]] <= xmin) - 1
         nb = base + max(k, 0) * g
         length, base = min(g, base + length - nb), nb
         if length <= 64:
             break
         g = (length + 63) // 64
-    base = min(base, S - 2)
-    n = min(win, S - base)
-    j = np.searchsorted(row[base:base + n], xs, side="right") - 1     # window_interval
-    return np.where(j < 0, base == 0, np.where(j >= n - 1, base + n == S, True))
+    return "probes", ~inside(row, min(base, S - 2), xs)
+
+
+def uneven_problem(B, S, T, D, rng):
+    """Source times far from evenly spread (log-normal steps, as in tests/test_s08.py), sorted targets."""
+    _, feats, _ = resample.random_problem(B, S, T, D, rng=rng)
+    times = (np.cumsum(np.exp(rng.normal(0, 1.5, (B, S))) + 0.05, axis=1) / 8).astype(np.float32)
+    targets = np.sort(rng.uniform(times[:, :1] - 1, times[:, -1:] + 1, (B, T)), axis=1).astype(np.float32)
+    return times, feats, targets
 
 
 rng = np.random.default_rng(8)
 kinds = {"sorted, T = S": resample.random_problem(4, 4096, 4096, 1, rng=rng),
          "sorted, T = S / 4": resample.random_problem(4, 4096, 1024, 1, rng=rng),
-         "unsorted, T = S": resample.random_problem(4, 4096, 4096, 1, sorted_targets=False, rng=rng)}
-print(f"{'TPW':>4}" + "".join(f"{k:>20}" for k in kinds) + "   (% of targets that search the whole row)")
+         "unsorted, T = S": resample.random_problem(4, 4096, 4096, 1, sorted_targets=False, rng=rng),
+         "uneven, sorted, T = S": uneven_problem(4, 4096, 4096, 1, rng)}
+print("guess: % of warps whose guess's window holds all their targets (the rest go on to the probes);\n"
+      "whole row: % of targets that search the whole row")
+print(f"{'':4}" + "".join(f"{k:>24}" for k in kinds))
+print(f"{'TPW':>4}" + f"{'guess':>12}{'whole row':>12}" * len(kinds))
 for tpw in (1, 2, 4, 8, 16, 32):
     cells = []
     for times, _, targets in kinds.values():
-        hits = [window_hits(times[b], targets[b, t:t + tpw]) for b in range(len(times))
+        runs = [window_path(times[b], targets[b, t:t + tpw]) for b in range(len(times))
                 for t in range(0, targets.shape[1], tpw)]
-        cells.append(f"{100 * (1 - np.concatenate(hits).mean()):19.1f}%")
+        guess = np.mean([path == "guess" for path, _ in runs])
+        whole = np.concatenate([w for _, w in runs]).mean()
+        cells.append(f"{100 * guess:11.1f}%{100 * whole:11.1f}%")
     print(f"{tpw:4d}" + "".join(cells))
 
+for kind in ("sorted, T = S", "uneven, sorted, T = S"):          # how far a row strays from the straight line
+    times = kinds[kind][0].astype(np.float64)
+    S = times.shape[1]
+    even = (times - times[:, :1]) / (times[:, -1:] - times[:, :1]) * (S - 1)
+    off = np.abs(even - np.arange(S))
+    print(f"{kind}: the even-spread guess is off by {np.median(off):.0f} rows at the median, "
+          f"{np.percentile(off, 99):.0f} at the 99th percentile, {off.max():.0f} at most")
+
 # %% [markdown]
-# With sorted targets at the benchmark's density, the window always holds the answer. With sparser targets a
-# warp's targets spread over more rows, and the largest TPW starts to miss. Unsorted targets miss most of the
-# time once a warp owns more than one, and then the window costs more than it saves: use `search="lane"` or
-# `"prepass"` there.
+# On the benchmark's kind of inputs the guess is off by a few rows, never by as many as the 56 that the window
+# reaches below it, so nearly every warp stops after one window. Sparser targets spread a warp's targets over
+# more rows: at T = S / 4 the larger TPW outgrow the 128-row window, and some targets outgrow the probes' window
+# too. Unsorted targets spread a warp over the whole row once it owns more than one. Then the guess almost
+# never holds, most targets search the whole row after three rounds of loads that did not find them, and
+# `search="lane"` or `"prepass"` is the better choice. On uneven times the guess misses for 40 to 50 % of the
+# warps, at every TPW. The probes' window catches all of those, so they pay three rounds of loads instead of
+# one, and no target pays a whole-row search.
 #
 # ### Why only a few targets a warp
 #
 # Fewer targets a warp means more warps, each short-lived: the same "many blocks, many waves" as the compiler's
-# gather. But each warp pays a search (two rounds of latency for the window) before its first row load, so
-# the search costs less per target when a warp owns more targets. The launch at the benchmark's size, for each
-# TPW (blocks of 256 threads, 8 an SM as `min_blocks` asks, on the SM count of the H100 above):
+# gather. But each warp pays a search before its first row load (two rounds of loads when the guess holds: `x`
+# with the row's first and last times, then the window), so the search costs less per target when a warp owns
+# more targets. The launch at the benchmark's size, for each TPW (the default blocks of 128 threads, 16 an SM as
+# `min_blocks` asks, on the SM count of the H100 above):
 
 # %%
 bench = types.SimpleNamespace(shape=(64, 4096, 4096, 256))       # plan() needs only the shape (B, S, T, D)
+per_sm = s08.PARAMS["min_blocks"]                                 # blocks an SM at the same time (16)
 print(f"{'TPW':>4} {'warps':>8} {'blocks':>7} {'waves':>6} {'KB a warp moves':>16} {'search rounds a target':>23}")
 for tpw in (1, 2, 4, 8, 16, 32):
     plan = s08.plan(bench, targets_per_warp=tpw)
     moves = tpw * 3 * 256 * 2 / 1024                             # two rows read, one written, 512 bytes each
-    print(f"{tpw:4d} {plan['warps']:8,} {plan['blocks']:7,} {plan['blocks'] / (SMS * 8):6.1f} {moves:16.1f} "
+    print(f"{tpw:4d} {plan['warps']:8,} {plan['blocks']:7,} {plan['blocks'] / (SMS * per_sm):6.1f} {moves:16.1f} "
           f"{2 / tpw:23.2f}")
 
 # %% [markdown]
-# At TPW = 32 the whole grid fits in about one wave. The warps all start together, so they search at about the
-# same moment, with few row loads in flight, and then they all stream at once and finish together. At TPW = 1 the search is paid
-# for every target. The default, 4, sits between the two. The sweep at the end measures all six.
+# At TPW = 32 the whole grid fits in one wave. The warps all start together, so they search at about the same
+# moment, with few row loads in flight, and then they all stream at once and finish together. At TPW = 1 the
+# search is paid for every target. The default, 4, sits between the two. The sweep at the end measures all six;
+# on the H100 it has its minimum at 4, TPW = 1 about 30 % slower, and a slow climb from 8 to 32.
 #
 # ### min_blocks: registers decide how many lanes load at once
 #
 # `__launch_bounds__(NT, MINB)` tells the compiler that `MINB` blocks of `NT` threads must fit on an SM. With
-# 8 blocks of 256 threads, 2,048 threads share 65,536 registers, so the compiler must make do with 32
-# registers a thread. More threads means more loads in flight. By Little's law (lesson 05), DRAM runs at full
-# speed only with bandwidth x latency bytes in flight. With lesson 05's round figures (3.35 TB/s, 700 ns,
+# 16 blocks of 128 threads (the defaults), 2,048 threads share 65,536 registers, so the compiler must make do
+# with 32 registers a thread. More threads means more loads in flight. By Little's law (lesson 05), DRAM runs at
+# full speed only with bandwidth x latency bytes in flight. With lesson 05's round figures (3.35 TB/s, 700 ns,
 # 132 SMs) that is about 17.8 KB an SM:
 
 # %%
 need = 3.35e12 * 700e-9 / 132                      # bytes in flight an SM needs (lesson 05's round figures)
 try:
-    for mb in (0, 8):
+    block = s08.PARAMS["threads"] // 32                               # warps a block (4)
+    for mb in (0, 16):
         use = nvrtc.resource_usage(s08.compile_cubin(D=256, min_blocks=mb))[s08.KERNEL]
         per_warp = -(-use["registers"] * 32 // 256) * 256             # registers are allocated 256 a warp
-        warps = min(64, 65536 // per_warp // 8 * 8)                   # whole blocks of 8 warps, at most 64 warps
+        warps = min(64, 65536 // per_warp // block * block)           # whole blocks, at most 64 warps an SM
         flight = warps * 32 * 2 * 16                                  # two 16-byte loads a lane (unroll=1)
         print(f"min_blocks={mb}: {use['registers']} registers a thread -> {warps * 32:,} threads an SM -> up to "
               f"{flight / 1e3:.0f} KB in flight, {flight / need:.1f}x the {need / 1e3:.1f} KB needed")
@@ -341,8 +406,8 @@ except nvrtc.ToolMissing as e:
 # %% [markdown]
 # Both settings are above the need on paper. But a lane has its two loads in flight only from the load to the
 # lerp. While it searches, shuffles or stores, it has none. The headroom is what keeps the average above the
-# need, so more resident threads is the safer side. `min_blocks=0` lets the compiler use more registers;
-# the sweep below measures whether that costs anything.
+# need, so more resident threads is the safer side. `min_blocks=0` lets the compiler use more registers, and
+# then fewer blocks fit. The sweep at the end measures it: on the H100, `min_blocks=0` is about 6 % slower.
 #
 # ### The prepass, with programmatic dependent launch
 #
@@ -379,14 +444,20 @@ except nvrtc.ToolMissing as e:
 # ## What the machine code says
 #
 # Everything here needs no GPU: the stage compiles for sm_90a on any machine. The registers a thread (the 32
-# that `min_blocks=8` asks for), the static shared memory (the window search's 128 source times per warp), and
-# the gather's loads. The two 16-byte loads of the gather are `LDG.E.128.CONSTANT` (`.CONSTANT`: the read-only
-# path of `__ldg`), and the second one's address is the first one's plus one row of bytes:
+# that `min_blocks=16` allows, with nothing spilled to `local`), the static shared memory (the window search's
+# 128 source times per warp, plus 1 KB that this build reports for every kernel with shared memory: the
+# fallback kernel `resample_generic`, in the same cubin, shows it too), and the gather's loads. The two 16-byte
+# loads of the gather are `LDG.E.128.CONSTANT` (`.CONSTANT`: the read-only path of `__ldg`), and the second
+# one's address is the first one's plus one row of bytes:
 
 # %%
 try:
     cubin08 = s08.compile_cubin(D=256)
-    print("resources:", nvrtc.resource_usage(cubin08)[s08.KERNEL])
+    usage = nvrtc.resource_usage(cubin08)
+    print("resources:", usage[s08.KERNEL])
+    windows = s08.PARAMS["threads"] // 32 * 128 * 4                    # 4 warps x 128 source times x 4 bytes
+    print(f"the windows: {windows:,} bytes of the {usage[s08.KERNEL]['shared']:,}; resample_generic's two arrays of "
+          f"64 take 512 bytes and it reports {usage['resample_generic']['shared']:,}")
     loads = nvrtc.sass_lines(cubin08, r"LDG", kernel=s08.KERNEL)
     wide = [line for line in loads if ".128" in line]
     print(f"{len(loads)} LDG instructions in {s08.KERNEL}, {len(wide)} of them 16 bytes wide (the gather's rows); "
@@ -405,29 +476,33 @@ except nvrtc.ToolMissing as e:
 #
 # On a GPU of compute capability 8.0 or newer the stage runs for real. Without one, `cudabook.emulate` runs the
 # same C++ on the CPU, every CUDA thread a small coroutine, and the checker judges the result against the
-# float64 reference. Every search, some TPW, `min_blocks` and `unroll`, on small sorted and unsorted cases and on
-# a row longer than 4096, where the window search narrows twice:
+# float64 reference. Every search, some TPW, `min_blocks` and `unroll`, on small sorted and unsorted cases, on
+# a row longer than 4096 (where the probes, once the guess misses, narrow twice) and on uneven times (where the
+# guess often misses and the probes' window runs):
 
 # %%
 settings = [{"search": "window"}, {"search": "lane"}, {"search": "prepass"}, {"search": "prepass", "pdl": False},
             {"targets_per_warp": 1}, {"targets_per_warp": 32}, {"min_blocks": 0}, {"unroll": 2}]
-cases = [("sorted", dict(B=2, S=200, T=21, D=37)), ("unsorted", dict(B=2, S=200, T=21, D=37, sorted_targets=False)),
-         ("S = 5000", dict(B=1, S=5000, T=40, D=8))]
+rng = np.random.default_rng(9)
+cases = [("sorted", lambda: resample.random_problem(2, 200, 21, 37, rng=rng)),
+         ("unsorted", lambda: resample.random_problem(2, 200, 21, 37, sorted_targets=False, rng=rng)),
+         ("S = 5000", lambda: resample.random_problem(1, 5000, 40, 8, rng=rng)),
+         ("uneven times", lambda: uneven_problem(2, 2000, 64, 8, rng))]
 why = resample.unavailable("08_fused_gather")
 if why and not SIMULATOR:
     print(f"Not run here: {why}. (The CPU emulator works on host memory, where Numba runs in its simulator: "
           f"set CUDABOOK_SIMULATOR=1 before `import cudabook` to use it.)")
 else:
     if not why:
-        cases.append(("benchmark size", labs.demo_size()))
+        cases.append(("benchmark size", lambda: resample.random_problem(**labs.demo_size(), rng=rng)))
     try:
         for kw in settings:
-            for name, size in cases:
+            for name, problem in cases:
                 if why:
                     with emulate.emulating():
-                        verdict = check.check_launch(s08.launch, **size, **kw)
+                        verdict = check.check_on(s08.launch, *problem(), **kw)
                 else:
-                    verdict = check.check_launch(s08.launch, **size, **kw)
+                    verdict = check.check_on(s08.launch, *problem(), **kw)
                 print(f"{str(kw):40s} {name:15s} {'emulated' if why else 'GPU'}: {str(verdict).splitlines()[0]}")
     except emulate.HostCompilerMissing as e:
         print("Not emulated:", e)
@@ -442,9 +517,11 @@ else:
 lesson.ladder_so_far("08_fused_gather", peers=True)
 
 # %% [markdown]
-# Stage 08 against 07 and `torch.compile`, as the records in `results/` have them:
+# Stage 08 against 07 and `torch.compile`, as the records in `results/` have them, and against this workbook's
+# aim for the stage: 5 % less time than `torch.compile`:
 
 # %%
+AIM = 5.0                                                  # % less time than torch.compile
 for record in results.load_all():
     for name, w in record["workloads"].items():
         if not name.startswith("resample "):
@@ -462,26 +539,32 @@ for record in results.load_all():
             if us[peer]:
                 d = 100 * (us["08_fused_gather"] - us[peer]) / us[peer]
                 print(f"  08 against {peer}: {d:+.1f} % of its time ({'08' if d < 0 else peer} ahead)")
+        ceiling = w.get("context", {}).get("needed_ceiling_us")
+        if us["torch_compile"]:
+            aim = (1 - AIM / 100) * us["torch_compile"]
+            at = f", {100 * ceiling / aim:.1f} % of needed" if ceiling else ""
+            there = "there" if us["08_fused_gather"] <= aim else "not there yet"
+            print(f"  the aim: {aim:.1f} µs{at}; 08 is {there} ({us['08_fused_gather'] - aim:+.1f} µs)")
 
 # %% [markdown]
-# **An honest ladder: a rung that is not faster than the peer is shown, measured and explained.** In one H100
-# run, timed back to back with CUDA events at the benchmark's size (B = 64, S = T = 4096, D = 256; not a
-# results/ record):
+# In the H100 record stage 08 is the fastest resampler of this workbook, and the first rung of the ladder to
+# take less time than `torch.compile` in the same run. But the margin is about 2 %, not the 5 % this workbook
+# aims for. The aim is close to the wall: 5 % under the compiler's time is above 96 % of needed.
 #
-# - `torch.compile` 90.2 µs; stage 07 101.5; stage 05 103.3;
-# - stage 08 with the defaults (`search="window"`, TPW = 4, `min_blocks=8`): **92.9 µs**;
-# - `search="prepass"`, TPW = 4: 93.8 µs with programmatic dependent launch, 95.5 without;
-# - `search="window"` with TPW = 8: 95.3 µs; with TPW = 32: 98.8;
-# - `search="lane"`, TPW = 4: 113.9 µs: twelve dependent loads before the first row;
-# - one variant whose row loads skipped L1 (`ld.global.L1::no_allocate`): about 123 µs. L1's reuse of the rows
-#   neighbouring targets share is worth that much.
+# Around the defaults, the sweeps at the end of this lesson show each parameter on its own, recorded on that
+# H100 (`results/sweeps/H100_80GB_HBM3_lessons.json`; on a machine without a GPU `lesson.sweep` prints them).
 #
-# So in that run stage 08 is the fastest of our stages, 8.5 % less time than stage 07, and it is still 3 %
-# slower than `torch.compile`. The gathers themselves are close. Under ncu (one run on an H100, caches flushed)
-# the gather kernel of `search="prepass"` with TPW = 2 took 82.9 µs, with an L1 hit rate of 37.8 %. The
-# compiler's gather took 88.3 µs under ncu in a run where its autotuner chose 32,768 blocks, and 81.4 µs in the
-# CUPTI trace above. So what is left is most likely the search. The compiler pays about 5 µs for its separate
-# search, and folding the window search into the gather has not made it any cheaper than that.
+# Two other ways to pay for the search were written, measured and dropped; they are not in the code. These are
+# readings from one H100 run, timed back to back with CUDA events at the benchmark's size, not records:
+#
+# - **A block-shared search**: the block's first warp searches for all the block's warps and hands them the
+#   intervals through shared memory. Before the interpolation guess existed it helped: 90.5 µs, against 93.0
+#   for each warp searching its own window. Once the guess made each warp's own search cheap, it no longer did:
+#   89.0 to 89.5 µs against 88.7 for the per-warp window, in the same run. (That run also timed the guess on
+#   and off, with the block-shared search: 89.0 µs with it, 89.7 without.)
+# - **A persistent search-ahead**: long-lived blocks in which one warp searches the next chunk of targets while
+#   the others gather the current one: 95 to 105 µs. Long-lived blocks give up the many short waves of point 2,
+#   which is the most likely reason.
 #
 # ## What the profiler says
 #
@@ -504,10 +587,15 @@ for stage in ("07_tma", "08_fused_gather"):
 #
 # - `targets_per_warp`: predict from the table of waves above. Too few and the search is paid per target, too
 #   many and the grid is one wave that searches, then streams.
-# - `search`: the three ways. Prediction: `"lane"` loses by its twelve dependent loads; `"window"` and
-#   `"prepass"` are close, and which one wins depends on whether the gather can start before the search is done.
-# - `min_blocks`: 8 caps a thread at 32 registers; 0 lets the compiler take more, and fewer blocks then fit.
-# - `pdl`, for the prepass: the gather's blocks scheduled during the search, or only after it.
+# - `search`: the three ways. `"lane"` pays twelve dependent loads a warp before its first row; `"prepass"`
+#   pays a second kernel and a round trip of the (interval, weight) pairs through memory. Prediction: both lose
+#   to `"window"`. On the H100 both take about 10 % more time than `"window"`, and they are close to each other.
+# - `min_blocks`: 16 caps a thread at 32 registers; 0 lets the compiler take more, and fewer blocks then fit.
+# - `threads`, with `min_blocks=0` (16 blocks of 256 or 512 threads are more than an SM holds): a small block
+#   finishes and makes room sooner. On the H100, 64 and 128 threads are about level, 256 a little slower, and
+#   512 about 11 % slower.
+# - `pdl`, for the prepass: the gather's blocks scheduled during the search, or only after it. On the H100 it
+#   saves under 2 %, not enough to bring the prepass near `"window"`.
 #
 # Without a GPU these show the sweeps recorded on one (or say how to record them). The correctness check above
 # ran each of these parameters in the emulator.
@@ -522,16 +610,22 @@ lesson.sweep("08_fused_gather", "pdl", [False, True], fixed={"search": "prepass"
 # %% [markdown]
 # ## What is left
 #
-# The gather already runs about as fast as the compiler's. What keeps stage 08 behind `torch.compile` is the
-# search, which sits in front of every warp's first row load. Ideas this workbook has not tried yet:
+# Stage 08 is ahead of `torch.compile`, by less than the 5 % this workbook aims for; the cell under "How fast?"
+# prints how many µs are missing. The search still sits in front of every warp's first row load: with the
+# guess, one round of loads after the target's own, and three when the guess misses. Ideas this workbook has
+# not tried yet:
 #
-# - **A producer warp that searches ahead.** One warp of a block finds the intervals of the next targets and
-#   writes them to shared memory, while the other warps gather the targets already found. This is the warp
-#   specialization of the GEMM track, used for a search instead of a copy.
-# - **Hiding the search entirely.** A persistent warp could issue the probes for its next group of targets
-#   before it stores the current one, so that no warp ever waits on a search with no loads in flight.
-# - **Cache hints.** The compiler marks the index and times loads `evict_last`. Stage 08 gives none, and
-#   L1 reuse clearly matters here: the variant whose loads skipped L1 was a third slower.
+# - **Hiding the search within the warp's own gather.** A warp could issue the loads of its next search before
+#   it stores its current rows: a pipeline, as in lesson 06, with the search as its first stage. But at TPW = 4 a
+#   warp lives for about 4 rows, so it has no "next" to pipeline; a long-lived warp has one, and the persistent
+#   search-ahead above shows what long-lived warps cost. The overlap would have to come without giving up the
+#   short-lived warps.
+# - **A better guess.** A per-row index of a few probes, computed once for each batch row instead of once for
+#   each warp, would put the first window in the right place on uneven times too, where the NumPy model above
+#   has about half the warps paying three rounds. On the benchmark's times the guess already holds nearly
+#   always, so this matters more for other data than for the benchmark.
+# - **The H200.** Stage 08 has not been measured on one yet (the H200 record above has no 08). Its memory is
+#   faster, so the same rounds of search latency would be a larger share of a shorter time.
 #
 # Each is a measured experiment away. If one wins, it becomes the next rung, and if none does, that is a result
 # as well.

@@ -1,6 +1,7 @@
 """The GEMM track's face and its checker: bad input gets errors that name the argument and the rule; the
 tolerance accepts every honest float32 summation order and rejects the mistakes kernels make; records of the
-track round-trip and regenerate their tables; the machinery (grader, records) takes the track by name.
+track round-trip and regenerate their tables; lesson 08's count of tiles and waves, and the tile of each rung;
+the machinery (grader, records) takes the track by name.
 """
 import json
 
@@ -8,8 +9,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from cudabook import gemm, labs, results, track
+from cudabook import gemm, labs, results, sizes, track
 from cudabook.gemm import checking, inputs
+from cudabook.gemm import waves
 
 BF16 = ml_dtypes.bfloat16
 
@@ -209,6 +211,50 @@ def test_saving_one_track_keeps_the_other_with_its_own_pedigree(tmp_path):
     results.update_readme(readme, tmp_path)
     assert (tmp_path / "Testcard.png").exists() and (tmp_path / "Testcard_gemm.png").exists()
     assert "results/Testcard_gemm.png" in readme.read_text()
+
+
+
+# ------------------------------------------------------------------------------------ waves of tiles (lesson 08)
+
+def test_tiles_and_waves_are_counted():
+    assert waves.tiles(1024, 1024, 128, 128) == 64
+    assert waves.tiles(1000, 1000, 128, 256) == 8 * 4                       # a ragged edge is a whole tile
+    assert waves.wave_efficiency(1024, 1024, 128, 128, 132) == pytest.approx(64 / 132)    # half a wave
+    assert waves.wave_efficiency(2048, 2048, 128, 128, 132) == pytest.approx(256 / 264)   # two waves, one short
+    assert waves.wave_efficiency(1024, 1024, 128, 128, 132, per_sm=2) == pytest.approx(64 / 264)
+    assert waves.wave_efficiency(1056, 128, 8, 128, 132) == 1.0            # exactly one full wave
+
+
+@pytest.mark.parametrize("params, tile", [
+    ({"bm": 128, "bn": 256, "bk": 32}, (128, 256)),                           # rungs 03, 04
+    ({"bn": 128, "warpgroups": 2, "stages": 4}, (128, 128)),                  # rung 05
+    ({"bn": 256, "consumers": 2, "stages": 4}, (128, 256)),                   # rungs 06, 07
+    ({"tile": 16}, (16, 16)),                                                 # rung 02
+    ({"threads_x": 32, "threads_y": 8}, None),                                # rung 01: no tile of C
+    (None, None),                                                             # a peer
+])
+def test_the_tile_of_a_rung_from_its_params(params, tile):
+    assert waves.tile_of(params) == tile
+
+
+def test_every_tiled_rung_names_its_tile_and_the_size_record_keeps_it():
+    for name in gemm.STAGES[1:]:
+        assert waves.tile_of(gemm.stage(name).PARAMS), name
+    for record in sizes.load("gemm"):                                       # results/sizes/<gpu>_gemm.json
+        rungs = [r for r in record["rows"] if not r.get("peer") and "median_us" in r]
+        assert rungs, record["gpu"]
+        for row in rungs:
+            if row["stage"] != "01_naive":
+                assert waves.tile_of(row.get("params")), (record["gpu"], row["stage"])
+
+
+def test_the_wave_plot_draws_a_line_per_tile_shape():
+    from matplotlib.figure import Figure
+    ax = waves.plot_waves(sms=132, tile_shapes=((128, 128), (64, 64)), ax=Figure().subplots())
+    lines = ax.get_lines()
+    assert [line.get_label() for line in lines] == ["128x128 tiles", "64x64 tiles"]
+    assert all(0 < y <= 100 for line in lines for y in line.get_ydata())
+    assert [t.get_text() for t in ax.get_xticklabels()] == [str(s) for s in waves.SIZES]
 
 
 # ------------------------------------------------------------------------------------ the grader takes a track

@@ -93,18 +93,23 @@ VARIANTS = [{}, {"search": "lane"}, {"search": "prepass"}, {"search": "prepass",
             {"targets_per_warp": 1, "streaming_stores": True}, {"bf16_cvt": False}]
 
 
-@needs_simulator
-@pytest.mark.parametrize("params", VARIANTS, ids=[str(v) for v in VARIANTS])
-def test_every_variant_is_right_in_the_emulator(params):
-    rng = np.random.default_rng(8)
+def _right_in_the_emulator(make, params, rng):
+    """Run every EMULATED_CASES shape, its inputs from make(B, S, T, D, sorted, rng), and judge each output."""
     for B, S, T, D, srt in EMULATED_CASES:
-        args = inputs.random_problem(B, S, T, D, sorted_targets=srt, rng=rng)
+        args = make(B, S, T, D, srt, rng)
         p = resample.upload(*args)
         p.poison()
         with emulate.emulating("lazy"):
             s08.launch(p, **params)
         verdict = resample.judge(p.result(), *args)
         assert verdict.ok, f"{(B, S, T, D, srt)} {params}: {verdict}"
+
+
+@needs_simulator
+@pytest.mark.parametrize("params", VARIANTS, ids=[str(v) for v in VARIANTS])
+def test_every_variant_is_right_in_the_emulator(params):
+    _right_in_the_emulator(lambda B, S, T, D, srt, rng: inputs.random_problem(B, S, T, D, sorted_targets=srt, rng=rng),
+                           params, np.random.default_rng(8))
 
 
 def uneven_problem(B, S, T, D, sorted_targets, rng):
@@ -118,16 +123,8 @@ def uneven_problem(B, S, T, D, sorted_targets, rng):
 
 @needs_simulator
 @pytest.mark.parametrize("params", [{}, {"targets_per_warp": 32}], ids=["defaults", "32 targets a warp"])
-def test_uneven_times_take_every_fallback_and_stay_right(params):
-    rng = np.random.default_rng(9)
-    for B, S, T, D, srt in EMULATED_CASES:
-        args = uneven_problem(B, S, T, D, srt, rng)
-        p = resample.upload(*args)
-        p.poison()
-        with emulate.emulating("lazy"):
-            s08.launch(p, **params)
-        verdict = resample.judge(p.result(), *args)
-        assert verdict.ok, f"{(B, S, T, D, srt)} {params}: {verdict}"
+def test_uneven_times_stay_right(params):
+    _right_in_the_emulator(uneven_problem, params, np.random.default_rng(9))
 
 
 # ------------------------------------------------------------------------------------------ the lab

@@ -115,7 +115,7 @@ def test_list_names_sizes_and_stages_of_every_track():
     assert done.returncode == 0, done.stderr
     out = done.stdout
     for line in ("attention B=4 H=16 N=512 d=128 causal=False", "attention B=4 H=16 N=8192 d=64 causal=True",
-                 "gemm M=512 N=512 K=512", "gemm M=8192 N=8192 K=8192",
+                 "gemm M=256 N=256 K=256", "gemm M=8192 N=8192 K=8192",
                  "resample B=64 S=4096 T=4096 D=64 sorted", "resample B=64 S=4096 T=4096 D=512 sorted",
                  "msda N=48 Lq=1000 M=8 L=4 P=8 D=32 local", "msda N=48 Lq=15420 M=8 L=4 P=8 D=32 local"):
         assert line in out

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (device tool, carry [".whl"]): the GEMM track's tests, its benchmark (merged into
-# results/<gpu>.json), the size sweep (results/sweeps/), compute-sanitizer on the C++ rungs, and optionally its
-# notebooks through nbval. Logs and records go to $OUT.
+# results/<gpu>.json), the size sweep (tools/sweep_sizes.py: results/sizes/<gpu>_gemm.json), compute-sanitizer on
+# the C++ rungs, and optionally its notebooks through nbval. Logs and records go to $OUT.
 #   bash tools/gpu_gemm.sh            tests + sanitizers + benchmark + size sweep
 #   bash tools/gpu_gemm.sh notebooks  the GEMM lessons, labs and solutions through nbval, at full size
 source tools/gpu_env.sh || exit 1
@@ -28,6 +28,6 @@ cp results/*.json "$OUT/" 2>/dev/null
 echo "benchmark took $(( $(date +%s) - t )) s"
 [ "$1" = nosizes ] && exit 0
 t=$(date +%s)
-timeout 150 python3 -m cudabook.gemm.sizes 2>&1 | tee "$OUT/gemm_sizes.log" | tail -8
-cp results/sweeps/*.json "$OUT/" 2>/dev/null
+timeout 150 python3 tools/sweep_sizes.py --track gemm 2>&1 | tee "$OUT/gemm_sizes.log" | tail -16
+cp results/sizes/*_gemm.json "$OUT/" 2>/dev/null
 echo "size sweep took $(( $(date +%s) - t )) s"

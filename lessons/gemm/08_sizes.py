@@ -3,17 +3,17 @@
 #
 # Seven rungs, one problem: `C = A @ B`, bf16 in, fp32 sums, bf16 out. This lesson puts them side by side
 # against cuBLAS (`torch.matmul`, measured in the same process on the same data), then asks the question the
-# single number at 4096 hides: **how does each rung fare from 256 to 8192?** The answer bears on a puzzle from
-# the optimisation logs this workbook grew from: a first TMA + WGMMA kernel that reached only 45–47 % of cuBLAS
-# at sizes 256–1024 (the log's own claim, fp16 on an H800 PCIe; not rerun here).
+# single number at 4096 hides: **how do the rungs fare as the problem grows and shrinks?** The answer bears on
+# a puzzle from the optimisation logs this workbook grew from: a first TMA + WGMMA kernel that reached only
+# 45–47 % of cuBLAS at sizes 256–1024 (the log's own claim, fp16 on an H800 PCIe; not rerun here).
 
 # %%
 import cudabook
 print(cudabook.where())
 
 import matplotlib.pyplot as plt
-from cudabook import SIMULATOR, device, gemm, lesson
-from cudabook.gemm import sizes
+from cudabook import device, gemm, lesson
+from cudabook.gemm import waves     # the arithmetic of tiles and waves
 
 # %% [markdown]
 # ## The ladder at 4096
@@ -46,9 +46,9 @@ lesson.ladder_so_far(gemm.STAGES[-1], peers=True, track="gemm")
 sms = device.gpu().sms if device.gpu() else 132
 for s in (256, 512, 1024, 2048, 4096, 8192):
     print(f"M = N = {s:>4}: " + "   ".join(
-        f"{bm}x{bn}: {sizes.tiles(s, s, bm, bn):>5} tiles, {100 * sizes.wave_efficiency(s, s, bm, bn, sms):5.1f} % busy"
+        f"{bm}x{bn}: {waves.tiles(s, s, bm, bn):>5} tiles, {100 * waves.wave_efficiency(s, s, bm, bn, sms):5.1f} % busy"
         for bm, bn in ((128, 128), (128, 256))))
-sizes.plot_waves(sms=sms)
+waves.plot_waves(sms=sms)
 plt.show()
 
 # %% [markdown]
@@ -57,51 +57,70 @@ plt.show()
 # roofline: a `BM x BN` tile reads `(BM + BN) * K` values for `2 * BM * BN * K` FLOPs); splitting K gives more,
 # smaller pieces of work at the price of a reduction. Both are experiments worth trying on the rungs below.
 #
-# ## Every rung against cuBLAS, 256 to 8192
+# ## The fast rungs against cuBLAS, across sizes
 #
-# On a Hopper GPU the next cell measures every rung at M = N = K from 256 to 8192 (it takes a minute or two:
-# the Numba rungs are slow at 8192). Without one it draws the sweep recorded in `results/sweeps/`.
+# The ladder above is one size. Across M = N = K, recorded on a GPU with `python tools/sweep_sizes.py --track gemm`
+# (the same sweep every track has): by default the track's last three rungs, 05 to 07, and two cuBLAS kernels,
+# each point checked against the reference. `cublas` is the bf16 yardstick (100 %); `cublas_sgemm` is cuBLAS's
+# fp32 SGEMM, the yardstick of the Numba rungs, whose fp32 FMAs cannot use the tensor cores. The record holds
+# one launch's time, TFLOP/s and % of cuBLAS at each size, with the card and the commit it was measured at.
 
 # %%
-if not SIMULATOR and not gemm.unavailable(gemm.STAGES[-1]):
-    rows = sizes.sweep(progress=print)
-    sizes.plot_sweep(rows, title=f"{device.gpu().name}: % of cuBLAS (measured now)")
-    plt.show()
-else:
-    recorded = sizes.load_sweeps()
-    if not recorded:
-        print("No sweep recorded in results/sweeps/ yet: run `python -m cudabook.gemm.sizes` on a Hopper GPU.")
-    for r in recorded:
-        sizes.plot_sweep({int(k): v for k, v in r["sizes"].items()},
-                         title=f"{r['machine']['gpu']} (recorded, commit {r['commit']}): % of cuBLAS")
-        plt.show()
+from cudabook import sizes
+
+sizes.show("gemm")
 
 # %% [markdown]
-# Read the plot from left to right.
+# The plot does not say how many tiles each rung launched. The record does: every row keeps the rung's
+# parameters, so its tile (`BM x BN`) and the waves it made on the recorded card can be counted, beside the
+# rung's % of cuBLAS and the order of the rungs at each size.
+
+# %%
+for record in sizes.load("gemm"):
+    sms = record["machine"].get("sms") or 132
+    print(f"{record['gpu']} ({sms} SMs), commit {record.get('commit') or '?'}: % of cuBLAS, tiles, SM time busy")
+    for x in sorted({row["size"]["M"] for row in record["rows"]}):
+        rungs = [row for row in record["rows"] if row["size"]["M"] == x and not row.get("peer")
+                 and "pct_of_cublas" in row]
+        cells = []
+        for row in rungs:
+            tile = waves.tile_of(row.get("params"))
+            M, N = row["size"]["M"], row["size"]["N"]
+            where = (f" ({waves.tiles(M, N, *tile):>4} tiles of {tile[0]}x{tile[1]}, "
+                     f"{100 * waves.wave_efficiency(M, N, *tile, sms):3.0f} % busy)" if tile else "")
+            cells.append(f"{row['stage'][:2]} {row['pct_of_cublas']:5.1f} %{where}")
+        order = " > ".join(r["stage"][:2] for r in sorted(rungs, key=lambda r: -r["pct_of_cublas"]))
+        print(f"  M = N = K = {x:>4}: " + "   ".join(cells) + f"   order {order}")
+
+# %% [markdown]
+# Read the plot and the lines above from left to right.
 #
-# - **256 to 1024**: every rung is far from cuBLAS, and the order of the Hopper rungs is *reversed*: rung 05,
-#   with 128 x 128 tiles and one block per tile, beats 06 and 07, whose 128 x 256 tiles are half as many. At
-#   1024 that is 32 tiles for 132 SMs: three quarters of the GPU idle, however good the pipeline. Rung 05 lands
-#   where that log's first WGMMA kernel did, near half of cuBLAS.
-# - **2048 and up**: enough tiles for several waves; the rungs are compute-bound and their order is the
+# - **The smallest sizes**: every rung is far from cuBLAS, and the order of the Hopper rungs is *reversed*: rung
+#   05, with 128 x 128 tiles and one block per tile, beats 06 and 07, whose 128 x 256 tiles are half as many.
+#   At 1024 that is 32 tiles for 132 SMs: three quarters of the GPU idle, however good the pipeline. Rung 05
+#   lands where that log's first WGMMA kernel did, near half of cuBLAS. (Below one wave, the share of SMs busy
+#   is not the share of cuBLAS reached: cuBLAS is far from its own peak at those sizes too, as its TFLOP/s
+#   below shows.)
+# - **The larger sizes**: enough tiles for several waves; the rungs are compute-bound and their order is the
 #   ladder's, each one above the one before.
-# - **the Numba rungs** fall away as size grows: their fp32 FMAs run at a fraction of the tensor cores' rate,
-#   so the benchmark also measures them against cuBLAS's fp32 SGEMM (the `% of SGEMM` column above).
+# - **`cublas_sgemm`**, dashed, is how far fp32 FMAs get without tensor cores: a few % of bf16 cuBLAS once the
+#   problem is large. That is the ceiling of the Numba rungs 01 to 03, and why the benchmark also measures them
+#   against SGEMM (the `% of SGEMM` column above).
 #
-# One caution when you read % of cuBLAS at 8192: there rung 07 is recorded *above* cuBLAS. cuBLAS's own
-# TFLOP/s drops from 4096 to 8192 in the records (printed below), while rungs 06 and 07 do not: at that size
-# the GPU runs hot and its clocks move. A percentage is only as steady as its yardstick: compare rungs within
-# one run (as every table here does), never across runs.
+# One caution when you read % of cuBLAS at the largest sizes, where rung 07 comes level with cuBLAS: a
+# percentage is only as steady as its yardstick. cuBLAS's own TFLOP/s, printed below beside the rungs', moves
+# from size to size and from run to run (at 8192 the GPU runs hot and its clocks move). Compare rungs within one
+# run (as every table here does), never across runs.
 
 # %%
-for r in sizes.load_sweeps():
-    print(f"{r['machine']['gpu']}, recorded (commit {r['commit']}): TFLOP/s")
-    for s, row in sorted(((int(k), v) for k, v in r["sizes"].items())):
-        print(f"  M = N = K = {s:>4}: " + "   ".join(
-            f"{name} {row[name]['TFLOPs']:6.1f}" for name in ("cublas", "06_warp_specialized", "07_clusters")
-            if row.get(name, {}).get("TFLOPs")))
+for record in sizes.load("gemm"):
+    print(f"{record['gpu']}, recorded (commit {record.get('commit') or '?'}): TFLOP/s")
+    print(sizes.format_table(sizes.table(record, "TFLOPs")))
 
 # %% [markdown]
-# **Try it.** Rerun the sweep for one rung with another tile width, e.g. (after `from cudabook import results`)
+# **Try it.** Measure one rung with another tile width, e.g. (after `from cudabook import results`)
 # `results.measure_workload("gemm", dict(M=1024, N=1024, K=1024), stages=["05_wgmma_tma"], params={"05_wgmma_tma": {"bn": 64}})`,
-# and compare the wave count with the table above.
+# and compare the wave count with the table above. On a GPU, put other rungs on the plot, e.g. a Numba rung
+# beside the Hopper ones: `python tools/sweep_sizes.py --track gemm --stages 03 05 07 --values 256 1024 4096
+# --out /tmp/sizes` (then `sizes.show("gemm", folder="/tmp/sizes")`; without `--out` the run replaces the
+# card's record in `results/sizes/`).

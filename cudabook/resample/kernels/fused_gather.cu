@@ -31,7 +31,7 @@
 #define VEC 8
 #endif
 #ifndef NT
-#define NT 256
+#define NT 128
 #endif
 #ifndef UNROLL
 #define UNROLL 1
@@ -121,7 +121,7 @@ __device__ __forceinline__ void window_search(const float* __restrict__ row, int
     }
 #endif
     int base = 0, len = S;                              // the answer for xmin lies in [base, base + len)
-    int g = (S + 63) >> 6;                              // 64 probes, g rows apart: the first round needs no x
+    int g = (S + 63) >> 6;                              // 64 probes, g rows apart (they depend on no target)
     int i0 = lane * g, i1 = (lane + 32) * g;
     float q0 = i0 < S ? __ldg(row + i0) : 0.0f, q1 = i1 < S ? __ldg(row + i1) : 0.0f;
     while (true) {
@@ -175,7 +175,7 @@ __device__ __forceinline__ void gather(const vec_t* __restrict__ f, vec_t* __res
 }
 
 #ifndef MINB
-#define MINB 1                 // blocks an SM must hold (__launch_bounds__): caps a thread's registers
+#define MINB 16                // blocks an SM must hold (__launch_bounds__): caps a thread's registers
 #endif
 
 extern "C" __global__ void __launch_bounds__(NT, MINB)
