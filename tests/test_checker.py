@@ -49,3 +49,14 @@ def test_bf16_half_ulp():
     assert check.bf16_half_ulp(1.0) == 2.0 ** -8
     assert check.bf16_half_ulp(1.5) == 2.0 ** -8
     assert check.bf16_half_ulp(2.0) == 2.0 ** -7
+
+
+def test_rows_wrong_only_at_their_start_point_at_a_store_past_the_end():
+    ref, scale = problem()
+    got = ref.astype(np.float32).astype(BF16)
+    got[0, 4, :2] = 9.0                       # the first channels of two targets overwritten, the rest right
+    got[1, 17, :3] = -9.0
+    v = check.compare(got, ref, scale)
+    assert not v.ok and "only the first channels of 2 target(s) are wrong" in v.message
+    got[1, 17, :] = -9.0                      # a whole row wrong: not this pattern any more
+    assert "first channels" not in check.compare(got, ref, scale).message

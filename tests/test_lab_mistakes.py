@@ -31,7 +31,8 @@ UNWRITTEN_TARGETS = "were never written in any channel"
 # rules out a zero time step (the inputs are validated: source times strictly increase).
 HINTS = (TAIL, "channels d with d %", "the last targets were never written", "only later batch rows",
          "outside the source range", "converted to integers", "rounded toward zero", WHOLE_TARGETS,
-         UNWRITTEN_TARGETS, "were never written for any target", RACE, "zero time step")
+         UNWRITTEN_TARGETS, "were never written for any target", RACE, "zero time step",
+         "wrote over the start of those rows")
 OFF_BY_ONE = "sim: a store or load one past the end raises in the simulator; on a GPU it lands where nobody checks"
 
 KERNELS = {"01_naive": "resample_naive", "02_warp_shuffles": "resample_warp", "03_coalesced": "resample_vec16",

@@ -148,7 +148,8 @@ LAB_MISTAKES = [  # (what, old, new, words the message must hold)
     ("lane 0's weight for every element", "ws[u] = __shfl_sync(0xffffffffu, wt, i);",
      "ws[u] = __shfl_sync(0xffffffffu, wt, 0);", ["FAIL"]),
     ("the rows swapped in the lerp", "lerp_vec(a[u], c[u], ws[u])", "lerp_vec(c[u], a[u], ws[u])", ["FAIL"]),
-    ("the tail guard left out of the stores", "if (base + 32 * u + lane < E) store_vec", "store_vec", ["FAIL"]),
+    ("the tail guard left out of the stores", "if (base + 32 * u + lane < E) store_vec", "store_vec",
+     ["FAIL", "wrote over the start of those rows"]),
 ]
 
 

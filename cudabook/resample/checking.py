@@ -105,6 +105,10 @@ def diagnose(bad, nan, targets=None, times=None, *, unwritten=None, bits=None, r
     hint = _where_unwritten(unwritten, bad)
     if hint:
         return hint
+    if D > 1 and _row_starts(bad, rows_t):
+        return (f"only the first channels of {int(rows_t.sum())} target(s) are wrong, the rest of each of those rows "
+                f"right: something wrote over the start of those rows. A store past the end of the elements a thread "
+                f"owns (a missing guard on the last, partly filled sweep) lands at the start of a row")
     if D > 1 and not nan.any() and bad[rows_t].mean() > 0.9:
         which = ("every target is wrong" if rows_t.mean() > 0.9 else
                  f"{int(rows_t.sum())} of the {B * T} targets are wrong, the others right")
@@ -119,6 +123,18 @@ def diagnose(bad, nan, targets=None, times=None, *, unwritten=None, bits=None, r
                 "are checked), so a NaN comes from reading times or features that are not the target's interval, "
                 "or from storing something that is not bf16 bits (store f32_to_bf16(value))")
     return None
+
+
+def _row_starts(bad, rows_t) -> bool:
+    """Is every wrong row of outputs wrong in a leading run of its channels only (some, not all), and are the
+    wrong rows a minority?"""
+    if not rows_t.any() or rows_t.mean() > 0.5:
+        return False
+    wrong = bad[rows_t]                                            # [rows, D]
+    first_good = np.argmin(wrong, axis=1)                          # the first right channel of each row
+    if not wrong[:, 0].all() or wrong.all(axis=1).any():
+        return False
+    return bool(all(not r[k:].any() for r, k in zip(wrong, first_good)))
 
 
 def _extrapolated(got, bad, targets, times, feats) -> bool:
