@@ -109,7 +109,11 @@ def address(array) -> int:
     if pointer is not None:
         return pointer.value
     inner = getattr(array, "_ary", array)
-    return inner.__array_interface__["data"][0]
+    where = inner.__array_interface__["data"][0]
+    if EMULATED is not None:                 # an emulated launch may fence this buffer off (cudabook.emulate)
+        from . import emulate
+        emulate.note_buffer(where, inner.nbytes)
+    return where
 
 
 def has_gpu() -> bool:

@@ -124,6 +124,7 @@ def grade(stage_name, kernel, *, track=DEFAULT_TRACK, quiet=False, **params) -> 
         say(f"No kernel to grade yet: define the kernel in the cell above and run that cell first.\n"
             f"What to write: {hint(stage_name, track)}.")
         return False
+    _run_cases.region = kernel if isinstance(kernel, str) else None
     if isinstance(kernel, str):            # CUDA C++: the learner's lab region
         early = _grade_cuda(stage_name, kernel, say, track)
         if early is not None:
@@ -175,7 +176,8 @@ def _grade_emulated(t, module, stage_name, source, track, params, say) -> bool:
     message says which kind."""
     from . import emulate
     graded = []
-    for landing, meaning in (("lazy", LATE), ("eager", EARLY)):
+    copies = getattr(module, "ASYNC_COPIES", True)     # a kernel without asynchronous copies: one way is enough
+    for landing, meaning in ((("lazy", LATE), ("eager", EARLY)) if copies else (("eager", None),)):
         notes = []
         try:
             with emulate.emulating(landing, timeout_s=WATCHDOG_EMULATED_S):
@@ -186,10 +188,10 @@ def _grade_emulated(t, module, stage_name, source, track, params, say) -> bool:
         if ok:
             graded = _run_cases.graded
             continue
-        say(f"Run on the CPU by the emulator, with {meaning}:")
+        say(f"Run on the CPU by the emulator, with {meaning}:" if meaning else "Run on the CPU by the emulator:")
         failed = getattr(_run_cases, "failed", None)
         other_right = False
-        if failed and failed[0] == "verdict":
+        if failed and failed[0] == "verdict" and copies:
             _, inputs, variant = failed
             other = "eager" if landing == "lazy" else "lazy"
             with emulate.emulating(other, timeout_s=WATCHDOG_EMULATED_S):
@@ -203,8 +205,8 @@ def _grade_emulated(t, module, stage_name, source, track, params, say) -> bool:
         if other_right:
             say("Hint: " + (TIMING if landing == "lazy" else REFILL))
         return False
-    say(f"PASS: {stage_name} is correct on {len(graded)} fresh random cases, run on the CPU by the emulator with "
-        f"the copies landing as late and as early as your waits allow: "
+    say(f"PASS: {stage_name} is correct on {len(graded)} fresh random cases, run on the CPU by the emulator"
+        + (" with the copies landing as late and as early as your waits allow: " if copies else ": ")
         + "; ".join(f"{name} ({label})" for name, _, label in graded)
         + ". (Speed is measured on a GPU only.)")
     return True
@@ -231,7 +233,8 @@ def _run_cases(t, module, stage_name, kernel, track, params, say) -> bool:
                 return False
             except Exception as e:  # the learner's kernel failed to compile or run: explain, don't dump
                 if type(e).__name__ == "CompileError":
-                    say(f"Your code does not compile:\n{e}")
+                    region = getattr(_run_cases, "region", None)
+                    say(f"Your code does not compile:\n{your_lines(str(e), kernel, region) if region else e}")
                     return False
                 if type(e).__name__ in ("EmulationError", "CannotEmulate"):
                     say(f"Case '{name}' ({label}): the emulated kernel stopped:\n{e}")

@@ -29,7 +29,7 @@
 # (programmatic dependent launch); CUDA driver API:
 # [cuLaunchKernelEx](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC.html) with the launch attribute
 # [CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html);
-# CUDA: [programmatic dependent launch](https://docs.nvidia.com/cuda/cuda-programming-guide/04-special-topics/programmatic-dependent-launch.html),
+# CUDA: [programmatic dependent launch](https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#programmatic-dependent-launch-and-synchronization),
 # [launch bounds](https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#launch-bounds);
 # PyTorch: [torch.compile](https://pytorch.org/docs/stable/torch.compiler.html), which writes
 # [Triton](https://triton-lang.org/) kernels for the GPU.
@@ -38,6 +38,7 @@
 import cudabook
 print(cudabook.where())
 
+import contextlib
 import re
 import types
 import numpy as np
@@ -51,7 +52,8 @@ from cudabook.resample import s08_fused_gather as s08
 # still ahead. The records in `results/` give each one's time and two yardsticks. **% of copy** compares with
 # the fastest plain copy of every input and the output. **% of needed** compares with the time that copy takes
 # for only the bytes no kernel can avoid: the source rows some target uses, read once, and the output, written
-# once. 100 % of needed is the wall.
+# once. 100 % of needed is the wall. % of copy can pass 100: sorted random targets leave some source rows unread,
+# so a gather moves fewer bytes than the copy of every input does. % of needed is the fair yardstick.
 
 # %%
 for record in results.load_all():
@@ -118,7 +120,8 @@ lesson.show_region(inductor, start=f"def {kernels[0]}(", end="tl.store")
 # - `tmp4`, `tmp5`: the index clamped to [1, S - 1] and the row below it: the interval is `[tmp5, tmp4]`;
 # - `tmp14`, `tmp20`: the two source times (`evict_last` again), then the weight `tmp26`, clamped;
 # - `tmp11`, `tmp27`: the two feature rows, one bf16 per (row, channel): **straight from global memory**;
-# - `tmp31`: `a + w * (c - a)`, stored as bf16.
+# - `tmp31`: `a + w * (c - a)`, computed in float32 (`tmp32` is still float32); the store converts it to bf16,
+#   the type of the output buffer.
 
 # %%
 lesson.show_region(inductor, start=f"def {kernels[1]}(", end="tl.store")
@@ -135,22 +138,42 @@ print("\nlaunch_pdl in the kernels' metadata:", sorted(set(re.findall(r"'launch_
 # ### How long each kernel takes
 #
 # `results/inductor/` also holds a CUPTI trace from the same H100: each kernel's duration on the GPU, for
-# `torch.compile` and for stages 07 and 05 on one data set. Here is the median per kernel over its calls:
+# `torch.compile` and for stages 07 and 05 on one data set, three calls each. CUPTI times the kernels only.
+# The records time whole calls back to back: both kernels and the gap between them (the second launch, and its
+# blocks starting once the first kernel has finished). That is why the two kernels of each add up to less than
+# its record. Here is the median per kernel over its calls, and each owner's sum beside its record:
 
 # %%
 CUPTI = results.RESULTS / "inductor" / "H100_80GB_HBM3_resample_cupti.log"
+S05, S07 = ("stage 05", "05_double_buffered"), ("stage 07", "07_tma")
+OWNERS = {"triton_": ("torch.compile", "torch_compile"),                   # kernel name prefix -> (owner, record key)
+          "resample_intervals": S07, "resample_tma": S07, "find_intervals": S05, "resample_in_flight": S05}
 durations = {}
 for line in CUPTI.read_text().splitlines():
     m = re.match(r"\s+[\d.]+\s+([\d.]+) us\s+(\S+)", line)
     if m:
         kernel = re.sub(r"\[.*", "", m.group(2)).split("::")[-1]
         durations.setdefault(kernel, []).append(float(m.group(1)))
+owner_of = {k: next(v for p, v in OWNERS.items() if k.startswith(p)) for k in durations}
+print(f"{'owner':>14}  {'kernel':48}  {'median':>9}  calls (µs)")
 for kernel, us in durations.items():
-    print(f"{kernel[:60]:>60}: {np.median(us):6.2f} µs  (calls: {', '.join(f'{u:.2f}' for u in us)})")
+    name = kernel if len(kernel) <= 48 else kernel[:45] + "..."
+    print(f"{owner_of[kernel][0]:>14}  {name:48}  {np.median(us):6.2f} µs  {', '.join(f'{u:.2f}' for u in us)}")
+
+h100 = next((r for r in results.load_all() if "H100" in r["gpu"]), None)
+w = next((w for n, w in h100["workloads"].items() if n.startswith("resample ")), {}) if h100 else {}
+recorded = {**w.get("stages", {}), **w.get("peers", {})}
+print(f"\nkernel time a call (sum of the medians) against the record's time a call "
+      f"({h100['gpu'] if h100 else 'no H100 record'}):")
+for owner, key in dict(owner_of.values()).items():
+    total = sum(np.median(us) for k, us in durations.items() if owner_of[k][0] == owner)
+    rec = recorded.get(key, {}).get("median_us")
+    print(f"  {owner:>14}: {total:6.2f} µs of kernels; the record: " + (f"{rec:.1f} µs" if rec else "none"))
 
 # %% [markdown]
 # The search is a small part for everyone. The difference is in the second kernel: the compiler's gather is
-# faster than 07's TMA kernel and 05's kernel with eight loads in flight a lane.
+# faster than 07's TMA kernel and 05's kernel with eight loads in flight a lane. (The trace and the records are
+# different runs, so compare the two columns loosely.)
 #
 # ### Why the compiler's gather runs near the ceiling
 #
@@ -159,20 +182,27 @@ for kernel, us in durations.items():
 # 1. **No staging.** Stages 04, 06 and 07 copy a window of rows into shared memory and wait at a barrier (or an
 #    mbarrier) before anyone computes. The compiler's gather has no window and no barrier: each warp issues its
 #    loads, waits for its own data and stores.
-# 2. **Many short-lived blocks.** One ncu run on an H100 showed its grid: 16,384 blocks of 256 threads with 32
-#    registers a thread. At 32 registers, 8 such blocks fit on an SM (2,048 threads), so the grid runs in many
-#    waves (computed below). A block lives only as long as its few rows take, and when it finishes the scheduler
-#    starts the next one, so no SM sits idle with finished warps. The autotuner does not always pick the same
-#    shape: in another run it chose 32,768 blocks of 256 threads, 24 registers, 88.3 µs under ncu.
+# 2. **Many short-lived blocks.** A few `ncu` readings of this kernel on the H100 are written down in
+#    `results/inductor/README.md` (one run each, not a record; the next cell prints them). The first gives its
+#    grid: 16,384 blocks of 256 threads with 32 registers a thread. At 32 registers, 8 such blocks fit on an SM
+#    (2,048 threads), so the grid runs in many waves (computed below). A block lives only as long as its few rows
+#    take, and when it finishes the scheduler starts the next one, so no SM sits idle with finished warps. The
+#    autotuner does not always pick the same shape: the second reading is another run, with another grid.
 # 3. **The caches do the reuse.** With sorted targets, the upper row of target t is often the lower row of target
-#    t + 1, and the blocks that need a row run at about the same time. The same ncu run: L1 hit rate 40.8 %,
-#    113.7 MB read from DRAM. The rows some target needs, the source times and the targets come to little less
-#    than that (next cell), so DRAM read each needed row about once. Nobody staged anything.
+#    t + 1, and the blocks that need a row run at about the same time. The first reading also has the L1 hit
+#    rate and the bytes read from DRAM. The rows some target needs, the source times and the targets come to
+#    little less than those bytes (the cell's last line), so DRAM read each needed row about once. Nobody staged
+#    anything. (The third reading is stage 08, below, with its own prepass: its L1 hit rate is close.)
 
 # %%
+README = (results.RESULTS / "inductor" / "README.md").read_text()
+readings = README[README.index("## ncu readings"):]
+print(readings)
 SMS = int(re.search(r"multi_processor_count=(\d+)", inductor).group(1))          # the H100 inductor compiled for
 rows, channels = map(int, re.search(r"size_hints=\{'y': (\d+), 'x': (\d+)\}", inductor).groups())
-blocks, threads, per_sm = 16384, 256, 2048 // 256                                  # ncu's grid (one H100 run)
+grid = re.search(r"([\d,]+) blocks x (\d+) threads, (\d+) registers", readings)   # the first reading
+blocks, threads, regs = int(grid.group(1).replace(",", "")), int(grid.group(2)), int(grid.group(3))
+per_sm = min(2048 // threads, 65536 // (regs * threads))           # an SM: 2,048 threads, 65,536 registers
 print(f"{rows:,} output rows x {channels} channels = {rows * channels:,} elements; {blocks:,} blocks of "
       f"{threads} threads: {rows * channels // blocks:,} elements a block ({rows // blocks} rows' worth)")
 print(f"{per_sm} blocks an SM x {SMS} SMs = {per_sm * SMS:,} at a time: {blocks / (per_sm * SMS):.1f} waves")
@@ -195,10 +225,11 @@ for record in results.load_all():
 # `targets_per_warp` (TPW) consecutive targets** of one batch row, one per lane for the search:
 #
 # 1. **Search.** Each owning lane finds its target's interval `lo` and weight `wt` (below: how).
-# 2. **Gather.** The warp sweeps its targets' **elements**, e = (target `e / VPR`, 16-byte vector `e % VPR`),
-#    with the vector fastest (`VPR`: vectors a row, 32 at D = 256). So 32 lanes read 32 consecutive 16-byte
-#    pieces, one whole 512-byte row. Each element gets `src`, `dst32` and `wt` from the lane that owns its target
-#    with `__shfl_sync`, loads its two pieces with `__ldg`, lerps and stores 16 bytes.
+# 2. **Gather.** The warp sweeps its targets' **elements**, e = (target `e / VPR`, vector `e % VPR`; a vector is
+#    16 bytes when D is a multiple of 8), with the vector fastest (`VPR`: vectors a row, 32 at D = 256). So at
+#    D = 256, 32 lanes read 32 consecutive 16-byte pieces, one whole 512-byte row. Each element gets `src`,
+#    `dst32` and `wt` from the lane that owns its target with `__shfl_sync`, loads its two vectors with `__ldg`,
+#    lerps and stores one vector.
 #
 # Who does what in each sweep, for a few D (TPW = 4):
 
@@ -229,15 +260,18 @@ for D in (256, 64, 37):
 
 # %% [markdown]
 # At D = 37 the last sweep has lanes with no element. They must still execute the shuffles, because
-# `__shfl_sync(0xffffffff, ...)` needs all 32 lanes. Their target index is clamped so that it names a real
-# lane, and only their loads and stores are skipped. Here is the kernel (a warp finds its targets, searches, and
-# calls `gather`), then the gather loop:
+# `__shfl_sync(0xffffffff, ...)` needs all 32 lanes; only their loads and stores are skipped. Their target index
+# is clamped to `nt - 1`, so every shuffle reads from a lane that owns a target. The output would be right
+# without the clamp: lanes `nt` and up hold the last target's values (the kernel gives lane `i` target
+# `min(i, nt - 1)`), and a lane past `E` never uses what it got. The clamp keeps the shuffles tidy, and safe if
+# the code before the gather changes. Here is the kernel (a warp finds its targets, searches, and calls
+# `gather`), then the gather:
 
 # %%
 lesson.show_region(s08.source(), start="__launch_bounds__(NT, MINB)", end="gather(reinterpret_cast")
 
 # %%
-lesson.show_region(s08.source())
+lesson.show_region(s08.source(), start="// The warp gathers its nt targets' rows.", end="// <<< lab")
 
 # %% [markdown]
 # ### The search, three ways
@@ -271,7 +305,8 @@ lesson.show_region(s08.source())
 
 # %%
 lesson.show_region(s08.source(), start="// Copy WIN source times", end="return j >= 0;")
-lesson.show_region(s08.source(), start='// SEARCH 1 ("window")', end="// this lane's target is outside the window")
+lesson.show_region(s08.source(), start='// SEARCH 1 ("window")',
+                   end="w = weight(__ldg(row + lo), __ldg(row + lo + 1), x);")
 
 # %% [markdown]
 # How often does each path run? Here is the same search in NumPy, guess first, then probes. It counts the warps
@@ -348,14 +383,15 @@ for kind in ("sorted, T = S", "uneven, sorted, T = S"):          # how far a row
           f"{np.percentile(off, 99):.0f} at the 99th percentile, {off.max():.0f} at most")
 
 # %% [markdown]
-# On the benchmark's kind of inputs the guess is off by a few rows, never by as many as the 56 that the window
-# reaches below it, so nearly every warp stops after one window. Sparser targets spread a warp's targets over
-# more rows: at T = S / 4 the larger TPW outgrow the 128-row window, and some targets outgrow the probes' window
-# too. Unsorted targets spread a warp over the whole row once it owns more than one. Then the guess almost
-# never holds, most targets search the whole row after three rounds of loads that did not find them, and
-# `search="lane"` or `"prepass"` is the better choice. On uneven times the guess misses for 40 to 50 % of the
-# warps, at every TPW. The probes' window catches all of those, so they pay three rounds of loads instead of
-# one, and no target pays a whole-row search.
+# On the benchmark's kind of inputs (sorted, T = S) the guess is off by fewer rows than the 56 that the window
+# reaches below it, even at its worst (the last lines above), so nearly every warp stops after one window.
+# Sparser targets spread a warp's targets over more rows: at T = S / 4 the larger TPW outgrow the 128-row
+# window, and some targets outgrow the probes' window too. Unsorted targets spread a warp over the whole row once
+# it owns more than one. Then the guess almost never holds, most targets search the whole row after three rounds
+# of loads that did not find them, and `search="lane"` or `"prepass"` is the better choice. On uneven times the
+# guess misses for about half the warps, at every TPW: it is often off by more rows than the window reaches. The
+# probes' window catches all of those, so they pay three rounds of loads instead of one, and no target pays a
+# whole-row search.
 #
 # ### Why only a few targets a warp
 #
@@ -414,20 +450,25 @@ except nvrtc.ToolMissing as e:
 # With `search="prepass"` there are two kernels, as in `torch.compile`'s code. Normally the second kernel
 # launches only when the first has finished, and its blocks then have to be scheduled and started. With
 # **programmatic dependent launch** (sm_90), the host launches the gather with `cuLaunchKernelEx` and the
-# attribute `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`. Each block of the search kernel runs
-# `griddepcontrol.launch_dependents` first thing. Once every block has run it (or finished), the gather's blocks
-# may be scheduled while the search still runs. The gather runs `griddepcontrol.wait` before it reads a pair:
-# that waits until the search grid has finished and its writes are visible. On sm_80 the kernels leave both
-# instructions out and the launch is an ordinary one. (`cudabook.nvrtc.Kernel.launch(..., pdl=True)` does the
-# host side.)
+# attribute `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`. Each block of the search kernel,
+# `resample_find`, runs `griddepcontrol.launch_dependents` first thing. Once every block has run it (or
+# finished), the gather's blocks may be scheduled while the search still runs. They start and do their warp's
+# index arithmetic (which batch row, which targets), and only then, just before a lane reads its (lo, w) pair,
+# run `griddepcontrol.wait` (the `SEARCH == 2` branch of `resample_fused`, printed earlier). The wait returns
+# once the search grid has finished and its writes are visible. On sm_80 the kernels leave both instructions out
+# and the launch is an ordinary one. (`cudabook.nvrtc.Kernel.launch(..., pdl=True)` does the host side.) The
+# search kernel:
 
 # %%
 lesson.show_region(s08.source(), start='extern "C" __global__ void __launch_bounds__(256)',
                    end="pairs[k] = make_int2")
 
 # %% [markdown]
-# In the machine code each `griddepcontrol` instruction is one SASS instruction near its kernel's start (in the
-# builds this workbook was written with: `PREEXIT` for `launch_dependents`, `ACQBULK` for `wait`):
+# In the machine code each `griddepcontrol` instruction is one SASS instruction (in the builds this workbook was
+# written with: `PREEXIT` for `launch_dependents`, `ACQBULK` for `wait`). The compiler may move plain arithmetic
+# across the wait, so where `ACQBULK` lands among the gather's index arithmetic is its choice; the load of the
+# pair must stay after it. The cell prints where each one landed, and for the gather, the first load after the
+# wait:
 
 # %%
 try:
@@ -437,18 +478,23 @@ try:
         at = next((i for i, line in enumerate(body) if line.split()[0] in ("PREEXIT", "ACQBULK")), None)
         print(f"{kernel}: griddepcontrol.{ptx} -> " + (f"{body[at]}, instruction {at} of {len(body)}"
                                                       if at is not None else "neither PREEXIT nor ACQBULK here"))
+        load = next((i for i, line in enumerate(body) if at is not None and i > at and "LDG" in line), None)
+        if kernel == s08.KERNEL and load is not None:
+            print(f"  the first load after it: instruction {load}, {body[load]}")
 except nvrtc.ToolMissing as e:
     print(e)
 
 # %% [markdown]
 # ## What the machine code says
 #
-# Everything here needs no GPU: the stage compiles for sm_90a on any machine. The registers a thread (the 32
-# that `min_blocks=16` allows, with nothing spilled to `local`), the static shared memory (the window search's
-# 128 source times per warp, plus 1 KB that this build reports for every kernel with shared memory: the
-# fallback kernel `resample_generic`, in the same cubin, shows it too), and the gather's loads. The two 16-byte
-# loads of the gather are `LDG.E.128.CONSTANT` (`.CONSTANT`: the read-only path of `__ldg`), and the second
-# one's address is the first one's plus one row of bytes:
+# Everything here needs no GPU: the stage compiles for sm_90a on any machine. The cell prints the registers a
+# thread uses (the 32 that `min_blocks=16` allows, with nothing spilled to `local`), the static shared memory
+# (the window search's 128 source times per warp, plus 1 KB that this build reports for every kernel with shared
+# memory: the fallback kernel `resample_generic`, in the same cubin, shows it too), and the gather's loads. The
+# two 16-byte loads of the gather are `LDG.E.128.CONSTANT` (`.CONSTANT`: the read-only path of `__ldg`), and the
+# second one's address is the first one's plus one row of bytes. The compiler also writes a second copy of each
+# shuffle, for a warp whose lanes arrive diverged (`BRA.DIV` jumps to it; it runs between `WARPSYNC.COLLECTIVE`
+# and `ENDCOLLECTIVE`). In the gather all 32 lanes reach the shuffles together, so the cell leaves that copy out:
 
 # %%
 try:
@@ -462,8 +508,15 @@ try:
     wide = [line for line in loads if ".128" in line]
     print(f"{len(loads)} LDG instructions in {s08.KERNEL}, {len(wide)} of them 16 bytes wide (the gather's rows); "
           f"the rest load 4 bytes: the target and the search's source times")
-    for line in nvrtc.sass_lines(cubin08, r"LDG\.E\.128|SHFL\.IDX|STG\.E\.128", kernel=s08.KERNEL):
-        print("   ", line)
+    collective, fallback = False, 0                              # inside WARPSYNC.COLLECTIVE .. ENDCOLLECTIVE
+    for line in nvrtc.sass_lines(cubin08, r".", kernel=s08.KERNEL):
+        collective = (collective or line.startswith("WARPSYNC.COLLECTIVE")) and not line.startswith("ENDCOLLECTIVE")
+        if re.search(r"LDG\.E\.128|SHFL\.IDX|STG\.E\.128", line):
+            if collective:
+                fallback += 1
+            else:
+                print("   ", line)
+    print(f"(and {fallback} SHFL.IDX in the diverged-warp fallback, left out)")
     row_bytes = 256 * 2
     offsets = [int(m.group(1), 16) for line in wide for m in [re.search(r"\+0x([0-9a-f]+)\]", line)] if m]
     print(f"the upper row's load is offset by {[hex(o) for o in offsets]}: {row_bytes} bytes = one row of 256 bf16 "
@@ -476,13 +529,14 @@ except nvrtc.ToolMissing as e:
 #
 # On a GPU of compute capability 8.0 or newer the stage runs for real. Without one, `cudabook.emulate` runs the
 # same C++ on the CPU, every CUDA thread a small coroutine, and the checker judges the result against the
-# float64 reference. Every search, some TPW, `min_blocks` and `unroll`, on small sorted and unsorted cases, on
-# a row longer than 4096 (where the probes, once the guess misses, narrow twice) and on uneven times (where the
-# guess often misses and the probes' window runs):
+# float64 reference. Every search, some TPW, `min_blocks`, `threads` and `unroll`, on small sorted and unsorted
+# cases, on a row longer than 4096 (where the probes, once the guess misses, narrow twice) and on uneven times
+# (where the guess often misses and the probes' window runs):
 
 # %%
 settings = [{"search": "window"}, {"search": "lane"}, {"search": "prepass"}, {"search": "prepass", "pdl": False},
-            {"targets_per_warp": 1}, {"targets_per_warp": 32}, {"min_blocks": 0}, {"unroll": 2}]
+            {"targets_per_warp": 1}, {"targets_per_warp": 32}, {"min_blocks": 0}, {"threads": 64, "min_blocks": 0},
+            {"unroll": 2}]
 rng = np.random.default_rng(9)
 cases = [("sorted", lambda: resample.random_problem(2, 200, 21, 37, rng=rng)),
          ("unsorted", lambda: resample.random_problem(2, 200, 21, 37, sorted_targets=False, rng=rng)),
@@ -496,15 +550,23 @@ else:
     try:
         if not why:                     # the benchmark's size once, with the defaults (its float64 reference is slow)
             verdict = check.check_on(s08.launch, *resample.random_problem(**labs.demo_size(), rng=rng))
-            print(f"{'defaults':40s} {'benchmark size':15s} GPU: {str(verdict).splitlines()[0]}")
+            print(f"defaults, benchmark size, on the GPU: {str(verdict).splitlines()[0]}\n")
+        sizes, failed = {}, []
+        print(f"{'emulated on the CPU' if why else 'on the GPU':36s}" + "".join(f"{name:>14}" for name, _ in cases))
         for kw in settings:
+            cells = []
             for name, problem in cases:
-                if why:
-                    with emulate.emulating():
-                        verdict = check.check_on(s08.launch, *problem(), **kw)
-                else:
-                    verdict = check.check_on(s08.launch, *problem(), **kw)
-                print(f"{str(kw):40s} {name:15s} {'emulated' if why else 'GPU'}: {str(verdict).splitlines()[0]}")
+                times, feats, targets = problem()
+                sizes[name] = f"B={times.shape[0]}, S={times.shape[1]}, T={targets.shape[1]}, D={feats.shape[2]}"
+                with emulate.emulating() if why else contextlib.nullcontext():
+                    verdict = check.check_on(s08.launch, times, feats, targets, **kw)
+                cells.append("PASS" if verdict.ok else "FAIL")
+                if not verdict.ok:
+                    failed.append(f"{kw} {name}: {str(verdict).splitlines()[0]}")
+            print(f"{str(kw):36s}" + "".join(f"{c:>14}" for c in cells))
+        print("cases: " + "; ".join(f"{name} ({size})" for name, size in sizes.items()))
+        for line in failed:
+            print(line)
     except emulate.HostCompilerMissing as e:
         print("Not emulated:", e)
 
@@ -594,12 +656,13 @@ for stage in ("07_tma", "08_fused_gather"):
 # - `min_blocks`: 16 caps a thread at 32 registers; 0 lets the compiler take more, and fewer blocks then fit.
 # - `threads`, with `min_blocks=0` (16 blocks of 256 or 512 threads are more than an SM holds): a small block
 #   finishes and makes room sooner. On the H100, 64 and 128 threads are about level, 256 a little slower, and
-#   512 about 11 % slower.
-# - `pdl`, for the prepass: the gather's blocks scheduled during the search, or only after it. On the H100 it
-#   saves under 2 %, not enough to bring the prepass near `"window"`.
+#   512 about 12 % slower than 64. All four run with `min_blocks=0`, so all four are slower than the default
+#   (128 threads with `min_blocks=16`, in the `min_blocks` sweep): 64 threads is the best of this sweep only.
+# - `pdl`, for the prepass: the gather's blocks scheduled, and their index arithmetic done, during the search, or
+#   only after it. On the H100 it saves under 2 %, not enough to bring the prepass near `"window"`.
 #
 # Without a GPU these show the sweeps recorded on one (or say how to record them). The correctness check above
-# ran each of these parameters in the emulator.
+# ran each of these parameters in the emulator (`threads` at 64, with `min_blocks=0`).
 
 # %%
 lesson.sweep("08_fused_gather", "targets_per_warp", [1, 2, 4, 8, 16, 32])

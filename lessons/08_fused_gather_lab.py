@@ -15,8 +15,10 @@
 # Write the loop that sweeps the warp's `E` elements, 32 at a time (one per lane), with the vector fastest:
 #
 # 1. **Which element.** Element `e` is vector `e % VPR` of target `e / VPR`. In the last sweep some lanes get
-#    an `e` at or past `E`, which belongs to no target: clamp the target index to `nt - 1`, so it still names
-#    a lane that holds a target.
+#    an `e` at or past `E`, which belongs to no target. Clamp the target index to `nt - 1` anyway, so that every
+#    shuffle reads from a lane that owns a target. The output does not need it: lanes `nt` and up already hold
+#    the last target's values (the kernel gives lane `i` target `min(i, nt - 1)`), and a lane past `E` never uses
+#    what it gets. The clamp keeps the shuffles tidy, and safe if the code before the gather changes.
 # 2. **Ask the owning lane.** Get `src`, `dst32` and `wt` of the element's target from the lane that owns it,
 #    with `__shfl_sync(0xffffffffu, value, lane)`. The full mask means **all 32 lanes** must execute each
 #    shuffle, the lanes with no element too: shuffle before any test of `e < E`, never inside one. A smaller
@@ -28,7 +30,9 @@
 #    row first, and `store_vec` to the element's vector of its target's output row.
 #
 # `UNROLL` is 1 unless a launch asks for more. You may ignore it. The stage's own loop loads `UNROLL` elements
-# a lane before it uses any; try that once yours passes.
+# a lane before it uses any; try that once yours passes, and grade it with
+# `grade("08_fused_gather", GATHER, unroll=2)`. A loop that steps `32 * UNROLL` but handles one element a lane
+# passes with the default `UNROLL = 1` and fails with `unroll=2`.
 #
 # Without a GPU that runs the stage (compute capability 8.0 or newer), the grader compiles your code for
 # sm_90a and then runs it **on the CPU, in an emulator** (`cudabook.emulate`): every CUDA thread is a small

@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
-from cudabook import SIMULATOR, emulate, labs, notebooks, nvrtc, tma
+from cudabook import SIMULATOR, device, emulate, labs, notebooks, nvrtc, tma
 from cudabook.resample import s06_cp_async as s06
 from cudabook.resample import s07_tma as s07
 
@@ -119,7 +119,7 @@ def test_lanes_that_left_a_shuffle_are_a_deadlock_named():
         out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1, 1);
     }"""
     out = np.zeros(32, np.int32)
-    with pytest.raises(emulate.EmulationError, match=r"(?s)DEADLOCK.*__shfl_xor_sync \(mask 0xffffffff\).*lane 3 of warp 0 has left"):
+    with pytest.raises(emulate.EmulationError, match=r"(?s)DEADLOCK.*__shfl_xor_sync \(mask 0xffffffff\).*in warp 0, lane\(s\) 3 have left"):
         _run(src, "k", 1, 32, [out.ctypes.data], [ctypes.c_void_p])
 
 
@@ -294,3 +294,22 @@ def _start(rows, cols):
         for e in range(4):
             out[g + 8 * (e // 2), 2 * t + e % 2] = e + 1
     return out
+
+
+@needs_simulator
+def test_a_write_past_the_end_is_reported_and_the_buffers_come_back():
+    """Arrays handed out by device.address are fenced for the launch: a write far past the end faults (and is
+    reported) instead of corrupting the process's heap; what the kernel wrote inside them comes back."""
+    from numba import cuda
+    src = r"""extern "C" __global__ void k(float* out, int n, int far) {
+        out[threadIdx.x] = 1.0f + threadIdx.x;
+        if (far && threadIdx.x == 0) out[n + 4096] = 7.0f;
+    }"""
+    with emulate.emulating():
+        out = cuda.to_device(np.zeros(64, np.float32))
+        kern = nvrtc.load(nvrtc.compile(src, name="test.cu"), "k")
+        address = device.address(out)
+        kern.launch(1, 64, [address, 64, 0], [ctypes.c_void_p, ctypes.c_int, ctypes.c_int])
+        assert (out.copy_to_host() == 1 + np.arange(64)).all()
+        with pytest.raises(emulate.EmulationError, match="does not own"):
+            kern.launch(1, 64, [address, 64, 1], [ctypes.c_void_p, ctypes.c_int, ctypes.c_int])

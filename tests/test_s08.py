@@ -142,7 +142,7 @@ LAB_MISTAKES = [  # (what, old, new, words the message must hold)
      "int from = 0;\n            if (e < E) {\n"
      "                from = __shfl_sync(__activemask(), src, i) + v;\n"
      "                to[u] = __shfl_sync(__activemask(), dst32, i) + v;\n"
-     "                ws[u] = __shfl_sync(__activemask(), wt, i);", ["DEADLOCK", "__shfl_sync", "has left"]),
+     "                ws[u] = __shfl_sync(__activemask(), wt, i);", ["DEADLOCK", "__shfl_sync", "have left", "reached by all 32 lanes"]),
     ("the upper row read as the next vector (from + 1)", "c[u] = __ldg(f + from + VPR);", "c[u] = __ldg(f + from + 1);",
      ["FAIL"]),
     ("lane 0's weight for every element", "ws[u] = __shfl_sync(0xffffffffu, wt, i);",

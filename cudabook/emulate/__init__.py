@@ -59,6 +59,51 @@ class _Settings:
 
 
 _active: _Settings | None = None
+_buffers: dict[int, int] = {}   # host address -> bytes, of the arrays device.address handed out while emulating
+
+
+def note_buffer(address: int, nbytes: int):
+    """device.address saw this array while emulating: a launch that gets its address may fence it off."""
+    if nbytes > 0:
+        _buffers[int(address)] = int(nbytes)
+
+
+class _Fenced:
+    """A copy of `nbytes` at `address` in memory of its own, its end within 256 bytes of a page that may not be
+    touched (and another before it), for one emulated launch; release() copies it back and frees it."""
+
+    def __init__(self, address: int, nbytes: int):
+        import mmap
+        page = mmap.PAGESIZE
+        span = -(-nbytes // 256) * 256                 # the start stays 256-byte aligned, as a GPU allocation is
+        body = -(-span // page) * page
+        self.size = body + 2 * page
+        base = _libc.mmap(None, self.size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,
+                          -1, 0)
+        if base in (None, ctypes.c_void_p(-1).value):
+            raise MemoryError(f"could not map {self.size} bytes to fence an emulated buffer")
+        self.base = base
+        _libc.mprotect(base, page, 0)
+        _libc.mprotect(base + page + body, page, 0)
+        self.address = base + page + body - span
+        self.source, self.nbytes = address, nbytes
+        ctypes.memmove(self.address, address, nbytes)
+
+    def release(self):
+        ctypes.memmove(self.source, self.address, self.nbytes)
+        _libc.munmap(self.base, self.size)
+
+
+def _load_libc():
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    return libc
+
+
+_libc = _load_libc()
 
 EMULATED_GPU = device.GPU(name="emulated GPU (CPU, sm_90a)", compute_capability=(9, 0), sms=2,
                           memory_bytes=1 << 30, driver_version="emulated", memory_clock_khz=0, memory_bus_bits=0,
@@ -88,6 +133,8 @@ def emulating(landing: str = "lazy", timeout_s: float = DEFAULT_TIMEOUT_S):
     finally:
         _active = previous
         device.EMULATED = EMULATED_GPU if previous else None
+        if previous is None:
+            _buffers.clear()
 
 
 def host_compiler() -> str:
@@ -205,12 +252,33 @@ class EmulatedKernel:
         if min(gx, gy, gz, bx, by, bz) < 1 or bx * by * bz > 1024:
             raise EmulationError(f"launch of {self.name}: grid {(gx, gy, gz)} and block {(bx, by, bz)} are not a "
                                  f"valid launch (at least 1 each, at most 1024 threads a block)")
+        # Arrays the kernel gets by address are copied into fenced memory (a page nobody may touch after them, and
+        # one before), so that a write past the end faults and is reported instead of corrupting this process's
+        # heap; the copies go back after the kernel. Not when a tensor map is passed: it holds the address itself.
+        fenced = {} if any(kind is None for kind in types) else {
+            int(v.value if hasattr(v, "value") else v): None for v, kind in zip(args, types)
+            if kind is ctypes.c_void_p and int(v.value if hasattr(v, "value") else v or 0) in _buffers}
+        try:
+            for address in fenced:
+                fenced[address] = _Fenced(address, _buffers[address])
+            self._run(args, types, fenced, settings, (gx, gy, gz), (bx, by, bz), shared)
+        finally:
+            for f in fenced.values():
+                if f is not None:
+                    f.release()
+
+    def _run(self, args, types, fenced, settings, grid, block, shared):
+        gx, gy, gz = grid
+        bx, by, bz = block
         keep, ptrs = [], []
         for value, kind in zip(args, types):
             if kind is None:                               # a tensor map passed by value
                 ptrs.append(ctypes.c_void_p(value.getPtr()))
                 continue
-            holder = kind(value.value if hasattr(value, "value") else value)
+            raw = value.value if hasattr(value, "value") else value
+            if kind is ctypes.c_void_p and raw is not None and int(raw) in fenced:
+                raw = fenced[int(raw)].address
+            holder = kind(raw)
             keep.append(holder)
             ptrs.append(ctypes.cast(ctypes.pointer(holder), ctypes.c_void_p))
         argv = (ctypes.c_void_p * max(1, len(ptrs)))(*[p.value for p in ptrs])

@@ -780,20 +780,37 @@ static std::string deadlock_report() {
         snprintf(line, sizeof line, "\n  threads %d..%d (%zu of them): %s", v.front(), v.back(), v.size(), kv.first.c_str());
         s += line;
     }
-    // warps waiting for lanes that have returned
+    // warps waiting for lanes that have returned: one line a warp, the lanes as ranges
+    bool left = false;
     for (size_t w = 0; w < B->warps.size(); ++w) {
         const Warp& wp = B->warps[w];
         if (!wp.arrived) continue;
+        std::string lanes;
         for (int l = 0; l < 32; ++l) {
-            const size_t i = w * 32 + l;
-            if ((wp.mask >> l & 1) && !(wp.arrived >> l & 1) && i < B->threads.size() && B->threads[i].state == DONE) {
-                char line[300];
-                snprintf(line, sizeof line, "\n  lane %d of warp %zu has left (returned), and %s waits for it: its "
-                         "mask names every lane that must come", l, w, wp.op);
-                s += line;
-            }
+            auto gone = [&](int k) {
+                const size_t i = w * 32 + k;
+                return k < 32 && (wp.mask >> k & 1) && !(wp.arrived >> k & 1) && i < B->threads.size() &&
+                       B->threads[i].state == DONE;
+            };
+            if (!gone(l)) continue;
+            int e = l;
+            while (gone(e + 1)) ++e;
+            char r[32];
+            snprintf(r, sizeof r, e > l ? "%s%d..%d" : "%s%d", lanes.empty() ? "" : ", ", l, e);
+            lanes += r;
+            l = e;
         }
+        if (lanes.empty()) continue;
+        char line[400];
+        snprintf(line, sizeof line, "\n  in warp %zu, lane(s) %s have left (returned), and %s waits for them: its "
+                 "mask names every lane that must come", w, lanes.c_str(), wp.op);
+        s += line;
+        left = true;
     }
+    if (left)
+        s += "\n  A shuffle or vote with the full mask must be reached by all 32 lanes: do it before any test that "
+             "lets some lanes leave or skip it (an `if (e < E)`, a loop whose condition differs between lanes, an "
+             "early return), and test afterwards.";
     // the mbarriers' own story, in words: a barrier whose arrivals are all in but whose bytes never add up is
     // the cause; the threads waiting on other barriers then wait for the threads stuck on it
     std::string causes, others;

@@ -10,8 +10,8 @@
 //                   times were evenly spread; one round of loads), and if some target is not inside, the window
 //                   that 64 probes of the row point to; a target outside that too searches the whole row;
 //        2 prepass  as torch.compile does: a first kernel, resample_find, writes every (interval, weight) pair
-//                   and this one reads them back (launched with programmatic dependent launch, it starts while
-//                   resample_find runs and waits for it with griddepcontrol.wait).
+//                   and this one reads them back (launched with programmatic dependent launch, its blocks start
+//                   while resample_find runs and wait for it, griddepcontrol.wait, just before reading a pair).
 //   2. Gather: the warp sweeps its targets' (target, vector) elements, lane-fastest, so 32 lanes cover 32
 //      consecutive 16-byte pieces: one 512-byte row at D = 256. Each element learns its target's interval and
 //      weight from the owning lane (a shuffle), loads its two pieces, lerps and stores. UNROLL elements a lane
@@ -182,9 +182,6 @@ extern "C" __global__ void __launch_bounds__(NT, MINB)
 resample_fused(const float* __restrict__ times, const u16* __restrict__ feats,
                const float* __restrict__ targets, u16* __restrict__ out, int B, int S, int T,
                const int2* __restrict__ pairs) {
-#if SEARCH == 2 && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");          // (PDL) resample_find's pairs are all written
-#endif
     const int lane = threadIdx.x & 31;
     const int w = blockIdx.x * (NT / 32) + (threadIdx.x >> 5);  // this warp
     // warp w owns TPW consecutive targets of one batch row, lane i the i-th of them (lanes 0 .. nt-1)
@@ -201,6 +198,9 @@ resample_fused(const float* __restrict__ times, const u16* __restrict__ feats,
     int lo;
     float wt;
 #if SEARCH == 2
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");          // (PDL) from here on resample_find has finished
+#endif
     const int2 pair = __ldg(pairs + dst);                        // found by resample_find, the first kernel
     lo = pair.x;
     wt = __int_as_float(pair.y);

@@ -1,4 +1,4 @@
-// resample_common.cuh: what the C++ rungs (06 cp.async, 07 TMA) share.
+// resample_common.cuh: what the C++ rungs (06 cp.async, 07 TMA, 08 fused gather) share.
 //
 // The problem: out[b, t, :] = np.interp(targets[b, t], times[b, :], feats[b, :, :]) per channel, in float32,
 // rounded to bfloat16 (nearest, ties to even). feats and out are bf16 bits (uint16). No headers are needed:
