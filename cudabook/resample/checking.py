@@ -79,9 +79,9 @@ def diagnose(bad, nan, targets=None, times=None, *, unwritten=None, bits=None, r
     channels = bad.any(axis=(0, 1))
     first_bad = int(np.argmax(channels)) if channels.any() else D
     if D > 1 and channels.any() and first_bad > 0 and channels[first_bad:].all():
-        return (f"only the channels from {first_bad} on are wrong: a missing tail? The loop over D must also "
-                f"cover the channels past the first sweep and those left over when D is not a multiple of the "
-                f"step or vector width")
+        return (f"only the channels from {first_bad} on are wrong: a missing tail? The loop over D (or over a "
+                f"row's vectors) must also cover the channels past the first sweep and those left over when D is not "
+                f"a multiple of the step or vector width; or the element-to-channel mapping repeats too early")
     for period in (2, 4, 8, 16):
         if D >= 2 * period and channels.any() and not channels.all():
             pattern = channels[: D // period * period].reshape(-1, period)
