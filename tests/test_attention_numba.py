@@ -117,8 +117,10 @@ RACE_OR_NAN = (RACE, "are NaN")
 RAGGED = "out of bounds for axis 2"      # the simulator's IndexError: a key row past Nk was read
 SMALL_CASES = [
     ("causal, ragged, d=64", dict(B=1, H=1, Nq=12, Nk=12, d=64, causal=True)),
-    ("Nq != Nk, four tiles of keys, d=128", dict(B=1, H=1, Nq=8, Nk=100, d=128)),
-]   # the second: the odds that no row's max lies past the first tile (nothing to rescale) are 0.32^8
+    ("Nq != Nk, four tiles of keys, rising scores, d=128", dict(B=1, H=1, Nq=8, Nk=100, d=128, rise=0.5)),
+]   # the second: later keys score higher, so every row's max grows past the first tile and a missing rescale shows
+# (with plain random scores the rows' maxima are correlated through the keys, and now and then all of them lay in
+# the first tile: seed 3154302754)
 LOADS_DONE = "            Vs[t, c] = vx\n        cuda.syncthreads()                          # the tiles are complete"
 READS_DONE = "        cuda.syncthreads()                          # everyone is done with the tiles: they may be overwritten"
 MISTAKES = [  # (stage, what, edits of the lab region, a phrase the grader's message must hold (or one of a tuple),

@@ -31,7 +31,7 @@ _CASES_SIM = [
     ("one key, d=64", dict(B=2, H=1, Nq=5, Nk=1, d=64)),
     ("large scores (spread 4), causal, d=128", dict(B=1, H=1, Nq=21, Nk=21, d=128, causal=True, spread=4.0)),
     ("more queries than keys, d=64", dict(B=1, H=2, Nq=24, Nk=17, d=64)),
-    ("many key tiles, d=64", dict(B=1, H=1, Nq=8, Nk=100, d=64)),      # a stale or unrescaled tile shows
+    ("many key tiles, rising scores, d=64", dict(B=1, H=1, Nq=8, Nk=100, d=64, rise=0.5)),   # an unrescaled tile shows
     ("small scores (spread 1/4), ragged, d=64", dict(B=1, H=1, Nq=6, Nk=13, d=64, spread=0.25)),   # see below
 ]
 # Why small scores: with q and k of mean 1 every real score is about sqrt(d), so a zero-filled key past Nk (score
@@ -53,9 +53,9 @@ def cases(simulator=None):
     return list(_CASES_SIM if (SIMULATOR if simulator is None else simulator) else _CASES_GPU)
 
 
-def label(B, H, Nq, Nk, d, causal=False, spread=1.0, **_):
+def label(B, H, Nq, Nk, d, causal=False, spread=1.0, rise=0.0, **_):
     return (f"B={B}, H={H}, Nq={Nq}, Nk={Nk}, d={d}{', causal' if causal else ''}"
-            f"{f', spread={spread:g}' if spread != 1.0 else ''}")
+            f"{f', spread={spread:g}' if spread != 1.0 else ''}{f', rise={rise:g}' if rise else ''}")
 
 
 def grading_cases(stage_name=None):

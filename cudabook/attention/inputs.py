@@ -139,10 +139,12 @@ def to_bf16(x):
     return np.asarray(x, dtype=np.float32).astype(BF16)
 
 
-def random_problem(B, H, Nq, Nk, d, *, causal=False, spread=1.0, rng=None):
+def random_problem(B, H, Nq, Nk, d, *, causal=False, spread=1.0, rise=0.0, rng=None):
     """Fresh inputs (q, k, v, causal): q and k are spread * N(1, 1) per channel, v is N(0, 1), all rounded to
     bf16. The scores grow as spread^2 (see the module's docstring): spread = 1 is an ordinary softmax, and at
-    spread >= 4 exp(score) overflows float32 unless the row max is subtracted first."""
+    spread >= 4 exp(score) overflows float32 unless the row max is subtracted first. rise > 0 adds rise * j / Nk
+    to every channel of key j, so later keys score higher (by about rise * sqrt(d) at the last): every row's max
+    then grows as the keys go by, which a kernel that forgets to rescale its accumulator cannot hide."""
     rng = rng if rng is not None else np.random.default_rng()
     if causal and Nq != Nk:
         raise ValueError(f"causal=True needs Nq == Nk, got Nq = {Nq} and Nk = {Nk}")
@@ -150,7 +152,8 @@ def random_problem(B, H, Nq, Nk, d, *, causal=False, spread=1.0, rng=None):
     def normal(n, mean):
         return rng.standard_normal((B, H, n, d), dtype=np.float32) + np.float32(mean)
     q = to_bf16(np.float32(spread) * normal(Nq, 1.0))
-    k = to_bf16(np.float32(spread) * normal(Nk, 1.0))
+    ramp = (np.float32(rise) * np.arange(Nk, dtype=np.float32) / np.float32(max(Nk, 1)))[None, None, :, None]
+    k = to_bf16(np.float32(spread) * normal(Nk, 1.0) + ramp)
     v = to_bf16(normal(Nk, 0.0))
     return q, k, v, bool(causal)
 
