@@ -10,7 +10,8 @@ stage, the grader compiles it for sm_90a and says what the machine lacks. On eve
 says is read too: a stage lists the compiler messages that betray a mistake (COMPILE_LOG_MISTAKES), such as
 ptxas having to insert a wgmma wait the learner left out, which no test run would show; and a stage may list
 mistakes visible in the text itself (LAB_TEXT_MISTAKES) that a GPU almost never shows, such as a race at the
-end of a pipeline.
+end of a pipeline. LAB_TEXT_HINTS, (test of the region's code, hint) pairs, add a hint to a failed case when the
+text shows a likely cause that the wrong outputs alone do not name.
 
 The cases come from the track (`grading_cases`): fresh random inputs, small in the simulator and larger on a
 GPU, edge cases in both; the verdict from the track's `judge` (float64 reference, the arithmetic's tolerance).
@@ -256,6 +257,11 @@ def _run_cases(t, module, stage_name, kernel, track, params, say) -> bool:
             if not verdict.ok:
                 _run_cases.failed = ("verdict", inputs, variant)
                 say(f"Case '{name}' ({label}):\n{verdict}")
+                region = getattr(_run_cases, "region", None)
+                code = "\n".join(line.split("//", 1)[0] for line in (region or "").split("\n"))
+                for shows, text in getattr(module, "LAB_TEXT_HINTS", ()) if region else ():
+                    if shows(code):
+                        say("Hint (from your code): " + text)
                 if verdict.nan == verdict.total:
                     say(f"It looks like the kernel body is still the TODO. What to write: {hint(stage_name, track)}.")
                 return False

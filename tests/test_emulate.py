@@ -298,8 +298,8 @@ def _start(rows, cols):
 
 @needs_simulator
 def test_a_write_past_the_end_is_reported_and_the_buffers_come_back():
-    """Arrays handed out by device.address are fenced for the launch: a write far past the end faults (and is
-    reported) instead of corrupting the process's heap; what the kernel wrote inside them comes back."""
+    """Arrays handed out by device.address are fenced for the launch: a write past the end (up to a MiB past)
+    faults and is reported instead of corrupting the process's heap; what the kernel wrote inside comes back."""
     from numba import cuda
     src = r"""extern "C" __global__ void k(float* out, int n, int far) {
         out[threadIdx.x] = 1.0f + threadIdx.x;

@@ -150,7 +150,17 @@ LAB_MISTAKES = [  # (what, old, new, words the message must hold)
     ("the rows swapped in the lerp", "lerp_vec(a[u], c[u], ws[u])", "lerp_vec(c[u], a[u], ws[u])", ["FAIL"]),
     ("the tail guard left out of the stores", "if (base + 32 * u + lane < E) store_vec", "store_vec",
      ["FAIL", "wrote over the start of those rows"]),
+    ("this lane's own weight, not the owning lane's", "ws[u] = __shfl_sync(0xffffffffu, wt, i);", "ws[u] = wt;",
+     ["FAIL", "outside a shuffle"]),
+    ("this lane's own source row", "const int from = __shfl_sync(0xffffffffu, src, i) + v;",
+     "const int from = src + v;", ["FAIL", "outside a shuffle"]),
 ]
+
+
+def test_the_own_values_hint_reads_the_code():
+    assert not s08._own_values_used(_region())
+    assert s08._own_values_used("x = wt * 2;") and s08._own_values_used("int a = __shfl_sync(m, src, 0) + dst32;")
+    assert not s08._own_values_used("int a = __shfl_sync(0xffffffffu, src, i), b = __shfl_sync(m, wt, i);")
 
 
 @needs_simulator

@@ -69,23 +69,25 @@ def note_buffer(address: int, nbytes: int):
 
 
 class _Fenced:
-    """A copy of `nbytes` at `address` in memory of its own, its end within 256 bytes of a page that may not be
-    touched (and another before it), for one emulated launch; release() copies it back and frees it."""
+    """A copy of `nbytes` at `address` in memory of its own, its end within 256 bytes of FENCE bytes that may not
+    be touched (and as many before it), for one emulated launch; release() copies it back and frees it. The fences
+    cost address space only."""
+    FENCE = 1 << 20
 
     def __init__(self, address: int, nbytes: int):
         import mmap
-        page = mmap.PAGESIZE
+        page, fence = mmap.PAGESIZE, self.FENCE
         span = -(-nbytes // 256) * 256                 # the start stays 256-byte aligned, as a GPU allocation is
         body = -(-span // page) * page
-        self.size = body + 2 * page
+        self.size = body + 2 * fence
         base = _libc.mmap(None, self.size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,
                           -1, 0)
         if base in (None, ctypes.c_void_p(-1).value):
             raise MemoryError(f"could not map {self.size} bytes to fence an emulated buffer")
         self.base = base
-        _libc.mprotect(base, page, 0)
-        _libc.mprotect(base + page + body, page, 0)
-        self.address = base + page + body - span
+        _libc.mprotect(base, fence, 0)
+        _libc.mprotect(base + fence + body, fence, 0)
+        self.address = base + fence + body - span
         self.source, self.nbytes = address, nbytes
         ctypes.memmove(self.address, address, nbytes)
 

@@ -50,6 +50,18 @@ EMULATED = True               # without a GPU the lab grader runs this kernel on
 ASYNC_COPIES = False          # no cp.async or TMA: the grader need not emulate copies landing late and early
 KERNEL_DIR = s06.KERNEL_DIR
 SOURCE = KERNEL_DIR / "fused_gather.cu"
+
+
+def _own_values_used(code: str) -> bool:
+    """Does the lab code use this lane's `src`, `dst32` or `wt` other than as the value a shuffle passes on?"""
+    import re
+    passed_on = re.sub(r"__shfl_sync\s*\([^,]*,\s*(src|dst32|wt)\s*,", "", code)
+    return re.search(r"\b(src|dst32|wt)\b", passed_on) is not None
+
+
+LAB_TEXT_HINTS = [(_own_values_used,
+                   "your code uses this lane's own `src`, `dst32` or `wt` outside a shuffle. Lane i holds target "
+                   "i's values; an element of target i must get them from lane i: __shfl_sync(0xffffffffu, value, i)")]
 KERNEL = "resample_fused"
 FIND = "resample_find"        # the prepass kernel (search="prepass")
 
