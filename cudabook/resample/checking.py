@@ -126,15 +126,15 @@ def diagnose(bad, nan, targets=None, times=None, *, unwritten=None, bits=None, r
 
 
 def _row_starts(bad, rows_t) -> bool:
-    """Is every wrong row of outputs wrong in a leading run of its channels only (some, not all), and are the
-    wrong rows a minority?"""
+    """Are the wrong rows of outputs a minority, each wrong only in a leading stretch: its last channel right, and
+    most of the channels up to its last wrong one wrong (a value stored over the right one may match it by chance,
+    so holes are allowed)?"""
     if not rows_t.any() or rows_t.mean() > 0.5:
         return False
     wrong = bad[rows_t]                                            # [rows, D]
-    first_good = np.argmin(wrong, axis=1)                          # the first right channel of each row
-    if not wrong[:, 0].all() or wrong.all(axis=1).any():
-        return False
-    return bool(all(not r[k:].any() for r, k in zip(wrong, first_good)))
+    D = wrong.shape[1]
+    last = D - 1 - np.argmax(wrong[:, ::-1], axis=1)              # the last wrong channel of each row
+    return bool(all(k < D - 1 and r[:k + 1].mean() >= 0.5 for r, k in zip(wrong, last)))
 
 
 def _extrapolated(got, bad, targets, times, feats) -> bool:
