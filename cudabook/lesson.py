@@ -176,9 +176,7 @@ def save_sweep(path, entry, pedigree=None):
     with the same key (sweep_key) is replaced in place; every other sweep stays, with its own pedigree. Written
     to a temporary file beside it, then renamed over it: a reader never sees half a file."""
     import json
-    import os
     import pathlib
-    import tempfile
     path = pathlib.Path(path).expanduser().resolve()
     pedigree = pedigree or results._pedigree()
     gpu = pedigree.get("machine", {}).get("gpu") or "unknown"
@@ -203,17 +201,7 @@ def save_sweep(path, entry, pedigree=None):
     data = {"schema": 1, "kind": "cudabook lesson sweeps", "gpu": gpu,
             **{k: pedigree.get(k) for k in ("commit", "dirty", "source_digest", "date", "machine")},
             "sweeps": sweeps}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(data, indent=1) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    return results.write_json(path, data)
 
 
 def recorded_sweeps(track, stage, param, fixed=None, folder=None) -> list[dict]:

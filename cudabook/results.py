@@ -161,6 +161,25 @@ def _plain(ctx):
     return {k: v for k, v in ctx.items() if isinstance(v, (int, float, str, dict))}
 
 
+def write_json(path, data):
+    """Write `data` as JSON to `path` through a temporary file beside it, renamed over it: a reader never sees half
+    a file. Creates the folder; returns the path."""
+    import os
+    import tempfile
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(data, indent=1) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
 def json_plain(x):
     """x as JSON keeps it: tuples as lists, NumPy scalars as Python numbers (for the sweep records)."""
     if isinstance(x, dict):

@@ -115,20 +115,7 @@ def load(track, folder=None) -> list[dict]:
 def save(record, where=None) -> pathlib.Path:
     """Write the record to results/sizes/<gpu>_<track>.json (or `where`), through a temporary file beside it:
     a reader never sees half a file."""
-    import os
-    import tempfile
-    path = path_for(record["gpu"], record["track"], where)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(results.json_plain(record), indent=1) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    return results.write_json(path_for(record["gpu"], record["track"], where), results.json_plain(record))
 
 
 # ----------------------------------------------------------------------------------------------------------
