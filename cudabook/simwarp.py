@@ -177,7 +177,12 @@ def _run_block_politely(self, grid_point, *args):
     pass (time.sleep(0)). Without that the loop spins for whole switch intervals (5 ms) while the simulated
     threads wait for the lock: a 9-target kernel took 0.1 s or 27 s depending on scheduling, and a grader's time
     limit could not tell that from an endless loop. The rest is as in numba-cuda 0.30's simulator: start a
-    thread per CUDA thread, release them together at each syncthreads, re-raise a thread's exception."""
+    thread per CUDA thread, release them together at each syncthreads, re-raise a thread's exception.
+
+    And one addition: when a thread fails, the others are given a moment to end before the exception is raised
+    (the simulator does not wait). A thread still running holds the simulator's fake `cuda` module in the globals
+    of every device function it is inside, so code built from those globals meanwhile (the next kernel a grader
+    or a test assembles) would find the fake module where `numba.cuda` belongs."""
     import time
 
     import numpy as np
@@ -196,10 +201,11 @@ def _run_block_politely(self, grid_point, *args):
             if t.syncthreads_blocked:
                 blocked.add(t)
             elif t.exception:
-                for other in threads:        # abort the others; do not join (as the simulator does)
+                for other in threads:        # abort the others
                     other.abort = True
                     other.syncthreads_blocked = False
                     other.syncthreads_event.set()
+                _let_the_others_end(threads)
                 raise t.exception[0].with_traceback(t.exception[1])
         if live == blocked:
             for t in blocked:
@@ -212,3 +218,16 @@ def _run_block_politely(self, grid_point, *args):
     for t in threads:
         if t.exception:
             raise t.exception[0].with_traceback(t.exception[1])
+
+
+_END_WAIT_S = 5.0
+
+
+def _let_the_others_end(threads, wait_s=_END_WAIT_S):
+    """Join a failed block's other threads, at most `wait_s` in all: those at a syncthreads or a warp operation
+    see the abort flag and leave; the rest run to their end (a thread in an endless loop is left behind)."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))

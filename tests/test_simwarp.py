@@ -125,3 +125,29 @@ def test_lanes_that_returned_are_not_waited_for():
 def test_a_lane_outside_the_mask_is_an_error_that_says_so():
     with pytest.raises(simwarp.WarpMaskError, match="not set in mask 0x0000ffff"):
         wrong_mask[1, 32](np.arange(32), np.zeros(32))
+
+
+@cuda.jit(device=True)
+def _slow_lane(a):
+    s = 0
+    for k in range(3_000_000):       # long enough that the failing lane has raised before it ends
+        s += k
+    return s
+
+
+@cuda.jit
+def one_lane_fails_while_another_is_in_a_device_function(a):
+    i = cuda.threadIdx.x
+    if i == 0:
+        a[100] = 1                       # out of bounds: raises in the simulator
+    else:
+        a[i] = _slow_lane(a)
+
+
+def test_a_failed_kernel_leaves_the_real_cuda_module_in_its_device_functions_globals():
+    # A lane still inside a device function holds the fake `cuda` in that function's module globals; if the
+    # failure were raised before it ended, code built from those globals right after would get the fake module.
+    with pytest.raises(IndexError):
+        one_lane_fails_while_another_is_in_a_device_function[1, 2](np.zeros(4, np.int64))
+    import numba.cuda
+    assert globals()["cuda"] is numba.cuda

@@ -58,17 +58,21 @@ def run(stage_name, src_times, src_feats, tgt_times, **params):
 # targets so that stage 04 takes its window path there (in the simulator a run of 21 targets over S = 200 spans
 # more rows than a window holds, and unsorted targets always take the fallback), with more than one chunk of
 # channels (D > 256) and, in the simulator, more elements than one batch of loads (some 50 rows x 32 elements >
-# 8 x 128 threads).
+# 8 x 128 threads). "dense sorted targets" puts about three targets in every source interval, so each of stage
+# 04's windows holds several intervals and its last interval always holds a target that is neither a knot nor
+# outside the range: a window searched one row short fails there, whatever the draw.
 _CASES_SIM = [("random, sorted targets", 2, 200, 21, 37, True),
               ("random, unsorted targets", 2, 200, 21, 37, False),
               ("S = 2, D = 1", 1, 2, 133, 1, True),
               ("odd D, one batch row", 1, 23, 19, 7, False),
-              ("wide rows", 1, 60, 17, 264, True)]
+              ("wide rows", 1, 60, 17, 264, True),
+              ("dense sorted targets", 1, 24, 80, 9, True)]
 _CASES_GPU = [("random, sorted targets", 8, 1000, 3000, 256, True),
               ("random, unsorted targets", 8, 1000, 3000, 129, False),
               ("S = 2, D = 1", 3, 2, 333, 1, True),
               ("odd D, one batch row", 1, 777, 1501, 37, False),
-              ("wide rows", 2, 600, 333, 520, True)]
+              ("wide rows", 2, 600, 333, 520, True),
+              ("dense sorted targets", 2, 300, 2000, 64, True)]
 
 
 def grading_cases(stage_name=None):
