@@ -76,17 +76,25 @@ def timings_table(folder=TIMINGS) -> str:
         lines += [f"**{TRACKS.get(sub, sub)}** (lesson / lab solution)", "",
                   "| rung | " + " | ".join(header) + " |", "|---|" + "---:|" * len(header)]
         totals = [[0.0, 0.0] for _ in recs]
+        untimed = [[False, False] for _ in recs]         # a notebook of the track this machine has not run
         for topic, files in topics.items():
             cells = []
             for i, r in enumerate(recs):
                 got = [r["notebooks"].get(files[k]) if k in files else None for k in ("lesson", "solution")]
                 for j, e in enumerate(got):
                     totals[i][j] += e["wall_s"] if e else 0.0
+                    untimed[i][j] |= e is None and ("lesson", "solution")[j] in files
                 cells.append(" / ".join(_entry(e) for e, k in zip(got, ("lesson", "solution")) if k in files))
             lines.append(f"| {topic} | " + " | ".join(cells + ["not yet measured"] * len(missing)) + " |")
-        lines.append("| **all** | " + " | ".join([f"**{_seconds(a)} / {_seconds(b)}**" for a, b in totals]
+        def total(seconds, partial):
+            return ("≥ " if partial else "") + _seconds(seconds)
+        lines.append("| **all** | " + " | ".join([f"**{total(a, pa)} / {total(b, pb)}**"
+                                                  for (a, b), (pa, pb) in zip(totals, untimed)]
                                                + ["not yet measured"] * len(missing)) + " |")
         lines.append("")
+    lines.append("A dash: that notebook has not been timed on that machine yet; a total that leaves such notebooks "
+                 "out starts with ≥.")
+    lines.append("")
     lines.append("Measured on:")
     for r in recs:
         m, pk = r["machine"], r["machine"]["packages"]
@@ -97,8 +105,8 @@ def timings_table(folder=TIMINGS) -> str:
         load = f", 1-minute load average {min(loads):.1f}–{max(loads):.1f} on {m['cores']} cores" if loads else ""
         lines.append(f"- **{_column(r)}**: {m['cpu']}, {what}; Python {m['python']}, numba {pk.get('numba')}, "
                      f"numba-cuda {pk.get('numba-cuda')}, cuda-bindings {pk.get('cuda-bindings')}; "
-                     f"{ran} of {len(r['notebooks'])} notebooks ran to the end; {r['runner']}, one fresh kernel "
-                     f"per notebook, kernel caches {r.get('cache', 'as found')}; commit {r['commit']}, "
+                     f"{ran} of {len(r['notebooks'])} notebooks ran to the end; {r['runner']}, one fresh "
+                     f"{'Python process' if r['runner'] == 'exec' else 'Jupyter kernel'} per notebook, kernel caches {r.get('cache', 'as found')}; commit {r['commit']}, "
                      f"{r['date'][:10]}{load}.")
     for c in missing:
         lines.append(f"- **{c}**: not yet measured. On one, run `python tools/time_lessons.py --out results/timings`.")
