@@ -612,7 +612,15 @@ for record in results.load_all():
 # %% [markdown]
 # In the H100 record stage 08 is the fastest resampler of this workbook, and the first rung of the ladder to
 # take less time than `torch.compile` in the same run. But the margin is about 2 %, not the 5 % this workbook
-# aims for. The aim is close to the wall: 5 % under the compiler's time is above 96 % of needed.
+# aims for, and in the H200 record it is under 1 %. The aim is close to the wall: 5 % under the compiler's time
+# is above 96 % of needed.
+#
+# How far ahead also depends on the compiler's run. Inductor's autotuner times a few tile shapes for the gather
+# when it first compiles and keeps the fastest, and which one wins changes from process to process. Four fresh
+# processes on one H200, each with an empty inductor cache (readings, not records): `torch.compile` took 67.5,
+# 68.2, 68.9 and 71.0 µs, and 67.8 to 69.1 µs with `mode="max-autotune-no-cudagraphs"`; stage 08 took 66.6 µs in
+# every one. A single record catches one draw of the compiler's tiles, so a margin of a few percent needs
+# several runs before it means anything.
 #
 # Around the defaults, the sweeps at the end of this lesson show each parameter on its own, recorded on that
 # H100 (`results/sweeps/H100_80GB_HBM3_lessons.json`; on a machine without a GPU `lesson.sweep` prints them).
@@ -628,6 +636,13 @@ for record in results.load_all():
 # - **A persistent search-ahead**: long-lived blocks in which one warp searches the next chunk of targets while
 #   the others gather the current one: 95 to 105 µs. Long-lived blocks give up the many short waves of point 2,
 #   which is the most likely reason.
+# - **Persistent warps that search ahead**: only as many warps as fit on the GPU at once, each taking every
+#   W-th group of targets (W warps in all, so the warps still advance together through memory). While a warp
+#   gathers one group, the loads for its next search are already in flight: the window around the next group's
+#   guess into registers, and the targets of the group after. Its search is then shared-memory work only. On an
+#   H200, in one run: 73.0 µs at best (10 blocks an SM, 48 registers) against 66.6 µs for stage 08; 85.6 to
+#   101 µs at 12 and 16 blocks an SM, where the extra registers spill. Hiding the search did not pay for
+#   giving up short-lived warps.
 #
 # ## What the profiler says
 #
@@ -679,17 +694,16 @@ lesson.sweep("08_fused_gather", "pdl", [False, True], fixed={"search": "prepass"
 # guess, one round of loads after the target's own, and three when the guess misses. Ideas this workbook has
 # not tried yet:
 #
-# - **Hiding the search within the warp's own gather.** A warp could issue the loads of its next search before
-#   it stores its current rows: a pipeline, as in lesson 06, with the search as its first stage. But at TPW = 4 a
-#   warp lives for about 4 rows, so it has no "next" to pipeline; a long-lived warp has one, and the persistent
-#   search-ahead above shows what long-lived warps cost. The overlap would have to come without giving up the
-#   short-lived warps.
+# - **Hiding the search within the warp's own gather, without long-lived warps.** At TPW = 4 a warp lives for
+#   about 4 rows, so it has no "next" search to pipeline; the persistent warps above had one and lost more to
+#   their long lives and registers than the hidden search won. The overlap would have to come without giving up
+#   the short-lived warps: for instance a prefetch of the guessed window's rows into L2 before the search ends.
 # - **A better guess.** A per-row index of a few probes, computed once for each batch row instead of once for
 #   each warp, would put the first window in the right place on uneven times too, where the NumPy model above
 #   has about half the warps paying three rounds. On the benchmark's times the guess already holds nearly
 #   always, so this matters more for other data than for the benchmark.
-# - **The H200.** Stage 08 has not been measured on one yet (the H200 record above has no 08). Its memory is
-#   faster, so the same rounds of search latency would be a larger share of a shorter time.
+# - **The H200.** Its memory is faster, so the same rounds of search latency are a larger share of a shorter
+#   time: that is where 08's margin is thinnest (under 1 % in its record).
 #
 # Each is a measured experiment away. If one wins, it becomes the next rung, and if none does, that is a result
 # as well.
