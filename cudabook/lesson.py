@@ -35,6 +35,29 @@ class Recorded(list):
         p.text(repr(self))
 
 
+_WORKLOAD: dict = {}      # the workload this process measured last: {"key", "args", "problem", "ctx", "peers"}
+
+
+def workload(t, size, *, peers=False) -> dict:
+    """A track's workload of this size for the lesson's measurements, prepared once per process: fresh random
+    inputs uploaded, the ceilings measured (spec.context), and, where the track's figures need them first
+    (PEERS_FIRST) and `peers`, the peers measured. A later cell of the same notebook (a sweep after the ladder)
+    reuses them, so a notebook pays once for what is slow at full size: drawing the inputs, the float64
+    reference (the checker keeps the last one), the copy and gather ceilings, and PyTorch's runs (eager
+    deformable attention takes seconds a call). One workload is kept at a time, to hold GPU memory to one."""
+    spec = t.bench
+    key = (t.NAME, spec.workload_name(**size))
+    if _WORKLOAD.get("key") != key:
+        _WORKLOAD.clear()
+        args, problem = spec.prepare(size)
+        _WORKLOAD.update(key=key, args=args, problem=problem,
+                         ctx=spec.context(problem, progress=lambda *a: None), peers=None)
+    if peers and getattr(spec, "PEERS_FIRST", False) and _WORKLOAD["peers"] is None:
+        _WORKLOAD["peers"] = spec.peers(_WORKLOAD["args"], _WORKLOAD["problem"], _WORKLOAD["ctx"], repeats=15,
+                                        progress=lambda *a: None)
+    return _WORKLOAD
+
+
 def ladder_so_far(upto: str, *, peers=False, track="resample", size=None):
     """Measure (GPU) or show the recorded (simulator) ladder up to and including stage `upto`.
 
@@ -46,8 +69,10 @@ def ladder_so_far(upto: str, *, peers=False, track="resample", size=None):
     if not SIMULATOR and not t.unavailable(upto):
         stages = [s for s in t.STAGES if s <= upto and not t.unavailable(s)]
         size = size or t.bench.WORKLOADS[0]
+        w = workload(t, size, peers=peers)
         record = results.record_of({t.bench.workload_name(**size): results.measure_workload(
-            t, size, stages=stages, peers=peers, repeats=15, progress=lambda *a: None)})
+            t, size, stages=stages, peers=peers, repeats=15, progress=lambda *a: None,
+            prepared=(w["args"], w["problem"], w["ctx"], w["peers"]))})
         print(results.table(record))
         results.plot(record, upto=upto, peers=peers)
         plt.show()
@@ -116,10 +141,8 @@ def _timed_sweep(t, module, stage, param, values, fixed, size):
     from . import device
     spec = t.bench
     used = size or spec.WORKLOADS[0]
-    args, problem = spec.prepare(used)
-    ctx = spec.context(problem, progress=lambda *a: None)
-    if getattr(spec, "PEERS_FIRST", False):
-        spec.peers(args, problem, ctx, repeats=15, progress=lambda *a: None)
+    w = workload(t, used, peers=True)                 # peers first where the figures need their time
+    args, problem, ctx = w["args"], w["problem"], w["ctx"]
     gpu = device.gpu()
     print(f"Measured now on {gpu.name if gpu else 'this GPU'}, {spec.workload_name(**used)}:")
     print(_table_header(param, spec))

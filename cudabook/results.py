@@ -104,19 +104,26 @@ def _timing(fn, repeats):
 
 
 def measure_workload(track, size, *, stages=None, peers=True, repeats=25, params=None, progress=print,
-                     check_cases=True) -> dict:
+                     check_cases=True, prepared=None) -> dict:
     """One workload of a track: fresh random inputs, the yardstick and the peers measured now, then every stage
     this machine can run. A stage is `correct` when its output on the workload's data is right before and after
-    the timed launches and (check_cases) it passes the grader's cases too (ragged shapes, unsorted targets)."""
+    the timed launches and (check_cases) it passes the grader's cases too (ragged shapes, unsorted targets).
+
+    prepared: (args, problem, ctx, peer rows or None) made earlier in this process for this size (a lesson
+    reuses one workload across its cells); its peer rows, when given, stand for peers measured first."""
     from . import track as tracks
     t = tracks.get(track)
     spec = t.bench
     params = params or {}
-    args, problem = spec.prepare(size)
-    ctx = spec.context(problem, progress)
-    peer_rows = {}
-    if peers and getattr(spec, "PEERS_FIRST", False):
+    if prepared is None:
+        args, problem = spec.prepare(size)
+        ctx = spec.context(problem, progress)
+        peer_rows = None
+    else:
+        args, problem, ctx, peer_rows = prepared
+    if peers and getattr(spec, "PEERS_FIRST", False) and peer_rows is None:
         peer_rows = spec.peers(args, problem, ctx, repeats=repeats, progress=progress)
+    peer_rows = (peer_rows or {}) if peers else {}
     rows = {}
     for name in stages or t.STAGES:
         why = t.unavailable(name)

@@ -114,3 +114,98 @@ def test_committed_records_measured_the_code_of_the_commit_they_name():
 def test_the_digest_is_of_the_code():
     here = results.source_digest()
     assert len(here) == 16 and results.source_digest(lambda p: "changed", ["cudabook/x.py"]) != here
+
+
+def test_a_large_reference_outlives_the_small_ones_judged_after_it():
+    """The benchmark judges each stage at full size, then the grader's small cases: the full-size reference must
+    still be kept for the next stage (at full size it takes minutes to make again)."""
+    import numpy as np
+
+    from cudabook.refmemo import References
+    memo, made = References(large=100), []
+
+    def make(tag):
+        made.append(tag)
+        return tag
+    big, small = (np.zeros(200), np.zeros(3)), (np.zeros(2), np.zeros(2))
+    assert memo.get(big, lambda: make("big")) == "big"
+    for i in range(3):                                     # the small cases, each new inputs
+        assert memo.get((np.zeros(2), np.zeros(2)), lambda: make(f"small {i}")) == f"small {i}"
+    assert memo.get(big, lambda: make("big again")) == "big" and made.count("big again") == 0
+    assert memo.get(small, lambda: make("s")) == "s" and memo.get(small, lambda: make("s2")) == "s"
+    assert memo.get((np.zeros(200), big[1]), lambda: make("other big")) == "other big"   # matched by identity
+    assert memo.kept(big) is None                          # one large one kept: the newest
+
+
+def _fake_track(calls):
+    """A track in plain Python (no GPU): it logs what is prepared, measured and launched."""
+    import types
+
+    import numpy as np
+
+    class Problem:
+        def poison(self):
+            self.out = None
+
+        def result(self):
+            return self.out
+
+    class Bench:
+        PEERS_FIRST = True
+        WORKLOADS = [dict(n=4)]
+        COLUMNS = [("µs", "median_us", "{}")]
+
+        @staticmethod
+        def workload_name(n):
+            return f"n={n}"
+
+        @staticmethod
+        def prepare(size):
+            calls.append(("prepare", size["n"]))
+            return (np.arange(size["n"]),), Problem()
+
+        @staticmethod
+        def context(problem, progress=print):
+            calls.append("context")
+            return {"copy_GBps": 1.0}
+
+        @staticmethod
+        def peers(args, problem, ctx, repeats=25, progress=print):
+            calls.append("peers")
+            ctx["peer_us"] = 2.0
+            return {"torch": {"median_us": 2.0}}
+
+        @staticmethod
+        def metrics(problem, us, ctx):
+            return {"vs_peer": ctx.get("peer_us", 0) / us}
+
+    def launch(problem, **params):
+        calls.append("launch")
+        problem.out = 1
+
+    stage = types.SimpleNamespace(launch=launch, PARAMS={})
+    return types.SimpleNamespace(NAME="fake", bench=Bench, STAGES=["01_x"], unavailable=lambda s: None,
+                                 stage=lambda s: stage, judge=lambda got, *a: types.SimpleNamespace(ok=got == 1),
+                                 grading_cases=lambda s: [])
+
+
+def test_a_lesson_prepares_its_workload_and_peers_once_per_process(monkeypatch):
+    """A lesson's ladder and its sweeps share one workload: inputs, ceilings and peers are made once (at full size
+    they take minutes), and the ladder's figures still use the peers' time."""
+    from cudabook import lesson, results
+    calls = []
+    t = _fake_track(calls)
+    monkeypatch.setattr(lesson, "_WORKLOAD", {})
+    monkeypatch.setattr(results, "_timing", lambda fn, repeats: (fn(), 4.0)[1])
+    w = lesson.workload(t, dict(n=4), peers=True)
+    assert calls == [("prepare", 4), "context", "peers"]
+    assert lesson.workload(t, dict(n=4), peers=True) is w and len(calls) == 3
+    row = results.measure_workload(t, dict(n=4), peers=True, check_cases=False, progress=lambda *a: None,
+                                   prepared=(w["args"], w["problem"], w["ctx"], w["peers"]))
+    assert [c for c in calls if c != "launch"] == [("prepare", 4), "context", "peers"]
+    assert row["peers"] == {"torch": {"median_us": 2.0}} and row["stages"]["01_x"]["vs_peer"] == 0.5
+    assert row["stages"]["01_x"]["correct"]
+    lesson.workload(t, dict(n=5))                          # another size: prepared anew, the old one let go
+    assert calls[-2:] == [("prepare", 5), "context"] and lesson._WORKLOAD["key"] == ("fake", "n=5")
+    assert results.measure_workload(t, dict(n=5), peers=False, check_cases=False, progress=lambda *a: None,
+                                    prepared=(w["args"], w["problem"], w["ctx"], None))["peers"] == {}

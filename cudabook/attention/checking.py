@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from .. import SIMULATOR
+from ..refmemo import References
 from ..verdict import Verdict, bf16_half_ulp
 from .inputs import BF16, POISON, attention, float64, random_problem
 
@@ -386,19 +387,10 @@ def overflowed(got, bad, inputs) -> str | None:
 FULL_LIMIT = 2 ** 31           # B H Nq Nk d above this: the reference of a sample of heads and rows only
 SAMPLE_HEADS, SAMPLE_ROWS = 8, 192
 
-# The last reference of each kind, kept with its inputs (so their ids stay theirs): the benchmark judges every
-# stage and peer on the same large inputs, with the grading cases' small ones in between.
-_reference_memo: list = []     # [(inputs, reference and bound)]
-_sample_memo: list = []        # [(inputs, the sample of heads and rows, its reference and bound)]
-
-
-def _memo(memo, inputs, make):
-    for kept, value in memo:
-        if len(kept) == len(inputs) and all(a is b for a, b in zip(kept, inputs)):
-            return value
-    value = make()
-    memo[:] = [(tuple(inputs), value)]
-    return value
+# Remembered for their inputs (refmemo): the benchmark judges every stage and peer on the same large inputs,
+# with the grading cases' small ones in between.
+_references = References()     # full references and bounds
+_samples = References()        # the sample of heads and rows, its reference and bound
 
 
 def _full(inputs):
@@ -432,9 +424,9 @@ def judge(got, q, k, v, causal=False) -> Verdict:
     B, H, Nq, d = np.shape(q)
     Nk = np.shape(k)[2]
     if B * H * Nq * Nk * d <= FULL_LIMIT:
-        ref, bound = _memo(_reference_memo, inputs, lambda: _full(inputs))
+        ref, bound = _references.get(inputs, lambda: _full(inputs))
         return compare(got, ref, bound, inputs=inputs)
-    return _judge_sample(got, inputs, _memo(_sample_memo, inputs, lambda: _sample(inputs)))
+    return _judge_sample(got, inputs, _samples.get(inputs, lambda: _sample(inputs)))
 
 
 def _judge_sample(got, inputs, sample) -> Verdict:

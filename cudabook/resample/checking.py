@@ -109,10 +109,13 @@ def diagnose(bad, nan, targets=None, times=None, *, unwritten=None, bits=None, r
         return (f"only the first channels of {int(rows_t.sum())} target(s) are wrong, the rest of each of those rows "
                 f"right: something wrote over the start of those rows. A store past the end of the elements a thread "
                 f"owns (a missing guard on the last, partly filled sweep) lands at the start of a row")
-    if D > 1 and not nan.any() and bad[rows_t].mean() > 0.9:
+    if D > 1 and not nan.any() and (bad[rows_t].mean() > 0.9 or _other_blends(got, rows_t, targets, times, feats)):
         which = ("every target is wrong" if rows_t.mean() > 0.9 else
                  f"{int(rows_t.sum())} of the {B * T} targets are wrong, the others right")
-        return (f"{which}, in (nearly) every channel: what a target shares across its channels is off: the two "
+        how = ("in (nearly) every channel" if bad[rows_t].mean() > 0.9 else
+               "each one a blend of two neighbouring source rows with one weight for all its channels, but not "
+               "the right rows or weight (where that weight is near the right one, some channels still pass)")
+        return (f"{which}, {how}: what a target shares across its channels is off: the two "
                 f"source rows it blends (lo and lo + 1 of its batch row, from the search) or its weight "
                 f"(w = (x - t[lo]) / (t[lo + 1] - t[lo]), clamped to [0, 1]; w = 0 gives row lo, w = 1 row lo + 1)")
     if nan.any() and not (nan & ~unwritten).any():
@@ -153,6 +156,34 @@ def _extrapolated(got, bad, targets, times, feats) -> bool:
     line = f[b, lo, d] + w * (f[b, lo + 1, d] - f[b, lo, d])
     g = got[b, i, d]
     return bool(np.mean(np.abs(g - line) <= 0.02 * np.maximum(np.abs(line), 1e-3)) > 0.9)
+
+
+def _other_blends(got, rows_t, targets, times, feats, most=64) -> bool:
+    """Is each wrong target (the first `most` of them) all of a piece, its channels a blend a + w (c - a) of two
+    neighbouring source rows a, c with one weight w, but not its right rows and weight? What that points at is
+    the search or the weight: a target's channels share both. False when that cannot be told."""
+    if got is None or feats is None or targets is None or times is None or not rows_t.any():
+        return False
+    f = np.asarray(feats)
+    f = (f.view(inputs.BF16) if f.dtype == np.uint16 else f).astype(np.float64)
+    t = np.asarray(times, np.float64)
+    x = np.asarray(targets, np.float64)
+    S = t.shape[1]
+    if S < 2:
+        return False
+    for b, i in list(zip(*np.nonzero(rows_t)))[:most]:
+        y = np.asarray(got[b, i], np.float64)
+        a, c = f[b, :-1], f[b, 1:]                                   # [S - 1, D]: every neighbouring pair
+        dc = c - a
+        w = np.clip(((y - a) * dc).sum(axis=1) / np.maximum((dc * dc).sum(axis=1), 1e-300), 0.0, 1.0)
+        fit = a + w[:, None] * dc
+        ok = (np.abs(fit - y) <= 2 ** -7 * np.abs(fit) + 1e-6).mean(axis=1) >= 0.95
+        lo = int(np.clip(np.searchsorted(t[b], x[b, i], side="right") - 1, 0, S - 2))
+        right = np.clip((x[b, i] - t[b, lo]) / (t[b, lo + 1] - t[b, lo]), 0.0, 1.0)
+        ok[lo] &= abs(w[lo] - right) > 1e-3                          # the right blend explains nothing wrong
+        if not ok.any():
+            return False
+    return True
 
 
 def _truncated(got, ref, bad, nan) -> bool:
