@@ -73,7 +73,7 @@ MISTAKES = [
     Mistake("02_warp_shuffles", "a single ballot round (S = 200 needs two)", [], WHOLE_TARGETS,
             {SEARCH: [("while hi > lo:", "if hi > lo:")]}),
     Mistake("02_warp_shuffles", "the ballot's popcount off by one (the gap after the last probe below x)", [],
-            ("raised an error", "every target is wrong"),   # a search past the end, or (other data) wrong rows
+            ("raised an error", WHOLE_TARGETS),   # a search past the end, or (other data) wrong rows: all or most targets
             {SEARCH: [("lo = lo + 1 + (c - 1) * step", "lo = lo + c * step")]}, OFF_BY_ONE),
     Mistake("02_warp_shuffles", "the probe step rounded down: the probes stop short of the range's end", [],
             WHOLE_TARGETS, {SEARCH: [("step = (hi - lo + WARP - 1) // WARP", "step = max(1, (hi - lo) // WARP)")]}),

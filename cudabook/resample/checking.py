@@ -73,7 +73,7 @@ def diagnose(bad, nan, targets=None, times=None, *, unwritten=None, bits=None, r
         return ("the stored bits are the values converted to integers (1.7 is stored as 1, a bf16 bit pattern "
                 "that means 1e-40): a float32 stored straight into the uint16 output. `out` holds bf16 bits: "
                 "store f32_to_bf16(value)")
-    if got is not None and ref is not None and _truncated(got, ref, bad, nan):
+    if got is not None and ref is not None and _truncated(got, ref, bad, nan, targets, times, feats):
         return ("every wrong output is a little smaller in magnitude than the correct one, by less than one bf16 "
                 "step: rounded toward zero (the low 16 bits cut off) instead of to nearest even: use f32_to_bf16")
     channels = bad.any(axis=(0, 1))
@@ -186,11 +186,29 @@ def _other_blends(got, rows_t, targets, times, feats, most=64) -> bool:
     return True
 
 
-def _truncated(got, ref, bad, nan) -> bool:
-    """True when every wrong output lies within one bf16 step of the reference, toward zero."""
+def _truncated(got, ref, bad, nan, targets=None, times=None, feats=None) -> bool:
+    """True when every wrong output lies within one bf16 step of the reference, toward zero. Given the inputs,
+    only outputs whose two source values are more than a step apart count (and there must be some): where they
+    are closer, any weight, right or wrong, gives a value within a step of the reference, so such an output
+    cannot tell a rounding mistake from a wrong weight."""
     if nan.any():
         return False
     g, r = got[bad], ref[bad]
+    if targets is not None and times is not None and feats is not None:
+        f = np.asarray(feats)
+        f = (f.view(inputs.BF16) if f.dtype == np.uint16 else f).astype(np.float64)
+        t = np.asarray(times, np.float64)
+        b, i, d = np.nonzero(bad)
+        x = np.asarray(targets, np.float64)[b, i]
+        lo = np.empty(len(x), np.int64)
+        for row in np.unique(b):                           # the interval of each wrong output's target
+            at = b == row
+            lo[at] = np.searchsorted(t[row], x[at], side="right") - 1
+        lo = np.clip(lo, 0, t.shape[1] - 2)
+        telling = np.abs(f[b, lo + 1, d] - f[b, lo, d]) > 2 * bf16_half_ulp(r)
+        if not telling.any():
+            return False
+        g, r = g[telling], r[telling]
     return bool(np.all((np.abs(g) <= np.abs(r)) & (np.abs(r - g) <= 2 * bf16_half_ulp(r)) & (g * r >= 0)))
 
 
