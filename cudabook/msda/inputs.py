@@ -188,7 +188,12 @@ def random_problem(N, Lq, M, levels, P, D, *, locations="local", borders=0.0, rn
     L = len(levels)
     starts = level_starts(levels)
     S = int(sum(h * w for h, w in levels))
-    value = to_bf16(rng.uniform(-1.0, 1.0, size=(N, S, M, D)))
+    # drawn and computed in float32, in place: the benchmark's size has some 190 million values and 380 million
+    # coordinates, and float64 temporaries made drawing them take a minute
+    value = rng.random((N, S, M, D), dtype=np.float32)
+    value *= 2
+    value -= 1
+    value = to_bf16(value)
     H = np.array([h for h, _ in levels], np.float64)
     W = np.array([w for _, w in levels], np.float64)
     shape = (N, Lq, M, L, P)
@@ -197,11 +202,14 @@ def random_problem(N, Lq, M, levels, P, D, *, locations="local", borders=0.0, rn
         own = np.searchsorted(starts, pixel, side="right") - 1            # the level each query's pixel is in
         y, x = np.divmod(pixel - starts[own], W[own].astype(np.int64))
         ref_x, ref_y = (x + 0.5) / W[own], (y + 0.5) / H[own]              # [Lq]
-        ox = rng.normal(0.0, SIGMA_PIXELS, shape) / W[:, None]            # [.., L, P] / W_l
-        oy = rng.normal(0.0, SIGMA_PIXELS, shape) / H[:, None]
-        loc = np.stack([ref_x[None, :, None, None, None] + ox, ref_y[None, :, None, None, None] + oy], axis=-1)
+        loc = np.empty(shape + (2,), np.float32)
+        for axis, (ref, size) in enumerate(((ref_x, W), (ref_y, H))):
+            c = loc[..., axis]
+            c[...] = rng.standard_normal(shape, dtype=np.float32)          # an offset of SIGMA_PIXELS pixels
+            c *= (SIGMA_PIXELS / size).astype(np.float32)[:, None]         # [.., L, P] / size_l
+            c += ref.astype(np.float32)[None, :, None, None, None]
     elif locations == "uniform":
-        loc = rng.uniform(0.0, 1.0, shape + (2,))
+        loc = rng.random(shape + (2,), dtype=np.float32)
     else:
         raise ValueError(f"locations must be 'local' or 'uniform', got {locations!r}")
     if borders:
@@ -210,10 +218,11 @@ def random_problem(N, Lq, M, levels, P, D, *, locations="local", borders=0.0, rn
                 pick = rng.random(shape[:3] + (P,)) < borders
                 special = border_positions(sizes[l])
                 loc[:, :, :, l, :, axis][pick] = rng.choice(special, size=int(pick.sum()))
-    logits = rng.normal(0.0, 1.0, shape).reshape(N, Lq, M, L * P)
-    e = np.exp(logits - logits.max(axis=-1, keepdims=True))
-    attn = (e / e.sum(axis=-1, keepdims=True)).reshape(shape)
-    return (value, np.array(levels, np.int64), starts, loc.astype(np.float32), attn.astype(np.float32))
+    attn = rng.standard_normal((N, Lq, M, L * P), dtype=np.float32)      # logits, then their softmax
+    attn -= attn.max(axis=-1, keepdims=True)
+    np.exp(attn, out=attn)
+    attn /= attn.sum(axis=-1, keepdims=True)
+    return (value, np.array(levels, np.int64), starts, loc, attn.reshape(shape))
 
 
 # ----------------------------------------------------------------------------------------------------------
