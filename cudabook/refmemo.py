@@ -37,6 +37,3 @@ class References:
             value = make()
             self._kept[self._slot(inputs)] = (inputs, value)
         return value
-
-    def clear(self):
-        self._kept.clear()

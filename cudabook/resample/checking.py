@@ -109,10 +109,11 @@ def diagnose(bad, nan, targets=None, times=None, *, unwritten=None, bits=None, r
         return (f"only the first channels of {int(rows_t.sum())} target(s) are wrong, the rest of each of those rows "
                 f"right: something wrote over the start of those rows. A store past the end of the elements a thread "
                 f"owns (a missing guard on the last, partly filled sweep) lands at the start of a row")
-    if D > 1 and not nan.any() and (bad[rows_t].mean() > 0.9 or _other_blends(got, rows_t, targets, times, feats)):
+    whole = rows_t.any() and bad[rows_t].mean() > 0.9                 # wrong targets wrong in nearly every channel
+    if D > 1 and not nan.any() and (whole or _other_blends(got, rows_t, targets, times, feats)):
         which = ("every target is wrong" if rows_t.mean() > 0.9 else
                  f"{int(rows_t.sum())} of the {B * T} targets are wrong, the others right")
-        how = ("in (nearly) every channel" if bad[rows_t].mean() > 0.9 else
+        how = ("in (nearly) every channel" if whole else
                "each one a blend of two neighbouring source rows with one weight for all its channels, but not "
                "the right rows or weight (where that weight is near the right one, some channels still pass)")
         return (f"{which}, {how}: what a target shares across its channels is off: the two "
@@ -140,13 +141,18 @@ def _row_starts(bad, rows_t) -> bool:
     return bool(all(k < D - 1 and r[:k + 1].mean() >= 0.5 for r, k in zip(wrong, last)))
 
 
+def _float64(feats):
+    """The source features as float64 (given as bf16 values or their uint16 bits)."""
+    f = np.asarray(feats)
+    return (f.view(inputs.BF16) if f.dtype == np.uint16 else f).astype(np.float64)
+
+
 def _extrapolated(got, bad, targets, times, feats) -> bool:
     """Do the wrong outputs (all at targets outside the source range) hold the line through the end interval,
     extended past the end (an unclamped weight)? True when that cannot be told (no inputs given)."""
     if got is None or feats is None:
         return True
-    f = np.asarray(feats)
-    f = (f.view(inputs.BF16) if f.dtype == np.uint16 else f).astype(np.float64)
+    f = _float64(feats)
     t = np.asarray(times, np.float64)
     S = t.shape[1]
     b, i, d = np.nonzero(bad)
@@ -164,12 +170,8 @@ def _other_blends(got, rows_t, targets, times, feats, most=64) -> bool:
     the search or the weight: a target's channels share both. False when that cannot be told."""
     if got is None or feats is None or targets is None or times is None or not rows_t.any():
         return False
-    f = np.asarray(feats)
-    f = (f.view(inputs.BF16) if f.dtype == np.uint16 else f).astype(np.float64)
-    t = np.asarray(times, np.float64)
-    x = np.asarray(targets, np.float64)
-    S = t.shape[1]
-    if S < 2:
+    f = _float64(feats)
+    if f.shape[1] < 2:
         return False
     for b, i in list(zip(*np.nonzero(rows_t)))[:most]:
         y = np.asarray(got[b, i], np.float64)
@@ -178,8 +180,7 @@ def _other_blends(got, rows_t, targets, times, feats, most=64) -> bool:
         w = np.clip(((y - a) * dc).sum(axis=1) / np.maximum((dc * dc).sum(axis=1), 1e-300), 0.0, 1.0)
         fit = a + w[:, None] * dc
         ok = (np.abs(fit - y) <= 2 ** -7 * np.abs(fit) + 1e-6).mean(axis=1) >= 0.95
-        lo = int(np.clip(np.searchsorted(t[b], x[b, i], side="right") - 1, 0, S - 2))
-        right = np.clip((x[b, i] - t[b, lo]) / (t[b, lo + 1] - t[b, lo]), 0.0, 1.0)
+        lo, right = inputs.interval(times[b], targets[b, i])
         ok[lo] &= abs(w[lo] - right) > 1e-3                          # the right blend explains nothing wrong
         if not ok.any():
             return False
@@ -195,16 +196,13 @@ def _truncated(got, ref, bad, nan, targets=None, times=None, feats=None) -> bool
         return False
     g, r = got[bad], ref[bad]
     if targets is not None and times is not None and feats is not None:
-        f = np.asarray(feats)
-        f = (f.view(inputs.BF16) if f.dtype == np.uint16 else f).astype(np.float64)
-        t = np.asarray(times, np.float64)
+        f = _float64(feats)
         b, i, d = np.nonzero(bad)
-        x = np.asarray(targets, np.float64)[b, i]
+        x = np.asarray(targets)[b, i]
         lo = np.empty(len(x), np.int64)
         for row in np.unique(b):                           # the interval of each wrong output's target
             at = b == row
-            lo[at] = np.searchsorted(t[row], x[at], side="right") - 1
-        lo = np.clip(lo, 0, t.shape[1] - 2)
+            lo[at] = inputs.interval(np.asarray(times)[row], x[at])[0]
         telling = np.abs(f[b, lo + 1, d] - f[b, lo, d]) > 2 * bf16_half_ulp(r)
         if not telling.any():
             return False

@@ -135,6 +135,15 @@ def random_problem(B, S, T, D, *, sorted_targets=True, rng=None, knots=0.1, outs
     return src_times, src_feats, tgt
 
 
+def interval(times_row, x):
+    """(lo, w) for targets x in one batch row of source times, as np.interp blends: the lower source row lo in
+    0 .. S-2 and the weight of row lo + 1, clamped to [0, 1] (so targets outside the range take the end rows)."""
+    t = np.asarray(times_row, np.float64)
+    x = np.asarray(x, np.float64)
+    hi = np.clip(np.searchsorted(t, x, side="right"), 1, len(t) - 1)
+    return hi - 1, np.clip((x - t[hi - 1]) / (t[hi] - t[hi - 1]), 0.0, 1.0)
+
+
 def reference_with_scale(src_times, src_feats, tgt_times):
     """float64 np.interp per (batch, channel), and the magnitude of the two source values each output mixes
     (what float32 arithmetic error scales with)."""
@@ -145,12 +154,9 @@ def reference_with_scale(src_times, src_feats, tgt_times):
     out = np.empty((B, T, D))
     scale = np.empty((B, T, D))
     for b in range(B):
-        t = times[b].astype(np.float64)
-        x = targets[b].astype(np.float64)
-        hi = np.clip(np.searchsorted(t, x, side="right"), 1, S - 1)
-        w = np.clip((x - t[hi - 1]) / (t[hi] - t[hi - 1]), 0.0, 1.0)[:, None]
-        a, c = feats[b, hi - 1], feats[b, hi]
-        out[b] = a + w * (c - a)
+        lo, w = interval(times[b], targets[b])
+        a, c = feats[b, lo], feats[b, lo + 1]
+        out[b] = a + w[:, None] * (c - a)
         scale[b] = np.maximum(np.abs(a), np.abs(c))
     return out, scale
 
@@ -165,13 +171,10 @@ def needed_bytes(src_times, src_feats, tgt_times) -> int:
     T = targets.shape[1]
     rows = 0
     for b in range(B):
-        t = times[b].astype(np.float64)
-        x = targets[b].astype(np.float64)
-        hi = np.clip(np.searchsorted(t, x, side="right"), 1, S - 1)
-        w = np.clip((x - t[hi - 1]) / (t[hi] - t[hi - 1]), 0.0, 1.0)
+        lo, w = interval(times[b], targets[b])
         used = np.zeros(S, bool)
-        used[hi[w < 1.0] - 1] = True                   # the lower row, where it weighs anything
-        used[hi[w > 0.0]] = True                       # the upper row, likewise
+        used[lo[w < 1.0]] = True                       # the lower row, where it weighs anything
+        used[lo[w > 0.0] + 1] = True                   # the upper row, likewise
         rows += int(used.sum())
     return 4 * B * S + 4 * B * T + 2 * D * rows + 2 * B * T * D
 
