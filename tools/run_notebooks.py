@@ -2,7 +2,8 @@
 
 For machines that have the workbook's dependencies but no Jupyter kernel (the GPU machine): the lessons use no
 IPython magics, so plain exec runs them as nbval would. Prints each notebook's result and the failing cell's
-traceback; exits 1 if any failed.
+traceback; exits 1 if any failed. With CUDABOOK_CELL_SECONDS=N set, also prints each cell that took N seconds
+or more (its number and first line), to find what makes a lesson slow.
 
     python tools/run_notebooks.py notebooks/gemm labs/gemm solutions/gemm
 """
@@ -21,15 +22,20 @@ def run(path: pathlib.Path) -> bool:
     namespace = {"__name__": "__main__"}
     cwd = os.getcwd()
     os.chdir(path.parent)
+    slow = float(os.environ.get("CUDABOOK_CELL_SECONDS", "inf"))
     t = time.time()
     try:
         for i, cell in enumerate(cells):
             source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            started = time.time()
             try:
                 exec(compile(source, f"{path}:cell {i}", "exec"), namespace)
             except Exception:
                 print(f"FAILED {path} (cell {i}, {time.time() - t:.0f} s)\n{traceback.format_exc()[-3000:]}", flush=True)
                 return False
+            if time.time() - started >= slow:
+                first = next((line for line in source.splitlines() if line.strip() and not line.startswith("#")), "")
+                print(f"  cell {i}: {time.time() - started:.0f} s  {first[:90]}", flush=True)
     finally:
         os.chdir(cwd)
         import matplotlib.pyplot as plt

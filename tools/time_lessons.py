@@ -91,6 +91,9 @@ def run_one(path: pathlib.Path, runner: str, timeout: int) -> dict:
         done = subprocess.run([sys.executable, str(ROOT / "tools" / "run_notebooks.py"), str(path)],
                               capture_output=True, text=True)
         ok, err = done.returncode == 0, "" if done.returncode == 0 else done.stdout.strip()[-300:]
+        slow_cells = [line for line in done.stdout.splitlines() if line.startswith("  cell ")]
+        if slow_cells:      # CUDABOOK_CELL_SECONDS set: where the time went
+            print("\n".join(slow_cells), flush=True)
     wall = time.perf_counter() - start
     after = os.times()
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
