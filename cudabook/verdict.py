@@ -12,6 +12,35 @@ def bf16_half_ulp(x):
     return np.ldexp(1.0, e - 9)
 
 
+def tolerance(ref, slack, got):
+    """Every checker's tolerance: half a bf16 ulp of the larger of |ref| and |got| (the output's own rounding),
+    plus the arithmetic's `slack` (the track's bound on its float32 error), plus a hair for exact zeros."""
+    return bf16_half_ulp(np.maximum(np.abs(ref), np.abs(np.nan_to_num(got)))) + slack + 1e-30
+
+
+def outside(got, ref, slack, chunk=1 << 18):
+    """bad: True where `got` (float64) is NaN or further from `ref` than tolerance(ref, slack, got); `slack`
+    broadcasts to ref's shape. Worked a block at a time: at a benchmark's hundred million outputs, whole-array
+    temporaries cost ten times more in fresh pages than in arithmetic."""
+    got, ref = np.asarray(got), np.asarray(ref)
+    slack = np.broadcast_to(slack, ref.shape)
+    bad = np.empty(ref.shape, bool)
+    if ref.size == 0 or ref.ndim == 0:
+        bad[...] = ~(np.abs(got - ref) <= tolerance(ref, slack, got))       # NaN compares False
+        return bad
+    axis, inner = 0, ref.size // ref.shape[0]
+    while axis + 1 < ref.ndim and inner > chunk:                # the first axis whose blocks fit a chunk
+        axis += 1
+        inner //= ref.shape[axis]
+    step = max(1, chunk // max(inner, 1))
+    for outer in np.ndindex(*ref.shape[:axis]):
+        for s in range(0, ref.shape[axis], step):
+            at = outer + (slice(s, s + step),)
+            g, r = got[at], ref[at]
+            bad[at] = ~(np.abs(g - r) <= tolerance(r, slack[at], g))
+    return bad
+
+
 def index_ranges(idx, most=6) -> str:
     """[3, 4, 5, 9] -> '3 .. 5, 9' (at most `most` pieces)."""
     idx = [int(i) for i in idx]

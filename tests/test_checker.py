@@ -1,5 +1,6 @@
 """The checker itself: tolerance, NaN, poison, diagnostics."""
 import numpy as np
+import pytest
 
 from cudabook import check, resample
 from cudabook.resample.inputs import BF16, reference_with_scale
@@ -60,3 +61,20 @@ def test_rows_wrong_only_at_their_start_point_at_a_store_past_the_end():
     assert not v.ok and "only the first channels of 2 target(s) are wrong" in v.message
     got[1, 17, :] = -9.0                      # a whole row wrong: not this pattern any more
     assert "first channels" not in check.compare(got, ref, scale).message
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (2, 700, 513), (1, 1, 300000), (4, 3, 2, 70000), (0, 4)])
+def test_outside_works_in_blocks_and_agrees_with_the_whole_array_formula(shape):
+    from cudabook import verdict
+    rng = np.random.default_rng()
+    ref = rng.normal(size=shape) * 10.0 ** rng.integers(-3, 3, size=shape)
+    slack = np.abs(rng.normal(size=shape[-1:])) * 1e-3           # broadcasts along the last axis
+    got = ref + rng.normal(size=shape) * np.abs(ref) * 2.0 ** -8
+    got[rng.random(shape) < 0.01] = np.nan
+    got[rng.random(shape) < 0.01] = np.inf
+    whole = ~(np.abs(got - ref) <= verdict.tolerance(ref, slack, got))
+    bad = verdict.outside(got, ref, slack, chunk=1000)
+    assert bad.shape == ref.shape and bad.dtype == bool
+    assert np.array_equal(bad, whole)
+    assert bad[np.isnan(got)].all() and bad[np.isinf(got)].all()
+    assert 0 < bad.mean() < 1 or ref.size == 0

@@ -9,7 +9,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from cudabook import gemm, labs, results, sizes, track
+from cudabook import gemm, labs, results, sizes, track, verdict
 from cudabook.gemm import checking, inputs
 from cudabook.gemm import waves
 
@@ -139,7 +139,7 @@ def test_the_tolerance_is_the_arithmetic(rng):
     worst = np.argmax(bound)
     i, j = np.unravel_index(worst, ref.shape)
     off = ref.copy()
-    off[i, j] = ref[i, j] + 3 * (bound[i, j] + checking.bf16_half_ulp(ref[i, j]))
+    off[i, j] = ref[i, j] + 3 * (bound[i, j] + verdict.bf16_half_ulp(ref[i, j]))
     assert not checking.compare(off, ref, bound).ok
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import SIMULATOR
 from ..refmemo import References
-from ..verdict import Verdict, bf16_half_ulp
+from ..verdict import Verdict, bf16_half_ulp, outside, tolerance
 from .inputs import BF16, POISON, attention, float64, random_problem
 
 # The grader's and the tests' cases: (name, random_problem's keyword arguments). Sizes are ragged (not multiples
@@ -68,7 +68,7 @@ def grading_cases(stage_name=None):
 # Comparing
 # ----------------------------------------------------------------------------------------------------------
 def _tolerance(ref, bound, got):
-    return bf16_half_ulp(np.maximum(np.abs(ref), np.abs(np.nan_to_num(got)))) + bound + 1e-30
+    return tolerance(ref, bound, got)
 
 
 def _as_float(got):
@@ -93,9 +93,8 @@ def compare(got, ref, bound, *, show=5, inputs=None) -> Verdict:
         return Verdict(False, ref.size, ref.size, 0, ref.shape,
                        f"FAIL: the output has shape {got.shape}, expected [B, H, Nq, d] = {ref.shape}")
     g = _as_float(got)
-    tol = _tolerance(ref, bound, g)
     nan = np.isnan(g)
-    bad = nan | ~(np.abs(g - ref) <= tol)
+    bad = outside(g, ref, bound)
     bits = _bits(got)
     unwritten = nan if bits is None else bits == POISON
     n_bad, n_nan = int(bad.sum()), int(nan.sum())
@@ -108,7 +107,8 @@ def compare(got, ref, bound, *, show=5, inputs=None) -> Verdict:
     lines = [f"FAIL: {n_bad:,} of {ref.size:,} outputs are wrong ({sizes})"
              + (f"; {n_nan:,} are NaN ({_nan_kinds(nan, unwritten, bits is not None)})" if n_nan else "")]
     for b, h, i, c, e, x in first:
-        lines.append(f"  out[{b}, {h}, {i}, {c}]: expected {e:.6g} (tolerance {float(tol[b, h, i, c]):.2g}), "
+        tol = float(_tolerance(ref[b, h, i, c], bound[b, h, i, c], x))
+        lines.append(f"  out[{b}, {h}, {i}, {c}]: expected {e:.6g} (tolerance {tol:.2g}), "
                      f"got {x:.6g}")
     hint = diagnose(g, ref, bad, nan, inputs, unwritten=unwritten)
     if hint:

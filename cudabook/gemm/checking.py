@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import SIMULATOR
 from ..refmemo import References
-from ..verdict import Verdict, bf16_half_ulp, index_ranges
+from ..verdict import Verdict, index_ranges, outside, tolerance
 from .inputs import BF16, reference_with_bound
 
 # The grader's and the tests' cases: (name, M, N, K). Ragged on purpose: nothing is a multiple of a tile,
@@ -36,14 +36,14 @@ def compare(got, ref, bound, *, show=5, a=None, b=None) -> Verdict:
     if got.shape != ref.shape:
         return Verdict(False, ref.size, ref.size, 0, ref.shape, f"FAIL: C has shape {got.shape}, expected {ref.shape}")
     g = got.astype(np.float64)
-    tol = bf16_half_ulp(np.maximum(np.abs(ref), np.abs(np.nan_to_num(g)))) + bound + 1e-30
     nan = np.isnan(g)
-    bad = nan | ~(np.abs(g - ref) <= tol)
+    bad = outside(g, ref, bound)
     n_bad, n_nan = int(bad.sum()), int(nan.sum())
     M, N = ref.shape
     if n_bad == 0:
         return Verdict(True, 0, ref.size, 0, ref.shape, f"PASS: all {ref.size:,} elements of C match (M={M}, N={N})")
     where = np.argwhere(bad)
+    tol = tolerance(ref, bound, g)                   # whole, for the hints: only when something failed
     first = [(int(i), int(j), float(ref[i, j]), float(g[i, j])) for i, j in where[:show]]
     lines = [f"FAIL: {n_bad:,} of {ref.size:,} elements of C are wrong (M={M}, N={N})"
              + (f"; {n_nan:,} are NaN (never written, or computed as NaN)" if n_nan else "")]

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import SIMULATOR
 from ..refmemo import References
-from ..verdict import Verdict, bf16_half_ulp
+from ..verdict import Verdict, outside, tolerance
 from .inputs import BF16, random_problem, reference_with_bound, sample
 
 # The grader's and the tests' cases: (name, random_problem's arguments). Every loop runs more than once and
@@ -54,7 +54,7 @@ def grading_cases(stage_name=None):
 # Comparing
 # ----------------------------------------------------------------------------------------------------------
 def _tolerance(ref, bound, got):
-    return bf16_half_ulp(np.maximum(np.abs(ref), np.abs(np.nan_to_num(got)))) + bound + 1e-30
+    return tolerance(ref, bound, got)
 
 
 def compare(got, ref, bound, *, D=None, show=5, inputs=None) -> Verdict:
@@ -66,9 +66,8 @@ def compare(got, ref, bound, *, D=None, show=5, inputs=None) -> Verdict:
         return Verdict(False, ref.size, ref.size, 0, ref.shape,
                        f"FAIL: the output has shape {got.shape}, expected [N, Lq, M * D] = {ref.shape}")
     g = got.astype(np.float64)
-    tol = _tolerance(ref, bound, g)
+    bad = outside(g, ref, bound)
     nan = np.isnan(g)
-    bad = nan | ~(np.abs(g - ref) <= tol)
     n_bad, n_nan = int(bad.sum()), int(nan.sum())
     N, Lq, MD = ref.shape
     D = D or MD
@@ -80,8 +79,9 @@ def compare(got, ref, bound, *, D=None, show=5, inputs=None) -> Verdict:
     lines = [f"FAIL: {n_bad:,} of {ref.size:,} outputs are wrong (N={N}, Lq={Lq}, M*D={MD})"
              + (f"; {n_nan:,} are NaN (never written, or computed as NaN)" if n_nan else "")]
     for n, q, k, e, x in first:
+        tol = float(_tolerance(ref[n, q, k], bound[n, q, k], x))
         lines.append(f"  out[{n}, {q}, {k}] (head {k // D}, channel {k % D}): expected {e:.6g} "
-                     f"(tolerance {float(tol[n, q, k]):.2g}), got {x:.6g}")
+                     f"(tolerance {tol:.2g}), got {x:.6g}")
     hint = diagnose(g, ref, bad, nan, D, inputs)
     if hint:
         lines.append("Hint: " + hint)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..verdict import Verdict, bf16_half_ulp, index_ranges
+from ..verdict import Verdict, bf16_half_ulp, index_ranges, outside
 from . import inputs
 from .problem import POISON, upload
 
@@ -22,10 +22,9 @@ def compare(got, ref, scale, *, targets=None, times=None, feats=None, show=5) ->
         return Verdict(False, ref.size, ref.size, 0, ref.shape,
                        f"FAIL: output shape {got.shape}, expected {ref.shape}")
     g = got.astype(np.float64)
-    tol = bf16_half_ulp(np.maximum(np.abs(ref), np.abs(np.nan_to_num(g)))) + 8 * EPS32 * scale + 1e-30
     nan = np.isnan(g)
     bits = got.view(np.uint16) if got.dtype.itemsize == 2 else None      # bf16 (or its uint16 bits)
-    bad = nan | ~(np.abs(g - ref) <= tol)
+    bad = outside(g, ref, 8 * EPS32 * scale)
     n_bad, n_nan = int(bad.sum()), int(nan.sum())
     if n_bad == 0:
         return Verdict(True, 0, ref.size, 0, ref.shape, f"PASS: all {ref.size:,} outputs match {_shape(ref)}")
