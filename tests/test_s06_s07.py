@@ -74,6 +74,23 @@ def test_07_sass_has_utmaldg():
     assert not nvrtc.sass_lines(cubin, r"^UTMASTG", kernel=s07.KERNEL)
     stored = s07.compile_cubin("sm_90a", tma_store=True)
     assert nvrtc.sass_lines(stored, r"^UTMASTG", kernel=s07.KERNEL)
+    # programmatic dependent launch: the prepass lets the streaming kernel start, which waits before the pairs
+    assert nvrtc.sass_lines(cubin, r"^PREEXIT", kernel=s07.INTERVALS)     # griddepcontrol.launch_dependents
+    assert nvrtc.sass_lines(cubin, r"^ACQBULK", kernel=s07.KERNEL)        # griddepcontrol.wait
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("srt", [True, False])
+def test_07_programmatic_dependent_launch_gives_the_same_bits(srt):
+    st, sf, tt = inputs.random_problem(4, 3000, 5000, 64, sorted_targets=srt, rng=6)
+    p = resample.upload(st, sf, tt)
+    outs = []
+    for pdl in (True, False):
+        p.poison()
+        s07.launch(p, pdl=pdl)
+        outs.append(p.out.copy_to_host())
+    assert np.array_equal(outs[0], outs[1])
 
 
 def test_no_register_spills():
@@ -184,7 +201,7 @@ RANDOM += [(2, 9000, 700, 64, True)]   # a row of source times longer than the p
 V06 = [{}, {"schedule": "strided"}, {"stages": 2}, {"stages": 3, "blocks": 3}, {"window_rows": 6, "blocks": 5}, {"threads": 64},
        {"targets_per_item": 64, "d_chunk": 64}, {"targets_per_item": 7, "window_rows": 9, "blocks": 2},
        {"bf16_cvt": False}]
-V07 = [{}, {"schedule": "strided"}, {"tma_store": True}, {"box_rows": 1}, {"box_rows": 16, "window_rows": 64}, {"stages": 2, "blocks": 3},
+V07 = [{}, {"pdl": False}, {"schedule": "strided"}, {"tma_store": True}, {"box_rows": 1}, {"box_rows": 16, "window_rows": 64}, {"stages": 2, "blocks": 3},
        {"window_rows": 8, "blocks": 5}, {"consumer_warps": 2}, {"targets_per_item": 64, "d_chunk": 64},
        {"targets_per_item": 8, "tma_store": True, "blocks": 2}, {"streaming_stores": True},
        {"tensor_map": "cuda_core"}, {"tensor_map": "cuda_core", "tma_store": True, "stages": 3},

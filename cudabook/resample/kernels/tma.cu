@@ -10,7 +10,10 @@
 //   1 prepass   a first small kernel, resample_intervals, finds every target's interval lo (a binary search in
 //               a row of source times held in shared memory) and its weight w, and writes them as one int2 per
 //               target (B*T*8 bytes: 2 MB at the benchmark size). The streaming kernel only reads them: an
-//               item's window is [min lo, max lo + 2).
+//               item's window is [min lo, max lo + 2). With programmatic dependent launch (the host's pdl),
+//               the streaming kernel's blocks start while the prepass runs: the prepass lets them
+//               (griddepcontrol.launch_dependents), and the producer waits (griddepcontrol.wait) only before it
+//               reads the first pair, so the barriers' set-up and the launch itself hide under the search.
 //   2 producer  the producer warp of the streaming kernel finds them: the item's window by a warp-wide search
 //               in global memory (seeded by the last window when the items follow each other), then every
 //               target's lo by a binary search in the window's source times, which it loads into a scratch
@@ -253,6 +256,9 @@ extern "C" __global__ void __launch_bounds__(PRE_NT)
 resample_intervals(const float* __restrict__ times, const float* __restrict__ targets, int2* __restrict__ lw,
                    int B, int S, int T) {
     __shared__ float st[PRE_SMAX];
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;");         // (PDL) the streaming kernel's blocks may start
+#endif
     const int ntb = (T + PRE_T - 1) / PRE_T;
     const int b = blockIdx.x / ntb, t0 = (blockIdx.x - b * ntb) * PRE_T, nt = min(PRE_T, T - t0);
     const float* row = times + (size_t)b * S;
@@ -485,6 +491,9 @@ resample_tma(const __grid_constant__ TensorMap fmap, const __grid_constant__ Ten
         bool more = walk_item(w, B, T, ntc, ndc, it);
 #if SEARCH == 1
         int2 e[XPL], enext[XPL];                           // this item's (lo, w) pairs; the next item's
+#if __CUDA_ARCH__ >= 900
+        asm volatile("griddepcontrol.wait;" ::: "memory");      // (PDL) from here on the prepass has finished
+#endif
         if (more) load_pairs(lw, T, it, e);
 #else
         float x[XPL], xnext[XPL];                          // this item's targets; the next item's
