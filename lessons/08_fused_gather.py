@@ -456,8 +456,8 @@ except nvrtc.ToolMissing as e:
 # index arithmetic (which batch row, which targets), and only then, just before a lane reads its (lo, w) pair,
 # run `griddepcontrol.wait` (the `SEARCH == 2` branch of `resample_fused`, printed earlier). The wait returns
 # once the search grid has finished and its writes are visible. On sm_80 the kernels leave both instructions out
-# and the launch is an ordinary one. (`cudabook.nvrtc.Kernel.launch(..., pdl=True)` does the host side.) The
-# search kernel:
+# and the launch is an ordinary one. (`cudabook.nvrtc.Kernel.launch(..., pdl=True)` does the host side.) Stage
+# 07 launches its streaming kernel after its prepass the same way (its `pdl` sweep). The search kernel:
 
 # %%
 lesson.show_region(s08.source(), start='extern "C" __global__ void __launch_bounds__(256)',
