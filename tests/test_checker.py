@@ -28,8 +28,14 @@ def test_a_nan_never_passes():
 def test_one_bf16_step_off_fails():
     ref, scale = problem()
     bits = ref.astype(np.float32).astype(BF16).view(np.uint16).copy()
-    at = np.unravel_index(np.argmax(np.abs(ref)), ref.shape)   # where one bf16 step dwarfs the fp32 slack
-    bits[at] += 1                                              # (near zero, 8 fp32 eps x scale may not)
+    # the largest |ref| (where one bf16 step dwarfs the 8 fp32 eps x scale slack) whose bf16 value is not at
+    # the edge of its binade, so that both neighbours are one full step away (next to a power of two, the step
+    # is half the size on one side, and the tolerance takes the ulp of the larger value)
+    inner = ((bits & 0x7F) >= 2) & ((bits & 0x7F) <= 125)
+    at = np.unravel_index(np.argmax(np.where(inner, np.abs(ref), -1.0)), ref.shape)
+    r = float(bits.view(BF16)[at])
+    up = (r >= ref[at]) == (r > 0)                  # step away from ref (+1 in the bits moves a positive value up)
+    bits[at] = bits[at] + np.uint16(1) if up else bits[at] - np.uint16(1)
     v = check.compare(bits.view(BF16), ref, scale)
     assert not v.ok and v.wrong == 1
 
