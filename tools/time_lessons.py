@@ -11,7 +11,8 @@ can start, in its own Python process through tools/run_notebooks.py (--runner ex
 notebook, the wall time (what a learner waits), the CPU time of its process, whether it ran to the end, and the
 commit and date; and, for the machine, the GPU or CPU, the versions of what ran the kernels, and the load average
 (other work on the machine makes wall times longer than they would be). The compiled-kernel caches start empty
-(--warm keeps them), so the times are those of a learner's first pass.
+(--warm keeps them), so the times are those of a learner's first pass. With CUDABOOK_CELL_SECONDS=N and the exec
+runner, each cell that took N seconds or more is printed as well.
 """
 from __future__ import annotations
 
