@@ -20,8 +20,8 @@ def tolerance(ref, slack, got):
 
 def outside(got, ref, slack, chunk=1 << 18):
     """bad: True where `got` (float64) is NaN or further from `ref` than tolerance(ref, slack, got); `slack`
-    broadcasts to ref's shape. Worked a block at a time: at a benchmark's hundred million outputs, whole-array
-    temporaries cost ten times more in fresh pages than in arithmetic."""
+    broadcasts to ref's shape. The tolerance is worked a block at a time: at a benchmark's hundred million
+    outputs, its whole-array temporaries cost ten times more in fresh pages than in arithmetic."""
     got, ref = np.asarray(got), np.asarray(ref)
     slack = np.broadcast_to(slack, ref.shape)
     bad = np.empty(ref.shape, bool)

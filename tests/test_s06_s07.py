@@ -81,16 +81,41 @@ def test_07_sass_has_utmaldg():
 
 @pytest.mark.gpu
 @pytest.mark.hopper
-@pytest.mark.parametrize("srt", [True, False])
-def test_07_programmatic_dependent_launch_gives_the_same_bits(srt):
-    st, sf, tt = inputs.random_problem(4, 3000, 5000, 64, sorted_targets=srt, rng=6)
+@pytest.mark.parametrize("S, srt", [(3000, True), (3000, False), (9000, True)])    # 9000: a prepass without smem
+def test_07_programmatic_dependent_launch_gives_the_same_bits(S, srt):
+    st, sf, tt = inputs.random_problem(4, S, 5000, 64, sorted_targets=srt, rng=6)
     p = resample.upload(st, sf, tt)
     outs = []
     for pdl in (True, False):
         p.poison()
+        # pairs left from an earlier launch would hide a read before the wait: garbage in the buffer first
+        s07.pairs_buffer(4 * 5000).copy_to_device(np.full((4 * 5000, 2), 0x7F7F7F7F, np.int32))
         s07.launch(p, pdl=pdl)
         outs.append(p.out.copy_to_host())
     assert np.array_equal(outs[0], outs[1])
+    ref, scale = inputs.reference_with_scale(st, sf, tt)
+    assert check.compare(outs[0].view(inputs.BF16), ref, scale).ok
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+def test_07_and_08_launch_a_source_without_the_wait_the_ordinary_way(monkeypatch):
+    # a learner's copy of the kernel that lacks griddepcontrol.wait must not be launched with PDL (it would race)
+    from cudabook.resample import s08_fused_gather as s08
+    seen = []
+    launch = nvrtc.Kernel.launch
+    monkeypatch.setattr(nvrtc.Kernel, "launch", lambda self, *a, pdl=False, **kw: (seen.append(pdl),
+                                                                                  launch(self, *a, pdl=pdl, **kw))[1])
+    st, sf, tt = inputs.random_problem(2, 500, 700, 64, rng=7)
+    p = resample.upload(st, sf, tt)
+    for module, params in ((s07, {}), (s08, {"search": "prepass"})):
+        source = module.SOURCE.read_text()
+        without = source.replace('asm volatile("griddepcontrol.wait;" ::: "memory");', "")
+        assert without != source
+        for text, expected in ((source, True), (without, False)):
+            seen.clear()
+            module.launch(p, kernel=text, **params)
+            assert seen[-1] is expected, (module.NAME, expected)
 
 
 def test_no_register_spills():

@@ -216,6 +216,14 @@ def update(guide=GUIDE, timings=TIMINGS) -> bool:
     return new != text
 
 
+def _commits(record) -> str:
+    """"commit X", or, where the notebooks were timed at several commits (the record merges runs), all of them
+    in the order they were timed."""
+    seen = sorted({(e.get("date", ""), e["commit"]) for e in record["notebooks"].values() if e.get("commit")})
+    commits = list(dict.fromkeys(c for _, c in seen)) or [record["commit"]]
+    return f"commit {commits[0]}" if len(commits) == 1 else f"commits {', '.join(commits)} (each notebook's in the record)"
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--check"]:
         same = GUIDE.read_text() == render(GUIDE.read_text())
@@ -223,10 +231,3 @@ if __name__ == "__main__":
         sys.exit(0 if same else 1)
     print("GUIDE.md updated" if update() else "GUIDE.md already up to date")
 
-
-def _commits(record) -> str:
-    """"commit X", or, where the notebooks were timed at several commits (the record merges runs), all of them
-    in the order they were timed."""
-    seen = sorted({(e.get("date", ""), e["commit"]) for e in record["notebooks"].values() if e.get("commit")})
-    commits = list(dict.fromkeys(c for _, c in seen)) or [record["commit"]]
-    return f"commit {commits[0]}" if len(commits) == 1 else f"commits {', '.join(commits)} (each notebook's in the record)"

@@ -22,7 +22,7 @@ def run(path: pathlib.Path) -> bool:
     namespace = {"__name__": "__main__"}
     cwd = os.getcwd()
     os.chdir(path.parent)
-    slow = float(os.environ.get("CUDABOOK_CELL_SECONDS", "inf"))
+    slow = float(os.environ.get("CUDABOOK_CELL_SECONDS") or "inf")
     t = time.time()
     try:
         for i, cell in enumerate(cells):

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import ctypes
 import math
-import pathlib
 
 import numpy as np
 
@@ -381,7 +380,8 @@ def _parts(p, kernel, params) -> dict:
     if params["tensor_map"] not in ("driver", "cuda_core"):
         raise ValueError(f"{NAME}: tensor_map must be 'driver' or 'cuda_core', got {params['tensor_map']!r}")
     cfg = config(D, S=S, **{k: params[k] for k in _CONFIG_KEYS})
-    prep = _prepare(nvrtc.kernel_text(kernel, SOURCE, NAME), cfg, params["blocks_per_sm"])
+    text = nvrtc.kernel_text(kernel, SOURCE, NAME)
+    prep = _prepare(text, cfg, params["blocks_per_sm"])
     ptrs = s06._pointers(p)      # (the closures below hold pointers and maps, never the problem's arrays)
     if not tma_ok(D):
         fallback, nblocks = prep["fallback"], B * math.ceil(T / s06.GEN_T)
@@ -402,7 +402,8 @@ def _parts(p, kernel, params) -> dict:
         omap = output_map(p, cfg) if cfg["OUT_TMA"] else fmap
         args = [fmap, tmap, omap] + ptrs + [pairs, B, S, T, D]
         kern, nthreads, smem = prep["kernel"], threads(cfg), prep["smem"]
-        pdl = bool(params["pdl"]) and cfg["SEARCH"] == 1
+        # (a learner's source without griddepcontrol.wait would race the prepass: launched the ordinary way)
+        pdl = bool(params["pdl"]) and cfg["SEARCH"] == 1 and "griddepcontrol.wait;" in text
         out["main"] = lambda: kern.launch(grid, nthreads, args, ARG_TYPES, shared=smem, pdl=pdl)
     else:
         out["main"] = _cuda_core_launcher(p, cfg, prep, grid, ptrs + [pairs], params["l2_promotion"])

@@ -163,7 +163,8 @@ def launch(p, kernel=None, **params):
         raise StageUnavailable(unavailable())
     params = {**PARAMS, **params}
     cfg = config(D, **{k: params[k] for k in _CONFIG_KEYS})
-    kern, find = _kernels(nvrtc.kernel_text(kernel, SOURCE, NAME), cfg)
+    text = nvrtc.kernel_text(kernel, SOURCE, NAME)
+    kern, find = _kernels(text, cfg)
     grid = blocks(B, T, cfg)
     pairs = 0
     if cfg["SEARCH"] == SEARCHES["prepass"]:
@@ -173,7 +174,9 @@ def launch(p, kernel=None, **params):
     args = [device.address(p.times), device.address(p.feats), device.address(p.targets), device.address(p.out),
             B, S, T, pairs]
     # programmatic dependent launch needs Hopper (sm_90): the kernel's griddepcontrol.wait exists only there
-    pdl = bool(params["pdl"]) and bool(pairs) and device.gpu().compute_capability >= (9, 0)
+    # (and only for a source that waits: a learner's copy without griddepcontrol.wait would race resample_find)
+    pdl = (bool(params["pdl"]) and bool(pairs) and device.gpu().compute_capability >= (9, 0)
+           and "griddepcontrol.wait;" in text)
     kern.launch(grid, cfg["NT"], args, ARG_TYPES, pdl=pdl)
 
 
