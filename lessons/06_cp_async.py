@@ -8,6 +8,7 @@
 # windows, then works on the current one; it waits only when it needs the data.
 #
 # ```
+#   (drawn for STAGES = 3; the stage's default is 2: wait_group 1, item i+1 in flight)
 #   cp.async ... ; cp.async ... ; commit_group        <- copies of item i+2 (group i+2)
 #   cp.async.wait_group 2                             <- wait until at most 2 groups are still in flight:
 #                                                        item i has landed
@@ -70,7 +71,9 @@ except nvrtc.CompileError as e:
 # ## The stage's kernel
 #
 # A work item is a run of consecutive targets of one batch row. Warp 0 finds the window of source rows they
-# need (the 32-way ballot search of stage 02, written in C++), then every thread issues `cp.async` copies of
+# need (a warp-wide ballot search like stage 02's, in C++: one round of 128 probes from the end of the block's
+# last window, and where that misses, 64 probes a round: 2 rounds at S = 4096), then every thread issues
+# `cp.async` copies of
 # the window's rows into the stage's shared buffer. Here is the heart of it, the pipeline loop (the whole
 # file is `cudabook/resample/kernels/cp_async.cu`):
 
@@ -80,9 +83,9 @@ lesson.show_region(s06.source(), start="float x[XPL];", end="cp_async_wait<0>();
 # %% [markdown]
 # ## Proof that the copies are asynchronous
 #
-# In the machine code, `cp.async` becomes **`LDGSTS`** (load global, store shared, in one instruction), and
-# `cp.async.wait_group` becomes `LDGDEPBAR` / `DEPBAR`. A synchronous copy would show an `LDG` into a register
-# followed by an `STS`.
+# In the machine code, `cp.async` becomes **`LDGSTS`** (load global, store shared, in one instruction),
+# `cp.async.commit_group` becomes `LDGDEPBAR`, and `cp.async.wait_group N` becomes `DEPBAR.LE SB0, N`. A
+# synchronous copy would show an `LDG` into a register followed by an `STS`.
 
 # %%
 cubin06 = s06.compile_cubin(arch="sm_90a")

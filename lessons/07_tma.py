@@ -7,10 +7,11 @@
 # Completion is signalled on an **mbarrier** in shared memory, which counts the bytes that arrived.
 #
 # ```
-#   producer warp (1 elected thread)            consumer warps
-#   wait "empty[s]"                             wait "full[s]"  (bytes arrived = bytes expected)
-#   arrive.expect_tx(full[s], box bytes)        interpolate from stage s
-#   cp.async.bulk.tensor ... [stage s]          arrive "empty[s]"
+#   producer warp                               consumer warps
+#   wait "empty[s]"                             wait "full[s]"  (32 arrivals, and bytes arrived
+#   lane 0: arrive.expect_tx(full[s], bytes)                     = bytes expected)
+#           cp.async.bulk.tensor ... [stage s]  interpolate from stage s
+#   lanes 1-31: arrive(full[s])                 arrive "empty[s]"
 # ```
 #
 # Two things to learn here: making the tensor map (the call that an earlier attempt, in the optimisation log
@@ -268,9 +269,10 @@ for line in nvrtc.sass_lines(cubin07, r"UTMALDG|UTMASTG|SYNCS\.ARRIVE")[:8]:
 # ## Two ways to make the map
 #
 # `s07.launch(p, tensor_map="driver")` encodes with the real `cuTensorMapEncodeTiled` (through `tma.encode_tiled`,
-# validator first) and launches with `cuLaunchKernel`. `tensor_map="cuda_core"` builds the same map with
-# cuda.core's `StridedMemoryView.as_tensor_map` and launches with `cuda.core.launch`. The tests check that both
-# give bit-identical output.
+# validator first) and launches the prepass with `cuLaunchKernel` and the main kernel with `cuLaunchKernelEx`
+# (for programmatic dependent launch). `tensor_map="cuda_core"` builds the same map with cuda.core's
+# `StridedMemoryView.as_tensor_map` and launches with `cuda.core.launch`, without programmatic dependent launch.
+# The tests check that both give bit-identical output.
 
 # %%
 why = resample.unavailable("07_tma")
@@ -309,23 +311,29 @@ for record in results.load_all():
             print(f"{record['gpu']} · {name}")
             for k in ("05_double_buffered", "07_tma", "torch_compile"):
                 if "median_us" in rows.get(k, {}):
-                    print(f"  {k:>18}: {rows[k]['median_us']:7.1f} µs  {rows[k]['pct_of_copy']:5.1f} % of copy")
+                    older = k == "07_tma" and "pdl" not in rows[k].get("params", {"pdl": True})
+                    print(f"  {k:>18}: {rows[k]['median_us']:7.1f} µs  {rows[k]['pct_of_copy']:5.1f} % of copy"
+                          + ("  (before pdl: the two kernels one after the other)" if older else ""))
             a, b = (rows.get(k, {}).get("median_us") for k in ("05_double_buffered", "07_tma"))
             if a and b:
                 print(f"  {'07 against 05':>18}: {100 * (a - b) / a:+.1f} % of 05's time "
                       f"({'07' if b < a else '05'} ahead)")
 
 # %% [markdown]
-# Honest reading of these records: `torch.compile`'s fused gather reaches the copy ceiling on this problem
-# (the L2 cache absorbs its re-reads of neighbouring rows). Stage 07 and stage 05's Numba gather, which pays
-# the same kind of prepass, are close: the last line of each record above gives the gap and which is ahead. Much
-# of what separates them from `torch.compile` is the search prepass, nearly all latency. Timed apart on an H100
-# at the benchmark size (one run, not a results/ record): the prepass alone 4.9 µs, the main kernel alone
-# 94.9 µs (97 % of copy), both 101.3 µs one after the other, and 99.5 µs with programmatic dependent launch,
-# which hides the launch and the barriers' set-up but cannot start the copies before the pairs exist. The
-# honest lesson: on this problem
-# a window in shared memory, even one brought by the copy engine, buys nothing that L2 does not already give a
-# plain gather. What decides is bytes in flight, and the search. The TMA's strengths (no address arithmetic
+# Honest reading of these records: `torch.compile`'s fused gather reaches the copy ceiling on this problem, or
+# nearly (the L2 cache absorbs its re-reads of neighbouring rows; each record above gives its % of copy). Stage
+# 07 and stage 05's Numba gather, which pays the same kind of prepass, are close: the last line of each record
+# gives the gap and which is ahead (a 07 line marked "before pdl" comes from a record taken before stage 07
+# launched its main kernel with programmatic dependent launch).
+#
+# The prepass is not what separates 07 from `torch.compile`. Timed apart on an H100 at the benchmark size (one
+# run, not a results/ record): the prepass alone 4.9 µs, the main kernel alone 94.9 µs, both 101.3 µs one after
+# the other, and 99.5 µs with programmatic dependent launch, which hides the launch and the barriers' set-up
+# but cannot start the copies before the pairs exist. `torch.compile`'s whole call, in the H100 record above,
+# takes less than 07's main kernel alone: the difference is in the streaming kernel, and lesson 08 finds it.
+# The honest lesson: on this
+# problem a window in shared memory, even one brought by the copy engine, buys nothing that L2 does not
+# already give a plain gather. What decides is bytes in flight. The TMA's strengths (no address arithmetic
 # per thread, no registers, large boxes) pay off where each byte brought into shared memory is used many
 # times, as in a matrix multiply; here each is used about twice.
 

@@ -611,9 +611,10 @@ for record in results.load_all():
 
 # %% [markdown]
 # In the H100 record stage 08 is the fastest resampler of this workbook, and the first rung of the ladder to
-# take less time than `torch.compile` in the same run. But the margin is about 2 %, not the 5 % this workbook
-# aims for, and in the H200 record it is under 1 %. The aim is close to the wall: 5 % under the compiler's time
-# is above 96 % of needed.
+# take less time than `torch.compile` in the same run. But the margin (printed above) is a few percent at most,
+# not the 5 % this workbook aims for, and in the H200 record it is under 1 %. The aim is close to the wall: the
+# line "the aim" above gives 5 % under the compiler's time as a share of the needed-bytes ceiling, about 96 %
+# on the H100.
 #
 # How far ahead also depends on the compiler's run. Inductor's autotuner times a few tile shapes for the gather
 # when it first compiles and keeps the fastest, and which one wins changes from process to process. Four fresh

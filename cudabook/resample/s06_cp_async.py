@@ -4,7 +4,8 @@ The kernel is CUDA C++ in kernels/cp_async.cu, compiled at run time by NVRTC (cu
 this GPU, and launched on the same Numba device arrays as every other stage.
 
 A work item is a run of TW consecutive targets of one batch row. Sorted targets need only a short window of
-consecutive source rows, so warp 0 finds that window (a 32-way warp search: 3 rounds for S = 4096), and then
+consecutive source rows, so warp 0 finds that window (a warp-wide ballot search: 128 probes from the end of
+the last window, else 64 probes a round, 2 rounds for S = 4096), and then
 every thread copies the window's feature rows into shared memory with 16-byte `cp.async` instructions, which
 move data from global to shared memory without passing through registers and without making the thread wait.
 Copies for the next STAGES-1 items are in flight while the block interpolates the current one

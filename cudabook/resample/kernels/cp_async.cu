@@ -5,8 +5,9 @@
 // its source times) into shared memory with cp.async, STAGES items deep, and interpolates from there.
 //
 //   fill(j): warp 0 loads item j's targets, and finds the window [L, L+n) of source rows that holds their
-//            intervals (a warp-wide search); then every thread issues 16-byte cp.async copies of the window's
-//            feature rows and source times into stage j % STAGES, and commits them as one group.
+//            intervals (a warp-wide search); then every thread issues cp.async copies of the window's feature
+//            rows (16 bytes each) and source times (4 bytes each) into stage j % STAGES, and commits them as one
+//            group.
 //   loop:    fill(k + STAGES - 1); wait until item k's group has landed (cp.async.wait_group STAGES-1);
 //            find each target's interval inside the window (shared memory); interpolate; 16-byte stores.
 //
