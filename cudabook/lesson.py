@@ -339,13 +339,16 @@ def plot_sweep(stage, param, series, spec, subtitle=""):
 def show_region(source: str, *, context: int = 0, start: str | None = None, end: str | None = None):
     """Print part of a CUDA C++ kernel, numbered: from the first line containing `start` to the next line
     containing `end` (by default the lab region, between `// >>> lab` and `// <<< lab`), plus `context` lines
-    either side. The lab markers themselves are not printed."""
+    either side. The lab markers themselves are not printed. A `start` or `end` the source does not have (the
+    kernel changed under the lesson) is an error that names it, never the whole file printed instead."""
     lines = source.splitlines()
     start, end = start or "// >>> lab", end or "// <<< lab"
     begin = next((i for i, line in enumerate(lines) if start in line), None)
-    stop = next((i for i, line in enumerate(lines) if begin is not None and i >= begin and end in line), None)
-    if begin is None or stop is None:
-        begin, stop = 0, len(lines) - 1
+    if begin is None:
+        raise ValueError(f"show_region: no line of the source contains start={start!r}")
+    stop = next((i for i, line in enumerate(lines) if i >= begin and end in line), None)
+    if stop is None:
+        raise ValueError(f"show_region: no line from line {begin + 1} on contains end={end!r}")
     first = max(begin - context, 0)
     for n in range(first, min(stop + 1 + context, len(lines))):
         if "// >>> lab" in lines[n] or "// <<< lab" in lines[n]:

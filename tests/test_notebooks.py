@@ -157,3 +157,15 @@ def test_cuda_grader_passes_the_solution_and_fails_a_mistake(stage, path, capsys
     old, new = WRONG_REGIONS[stage]
     assert old in region
     assert not labs.grade(stage, region.replace(old, new))
+
+
+def test_show_region_names_a_marker_the_source_lacks(capsys):
+    # a kernel edited under a lesson must break the lesson's cell, not print the whole file in its place
+    from cudabook import lesson
+    source = "a\n// >>> lab\nb\n// <<< lab\nc\n"
+    lesson.show_region(source)
+    assert capsys.readouterr().out.split() == ["3", "b"]
+    with pytest.raises(ValueError, match="start='nowhere'"):
+        lesson.show_region(source, start="nowhere")
+    with pytest.raises(ValueError, match="end='nowhere'"):
+        lesson.show_region(source, start="a", end="nowhere")

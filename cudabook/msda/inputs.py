@@ -9,7 +9,7 @@ row level_start_index[l] on (S = sum of H_l * W_l). A location (x, y) is normali
 the map and x = 1 its right edge. The sample is grid_sample's with align_corners=False and zero padding: the
 pixel position is (x * W - 0.5, y * H - 0.5), so pixel centres sit at (i + 0.5) / W; the four pixels around it
 are weighted bilinearly, and a pixel off the map reads as zero. Locations outside [0, 1] are allowed (they
-fade to zero one pixel past the edge).
+fade to zero half a pixel past the edge).
 
 The tolerance, per output element, from the arithmetic of an fp32 kernel (bf16 values are exact in fp32,
 locations and weights are given in fp32 and so exact in the float64 reference):

@@ -11,9 +11,9 @@ Threads run along the channels first, so the D threads of a head read D neighbou
 pixel: coalesced, 2 bytes a thread. Everything else is done D times over: all D threads of a head compute the
 same positions, weights and bounds tests, and load the same locations and weights.
 
-A sample whose position is a pixel or more off the map (x <= -1 or x >= W, likewise y) touches no pixel on
-it: skipped, as in the original kernel, before the position is turned into an integer (a location far
-outside would overflow one).
+A sample whose pixel position is x <= -1 or x >= W (likewise y), half a pixel or more past the map's edge,
+touches no pixel on it: skipped, as in the original kernel, before the position is turned into an integer (a
+location far outside would overflow one).
 """
 import math
 
@@ -46,7 +46,7 @@ def msda_naive(value, shapes, starts, loc, attn, out):
         W = shapes[l, 1]
         start = starts[l]
         for p in range(P):
-            # >>> lab: the pixel position; skip it if a pixel or more off the map; add the on-map corners, weighted
+            # >>> lab: the pixel position; skip it if half a pixel or more past the map's edge; add the on-map corners, weighted
             x = loc[n, q, m, l, p, 0] * float32(W) - float32(0.5)
             y = loc[n, q, m, l, p, 1] * float32(H) - float32(0.5)
             if x > float32(-1.0) and y > float32(-1.0) and x < float32(W) and y < float32(H):

@@ -232,10 +232,12 @@ plt.show()
 # The locations and weights, not the feature maps, are most of the minimum traffic, and the corners read are
 # many times all of it. Each pixel row is read over and over (the count above); the re-reads come from L2 and
 # L1, not DRAM, so the copy bandwidth (the resampling track's yardstick) is not the ceiling that binds. The
-# honest yardstick is a kernel that reads **exactly these corners, at these addresses**, with 16-byte loads
-# and nothing else: no weights, no arithmetic (`benchmark.gather_ceiling_us`). The benchmark measures it in
-# the same process as the stages, and `pct_of_ceiling` is a stage's time against it. The two give two floors
-# for a stage's time, and the higher one binds (the records, where there are any). With poor L2 locality
+# honest yardstick is a kernel that reads **these corners, at nearly these addresses** (a sample on the
+# border is moved onto the map), with 16-byte loads and nothing else: no weights, no arithmetic
+# (`benchmark.gather_ceiling_us`). The benchmark measures it in the same process as the stages, and
+# `pct_of_ceiling` is a stage's time against it. The two give two approximate floors for a stage's time, and
+# the higher one binds (the records, where there are any); a stage can match the gather ceiling, or beat it
+# slightly. With poor L2 locality
 # the ceiling itself drops; the benchmark's `uniform` workload (locations anywhere on the map) measures by
 # how much.
 

@@ -6,8 +6,8 @@
 # of one warp and splits the work two ways:
 #
 # - **channels across lanes, in vectors.** A head's row of D bf16 is cut into vectors of 4, 8 or 16 bytes
-#   (`vec_bytes`); lane g of the group owns vector g (and g + G, ... when a row has more vectors than a warp
-#   has lanes). One load instruction of the group moves a whole row.
+#   (`vec_bytes`); lane g of the group owns vector g (and g + G, ... when a row has more vectors than the
+#   group has lanes). When the group covers the row, one load instruction of the group moves all of it.
 # - **samples across lanes, once each.** The head's L·P samples are dealt out to the group's lanes: lane g
 #   computes sample `j0 + g` (position, the four corner weights with the attention weight folded in, the row of
 #   its top-left pixel), and **warp shuffles** (`shfl.sync`) hand each sample's five numbers to the whole group.

@@ -143,7 +143,7 @@ rows = [("shuffle lane-instructions", 5 * G, 0),
 print(f"{'':58s} {'02':>4s} {'03':>4s}")
 for what, a, b in rows:
     print(f"{what:58s} {a:4d} {b:4d}")
-print(f"{'warp barriers (every lane of the warp waits)':58s} {0:4d}  2 + 1/{G} (per round)")
+print(f"{'warp barriers (every lane of the warp waits)':58s} {0:4d}  2 + 1/{G} (two a sample, one a round of {G})")
 stores, loads = sum(b for w, _, b in rows if "stores" in w), sum(b for w, _, b in rows if "loads: t" in w)
 print(f"\n03 in place of 02's {5 * G} shuffles: {stores} shared stores, {loads} shared loads and the barriers")
 

@@ -63,7 +63,7 @@ lesson.show_region(source, end="#else")
 # The end: one rounding of the eight sums to bf16 (`pack_bf16x2`, `cvt.rn.bf16x2.f32`) and one 16-byte store.
 
 # %%
-lesson.show_region(source, start="out[item * VECS + g]", end="pack_bf16x2(acc[6]")
+lesson.show_region(source, start="for (int i = 0; i < VPL; ++i)", end="pack_bf16x2(acc[8 * i + 6]")
 
 # %% [markdown]
 # ## Who waits for whom
@@ -304,7 +304,7 @@ if not sweeps:
 # ## What is left to the ceiling
 #
 # The ceiling kernel only loads: its rows are precomputed, and it does no arithmetic. Rung 05 issues, in every
-# lane of a group, every sample's position, weights, 64-bit addresses, the corner selects and the blend. Count
+# lane of a group, every sample's position, weights, addresses, the corner selects and the blend. Count
 # it: each warp runs the kernel's whole straight line once (the SASS instructions above), and an SM's four
 # schedulers issue at most one warp-instruction each a cycle.
 
@@ -348,7 +348,8 @@ for rec in results.load_all():
 #
 # - **positions G times**: every lane of a group computes every sample. Computing each once and handing it over
 #   is what rung 02 did, and it brought the waits back; sharing the arithmetic without them is open;
-# - **64-bit addresses** (`long long` rows: the `IMAD.WIDE`s), where an image's offsets fit in 32 bits;
+# - **address arithmetic**: the offsets are already 32-bit `int`s; what remains is widening each to a 64-bit
+#   pointer, and the corner selects;
 # - **the blend in float32**: 8 FFMAs and 8 integer widenings a corner. `bf16x2` math (`HFMA2`) would do two
 #   channels an instruction, but it accumulates in bf16, outside the track's float32 contract;
 # - and, for the gather itself, **queries ordered for L2 locality**, which the `local` workload already has.

@@ -49,7 +49,7 @@ from cudabook.msda import s05_lane_groups as s05
 # %%
 lesson.show_region(s05.source(), start='extern "C" __global__', end=">>> lab")
 print("            ... your lines ...")
-lesson.show_region(s05.source(), start="<<< lab", end="pack_bf16x2(acc[6]")
+lesson.show_region(s05.source(), start="<<< lab", end="pack_bf16x2(acc[8 * i + 6]")
 
 # %%
 #! region msda/kernels/lane_groups.cu SAMPLES

@@ -5,12 +5,15 @@
 // its position and weights and hand them to the group with shuffles; here every lane of the group computes
 // every sample itself. That is G times the arithmetic of the positions (a few dozen instructions a sample) but
 // no shuffles, no waiting on another lane, and the locations and weights are one broadcast load per warp. The
-// sizes are compile-time constants (D, L, P), so the loop over a level's P points is unrolled: the compiler
-// issues the 4 P corner loads of a level together, which is what a gather needs (bytes in flight), and the
-// blend is 8 FMAs per corner on values widened from bf16 with one shift or mask each.
+// sizes are compile-time constants (D, L, P), so the loop over a level's P points is unrolled: the compiler may
+// start later samples' loads before the first ones are used, as far as registers allow (bytes in flight are
+// what a gather needs), and the blend is 8 FMAs per corner on values widened from bf16 with one shift or mask
+// each.
 //
-// Corners off the map are not loaded (their weight is zero); a sample wholly off the map is skipped. The sum is
-// float32 and rounded to bf16 (nearest even) once, with cvt.rn.bf16x2.f32.
+// By default (BRANCHLESS=1) every corner is loaded: a corner off the map from the level's first pixel, with
+// weight 0, so no branch separates one sample's loads from the next. With BRANCHLESS=0 corners off the map are
+// not loaded and a sample wholly off the map is skipped. The sum is float32 and rounded to bf16 (nearest even)
+// once, with cvt.rn.bf16x2.f32.
 //
 // A lane may own more than one vector (VPL, "vectors per lane"): lane g then owns vectors g, g + G, g + 2G, ...
 // of the row, so each load instruction of the group still reads G contiguous vectors. Fewer lanes per item
