@@ -21,8 +21,8 @@ NAME = "06_warp_specialized"
 TITLE = "a producer warpgroup and two consumers in ping-pong (C++, sm_90a)"
 PARAMS = {
     "consumers": 2,      # consumer warpgroups a block; each owns 64 query rows
-    "bkv": 128,          # keys a tile: 64 or 128 (H100, B=4 H=16 N=4096, non-causal: d=128 64 -> 515,
-                         # 128 -> 632 TFLOP/s; d=64 337 and 428; tools/sweep_attention.py)
+    "bkv": 128,          # keys a tile: 64 or 128 (128 is faster at both d on the H100: the sweep recorded
+                         # by tools/sweep_attention.py in results/sweeps/)
     "stages": 2,         # K tiles (and V tiles) in the TMA rings
     "pingpong": True,    # two consumers take turns at the tensor cores (named barriers)
     "overlap": True,     # S_t and P_{t-1} V_{t-1} in flight together, the softmax of S_t under P V

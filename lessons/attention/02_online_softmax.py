@@ -105,7 +105,8 @@ plt.show()
 # %% [markdown]
 # The max moves rarely: a key sets a new record only if it beats every key before it, and on random scores the
 # expected number of records among N keys is the harmonic number `1 + 1/2 + ... + 1/N ≈ ln N + 0.58`. Most
-# keys leave `α = 1`. (Rung 03 exploits that too: it rescales once per tile of keys, not once per key.)
+# keys leave `α = 1`. (Rung 03 cuts the cost differently: one α per tile of 32 keys instead of one per key,
+# whether the max moved or not.)
 
 # %%
 rng = np.random.default_rng(0)

@@ -119,7 +119,8 @@ lesson.show_region(source, start="// O += P V.", end="mma_16816(o[j + 1], pa, b1
 # The online softmax in between is rung 02's update, spread over a quad: a row's `bkv` scores lie in the four
 # lanes `4g .. 4g+3` (two keys per fragment each), so its max and sum need two `__shfl_xor_sync` steps (1 and
 # 2), not five. It works in base 2, `p = 2^(s · scale · log2 e - m)`, so each exponential is one `ex2`
-# instruction (`MUFU.EX2`) with `log2 e` folded into the scale. Note that the row sum `l` adds the float
+# instruction (`MUFU.EX2`, with the compare and multiplies of `exp2f`'s subnormal fix-up around it, which
+# lesson 06 removes) and `log2 e` is folded into the scale. Note that the row sum `l` adds the float
 # values of p, before they are rounded for the product.
 
 # %%

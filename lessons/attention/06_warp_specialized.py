@@ -241,7 +241,7 @@ show("auto step = [&]", "  };")
 #    softmax left (O is no wgmma's accumulator at this moment: the last P V finished in iteration t-1).
 # 2. **issue P_{t-1} V_{t-1}**, commit (group 2). Both groups run on the tensor cores, in that order.
 # 3. **`wgmma.wait_group 1`**: wait until at most one group is pending, that is S_t is in, P V may not be.
-# 4. **the softmax of S_t** on the ordinary cores: new running max m, `P = 2^(s·scale − m)` in place of S,
+# 4. **the softmax of S_t** on the ordinary cores: new running max m, `P = 2^(s·scale·log2 e − m)` (m in log2 units) in place of S,
 #    the row sums l, and α_t = 2^(m_old − m_new), the factor O owes before P_t V_t is added.
 # 5. **`wgmma.wait_group 0`**: P_{t-1} V_{t-1} is in. **Pack P_t** (bf16 pairs, the A operand of the next
 #    iteration's P V).
@@ -356,9 +356,10 @@ for d in (128, 64):
 # should be two pairs. Where many exponentials sit between the waits, the softmax really runs under P V (ptxas
 # may still leave part of it after the second wait: the last column). Where there are none, only the few
 # instructions counted run under P V, and that copy of the loop waits for P V before its softmax: the
-# overlap the source asks for is not in the machine code. (On the H100 sweep, `overlap=False` costs about 3 % at
-# d = 128 and nothing at d = 64: what the overlap buys there is the rescale and the issue order, not the
-# softmax under P V. Putting it there for real is the next lever of this rung.) The `wgmma_keep`
+# overlap the source asks for is not in the machine code. (In the H100 sweep recorded in results/sweeps/, with
+# bkv = 128, `overlap=False` costs 2–3 % at d = 128 and about 1 % at d = 64 without the causal mask, and is a
+# few percent faster at d = 64 causal: what the overlap buys is small, and comes from the rescale and the issue
+# order, not the softmax under P V. Putting it there for real is the next lever of this rung.) The `wgmma_keep`
 # statements cannot prevent that: they bind the front end (NVVM, which writes the PTX), not ptxas. What
 # does bind ptxas is data: an instruction cannot move above the wait that produces its inputs.
 #

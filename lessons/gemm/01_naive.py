@@ -76,8 +76,8 @@ plt.show()
 # %% [markdown]
 # ## Is it right?
 #
-# The checker's cases are ragged on purpose: no size is a multiple of a block, K is not a multiple of 8, one
-# case is 1 x 1 x 1. C is poisoned with NaN before each launch, so an element nobody writes fails. The
+# The checker's cases are mostly ragged on purpose: most sizes are not a multiple of a block, some K are not a
+# multiple of 8, one case is 1 x 1 x 1 (and, on a GPU, one case is whole tiles). C is poisoned with NaN before each launch, so an element nobody writes fails. The
 # tolerance is half a bf16 ulp (the final rounding) plus the float32 summation bound `K 2^-24 (|A| @ |B|)`.
 
 # %%

@@ -18,7 +18,8 @@
 # Every thread must reach every barrier, so don't `return` early; the final store is already guarded.
 #
 # Run the kernel cell, then the grading cell. The grader launches your kernel on fresh random matrices with
-# ragged shapes (nothing a multiple of `TILE`, K not a multiple of 8, 1 x 1 x 1) and tells you what is wrong.
+# mostly ragged shapes (most sizes not a multiple of `TILE`, some K not a multiple of 8, 1 x 1 x 1) and tells
+# you what is wrong.
 # Without a GPU it runs in Numba's simulator, which checks every index: reading past the end of a row
 # raises an `IndexError` there (on a GPU it would silently read the next row).
 

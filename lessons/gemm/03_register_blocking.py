@@ -61,8 +61,8 @@ draw_thread_blocks()
 # 1. issue the 16-byte global loads of tile `t` into registers (A: 128 rows x 16, B: 16 rows x 128: one vector
 #    of 8 bf16 per thread each);
 # 2. compute on tile `t - 1` from shared memory, while those loads are in flight;
-# 3. store tile `t` (widened to float32, A transposed so that a thread's 8 values of A are consecutive) into
-#    the *other* of two shared buffers, and pass a barrier.
+# 3. store tile `t` (widened to float32, A transposed so that each of a thread's two runs of 4 values of A is
+#    consecutive) into the *other* of two shared buffers, and pass a barrier.
 #
 # One barrier per tile is enough: pass `t` writes the buffer that pass `t - 1` read (tile `t - 2`), and the
 # barrier that ends pass `t - 1` lies between the last read and the first write. When K or N is not a multiple of 8 (rows not 16-byte aligned) the same kernel is compiled with
@@ -117,8 +117,8 @@ except RuntimeError as e:
 #
 # ## Is it right?
 #
-# The checker's ragged cases run the element-by-element path; the last case has K and N multiples of 8, so it
-# takes the 16-byte path, with several K tiles and a ragged M.
+# The cases whose K or N is not a multiple of 8 run the element-by-element path; the others take the 16-byte
+# path (the last case among them, with several K tiles and a ragged M).
 
 # %%
 for name, M, N, K in gemm.cases() + [("16-byte path", *((20, 40, 32) if SIMULATOR else (1000, 520, 776)))]:
@@ -156,8 +156,9 @@ plt.show()
 #
 # - **No control of the code generator.** Unrolling, register allocation and instruction order are LLVM's
 #   and ptxas's. We steered them by the shape of the code (constant globals, small loop bodies, split loops):
-#   Numba has no `#pragma unroll`. Its one knob, `launch_bounds=` (a register budget for the whole kernel,
-#   which `launch` sets to the block's 256 threads), is all we can say to ptxas.
+#   Numba has no `#pragma unroll`. Its knobs, `launch_bounds=` (a register budget for the whole kernel,
+#   which `launch` sets to the block's 256 threads) and `max_registers=`, only cap registers: that is all we
+#   can say to ptxas.
 # - **No asynchronous copies.** `cp.async` (global to shared without registers) and TMA are not available, so
 #   the double buffer goes through registers.
 # - **No tensor cores.** Numba has no `mma`, `ldmatrix` or `wgmma`. An H100's fp32 CUDA cores peak at about

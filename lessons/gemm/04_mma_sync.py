@@ -4,7 +4,7 @@
 # Rungs 01–03 multiplied on the ordinary fp32 cores, one fused multiply-add per thread per instruction. An
 # H100's **tensor cores** do far more per instruction: with `mma.sync.aligned.m16n8k16`, one *warp* multiplies
 # a 16 x 16 piece of A by a 16 x 8 piece of B and adds the product into 16 x 8 float accumulators:
-# 4,096 multiply-adds in one instruction. The instruction exists since Ampere (sm_80); Hopper still runs it
+# 2,048 multiply-adds (4,096 FLOPs) in one instruction. The instruction exists since Ampere (sm_80); Hopper still runs it
 # (rung 05 shows Hopper's own, larger one).
 #
 # The hard part is no longer the arithmetic but feeding it. Three instructions make the data path:
@@ -134,9 +134,10 @@ for op in "ab":
           f"{s04.conflict_ways(s04.ldmatrix_banks(op, True))}-way")
 
 # %% [markdown]
-# On a GPU, Nsight Compute shows the difference directly: the counter
-# `l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum` is zero for the swizzled kernel and large for
-# the plain one (`swizzle=False`), with the same number of `ldmatrix` instructions. The sweep at the end of
+# On a GPU, Nsight Compute can show the difference: its shared-memory bank-conflict counters for `ldmatrix`
+# (the `..._op_ldsm` breakdown of `sm__sass_l1tex_data_bank_conflicts_pipe_lsu_mem_shared`) should fall to
+# about zero for the swizzled kernel and be large for the plain one (`swizzle=False`), with the same number of
+# `ldmatrix` instructions (expected from the layout; not a record of this workbook). The sweep at the end of
 # this lesson measures what it costs in time. One XOR.
 #
 # ## The cp.async ring

@@ -12,9 +12,8 @@
 #    `(kt + STAGES - 1) * BK`; only while that slice exists (`< KT`);
 # 2. `cp_async_commit()`, always, even when nothing was issued: then commit group *g* is always slice *g*,
 #    and the wait below counts right at the end of K;
-# 3. `cp_async_wait<N>()` so that slice `kt + 1` has landed while later ones may still be flying. The TODO
-#    line gives `N`; before you use it, count: how many groups are committed by now, and how many of them
-#    must be complete?
+# 3. `cp_async_wait<N>()` so that slice `kt + 1` has landed while later ones may still be flying. Work out
+#    `N`: how many groups are committed by now, and how many of them must be complete?
 # 4. a barrier: every thread copied a share of the slice, so *everyone's* copies must have landed.
 #
 # Write C++ in the string below; the grader puts it into `kernels/mma_sync.cu` in place of the lab region,

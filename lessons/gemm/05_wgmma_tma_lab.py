@@ -14,7 +14,8 @@
 # 1. the addresses (shared-memory byte addresses, `uint32_t`): stage `s` starts at `base + s * STAGE_BYTES`;
 #    this warpgroup (`wg`) has its rows of A `wg * 64` rows (of 128 bytes) into the stage; B starts after A
 #    (`A_BYTES`);
-# 2. `wgmma_fence()` before the first wgmma (the accumulators are about to be written by the async proxy);
+# 2. `wgmma_fence()` before the first wgmma (it orders earlier accesses to the accumulator registers before
+#    the asynchronous wgmmas);
 # 3. for each k16 step `kk`: a descriptor for A (SBO = 1024: eight 128-byte rows form one swizzle atom; LBO
 #    is not used for a swizzled K-major operand, pass 16 as printed below; a k16 step moves **along** the
 #    128-byte row: how many bytes is 16 bf16?) and one for B (SBO = 1024 again, LBO = the distance between two

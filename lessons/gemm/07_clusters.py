@@ -119,8 +119,8 @@ lesson.ladder_so_far("07_clusters", peers=True, track="gemm")
 # block loads its own B), `tma_store=False` (06's register stores), `stmatrix=False`, `mma_depth=0` (wait for
 # each k-tile's wgmmas before issuing the next). When this rung was built on an H100 (measurements not kept in
 # `results/`), clusters of 2 were the big step, multicast added a little at 8192, and `stmatrix` and
-# `mma_depth` were within the noise. Check on your GPU: the sweeps below measure three of the switches at
-# 4096.
+# `mma_depth` were within the noise. The sweeps below, recorded in results/sweeps/, measure three of the
+# switches at 4096: there the TMA store is about as large a step as the cluster. Check on your GPU.
 
 # %%
 lesson.sweep("07_clusters", "cluster", [1, 2, 4], track="gemm")

@@ -70,7 +70,7 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ Tm
   for (int kt = 0; kt < k_tiles; ++kt) {
     const int s = kt % STAGES;
     mbar_wait(full + 8 * s, (kt / STAGES) & 1);
-    // >>> lab: describe this warpgroup's 64 rows of A (K-major) and the stage's B (MN-major) to four m64nBNk16 wgmmas, then fence, commit and wait
+    // >>> lab: describe this warpgroup's 64 rows of A (K-major) and the stage's B (MN-major) to four m64nBNk16 wgmmas: fence first, then the wgmmas, then commit and wait
     const uint32_t a = base + s * STAGE_BYTES + wg * 64 * 128;   // this warpgroup's 64 rows of 128 B
     const uint32_t b = base + s * STAGE_BYTES + A_BYTES;
     wgmma_fence();
