@@ -34,15 +34,18 @@ print(f"{'packages':>20}: " + ", ".join(f"{k} {v}" for k, v in info["packages"].
 # ## The ceiling: how fast can bytes move?
 #
 # Our running example, trajectory resampling, does almost no arithmetic per byte: a search, one
-# multiply-add per channel. It is **memory-bound**: the best any kernel can do is to read each input once
-# and write each output once, at the speed the memory allows. So the ceiling is a bandwidth.
+# multiply-add per channel. It is **memory-bound**: a kernel that reads each input once and writes each output
+# once, at the speed the memory allows, is as good as a streaming kernel gets. So the ceiling is a bandwidth.
+# (A kernel that skips source rows no target needs moves fewer bytes and can beat it: the records' "% of
+# needed" column counts only the bytes the targets need, and lesson 08 gets there.)
 #
 # Two numbers:
 # - the **theoretical** bandwidth from the device attributes (memory clock x 2 for DDR x bus width), which no
 #   real kernel reaches;
 # - the **measured** device-to-device copy, counting bytes read plus bytes written: the fastest of the driver's
-#   `cuMemcpyDtoDAsync`, a copy kernel with four 16-byte loads in flight a thread, and PyTorch's `copy_` (when
-#   installed). This is what a perfect streaming kernel achieves, and what we compare every stage to.
+#   `cuMemcpyDtoDAsync`, a copy kernel with four 16-byte loads in flight a thread, the C++ streaming copies of
+#   `cudabook/kernels/stream_copy.cu` (a few block shapes), and PyTorch's `copy_` (when installed). This is
+#   what a perfect streaming kernel achieves, and what we compare every stage to.
 #
 # CUDA driver API: [device attributes](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html)
 # (`cuDeviceGetAttribute`: memory clock, bus width, SM count),
@@ -69,14 +72,15 @@ if gpu:
     at_size = bench.copy_GBps(min_bytes)   # the ceiling at the benchmark's own size, as the benchmark measures it
     print(f"theoretical: {gpu.theoretical_GBps:,.0f} GB/s   "
           f"measured copy of {min_bytes / 1e6:.0f} MB (the benchmark's size): {at_size:,.0f} GB/s")
-    print(f"so the benchmark problem cannot take less than {min_bytes / at_size / 1e3:.1f} µs")
+    print(f"so a streaming kernel that reads every input once cannot take less than {min_bytes / at_size / 1e3:.1f} µs")
 else:
     print("No GPU: no measurement. The copy ceilings recorded in results/, measured at the benchmark's size:")
     for r in results.load_all():
         for name, w in r["workloads"].items():
             copy = w.get("context", {}).get("copy_GBps") or r.get("copy_GBps")   # the ceiling measured with them
             if name.startswith("resample ") and copy:
-                print(f"  {r['gpu']} · {name}: {copy:,.0f} GB/s, so at least {min_bytes / copy / 1e3:.1f} µs")
+                print(f"  {r['gpu']} · {name}: {copy:,.0f} GB/s, so a streaming kernel takes at least "
+                      f"{min_bytes / copy / 1e3:.1f} µs")
 
 # %% [markdown]
 # Small copies are slower per byte: every launch pays a fixed cost whatever its size, and a small copy

@@ -146,5 +146,10 @@ lesson.ladder_so_far("01_naive")
 lesson.sweep("01_naive", "threads", [32, 64, 128, 256, 512])
 
 # %% [markdown]
+# Check the guess against the table. The H100 sweep recorded in results/sweeps/ does not bear it out: there,
+# 32 threads a block (one warp) ran more than twice as fast as 64 or more. A block of one warp means at most 32
+# blocks, 1,024 threads, an SM (the limit on blocks an SM), so fewer threads compete for the same L1; whether
+# that is the reason is a question for the profiler (`cudabook.profile`), not for a guess.
+#
 # Next: [02 · warp shuffles](02_warp_shuffles.ipynb). To write this kernel yourself, open
 # [lab 01](../labs/01_naive.ipynb) (the completed version: [solution](../solutions/01_naive_SOLUTION.ipynb)).

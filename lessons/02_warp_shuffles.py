@@ -21,9 +21,9 @@
 # guaranteed is a *_sync operation's own contract: `shfl_sync(mask, ...)` and `ballot_sync(mask, ...)` wait
 # until every lane named in `mask` has arrived, and then exchange the values; `__syncwarp(mask)` (in Numba
 # `cuda.syncwarp(mask)`) does only the waiting, and orders the memory accesses of those lanes around it. So
-# the mask is a promise the program makes: a lane named in it that never reaches the call (it took another
-# branch, or returned) leaves the warp hung or the result undefined, and a value shuffled from a lane left
-# out of it is undefined. That is why the mask-less `__shfl` of older CUDA is not available for Volta and
+# the mask is a promise the program makes: a lane named in it that takes another branch and never reaches the
+# call can leave the warp hung; one that has exited is not waited for, and a value read from it is undefined,
+# as is a value shuffled from a lane left out of the mask. That is why the mask-less `__shfl` of older CUDA is not available for Volta and
 # later, and why this stage keeps whole warps together.
 #
 # References: Numba [warp intrinsics](https://nvidia.github.io/numba-cuda/reference/kernel.html#warp-intrinsics);

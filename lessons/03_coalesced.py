@@ -127,6 +127,10 @@ lesson.ladder_so_far("03_coalesced")
 lesson.sweep("03_coalesced", "vec_bytes", [2, 4, 8, 16])
 
 # %% [markdown]
+# Compare with the prediction. In the H100 sweep recorded in results/sweeps/ the gain does not flatten: the
+# last doubling, 8 to 16 bytes, gains more than 4 to 8. A 16-byte load is one instruction where 8-byte loads
+# are two, so each warp has more of its row in flight at once; that is the next stages' theme.
+#
 # Every warp reads its two source rows straight from global memory, and neighbouring targets share source
 # rows (about one source interval per target at S = T): each source row is fetched twice or more, from L2 if
 # lucky. Next, [04 · shared-memory windows](04_smem_windows.ipynb): a block loads the rows its targets need

@@ -27,9 +27,9 @@
 # (what `syncthreads` becomes), [cvt](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-cvt)
 # (`cvt.rn.bf16x2.f32`: the kernel rounds two channels to bf16 in one instruction, emitted by a small `@intrinsic`).
 #
-# The grid is **persistent**: a fixed number of blocks (SMs x `blocks_per_sm`) loops over all the work items (the
-# design of the optimisation log this track grew from), so block start-up is paid once and shared memory is reused
-# window after window.
+# The grid is **persistent**: a fixed number of blocks (SMs x `blocks_per_sm`, never more than fit on the GPU at
+# once) loops over all the work items (the design of the optimisation log this track grew from), so block
+# start-up is paid once and shared memory is reused window after window.
 #
 # And it is **correct for every input**: when targets are unsorted, or a run spans more rows than the window
 # holds, that work item falls back to stage 02's per-target path, reading global memory directly.
@@ -209,9 +209,11 @@ for record in results.load_all():
 # %% [markdown]
 # ## Experiment: targets per block, and blocks per SM
 #
-# Larger runs share more rows per window but need bigger windows (shared memory), so fewer blocks fit on an
-# SM. Prediction to test: performance follows the bytes in flight per SM (blocks per SM x loads per thread x
-# threads), until shared memory runs out.
+# Larger runs share more rows per window, but the window holds `window_rows` rows (64): a run of 64 sorted
+# targets spans about 65 rows at S = T, overflows it, and takes the slower per-target path. Prediction to test:
+# performance follows the bytes in flight per SM (blocks per SM x loads per thread x threads), until the
+# registers cap the blocks an SM holds (102 registers a thread in the H100 profile: 4 blocks of 128 threads);
+# the launch never starts more blocks than fit, so asking for more changes nothing.
 
 # %%
 lesson.sweep("04_smem_windows", "targets_per_block", [16, 32, 64])

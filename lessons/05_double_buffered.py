@@ -17,8 +17,8 @@
 #   shared:    [load 0][wait][compute 0 | loads of 1 in flight][store 1][compute 1 | loads of 2 in flight] ...
 # ```
 #
-# A Numba load is *synchronous* in one precise sense: the thread stalls at the first instruction that reads
-# the loaded register, not at the load itself. So the kernel issues the next window's loads into
+# A Numba load goes through a register: it does not block, and the thread stalls only at the first
+# instruction that reads that register, not at the load itself. So the kernel issues the next window's loads into
 # **registers**, interpolates the current window, and only then stores those registers to the other buffer.
 # The costs are real: the in-flight data sits in registers (8 loads of 16 bytes a thread) for the whole
 # interpolation, so fewer blocks fit on an SM, and the store to shared memory still needs its own barrier.
@@ -45,7 +45,8 @@ from cudabook.resample.s05_double_buffered import *   # stage 04's device functi
 # **Measured, and slower.** On an H200 while this stage was built (not a results/ record: the records time
 # stage 05's default), this kernel was *slower* than stage 04; the `buffers` sweep at the end measures it on
 # your GPU. Holding eight 16-byte loads across the interpolation took about 200 registers a thread in that
-# build; capped at 128, only 4 blocks of 128 threads fit on an SM, where stage 04's leaner kernel fits more.
+# build; capped at 128, only 4 blocks of 128 threads fit on an SM, no more than stage 04 gets (102 registers a
+# thread, 4 blocks an SM in the H100 profile in results/profiles/), so the extra registers bought nothing.
 # Stage 04 already overlaps one block's loads with another block's compute: the warp scheduler does for free
 # what this kernel does by hand, without spending registers.
 #
@@ -103,7 +104,7 @@ print("shared, unsorted   ", check.check_launch(s05.launch, **size, buffers="sha
 # ## How fast? Is it faster than 04?
 #
 # The ladder below is stage 05's default, `buffers="registers"`, prepass included. The prepass is mostly
-# latency (one search a thread, the whole GPU waiting for the slowest), and its time is part of the stage's:
+# latency (four interleaved searches a thread, the whole GPU waiting for the slowest), and its time is part of the stage's:
 # the streaming kernel alone is faster than the stage by that much. The TMA lesson (07) meets the same cost.
 
 # %%
@@ -140,8 +141,8 @@ print(f"with all eight loads in flight, {need / per_lane:.0f} threads ({need / p
       f"would do; with one 16-byte load a thread, {need / 16:,.0f} threads")
 
 # %% [markdown]
-# So with one 16-byte load in flight a thread, more than half of the 2,048 threads an SM can hold must be resident
-# just to break even; with eight a thread, a few warps suffice. Why then keep several times more in flight than the
+# So with one 16-byte load in flight a thread (at 700 ns), more than half of the 2,048 threads an SM can hold
+# must be resident just to break even; with eight a thread, a few warps suffice. Why then keep several times more in flight than the
 # product? The latency grows when DRAM is busy (requests queue), and a lane's eight loads are in flight together
 # only until they land: while it interpolates, stores and fetches the next group's `(lo, w)`, it has few or none on
 # the way. The headroom is what keeps the *average* above the need. The copy ceiling in `results/` is below the
@@ -166,12 +167,13 @@ for stage in ("04_smem_windows", "05_double_buffered"):
 # ## Experiments
 #
 # **Which buffers?** The two ways, side by side. **Blocks per SM**: how many warps it takes to keep enough
-# bytes in flight; with 4 targets a warp, too few warps starve DRAM and too many buy nothing (more warps than
-# fit wait their turn). Try also `vec_bytes=8` or `4`: fewer bytes a load means fewer bytes in flight.
+# bytes in flight; with 4 targets a warp, too few warps starve DRAM and too many buy nothing (the launch never
+# starts more blocks than fit on the SMs at once). Try also `vec_bytes=8` or `4`: fewer bytes a load means fewer bytes in flight.
 #
 # One more experiment worth trying in your own copy: prefetch the *next* group's rows before storing this one
 # (a true double buffer in registers). On an H200 while this stage was built (not a results/ record) it was
-# slower: 94 registers a thread instead of 56 cost more warps per SM than the prefetch gained.
+# slower: 94 registers a thread instead of 56 in that build (the H100 profile in results/profiles/ has 64 for
+# the default kernel) cost more warps per SM than the prefetch gained.
 
 # %%
 lesson.sweep("05_double_buffered", "buffers", ["shared", "registers"])

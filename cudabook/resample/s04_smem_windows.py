@@ -5,7 +5,8 @@ source rows. A block takes a work item, a run of `targets_per_block` targets of 
 channels), and needs only two searches for it: the source intervals of its first and its last target. It loads
 that window of source rows, with their times and the run's targets, into shared memory once, with 16-byte
 coalesced loads; then every target of the run is located and interpolated from shared memory. Each source row
-is read from DRAM once however many targets use it, and every global access is a coalesced row segment.
+is requested once per window however many of its targets use it, and every global access is a coalesced row
+segment.
 
 The grid is persistent: a fixed number of blocks (SMs x `blocks_per_sm`, never more than fit on the GPU at
 once) loops over the work items, so each block's shared memory is reused window after window, and a block
