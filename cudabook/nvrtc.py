@@ -466,6 +466,12 @@ class Kernel:
                f"cuLaunchKernelEx({self.name}, programmatic dependent launch)")
 
 
+def waits_for_prerequisite(source: str) -> bool:
+    """Does this kernel source run `griddepcontrol.wait` (as an instruction, not in a comment)? Only such a
+    kernel may be launched with pdl=True after one that writes what it reads: without the wait it would race."""
+    return "griddepcontrol.wait;" in source
+
+
 _loaded: dict[tuple, Kernel] = {}
 
 

@@ -106,8 +106,8 @@ def timings_table(folder=TIMINGS) -> str:
         lines.append(f"- **{_column(r)}**: {m['cpu']}, {what}; Python {m['python']}, numba {pk.get('numba')}, "
                      f"numba-cuda {pk.get('numba-cuda')}, cuda-bindings {pk.get('cuda-bindings')}; "
                      f"{ran} of {len(r['notebooks'])} notebooks ran to the end; {r['runner']}, one fresh "
-                     f"{'Python process' if r['runner'] == 'exec' else 'Jupyter kernel'} per notebook, kernel caches {r.get('cache', 'as found')}; {_commits(r)}, "
-                     f"{r['date'][:10]}{load}.")
+                     f"{'Python process' if r['runner'] == 'exec' else 'Jupyter kernel'} per notebook, kernel caches "
+                     f"{r.get('cache', 'as found')}; {_commits(r)}, {r['date'][:10]}{load}.")
     for c in missing:
         lines.append(f"- **{c}**: not yet measured. On one, run `python tools/time_lessons.py --out results/timings`.")
     return "\n".join(lines)
@@ -230,4 +230,3 @@ if __name__ == "__main__":
         print("GUIDE.md is up to date" if same else "GUIDE.md differs: run python tools/guide.py")
         sys.exit(0 if same else 1)
     print("GUIDE.md updated" if update() else "GUIDE.md already up to date")
-

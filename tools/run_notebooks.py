@@ -33,9 +33,10 @@ def run(path: pathlib.Path) -> bool:
             except Exception:
                 print(f"FAILED {path} (cell {i}, {time.time() - t:.0f} s)\n{traceback.format_exc()[-3000:]}", flush=True)
                 return False
-            if time.time() - started >= slow:
+            took = time.time() - started
+            if took >= slow:
                 first = next((line for line in source.splitlines() if line.strip() and not line.startswith("#")), "")
-                print(f"  cell {i}: {time.time() - started:.0f} s  {first[:90]}", flush=True)
+                print(f"  cell {i}: {took:.0f} s  {first[:90]}", flush=True)
     finally:
         os.chdir(cwd)
         import matplotlib.pyplot as plt

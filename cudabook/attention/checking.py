@@ -67,10 +67,6 @@ def grading_cases(stage_name=None):
 # ----------------------------------------------------------------------------------------------------------
 # Comparing
 # ----------------------------------------------------------------------------------------------------------
-def _tolerance(ref, bound, got):
-    return tolerance(ref, bound, got)
-
-
 def _as_float(got):
     got = np.asarray(got)
     if got.dtype == np.uint16:
@@ -107,7 +103,7 @@ def compare(got, ref, bound, *, show=5, inputs=None) -> Verdict:
     lines = [f"FAIL: {n_bad:,} of {ref.size:,} outputs are wrong ({sizes})"
              + (f"; {n_nan:,} are NaN ({_nan_kinds(nan, unwritten, bits is not None)})" if n_nan else "")]
     for b, h, i, c, e, x in first:
-        tol = float(_tolerance(ref[b, h, i, c], bound[b, h, i, c], x))
+        tol = float(tolerance(ref[b, h, i, c], bound[b, h, i, c], x))
         lines.append(f"  out[{b}, {h}, {i}, {c}]: expected {e:.6g} (tolerance {tol:.2g}), "
                      f"got {x:.6g}")
     hint = diagnose(g, ref, bad, nan, inputs, unwritten=unwritten)
@@ -443,8 +439,7 @@ def _judge_sample(got, inputs, sample) -> Verdict:
     g32 = bits.view(BF16).astype(np.float32)
     bigger = ~(np.abs(g32) <= vmax * np.float32(1 + 2.0 ** -7))              # an average of v cannot leave v's range
     g = g32.reshape(B * H, Nq, d)[heads[:, None], rows].astype(np.float64)  # [G, n, d]
-    tol = _tolerance(ref, bound, g)
-    bad = np.isnan(g) | ~(np.abs(g - ref) <= tol)
+    bad = outside(g, ref, bound)
     what = (f"B={B}, H={H}, Nq={Nq}, d={d}: {bad.size:,} outputs of {len(heads)} heads x {rows.shape[1]} rows "
             f"compared with float64, all {g32.size:,} checked for NaN and for staying within the range of v")
     n_bad = int(bad.sum())
@@ -460,8 +455,9 @@ def _judge_sample(got, inputs, sample) -> Verdict:
         b, h = divmod(int(heads[gi]), H)
         i = int(rows[gi, r])
         first.append((b, h, i, int(c), float(ref[gi, r, c]), float(g[gi, r, c])))
+        tol = float(tolerance(ref[gi, r, c], bound[gi, r, c], g[gi, r, c]))
         lines.append(f"  out[{b}, {h}, {i}, {int(c)}]: expected {ref[gi, r, c]:.6g} (tolerance "
-                     f"{tol[gi, r, c]:.2g}), got {g[gi, r, c]:.6g}")
+                     f"{tol:.2g}), got {g[gi, r, c]:.6g}")
     if not first:
         for w in np.argwhere(nan | bigger)[:5]:
             lines.append(f"  out[{', '.join(str(int(x)) for x in w)}] is {float(g32[tuple(w)]):.6g}")

@@ -53,10 +53,6 @@ def grading_cases(stage_name=None):
 # ----------------------------------------------------------------------------------------------------------
 # Comparing
 # ----------------------------------------------------------------------------------------------------------
-def _tolerance(ref, bound, got):
-    return tolerance(ref, bound, got)
-
-
 def compare(got, ref, bound, *, D=None, show=5, inputs=None) -> Verdict:
     """Compare the output `got` (bf16 [N, Lq, M * D]) with the float64 reference and its arithmetic bound."""
     got = np.asarray(got)
@@ -79,7 +75,7 @@ def compare(got, ref, bound, *, D=None, show=5, inputs=None) -> Verdict:
     lines = [f"FAIL: {n_bad:,} of {ref.size:,} outputs are wrong (N={N}, Lq={Lq}, M*D={MD})"
              + (f"; {n_nan:,} are NaN (never written, or computed as NaN)" if n_nan else "")]
     for n, q, k, e, x in first:
-        tol = float(_tolerance(ref[n, q, k], bound[n, q, k], x))
+        tol = float(tolerance(ref[n, q, k], bound[n, q, k], x))
         lines.append(f"  out[{n}, {q}, {k}] (head {k // D}, channel {k % D}): expected {e:.6g} "
                      f"(tolerance {tol:.2g}), got {x:.6g}")
     hint = diagnose(g, ref, bad, nan, D, inputs)
@@ -153,7 +149,7 @@ def explain(got, inputs) -> str | None:
         return None
     for kw, words in MISTAKES:
         alt, bound = sample(*inputs, bound=True, **kw)
-        if np.mean(np.abs(got - alt) <= _tolerance(alt, bound, got)) >= 0.99:
+        if np.mean(np.abs(got - alt) <= tolerance(alt, bound, got)) >= 0.99:
             return words
     return None
 

@@ -403,7 +403,7 @@ def _parts(p, kernel, params) -> dict:
         args = [fmap, tmap, omap] + ptrs + [pairs, B, S, T, D]
         kern, nthreads, smem = prep["kernel"], threads(cfg), prep["smem"]
         # (a learner's source without griddepcontrol.wait would race the prepass: launched the ordinary way)
-        pdl = bool(params["pdl"]) and cfg["SEARCH"] == 1 and "griddepcontrol.wait;" in text
+        pdl = bool(params["pdl"]) and cfg["SEARCH"] == 1 and nvrtc.waits_for_prerequisite(text)
         out["main"] = lambda: kern.launch(grid, nthreads, args, ARG_TYPES, shared=smem, pdl=pdl)
     else:
         out["main"] = _cuda_core_launcher(p, cfg, prep, grid, ptrs + [pairs], params["l2_promotion"])

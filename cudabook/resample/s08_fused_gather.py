@@ -176,7 +176,7 @@ def launch(p, kernel=None, **params):
     # programmatic dependent launch needs Hopper (sm_90): the kernel's griddepcontrol.wait exists only there
     # (and only for a source that waits: a learner's copy without griddepcontrol.wait would race resample_find)
     pdl = (bool(params["pdl"]) and bool(pairs) and device.gpu().compute_capability >= (9, 0)
-           and "griddepcontrol.wait;" in text)
+           and nvrtc.waits_for_prerequisite(text))
     kern.launch(grid, cfg["NT"], args, ARG_TYPES, pdl=pdl)
 
 
