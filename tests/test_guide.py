@@ -155,3 +155,10 @@ def test_the_map_follows_the_sources(tmp_path, monkeypatch):
     assert "[First](01_a.ipynb)" in text and "### zz" in text
     assert "[Second thing](zz/02_b.ipynb) | [Do it](../labs/zz/02_b.ipynb) | " \
            "[solution](../solutions/zz/02_b_SOLUTION.ipynb)" in text
+
+
+def test_a_cell_threshold_that_is_not_a_number_is_named():
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "run_notebooks.py")], capture_output=True, text=True,
+                          env={**os.environ, "CUDABOOK_CELL_SECONDS": "ten"}, timeout=60)
+    assert done.returncode == 1 and "CUDABOOK_CELL_SECONDS must be a number of seconds" in done.stderr
+    assert "'ten'" in done.stderr

@@ -17,12 +17,11 @@ import traceback
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 
-def run(path: pathlib.Path) -> bool:
+def run(path: pathlib.Path, slow: float = float("inf")) -> bool:
     cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
     namespace = {"__name__": "__main__"}
     cwd = os.getcwd()
     os.chdir(path.parent)
-    slow = float(os.environ.get("CUDABOOK_CELL_SECONDS") or "inf")
     t = time.time()
     try:
         for i, cell in enumerate(cells):
@@ -45,12 +44,23 @@ def run(path: pathlib.Path) -> bool:
     return True
 
 
+def cell_seconds() -> float:
+    """CUDABOOK_CELL_SECONDS as a number of seconds (unset or empty: never print a cell)."""
+    text = os.environ.get("CUDABOOK_CELL_SECONDS") or "inf"
+    try:
+        return float(text)
+    except ValueError:
+        raise SystemExit(f"CUDABOOK_CELL_SECONDS must be a number of seconds (print the cells that take at least "
+                         f"that long), got {text!r}") from None
+
+
 def main(args):
+    slow = cell_seconds()
     paths = []
     for a in args:
         p = pathlib.Path(a)
         paths += sorted(p.rglob("*.ipynb")) if p.is_dir() else [p]
-    failed = [p for p in paths if not run(p.resolve())]
+    failed = [p for p in paths if not run(p.resolve(), slow)]
     print(f"{len(paths) - len(failed)} of {len(paths)} notebooks ran" + (f"; failed: {failed}" if failed else ""))
     return 1 if failed else 0
 
