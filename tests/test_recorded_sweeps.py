@@ -236,18 +236,5 @@ def test_every_sweep_a_lesson_invites_has_a_gpu_record():
     assert not skipped, skipped
     unrecorded = {(c["track"], c["stage"], c["param"]) for c in calls
                   if not lesson.recorded_sweeps(c["track"], c["stage"], c["param"], c["fixed"])}
-    assert unrecorded <= NOT_YET_RECORDED, ("record them on a GPU (python tools/record_sweeps.py --track T --only "
-                                            f"STAGE): {sorted(unrecorded - NOT_YET_RECORDED)}")
-    assert not NOT_YET_RECORDED - unrecorded, ("recorded now: take them off NOT_YET_RECORDED: "
-                                               f"{sorted(NOT_YET_RECORDED - unrecorded)}")
-
-
-# The deformable-attention lessons' sweeps, never recorded with tools/record_sweeps.py yet (a GPU session's work:
-# `python tools/record_sweeps.py --track msda`, in more than one call: each lesson prepares its full-size workload);
-# their lessons say so where they run without a GPU. The test above fails when one is recorded, so that this
-# list only shrinks.
-NOT_YET_RECORDED = {("msda", "01_naive", "threads"), ("msda", "02_warp_cooperative", "vec_bytes"),
-                    ("msda", "02_warp_cooperative", "lanes"), ("msda", "03_smem_tiles", "vec_bytes"),
-                    ("msda", "03_smem_tiles", "warps_per_block"), ("msda", "04_tma_boxes", "consumer_warps"),
-                    ("msda", "04_tma_boxes", "depth"), ("msda", "04_tma_boxes", "blocks_per_sm"),
-                    ("msda", "05_lane_groups", "threads"), ("msda", "05_lane_groups", "branchless")}
+    assert not unrecorded, ("record them on a GPU (python tools/record_sweeps.py --track T --only STAGE): "
+                            f"{sorted(unrecorded)}")
