@@ -18,8 +18,9 @@ from .problem import start_launch
 NAME = "04_tma_boxes"
 TITLE = "TMA: one 2x2xD box per sample"
 PARAMS = {
-    "consumer_warps": 4,   # NCW: consumer warps (plus one producer warp)
-    "depth": 2,            # slots in flight per consumer warp (the ring has consumer_warps * depth slots)
+    "consumer_warps": 2,   # NCW: consumer warps (plus one producer warp)
+    "depth": 1,            # slots in flight per consumer warp (the ring has consumer_warps * depth slots); a small
+                           # ring lets more blocks, so more producers, share an SM: what the lesson's sweeps show
     "blocks_per_sm": 0,    # 0: as many as fit
     "blocks": 0,           # 0: fill the GPU (every block walks a contiguous run of items); else exactly this many
 }

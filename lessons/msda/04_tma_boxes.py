@@ -372,9 +372,9 @@ record = lesson.ladder_so_far("04_tma_boxes", peers=True, track="msda")
 # because the boxes arrive no faster. (Without a Hopper GPU there is nothing to time: the sweeps say so.)
 
 # %%
-lesson.sweep("04_tma_boxes", "consumer_warps", [2, 4, 8], track="msda")
+lesson.sweep("04_tma_boxes", "consumer_warps", [1, 2, 4, 8], track="msda")
 lesson.sweep("04_tma_boxes", "depth", [1, 2, 4], track="msda")
-lesson.sweep("04_tma_boxes", "blocks_per_sm", [1, 2, 4, 0], track="msda")
+lesson.sweep("04_tma_boxes", "blocks_per_sm", [1, 2, 4, 8, 0], track="msda")
 
 # %% [markdown]
 # Announce the bytes and ask for the boxes yourself: [lab 04](../../labs/msda/04_tma_boxes.ipynb) (the

@@ -32,10 +32,10 @@
 #define PV 4
 #endif
 #ifndef NCW
-#define NCW 4
+#define NCW 2
 #endif
 #ifndef DEPTH
-#define DEPTH 2
+#define DEPTH 1
 #endif
 #define LP (LV * PV)                        // samples per item
 #define STAGES (NCW * DEPTH)
