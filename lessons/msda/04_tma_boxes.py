@@ -358,23 +358,43 @@ for description, kw, guess in tma.PROBES:
 #
 # The whole ladder so far against the ceilings and PyTorch (needs a Hopper GPU; otherwise the records in
 # `results/`, or a note that there are none yet). Read rung 04 against rung 02 with the box-rate numbers above:
-# if the TMA rung is slower, the reason to look for is the rate of boxes, not the bytes.
+# if the TMA rung is slower, the reason to look for is a rate of boxes, not the bytes. The sweeps after it say
+# whose rate.
 
 # %%
 record = lesson.ladder_so_far("04_tma_boxes", peers=True, track="msda")
 
 # %% [markdown]
-# ## Experiments: consumers and ring depth
+# ## Experiments: consumers, ring depth and blocks an SM
 #
 # `consumer_warps` sets how many warps blend while one produces; `depth` how many items each consumer warp has
-# in flight; `blocks_per_sm` limits how many blocks share an SM (and so its TMA unit; 0: as many as fit).
-# Prediction to test: once the TMA unit is the bottleneck, more consumers or a deeper ring change little,
-# because the boxes arrive no faster. (Without a Hopper GPU there is nothing to time: the sweeps say so.)
+# in flight; `blocks_per_sm` limits how many blocks share an SM (0: as many as fit). Prediction to test: if the
+# SM's TMA unit is the bottleneck, none of the three changes much, because the boxes arrive no faster. (Without
+# a Hopper GPU there is nothing to time: the sweeps show the records.)
 
 # %%
 lesson.sweep("04_tma_boxes", "consumer_warps", [1, 2, 4, 8], track="msda")
 lesson.sweep("04_tma_boxes", "depth", [1, 2, 4], track="msda")
 lesson.sweep("04_tma_boxes", "blocks_per_sm", [1, 2, 4, 8, 0], track="msda")
+
+# %% [markdown]
+# The H100 record refutes the prediction. With the blocks an SM capped, the time halves each time the cap
+# doubles, from 1 to 8: **the limit is each block's producer**, not the SM's TMA unit, which would not care how
+# many warps ask. Divide the 1-block point's time by the items each of the SMs' producers works through and it
+# is about 2 µs an item. A producer does one item at a time: it waits for the item's positions and weights to
+# come from memory, computes, and only then do its lanes issue the boxes. Nothing of the next item overlaps
+# that wait.
+#
+# Read the other two sweeps through shared memory. More consumer warps or a deeper ring add slots, and slots
+# are what a block's shared memory holds (the ring printed above), so fewer blocks fit on an SM, and there are
+# fewer producers. That is why this rung's first setting, 4 consumers x 2 deep (the shared memory of the
+# 8-consumer row), ran about 2.7 times slower than the default it has now: 2 consumers, 1 deep. One consumer
+# warp 1 deep is slower again for another reason: a ring of one slot, so the producer waits for every item's
+# blend before it starts the next.
+#
+# Even so, rung 04 does not beat rung 02's plain loads, and on `uniform` it is far behind. Two ways forward
+# would be more producers without more slots, or a producer that loads the next item's positions while this
+# item's boxes fly. Both are open: rung 05 takes the other road and drops the copy engine altogether.
 
 # %% [markdown]
 # Announce the bytes and ask for the boxes yourself: [lab 04](../../labs/msda/04_tma_boxes.ipynb) (the

@@ -365,6 +365,10 @@ lesson.sweep("05_lane_groups", "threads", [128, 256, 512], track="msda")
 lesson.sweep("05_lane_groups", "branchless", [True, False], track="msda")
 
 # %% [markdown]
+# The H100 record half agrees. The block size matters more than predicted: 512 threads, the default, are about
+# 10 % faster than 128. The branch-free corners save about 4 %.
+
+# %% [markdown]
 # ## Across problem sizes
 #
 # The ladder above is one size. Across the number of queries Lq (the other sizes as the benchmark's), recorded on
