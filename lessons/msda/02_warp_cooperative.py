@@ -233,7 +233,7 @@ lesson.sweep("02_warp_cooperative", "lanes", [1, 2, 4] if SIMULATOR else [1, 2, 
 
 # %% [markdown]
 # Both predictions hold in the H100 record. 16-byte vectors are about 2.8 times faster than 4-byte ones. At
-# 4 bytes the row needs 16 lanes, and each halving of the group costs more than the last: a few percent from
+# 4 bytes the row needs 16 lanes, and each halving of the group costs more than the last: about 6 % from
 # 16 to 8 lanes, and about 2.7 times from 2 lanes to 1.
 
 # %% [markdown]

@@ -378,23 +378,25 @@ lesson.sweep("04_tma_boxes", "depth", [1, 2, 4], track="msda")
 lesson.sweep("04_tma_boxes", "blocks_per_sm", [1, 2, 4, 8, 0], track="msda")
 
 # %% [markdown]
-# The H100 record refutes the prediction. With the blocks an SM capped, the time halves each time the cap
-# doubles, from 1 to 8: **the limit is each block's producer**, not the SM's TMA unit, which would not care how
-# many warps ask. Divide the 1-block point's time by the items each of the SMs' producers works through and it
-# is about 2 µs an item. A producer does one item at a time: it waits for the item's positions and weights to
-# come from memory, computes, and only then do its lanes issue the boxes. Nothing of the next item overlaps
-# that wait.
+# The H100 record refutes the prediction. With the blocks an SM capped, the time halves from 1 block to 2 and
+# from 2 to 4, and falls 1.7 times from 4 to 8: **the limit is each block's producer**, not the SM's TMA unit,
+# which would not care how many warps ask. Divide the 1-block time by the items each SM's producer works
+# through and it is about 2.2 µs an item. A producer does one item at a time: it waits for the item's positions
+# and weights to come from memory, computes, and only then do its lanes issue the boxes. Nothing of the next
+# item overlaps that wait.
 #
 # Read the other two sweeps through shared memory. More consumer warps or a deeper ring add slots, and slots
 # are what a block's shared memory holds (the ring printed above), so fewer blocks fit on an SM, and there are
-# fewer producers. That is why this rung's first setting, 4 consumers x 2 deep (the shared memory of the
-# 8-consumer row), ran about 2.7 times slower than the default it has now: 2 consumers, 1 deep. One consumer
-# warp 1 deep is slower again for another reason: a ring of one slot, so the producer waits for every item's
-# blend before it starts the next.
+# fewer producers. On an H100, 2 slots a block let 12 blocks share an SM, 4 slots 6, and 8 slots 3. That is
+# why this rung's first setting, 4 consumers x 2 deep (8 slots, as in the 8-consumer row), ran about 2.7 times
+# slower on `local` than the default it has now: 2 consumers, 1 deep. One consumer warp 1 deep is slower again
+# for another reason: a ring of one slot, so the producer waits for every item's blend before it starts the
+# next.
 #
-# Even so, rung 04 does not beat rung 02's plain loads, and on `uniform` it is far behind. Two ways forward
-# would be more producers without more slots, or a producer that loads the next item's positions while this
-# item's boxes fly. Both are open: rung 05 takes the other road and drops the copy engine altogether.
+# Even so, rung 04 does not beat rung 02's plain loads, and on `uniform` it is far behind. A producer that
+# loads the next item's positions before it waits was tried on an H100 while this rung was tuned: it ran
+# faster where few blocks share an SM and no faster at the default, where the producers are no longer the only
+# limit. Rung 05 takes another road and drops the copy engine altogether.
 
 # %% [markdown]
 # Announce the bytes and ask for the boxes yourself: [lab 04](../../labs/msda/04_tma_boxes.ipynb) (the

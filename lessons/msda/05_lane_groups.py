@@ -357,7 +357,7 @@ for rec in results.load_all():
 # ## Experiments: block size and branches
 #
 # `threads` sets the block size, `branchless` switches the branch-free corners off. Predictions to test: the
-# block size hardly matters, and branches cost what the recorded sweep says. (Without a GPU of compute
+# block size hardly matters, and branches cost little. (Without a GPU of compute
 # capability 8.0 or newer there is nothing to time: the sweeps say so.)
 
 # %%
