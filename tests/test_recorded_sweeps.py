@@ -238,3 +238,27 @@ def test_every_sweep_a_lesson_invites_has_a_gpu_record():
                   if not lesson.recorded_sweeps(c["track"], c["stage"], c["param"], c["fixed"])}
     assert not unrecorded, ("record them on a GPU (python tools/record_sweeps.py --track T --only STAGE): "
                             f"{sorted(unrecorded)}")
+
+
+def test_every_recorded_sweep_is_one_a_lesson_still_invites():
+    # a sweep whose lesson call changed (other values, other fixed settings, another size) or went away would be
+    # shown to a learner as if it were the lesson's: re-record it (tools/record_sweeps.py) and drop the old entry
+    import json
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import record_sweeps
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    from cudabook import results
+
+    def key(track, stage, param, values, fixed, size):
+        return json.dumps([track, stage, param, results.json_plain(values), results.json_plain(fixed or {}),
+                           results.json_plain(size)], sort_keys=True)
+
+    calls, _ = record_sweeps.find_calls()
+    invited = {key(c["track"], c["stage"], c["param"], c["values"], c["fixed"], c["size"]) for c in calls}
+    stale = [(path.name, e["track"], e["stage"], e["param"], e["values"], e.get("fixed"), e.get("commit"))
+             for path in sorted((ROOT / "results" / "sweeps").glob("*_lessons.json"))
+             for e in json.loads(path.read_text())["sweeps"]
+             if key(e["track"], e["stage"], e["param"], e["values"], e.get("fixed"), e.get("size")) not in invited]
+    assert not stale, f"recorded sweeps no lesson invites any more: {stale}"
