@@ -357,15 +357,52 @@ def table(record, workload=None) -> str:
              "|---|" + "---:|" * len(columns) + "---:|:-:|"]
     timed = [s for s in w["stages"].values() if "median_us" in s]
     base = timed[0]["median_us"] if timed and "median_us" in next(iter(w["stages"].values())) else None
+    changed = {name: not_today(track_of(wname, w), name, s.get("params")) for name, s in w["stages"].items()}
     for name, s in list(w["stages"].items()) + list(w.get("peers", {}).items()):
+        label = f"{name} †" if changed.get(name) else name
         if "median_us" not in s:
             why = s.get("skipped") or s.get("error", "")
-            lines.append(f"| {name} | " + "– | " * (len(columns) + 1) + f"{why} |")
+            lines.append(f"| {label} | " + "– | " * (len(columns) + 1) + f"{why} |")
             continue
         cells = [fmt.format(s[key]) if key in s else "–" for _, key, fmt in columns]
         speed = f"{base / s['median_us']:.1f}×" if base else "–"
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {speed} | {'✓' if s.get('correct') else '✗'} |")
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {speed} | {'✓' if s.get('correct') else '✗'} |")
+    notes = [f"{name}: {why}" for name, why in changed.items() if why]
+    if notes:
+        lines += ["", "† measured with settings other than the stage's defaults today (" + "; ".join(notes) + ")"]
     return "\n".join(lines)
+
+
+def not_today(track, stage, params) -> str | None:
+    """How a recorded stage's settings differ from the stage's defaults today, as a GPU runs it ("pdl not recorded
+    (now True)"), or None when they agree, when the record has no settings, or when the stage is gone. A default
+    written `64 if SIMULATOR else 256` is read for the GPU (cudabook.literal); one that cannot be read so is
+    compared only on this machine's GPU, and in the simulator only for settings the record lacks."""
+    import inspect
+
+    from . import SIMULATOR, literal
+    if not isinstance(params, dict):
+        return None
+    try:
+        module = track.stage(stage)
+    except Exception:   # a stage renamed or removed since: nothing to compare with
+        return None
+    today = getattr(module, "PARAMS", None)
+    if not today:
+        return None
+    try:
+        gpu_defaults = literal.assigned(inspect.getsource(module), "PARAMS", simulator=False)
+    except (literal.Unreadable, OSError, TypeError):
+        gpu_defaults = None if SIMULATOR else today
+    diffs = []
+    for key, now in today.items():
+        if isinstance(gpu_defaults, dict):
+            now = gpu_defaults.get(key, now)
+        if key not in params:
+            diffs.append(f"{key} not recorded (now {now!r})")
+        elif isinstance(gpu_defaults, dict) and key in gpu_defaults and json_plain(params[key]) != json_plain(now):
+            diffs.append(f"{key}={params[key]!r} (now {now!r})")
+    return ", ".join(diffs) or None
 
 
 def plot(record, *, upto=None, workload=None, ax=None, peers=True):

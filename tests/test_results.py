@@ -47,6 +47,35 @@ def test_table_has_every_stage_and_peer():
     assert "| torch_compile | 20.0 | 1,500 | 50.0 | 5.0× | ✓ |" in text
 
 
+def test_a_stage_measured_with_other_settings_than_todays_is_marked():
+    # a record keeps its settings; a reader must see when today's defaults differ (a setting added since, as
+    # 07's pdl, or a default changed), read as a GPU runs the stage, not as the simulator does
+    from cudabook.resample import s01_naive, s07_tma
+    record = json.loads(json.dumps(RECORD))
+    stages = record["workloads"]["resample B=1 S=2 T=3 D=4 sorted"]["stages"]
+    stages["01_naive"]["params"] = dict(s01_naive.PARAMS)
+    text = results.table(record)
+    assert "†" not in text
+    stages["01_naive"]["params"]["threads"] = 7
+    stages["07_tma"] = {"median_us": 50.0, "correct": True, "params": {k: v for k, v in s07_tma.PARAMS.items()
+                                                                       if k != "pdl"}}
+    text = results.table(record)
+    assert "| 01_naive † | 100.0 |" in text and "| 07_tma † | 50.0 |" in text
+    assert "01_naive: threads=7 (now 128)" in text and "07_tma: pdl not recorded (now True)" in text
+
+
+def test_a_default_is_read_as_a_gpu_runs_it():
+    from cudabook import literal
+    source = ("import x\nTILE = 16 if SIMULATOR else 32\nBM, BN = (1, 2) if SIMULATOR else (3, 4)\n"
+              "OTHER = x.y()\nPARAMS = {'tile': TILE, 'bm': BM, 'n': [BN, -1], 'on': not SIMULATOR}\n")
+    assert literal.assigned(source, "PARAMS") == {"tile": 32, "bm": 3, "n": [4, -1], "on": True}
+    assert literal.assigned(source, "PARAMS", simulator=True) == {"tile": 16, "bm": 1, "n": [2, -1], "on": False}
+    with pytest.raises(literal.Unreadable, match="the name OTHER"):
+        literal.assigned(source + "LATER = OTHER\n", "LATER")
+    with pytest.raises(literal.Unreadable, match="no module-level `MISSING"):
+        literal.assigned(source, "MISSING")
+
+
 def test_readme_is_regenerated_from_the_records(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text(f"intro\n{results.BEGIN}\nstale\n{results.END}\nafter\n")

@@ -23,27 +23,11 @@ import time
 os.environ.setdefault("MPLBACKEND", "Agg")
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from cudabook.literal import Unreadable, evaluate  # noqa: E402  (lesson.sweep arguments, read as a GPU runs them)
+
 LESSONS = ROOT / "lessons"
 TRACKS = ("resample", "gemm", "msda", "attention")
-SAFE = (ast.Expression, ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.IfExp, ast.Name, ast.Load,
-        ast.UnaryOp, ast.BinOp, ast.BoolOp, ast.Compare, ast.USub, ast.UAdd, ast.Not, ast.And, ast.Or, ast.Add,
-        ast.Sub, ast.Mult, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Is, ast.IsNot)
-NAMES = {"SIMULATOR", "True", "False", "None"}
-
-
-class Unreadable(ValueError):
-    pass
-
-
-def evaluate(node, simulator: bool):
-    """The value of a literal or simple expression of SIMULATOR; Unreadable for anything else (names, calls)."""
-    for sub in ast.walk(node):
-        if not isinstance(sub, SAFE):
-            raise Unreadable(f"{type(sub).__name__} in `{ast.unparse(node)}`")
-        if isinstance(sub, ast.Name) and sub.id not in NAMES:
-            raise Unreadable(f"the name {sub.id} in `{ast.unparse(node)}`")
-    code = compile(ast.Expression(body=node), "<sweep argument>", "eval")
-    return eval(code, {"__builtins__": {}}, {"SIMULATOR": simulator})
 
 
 def _is_sweep(node) -> bool:

@@ -1,0 +1,56 @@
+"""Literal expressions in the workbook's source, read as a GPU would run them.
+
+Lessons and stage modules write settings that differ in the simulator as `[1, 2] if SIMULATOR else [1, 2, 4, 8]`
+or `{"threads": 64 if SIMULATOR else 256}`. `evaluate` gives such an expression's value for either machine
+without running anything else: only literals, containers, arithmetic, comparisons and the name SIMULATOR are
+read; anything else (another name, a call) is Unreadable. tools/record_sweeps.py reads lesson.sweep calls with
+it; cudabook.results reads a stage's PARAMS with it, to tell a record made with other settings.
+"""
+from __future__ import annotations
+
+import ast
+
+SAFE = (ast.Expression, ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.IfExp, ast.Name, ast.Load,
+        ast.UnaryOp, ast.BinOp, ast.BoolOp, ast.Compare, ast.USub, ast.UAdd, ast.Not, ast.And, ast.Or, ast.Add,
+        ast.Sub, ast.Mult, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Is, ast.IsNot)
+NAMES = {"SIMULATOR", "True", "False", "None"}
+
+
+class Unreadable(ValueError):
+    pass
+
+
+def evaluate(node, simulator: bool, known=None):
+    """The value of a literal or simple expression of SIMULATOR (and of the names in `known`, a dict of values);
+    Unreadable for anything else (other names, calls)."""
+    known = known or {}
+    for sub in ast.walk(node):
+        if not isinstance(sub, SAFE):
+            raise Unreadable(f"{type(sub).__name__} in `{ast.unparse(node)}`")
+        if isinstance(sub, ast.Name) and sub.id not in NAMES and sub.id not in known:
+            raise Unreadable(f"the name {sub.id} in `{ast.unparse(node)}`")
+    code = compile(ast.Expression(body=node), "<literal expression>", "eval")
+    return eval(code, {"__builtins__": {}}, {**known, "SIMULATOR": simulator})
+
+
+def assigned(source: str, name: str, simulator: bool = False):
+    """The value of the module-level `name = <expression>` in `source`, read with SIMULATOR = `simulator`. The
+    expression may use names assigned readable values above it (`TILE = 16 if SIMULATOR else 32`, `BM, BN = ...`).
+    Unreadable when there is no such assignment or its expression is not one `evaluate` reads."""
+    known = {}
+    for node in ast.parse(source).body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+            continue
+        target = node.targets[0]
+        if isinstance(target, ast.Name) and target.id == name:
+            return evaluate(node.value, simulator, known)
+        try:
+            value = evaluate(node.value, simulator, known)
+        except Unreadable:
+            continue
+        if isinstance(target, ast.Name):
+            known[target.id] = value
+        elif isinstance(target, ast.Tuple) and all(isinstance(e, ast.Name) for e in target.elts) \
+                and isinstance(value, tuple) and len(value) == len(target.elts):
+            known.update((e.id, v) for e, v in zip(target.elts, value))
+    raise Unreadable(f"no module-level `{name} = ...`")
