@@ -174,7 +174,8 @@ def _timed_sweep(t, module, stage, param, values, fixed, size):
     elif path:
         entry = {"track": t.NAME, "stage": stage, "param": param, "values": results.json_plain(list(values)),
                  "fixed": results.json_plain(fixed), "size": results.json_plain(size), "workload": spec.workload_name(**used),
-                 "size_used": results.json_plain(used), "plot_key": spec.PLOT_KEY, "rows": rows}
+                 "size_used": results.json_plain(used), "plot_key": spec.PLOT_KEY, "rows": rows,
+                 "defaults": results.json_plain(getattr(module, "PARAMS", {}))}
         try:
             where = save_sweep(path, entry)
             print(f"recorded in {where}")
@@ -195,7 +196,8 @@ def save_sweep(path, entry, pedigree=None):
 
     The file: {schema, kind, gpu, commit, dirty, source_digest, date, machine (of its latest write), sweeps: [
     {track, stage, param, values, fixed, size, workload, size_used, plot_key, rows: [{value, median_us, the
-    track's figures, correct} or {value, error}], gpu, commit, dirty, source_digest, date, machine}]}. A sweep
+    track's figures, correct} or {value, error}], defaults (the stage's PARAMS then; older sweeps lack it), gpu,
+    commit, dirty, source_digest, date, machine}]}. A sweep
     with the same key (sweep_key) is replaced in place; every other sweep stays, with its own pedigree. Written
     to a temporary file beside it, then renamed over it: a reader never sees half a file."""
     import json
@@ -284,6 +286,9 @@ def show_recorded_sweep(track, stage, param, fixed=None):
                     f"{', '.join(f'{k}={v!r}' for k, v in (fixed or {}).items())}")
         print(f"Recorded on {e['gpu']} at {e.get('commit') or '?'} ({(e.get('date') or '?')[:10]}), "
               f"{e.get('workload', '?')}{note}: timings from that run, not measured on this machine.")
+        other = results.not_today(t, stage, e.get("defaults"), ignore={param, *(e.get("fixed") or {})})
+        if other:
+            print(f"  Its other settings were then the stage's defaults, which have changed since: {other}.")
         print(_table_header(param, spec))
         for row in e.get("rows", []):
             print(_table_row(param, row, spec))

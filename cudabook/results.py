@@ -373,11 +373,12 @@ def table(record, workload=None) -> str:
     return "\n".join(lines)
 
 
-def not_today(track, stage, params) -> str | None:
+def not_today(track, stage, params, ignore=()) -> str | None:
     """How a recorded stage's settings differ from the stage's defaults today, as a GPU runs it ("pdl not recorded
     (now True)"), or None when they agree, when the record has no settings, or when the stage is gone. A default
     written `64 if SIMULATOR else 256` is read for the GPU (cudabook.literal); one that cannot be read so is
-    compared only on this machine's GPU, and in the simulator only for settings the record lacks."""
+    compared only on this machine's GPU, and in the simulator only for settings the record lacks. Settings named
+    in `ignore` are not compared (a sweep's own parameter, its fixed ones)."""
     import inspect
 
     from . import SIMULATOR, literal
@@ -396,6 +397,8 @@ def not_today(track, stage, params) -> str | None:
         gpu_defaults = None if SIMULATOR else today
     diffs = []
     for key, now in today.items():
+        if key in ignore:
+            continue
         if isinstance(gpu_defaults, dict):
             now = gpu_defaults.get(key, now)
         if key not in params:

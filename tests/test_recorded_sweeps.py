@@ -100,7 +100,7 @@ def _fake_track():
         workload_name=lambda n: f"fake n={n}", prepare=lambda size: ((), Problem()),
         context=lambda problem, progress: {}, metrics=lambda problem, us, ctx: {"GBps": 1e4 / us,
                                                                                "pct_of_copy": 1e3 / us})
-    module = types.SimpleNamespace(launch=launch)
+    module = types.SimpleNamespace(launch=launch, PARAMS={"tile": 8, "mode": "a", "depth": 2})
     track = types.SimpleNamespace(NAME="resample", bench=bench, stage=lambda name: module,
                                   unavailable=lambda name: None,
                                   judge=lambda got, *args: types.SimpleNamespace(ok=got != 16))
@@ -130,6 +130,7 @@ def test_a_timed_sweep_is_recorded_when_asked(tmp_path, monkeypatch, capsys, fig
         ("resample", "03_coalesced", "tile", [8, 16, 99], {"mode": "b"}, None)
     assert entry["gpu"] == "NVIDIA H100 80GB HBM3" and entry["commit"] == "abc1234"
     assert entry["workload"] == "fake n=4" and entry["plot_key"] == "pct_of_copy"
+    assert entry["defaults"] == {"tile": 8, "mode": "a", "depth": 2}      # the stage's settings when recorded
     first, wrong, failed = entry["rows"]
     assert first == {"value": 8, "median_us": 80.0, "GBps": 125.0, "pct_of_copy": 12.5, "correct": True}
     assert wrong["correct"] is False and failed == {"value": 99, "error": "ValueError: too much shared memory"}
@@ -157,6 +158,21 @@ def test_a_recorded_sweep_is_drawn_where_the_stage_cannot_run(results_dir, capsy
     assert "recorded on NVIDIA H100 80GB HBM3 at abc1234" in ax.get_title()
     assert sorted(line.get_label() for line in ax.get_lines()) == ["NVIDIA H100 80GB HBM3", "NVIDIA H200"]
     assert sorted(list(line.get_ydata()) for line in ax.get_lines()) == [[76.5, 81.6], [88.8]]
+
+
+def test_a_recorded_sweep_says_when_the_stages_other_defaults_changed_since(results_dir, capsys, figures):
+    from cudabook.resample import s07_tma
+    path = results_dir / "sweeps" / "H100_80GB_HBM3_lessons.json"
+    then = {**{k: v for k, v in s07_tma.PARAMS.items() if k != "pdl"}, "box_rows": 99}
+    lesson.save_sweep(path, _entry(track="resample", stage="07_tma", param="box_rows", values=[4, 8],
+                                   defaults=then), pedigree=PEDIGREE)
+    lesson.show_recorded_sweep("resample", "07_tma", "box_rows")
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if "changed since" in x]
+    assert "pdl not recorded (now True)" in line and "box_rows" not in line     # the swept one is not compared
+    lesson.save_sweep(path, _entry(track="resample", stage="07_tma", param="box_rows", values=[4, 8],
+                                   defaults=dict(s07_tma.PARAMS)), pedigree=PEDIGREE)
+    lesson.show_recorded_sweep("resample", "07_tma", "box_rows")
+    assert "changed since" not in capsys.readouterr().out
 
 
 def test_recorded_sweeps_match_on_fixed_but_not_on_values(results_dir):
