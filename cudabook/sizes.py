@@ -299,6 +299,21 @@ def _display(fig, record, key):
         print(format_table(table(record, key)))
 
 
+def not_today(track, record) -> str | None:
+    """Which stages of a size sweep ran with settings other than their defaults today, and how (results.not_today
+    of the first row of each stage that recorded its settings), or None."""
+    seen, notes = set(), []
+    for row in record.get("rows", []):
+        stage = row.get("stage")
+        if row.get("peer") or stage in seen or not isinstance(row.get("params"), dict):
+            continue
+        seen.add(stage)
+        why = results.not_today(track, stage, row["params"])
+        if why:
+            notes.append(f"{stage}: {why}")
+    return "; ".join(notes) or None
+
+
 def show(track, *, key=None, where=None, folder=None):
     """For lessons: every recorded card's size sweep of the track, drawn; or, where none is recorded, how to
     record one. Returns the figures (a Shown list), or None."""
@@ -313,6 +328,9 @@ def show(track, *, key=None, where=None, folder=None):
         print(f"Recorded on {record['gpu']} at commit {record.get('commit') or '?'} "
               f"({(record.get('date') or '?')[:10]}): timings from that run, not measured on this machine."
               + ("" if record.get("complete", True) else " The sweep did not finish: some sizes are missing."))
+        changed = not_today(t, record)
+        if changed:
+            print(f"  Measured with settings other than the stages' defaults today: {changed}.")
         fig = figure(record, key=key, where=where)
         _display(fig, record, key)
         shown.append(fig)

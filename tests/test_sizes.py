@@ -109,6 +109,25 @@ def test_show_draws_every_card(tmp_path, capsys, monkeypatch):
     assert "Recorded on NVIDIA H100 80GB HBM3 at commit abc1234" in out and "NVIDIA H200" in out
 
 
+def test_show_says_when_a_stage_ran_with_other_settings_than_todays(tmp_path, capsys, monkeypatch):
+    from cudabook.attention import s05_wgmma_tma
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    record = _record()
+    stage_rows = [r for r in record["rows"] if r.get("stage") == "05_wgmma_tma"]
+    assert stage_rows
+    for r in stage_rows:
+        r["params"] = dict(s05_wgmma_tma.PARAMS)
+    sizes.save(record, tmp_path / "sizes")
+    sizes.show("attention")
+    assert "other than the stages' defaults" not in capsys.readouterr().out
+    key = next(iter(s05_wgmma_tma.PARAMS))
+    stage_rows[0]["params"] = {k: v for k, v in s05_wgmma_tma.PARAMS.items() if k != key}
+    sizes.save(record, tmp_path / "sizes")
+    sizes.show("attention")
+    out = capsys.readouterr().out
+    assert f"other than the stages' defaults today: 05_wgmma_tma: {key} not recorded" in out
+
+
 def test_list_names_sizes_and_stages_of_every_track():
     done = subprocess.run([sys.executable, str(ROOT / "tools" / "sweep_sizes.py"), "--list"], capture_output=True,
                           text=True, timeout=60, cwd=ROOT)
