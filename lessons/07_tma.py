@@ -380,7 +380,7 @@ lesson.sweep("07_tma", "pdl", [False, True])
 # ## Across problem sizes
 #
 # The ladder above is one size. Across the channel count D (B, S and T as the benchmark's), recorded on a GPU with
-# `tools/sweep_sizes.py`: stages 05 to 07 and PyTorch, each point checked against the reference. Where the
+# `tools/sweep_sizes.py`: stages 05, 07 and 08 and PyTorch, each point checked against the reference. Where the
 # lines cross says more than one size does: a fixed cost (the prepass, a launch) weighs most on the smallest D.
 
 # %%

@@ -688,12 +688,32 @@ lesson.sweep("08_fused_gather", "threads", [64, 128, 256, 512], fixed={"min_bloc
 lesson.sweep("08_fused_gather", "pdl", [False, True], fixed={"search": "prepass"})
 
 # %% [markdown]
+# ## Across problem sizes
+#
+# Every number above is at the benchmark's D = 256, where stage 08 was tuned. Across the channel count D (B, S
+# and T as the benchmark's), recorded on a GPU with `tools/sweep_sizes.py`: stages 05, 07 and 08 and PyTorch,
+# each point checked against the reference. Prediction to test: a kernel tuned at one size keeps its lead at
+# the others.
+
+# %%
+from cudabook import sizes
+
+sizes.show("resample")
+
+# %% [markdown]
+# The H100 record refutes it. Stage 08 is ahead of `torch.compile` at D = 256 only. At D = 128 they are
+# level, and at D = 64 the compiler takes about 15 % less time. At D = 512, stage 08 is slower than stage 07
+# too, and about 20 % slower than the compiler. Why is not measured yet. A warp of 32 lanes moves a row of
+# D = 512 bf16 values in two 16-byte loads a lane, so at four targets a warp each warp holds twice the bytes,
+# with the same 32 registers a thread; `targets_per_warp` and `unroll` at D = 512 are the first experiments to
+# run.
+#
 # ## What is left
 #
-# Stage 08 is ahead of `torch.compile`, by less than the 5 % this workbook aims for; the cell under "How fast?"
-# prints how many µs are missing. The search still sits in front of every warp's first row load: with the
-# guess, one round of loads after the target's own, and three when the guess misses. Ideas this workbook has
-# not tried yet:
+# Stage 08 is ahead of `torch.compile` at the benchmark's size, by less than the 5 % this workbook aims for; the
+# cell under "How fast?" prints how many µs are missing. At other channel counts it is behind (above). The
+# search still sits in front of every warp's first row load: with the guess, one round of loads after the
+# target's own, and three when the guess misses. Ideas this workbook has not tried yet:
 #
 # - **Hiding the search within the warp's own gather, without long-lived warps.** At TPW = 4 a warp lives for
 #   about 4 rows, so it has no "next" search to pipeline; the persistent warps above had one and lost more to
