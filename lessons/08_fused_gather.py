@@ -703,10 +703,13 @@ sizes.show("resample")
 # %% [markdown]
 # The H100 record refutes it. Stage 08 is ahead of `torch.compile` at D = 256 only. At D = 128 they are
 # level, and at D = 64 the compiler takes about 15 % less time. At D = 512, stage 08 is slower than stage 07
-# too, and about 20 % slower than the compiler. Why is not measured yet. A warp of 32 lanes moves a row of
-# D = 512 bf16 values in two 16-byte loads a lane, so at four targets a warp each warp holds twice the bytes,
-# with the same 32 registers a thread; `targets_per_warp` and `unroll` at D = 512 are the first experiments to
-# run.
+# too, and about 20 % slower than the compiler. Why is not measured yet; the machine code rules out one
+# suspect. At D = 512 the kernel uses no more than 32 registers and no local memory: nothing spills. What
+# changes with D is the length of a warp's life. In each round of the gather a lane loads one 16-byte piece of
+# each of its two rows and waits for them, at every D, and four targets of D = 512 take eight such rounds one
+# after another where D = 256 takes four. `unroll` = 2 puts two rounds in flight; under the 32-register cap it
+# spills (a stack in the SASS), and with `min_blocks` 12 it does not (at most 40 registers). That pair, and
+# `targets_per_warp` at D = 512, are the experiments to run next.
 #
 # ## What is left
 #

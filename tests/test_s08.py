@@ -23,7 +23,7 @@ def test_the_stage_is_listed():
     assert s08.source().count("// >>> lab:") == 1 and s08.source().count("// <<< lab") == 1
 
 
-@pytest.mark.parametrize("D", [256, 520, 12, 6, 7])
+@pytest.mark.parametrize("D", [256, 512, 520, 12, 6, 7])
 @pytest.mark.parametrize("search", ["window", "lane", "prepass"])
 def test_it_compiles_without_spills(D, search):
     try:
@@ -34,6 +34,18 @@ def test_it_compiles_without_spills(D, search):
     assert use[s08.KERNEL]["local"] == 0 and use[s08.KERNEL]["stack"] == 0, use
     assert use[s08.KERNEL]["registers"] <= 32, use          # min_blocks=8 at 256 threads: the whole SM's lanes
     assert use[s08.FIND]["local"] == 0
+
+
+def test_unroll_2_spills_under_the_default_register_cap_and_not_under_12_blocks():
+    # lesson 08 says so, reading the size sweep at D = 512
+    try:
+        nvrtc.cuobjdump_path()
+    except nvrtc.ToolMissing as e:
+        pytest.skip(str(e))
+    spilled = nvrtc.resource_usage(s08.compile_cubin("sm_90a", D=512, unroll=2))[s08.KERNEL]
+    assert spilled["stack"] > 0, spilled
+    roomier = nvrtc.resource_usage(s08.compile_cubin("sm_90a", D=512, unroll=2, min_blocks=12))[s08.KERNEL]
+    assert roomier["stack"] == 0 and roomier["local"] == 0 and roomier["registers"] <= 40, roomier
 
 
 def test_the_sass_gathers_16_bytes_and_stages_nothing():
