@@ -34,16 +34,21 @@ def evaluate(node, simulator: bool, known=None):
 
 
 def assigned(source: str, name: str, simulator: bool = False):
-    """The value of the module-level `name = <expression>` in `source`, read with SIMULATOR = `simulator`. The
-    expression may use names assigned readable values above it (`TILE = 16 if SIMULATOR else 32`, `BM, BN = ...`).
-    Unreadable when there is no such assignment or its expression is not one `evaluate` reads."""
-    known = {}
-    for node in ast.parse(source).body:
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+    """The value of the module-level `name = <expression>` (or `name: T = ...`) in `source`, read with SIMULATOR =
+    `simulator`. The expression may use names assigned readable values above it (`TILE = 16 if SIMULATOR else
+    32`, `BM, BN = ...`). Unreadable when there is no such assignment at module level (one inside an `if` is not
+    seen), when its expression is not one `evaluate` reads, or when the module changes `name` afterwards
+    (`name[k] = ...`, `name.update(...)`, a second assignment): then the source alone does not give the value."""
+    known, found, body = {}, None, ast.parse(source).body
+    for at, node in enumerate(body):
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
+            node.target if isinstance(node, ast.AnnAssign) and node.value is not None else None
+        if target is None:
             continue
-        target = node.targets[0]
         if isinstance(target, ast.Name) and target.id == name:
-            return evaluate(node.value, simulator, known)
+            found = evaluate(node.value, simulator, known)
+            _unchanged(body[at + 1:], name)
+            return found
         try:
             value = evaluate(node.value, simulator, known)
         except Unreadable:
@@ -54,3 +59,22 @@ def assigned(source: str, name: str, simulator: bool = False):
                 and isinstance(value, tuple) and len(value) == len(target.elts):
             known.update((e.id, v) for e, v in zip(target.elts, value))
     raise Unreadable(f"no module-level `{name} = ...`")
+
+
+MUTATORS = {"update", "setdefault", "pop", "popitem", "clear", "append", "extend", "insert", "remove"}
+
+
+def _unchanged(rest, name):
+    """Unreadable if any statement in `rest` assigns to `name`, to an item of it, or calls a mutating method."""
+    def named(node):
+        return isinstance(node, ast.Name) and node.id == name
+    for stmt in rest:
+        for node in ast.walk(stmt):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+            for t in targets:
+                if named(t) or (isinstance(t, (ast.Subscript, ast.Attribute)) and named(t.value)):
+                    raise Unreadable(f"`{name}` is changed after its assignment (line {node.lineno})")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and named(node.func.value) \
+                    and node.func.attr in MUTATORS:
+                raise Unreadable(f"`{name}` is changed after its assignment (line {node.lineno})")

@@ -374,11 +374,11 @@ def table(record, workload=None) -> str:
 
 
 def not_today(track, stage, params, ignore=()) -> str | None:
-    """How a recorded stage's settings differ from the stage's defaults today, as a GPU runs it ("pdl not recorded
-    (now True)"), or None when they agree, when the record has no settings, or when the stage is gone. A default
-    written `64 if SIMULATOR else 256` is read for the GPU (cudabook.literal); one that cannot be read so is
-    compared only on this machine's GPU, and in the simulator only for settings the record lacks. Settings named
-    in `ignore` are not compared (a sweep's own parameter, its fixed ones)."""
+    """How a recorded stage's settings differ from the stage's defaults today, as a GPU runs it ("pdl not in the
+    record (now True)", "threads=64 (now 256)", "x=1 (no longer a setting)"), or None when they agree, when the
+    record has no settings, or when the stage is gone. A default written `64 if SIMULATOR else 256` is read for
+    the GPU from the source (cudabook.literal; a test keeps every stage's PARAMS readable so). Settings named in
+    `ignore` are not compared (a sweep's own parameter, its fixed ones)."""
     import inspect
 
     from . import SIMULATOR, literal
@@ -392,19 +392,21 @@ def not_today(track, stage, params, ignore=()) -> str | None:
     if not today:
         return None
     try:
-        gpu_defaults = literal.assigned(inspect.getsource(module), "PARAMS", simulator=False)
+        defaults, values_known = literal.assigned(inspect.getsource(module), "PARAMS", simulator=False), True
     except (literal.Unreadable, OSError, TypeError):
-        gpu_defaults = None if SIMULATOR else today
+        defaults, values_known = today, not SIMULATOR      # in the simulator, today's values are not a GPU's
+    if not isinstance(defaults, dict):
+        return None
     diffs = []
-    for key, now in today.items():
+    for key, now in defaults.items():
         if key in ignore:
             continue
-        if isinstance(gpu_defaults, dict):
-            now = gpu_defaults.get(key, now)
         if key not in params:
-            diffs.append(f"{key} not recorded (now {now!r})")
-        elif isinstance(gpu_defaults, dict) and key in gpu_defaults and json_plain(params[key]) != json_plain(now):
+            diffs.append(f"{key} not in the record" + (f" (now {now!r})" if values_known else ""))
+        elif values_known and json_plain(params[key]) != json_plain(now):
             diffs.append(f"{key}={params[key]!r} (now {now!r})")
+    diffs += [f"{key}={params[key]!r} (no longer a setting)" for key in params
+              if key not in defaults and key not in ignore]
     return ", ".join(diffs) or None
 
 

@@ -331,8 +331,9 @@ for record in results.load_all():
 # the other, and 99.5 µs with programmatic dependent launch, which hides the launch and the barriers' set-up
 # but cannot start the copies before the pairs exist. `torch.compile`'s whole call, in the H100 record above,
 # takes less than 07's main kernel alone: the difference is in the streaming kernel, and lesson 08 finds it.
-# An H200 tells the same story (one run): prepass 5.0 µs, main kernel 69.6, both 77.5, with programmatic
-# dependent launch 75.6, and `torch.compile`'s whole call 67.5 in its record.
+# An H200 tells the same story (one run, not a results/ record): prepass 5.0 µs, main kernel 69.6, both 77.5,
+# with programmatic dependent launch 75.6 (as in its record), and `torch.compile`'s whole call 67.5 in its
+# record.
 #
 # The honest lesson: on this problem a window in shared memory, even one brought by the copy engine, buys
 # nothing that L2 does not already give a plain gather. What decides is bytes in flight. The TMA's strengths
@@ -379,9 +380,10 @@ lesson.sweep("07_tma", "pdl", [False, True])
 # %% [markdown]
 # ## Across problem sizes
 #
-# The ladder above is one size. Across the channel count D (B, S and T as the benchmark's), recorded on a GPU with
-# `tools/sweep_sizes.py`: stages 05, 07 and 08 and PyTorch, each point checked against the reference. Where the
-# lines cross says more than one size does: a fixed cost (the prepass, a launch) weighs most on the smallest D.
+# The ladder above is one size. Across the channel count D (B, S and T as the benchmark's), recorded on a GPU
+# with `tools/sweep_sizes.py`: stages 05, 07 and 08 (the next lesson's) and PyTorch, each point checked against
+# the reference. Where the lines cross says more than one size does: a fixed cost (the prepass, a launch)
+# weighs most on the smallest D.
 
 # %%
 from cudabook import sizes

@@ -702,8 +702,8 @@ sizes.show("resample")
 
 # %% [markdown]
 # The H100 record refutes it. Stage 08 is ahead of `torch.compile` at D = 256 only. At D = 128 they are
-# level, and at D = 64 the compiler takes about 15 % less time. At D = 512, stage 08 is slower than stage 07
-# too, and about 20 % slower than the compiler. Why is not measured yet; the machine code rules out one
+# level, and at D = 64 the compiler takes about 15 % less time. At D = 64 and 512 stage 08 is behind stage 07
+# as well, and at D = 512 about 20 % slower than the compiler. Why is not measured yet; the machine code rules out one
 # suspect. At D = 512 the kernel uses no more than 32 registers and no local memory: nothing spills. What
 # changes with D is the length of a warp's life. In each round of the gather a lane loads one 16-byte piece of
 # each of its two rows and waits for them, at every D, and four targets of D = 512 take eight such rounds one
@@ -714,9 +714,9 @@ sizes.show("resample")
 # ## What is left
 #
 # Stage 08 is ahead of `torch.compile` at the benchmark's size, by less than the 5 % this workbook aims for; the
-# cell under "How fast?" prints how many µs are missing. At other channel counts it is behind (above). The
-# search still sits in front of every warp's first row load: with the guess, one round of loads after the
-# target's own, and three when the guess misses. Ideas this workbook has not tried yet:
+# cell under "How fast?" prints how many µs are missing. At other channel counts it is level or behind
+# (above). The search still sits in front of every warp's first row load: with the guess, one round of loads
+# after the target's own, and three when the guess misses. Ideas this workbook has not tried yet:
 #
 # - **Hiding the search within the warp's own gather, without long-lived warps.** At TPW = 4 a warp lives for
 #   about 4 rows, so it has no "next" search to pipeline; the persistent warps above had one and lost more to

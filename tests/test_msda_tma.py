@@ -39,7 +39,7 @@ def test_right_in_the_emulator(D, levels, P, locations, landing):
     p = msda.upload(*args)
     p.poison()
     with emulate.emulating(landing):
-        s04.launch(p, blocks=3, consumer_warps=2)
+        s04.launch(p, blocks=3, consumer_warps=2, depth=2)     # a ring deeper than its consumer warps
     verdict = msda.judge(p.result(), *args)
     assert verdict.ok, verdict
 
@@ -52,7 +52,7 @@ def test_right_on_a_hopper_gpu(D, levels, P, locations):
         pytest.skip(why)
     for seed in range(2):
         args = _case(D, levels, P, locations, seed)
-        for params in ({}, {"blocks": 5, "consumer_warps": 2, "depth": 1}):
+        for params in ({}, {"blocks": 5, "consumer_warps": 4, "depth": 2}, {"consumer_warps": 1, "depth": 1}):
             out = msda.run("04", *args, **params)
             verdict = msda.judge(out, *args)
             assert verdict.ok, (params, verdict)

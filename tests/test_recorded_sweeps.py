@@ -168,11 +168,18 @@ def test_a_recorded_sweep_says_when_the_stages_other_defaults_changed_since(resu
                                    defaults=then), pedigree=PEDIGREE)
     lesson.show_recorded_sweep("resample", "07_tma", "box_rows")
     (line,) = [x for x in capsys.readouterr().out.splitlines() if "changed since" in x]
-    assert "pdl not recorded (now True)" in line and "box_rows" not in line     # the swept one is not compared
+    assert "pdl not in the record (now True)" in line and "box_rows" not in line     # the swept one is not compared
     lesson.save_sweep(path, _entry(track="resample", stage="07_tma", param="box_rows", values=[4, 8],
                                    defaults=dict(s07_tma.PARAMS)), pedigree=PEDIGREE)
     lesson.show_recorded_sweep("resample", "07_tma", "box_rows")
     assert "changed since" not in capsys.readouterr().out
+    # a fixed setting is the sweep's own choice, not a default that changed
+    lesson.save_sweep(path, _entry(track="resample", stage="07_tma", param="box_rows", values=[4, 8],
+                                   fixed={"consumer_warps": 99}, defaults=dict(s07_tma.PARAMS, consumer_warps=99)),
+                      pedigree=PEDIGREE)
+    lesson.show_recorded_sweep("resample", "07_tma", "box_rows", {"consumer_warps": 99})
+    out = capsys.readouterr().out
+    assert "Recorded on" in out and "changed since" not in out
 
 
 def test_recorded_sweeps_match_on_fixed_but_not_on_values(results_dir):

@@ -61,7 +61,35 @@ def test_a_stage_measured_with_other_settings_than_todays_is_marked():
                                                                        if k != "pdl"}}
     text = results.table(record)
     assert "| 01_naive † | 100.0 |" in text and "| 07_tma † | 50.0 |" in text
-    assert "01_naive: threads=7 (now 128)" in text and "07_tma: pdl not recorded (now True)" in text
+    assert "01_naive: threads=7 (now 128)" in text and "07_tma: pdl not in the record (now True)" in text
+
+
+def test_a_default_that_differs_in_the_simulator_is_compared_as_a_gpu_runs_it():
+    # msda 01's threads is 64 in the simulator and 256 on a GPU: a GPU's record of 256 is today's default
+    from cudabook import track as tracks
+    msda = tracks.get("msda")
+    assert results.not_today(msda, "01_naive", {"threads": 256}) is None
+    assert results.not_today(msda, "01_naive", {"threads": 64}) == "threads=64 (now 256)"
+    assert results.not_today(msda, "01_naive", {"threads": 256, "old": 1}) == "old=1 (no longer a setting)"
+    assert results.not_today(msda, "01_naive", {}) == "threads not in the record (now 256)"
+    assert results.not_today(msda, "01_naive", {}, ignore={"threads"}) is None
+    assert results.not_today(msda, "no_such_stage", {"threads": 1}) is None and \
+        results.not_today(msda, "01_naive", None) is None
+
+
+def test_every_stages_defaults_are_readable_from_its_source():
+    # so that a record's table reads the same on a CPU and on a GPU
+    import inspect
+
+    from cudabook import literal
+    from cudabook import track as tracks
+    for name in ("resample", "gemm", "msda", "attention"):
+        t = tracks.get(name)
+        for stage in t.STAGES:
+            module = t.stage(stage)
+            if getattr(module, "PARAMS", None):
+                got = literal.assigned(inspect.getsource(module), "PARAMS", simulator=False)
+                assert got.keys() == module.PARAMS.keys(), (name, stage)
 
 
 def test_a_default_is_read_as_a_gpu_runs_it():
@@ -74,6 +102,10 @@ def test_a_default_is_read_as_a_gpu_runs_it():
         literal.assigned(source + "LATER = OTHER\n", "LATER")
     with pytest.raises(literal.Unreadable, match="no module-level `MISSING"):
         literal.assigned(source, "MISSING")
+    for change in ("PARAMS['tile'] = 8", "PARAMS.update(tile=8)", "PARAMS = {}", "PARAMS |= {'a': 1}"):
+        with pytest.raises(literal.Unreadable, match="changed after its assignment"):
+            literal.assigned(source + change + "\n", "PARAMS")
+    assert literal.assigned("PARAMS: dict = {'a': 1}\n", "PARAMS") == {"a": 1}
 
 
 def test_readme_is_regenerated_from_the_records(tmp_path):

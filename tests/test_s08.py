@@ -32,7 +32,7 @@ def test_it_compiles_without_spills(D, search):
         pytest.skip(str(e))
     use = nvrtc.resource_usage(s08.compile_cubin("sm_90a", D=D, search=search))
     assert use[s08.KERNEL]["local"] == 0 and use[s08.KERNEL]["stack"] == 0, use
-    assert use[s08.KERNEL]["registers"] <= 32, use          # min_blocks=8 at 256 threads: the whole SM's lanes
+    assert use[s08.KERNEL]["registers"] <= 32, use          # min_blocks=16 at 128 threads: the whole SM's lanes
     assert use[s08.FIND]["local"] == 0
 
 
@@ -45,7 +45,7 @@ def test_unroll_2_spills_under_the_default_register_cap_and_not_under_12_blocks(
     spilled = nvrtc.resource_usage(s08.compile_cubin("sm_90a", D=512, unroll=2))[s08.KERNEL]
     assert spilled["stack"] > 0, spilled
     roomier = nvrtc.resource_usage(s08.compile_cubin("sm_90a", D=512, unroll=2, min_blocks=12))[s08.KERNEL]
-    assert roomier["stack"] == 0 and roomier["local"] == 0 and roomier["registers"] <= 40, roomier
+    assert roomier["stack"] == 0 and roomier["local"] == 0, roomier
 
 
 def test_the_sass_gathers_16_bytes_and_stages_nothing():

@@ -125,7 +125,7 @@ def test_show_says_when_a_stage_ran_with_other_settings_than_todays(tmp_path, ca
     sizes.save(record, tmp_path / "sizes")
     sizes.show("attention")
     out = capsys.readouterr().out
-    assert f"other than the stages' defaults today: 05_wgmma_tma: {key} not recorded" in out
+    assert f"other than the stages' defaults today: 05_wgmma_tma: {key} not in the record" in out
 
 
 def test_list_names_sizes_and_stages_of_every_track():

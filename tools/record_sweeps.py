@@ -24,7 +24,19 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from cudabook.literal import Unreadable, evaluate  # noqa: E402  (lesson.sweep arguments, read as a GPU runs them)
+
+def _literal():
+    """cudabook/literal.py alone (it needs only `ast`): reading the lessons, --list among them, imports no
+    cudabook, so no Numba and no GPU probe."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("cudabook_literal", ROOT / "cudabook" / "literal.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_LITERAL = _literal()
+Unreadable, evaluate = _LITERAL.Unreadable, _LITERAL.evaluate   # lesson.sweep arguments, read as a GPU would
 
 LESSONS = ROOT / "lessons"
 TRACKS = ("resample", "gemm", "msda", "attention")

@@ -17,7 +17,7 @@ from .problem import start_launch
 NAME = "05_lane_groups"
 TITLE = "lane groups, no shuffles, unrolled points (C++)"
 PARAMS = {
-    "threads": 512,        # threads a block (H100, the benchmark's size: 128 4,952 µs, 256 4,683, 512 4,602)
+    "threads": 512,        # threads a block (the fastest of lesson 05's recorded sweep, results/sweeps/)
     "vectors": 1,          # 16-byte vectors a lane owns (1, 2 or 4): fewer lanes an item, fewer copies of the
                            # position arithmetic, more registers
     "branchless": True,    # load every corner (off-map ones from a pixel on the map, weight 0): the loads of a

@@ -379,11 +379,12 @@ lesson.sweep("04_tma_boxes", "blocks_per_sm", [1, 2, 4, 8, 0], track="msda")
 
 # %% [markdown]
 # The H100 record refutes the prediction. With the blocks an SM capped, the time halves from 1 block to 2 and
-# from 2 to 4, and falls 1.7 times from 4 to 8: **the limit is each block's producer**, not the SM's TMA unit,
-# which would not care how many warps ask. Divide the 1-block time by the items each SM's producer works
-# through and it is about 2.2 µs an item. A producer does one item at a time: it waits for the item's positions
-# and weights to come from memory, computes, and only then do its lanes issue the boxes. Nothing of the next
-# item overlaps that wait.
+# from 2 to 4, and falls 1.7 times from 4 to 8: **the limit is in each block**, not in the SM's TMA unit, which
+# would not care how many blocks ask. Which part of a block? At 3 blocks an SM, 2 consumer warps 4 deep and 8
+# consumer warps 1 deep take the same time, so not the consumers: the producer. Divide the 1-block time by the
+# items each SM's producer works through (5.9 M items over 132 SMs, about 44,900 each) and it is about 2.2 µs
+# an item. A producer does one item at a time: it waits for the item's positions and weights to come from
+# memory, computes, and only then do its lanes issue the boxes. Nothing of the next item overlaps that wait.
 #
 # Read the other two sweeps through shared memory. More consumer warps or a deeper ring add slots, and slots
 # are what a block's shared memory holds (the ring printed above), so fewer blocks fit on an SM, and there are
@@ -393,10 +394,10 @@ lesson.sweep("04_tma_boxes", "blocks_per_sm", [1, 2, 4, 8, 0], track="msda")
 # for another reason: a ring of one slot, so the producer waits for every item's blend before it starts the
 # next.
 #
-# Even so, rung 04 does not beat rung 02's plain loads, and on `uniform` it is far behind. A producer that
-# loads the next item's positions before it waits was tried on an H100 while this rung was tuned: it ran
-# faster where few blocks share an SM and no faster at the default, where the producers are no longer the only
-# limit. Rung 05 takes another road and drops the copy engine altogether.
+# Even so, rung 04 does not beat rung 02's plain loads, and on `uniform` it is far behind. A producer that loads
+# the next item's positions before it waits was tried on an H100 while this rung was tuned (scratch runs, not in
+# results/): it ran faster where few blocks share an SM and no faster at the default, where the producers are no
+# longer the only limit. Rung 05 takes another road and drops the copy engine altogether.
 
 # %% [markdown]
 # Announce the bytes and ask for the boxes yourself: [lab 04](../../labs/msda/04_tma_boxes.ipynb) (the
