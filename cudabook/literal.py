@@ -39,16 +39,16 @@ def assigned(source: str, name: str, simulator: bool = False):
     32`, `BM, BN = ...`). Unreadable when there is no such assignment at module level (one inside an `if` is not
     seen), when its expression is not one `evaluate` reads, or when the module changes `name` afterwards
     (`name[k] = ...`, `name.update(...)`, a second assignment): then the source alone does not give the value."""
-    known, found, body = {}, None, ast.parse(source).body
+    known, body = {}, ast.parse(source).body
     for at, node in enumerate(body):
         target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
             node.target if isinstance(node, ast.AnnAssign) and node.value is not None else None
         if target is None:
             continue
         if isinstance(target, ast.Name) and target.id == name:
-            found = evaluate(node.value, simulator, known)
+            value = evaluate(node.value, simulator, known)
             _unchanged(body[at + 1:], name)
-            return found
+            return value
         try:
             value = evaluate(node.value, simulator, known)
         except Unreadable:

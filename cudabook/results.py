@@ -16,6 +16,7 @@ numbers.
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import pathlib
 import re
@@ -379,22 +380,15 @@ def not_today(track, stage, params, ignore=()) -> str | None:
     record has no settings, or when the stage is gone. A default written `64 if SIMULATOR else 256` is read for
     the GPU from the source (cudabook.literal; a test keeps every stage's PARAMS readable so). Settings named in
     `ignore` are not compared (a sweep's own parameter, its fixed ones)."""
-    import inspect
-
-    from . import SIMULATOR, literal
     if not isinstance(params, dict):
         return None
     try:
         module = track.stage(stage)
     except Exception:   # a stage renamed or removed since: nothing to compare with
         return None
-    today = getattr(module, "PARAMS", None)
-    if not today:
+    if not getattr(module, "PARAMS", None):
         return None
-    try:
-        defaults, values_known = literal.assigned(inspect.getsource(module), "PARAMS", simulator=False), True
-    except (literal.Unreadable, OSError, TypeError):
-        defaults, values_known = today, not SIMULATOR      # in the simulator, today's values are not a GPU's
+    defaults, values_known = _gpu_defaults(module)
     if not isinstance(defaults, dict):
         return None
     diffs = []
@@ -408,6 +402,18 @@ def not_today(track, stage, params, ignore=()) -> str | None:
     diffs += [f"{key}={params[key]!r} (no longer a setting)" for key in params
               if key not in defaults and key not in ignore]
     return ", ".join(diffs) or None
+
+
+@functools.lru_cache(maxsize=None)
+def _gpu_defaults(module):
+    """(a stage module's PARAMS as a GPU runs it, whether its values are a GPU's), its source read once."""
+    import inspect
+
+    from . import SIMULATOR, literal
+    try:
+        return literal.assigned(inspect.getsource(module), "PARAMS", simulator=False), True
+    except (literal.Unreadable, OSError, TypeError):
+        return module.PARAMS, not SIMULATOR      # in the simulator, today's values are not a GPU's
 
 
 def plot(record, *, upto=None, workload=None, ax=None, peers=True):
