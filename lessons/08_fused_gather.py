@@ -682,6 +682,7 @@ for stage in ("07_tma", "08_fused_gather"):
 
 # %%
 lesson.sweep("08_fused_gather", "targets_per_warp", [1, 2, 4, 8, 16, 32])
+lesson.sweep("08_fused_gather", "vectors_per_lane", [1, 2, 4])
 lesson.sweep("08_fused_gather", "search", ["window", "lane", "prepass"])
 lesson.sweep("08_fused_gather", "min_blocks", [0, 16])
 lesson.sweep("08_fused_gather", "threads", [64, 128, 256, 512], fixed={"min_blocks": 0})

@@ -144,7 +144,7 @@ def test_cuda_grader_emulates_where_it_cannot_run(stage, path, capsys):
 WRONG_REGIONS = {  # a plausible mistake per lab, which must not pass (and must not hang the GPU)
     "06_cp_async": ("cp_async_wait<STAGES - 1>();", "cp_async_wait<STAGES - 1>();\n__syncthreads(); return;"),
     "07_tma": ("L + r * BOXR", "L + r * BOXR + 1"),
-    "08_fused_gather": ("c[u] = __ldg(f + from + VPR);", "c[u] = __ldg(f + from + 1);"),
+    "08_fused_gather": ("c[u][q] = __ldg(f + from + q * EPR + VPR);", "c[u][q] = __ldg(f + from + q * EPR + 1);"),
 }
 
 

@@ -7,6 +7,8 @@ window's first round, sparse targets that leave the window, any D). The lab's pl
 GPU: the edge cases every stage passes, random cases, every search and parameter variant, the prepass's pairs,
 the benchmark size, and programmatic dependent launch against a plain launch.
 """
+import re
+
 import numpy as np
 import pytest
 
@@ -36,23 +38,30 @@ def test_it_compiles_without_spills(D, search):
     assert use[s08.FIND]["local"] == 0
 
 
-def test_unroll_2_spills_under_the_default_register_cap_and_not_under_12_blocks():
-    # lesson 08 says so, reading the size sweep at D = 512
+def test_two_vectors_a_lane_fit_32_registers_where_unroll_2_spills():
+    # lesson 08 says so: the same four 16-byte loads in flight a lane, from one address (vectors_per_lane=2, the
+    # default) or from two (unroll=2): the second spills under the 32-register cap, and not under 12 blocks an SM
     try:
         nvrtc.cuobjdump_path()
     except nvrtc.ToolMissing as e:
         pytest.skip(str(e))
-    spilled = nvrtc.resource_usage(s08.compile_cubin("sm_90a", D=512, unroll=2))[s08.KERNEL]
-    assert spilled["stack"] > 0, spilled
-    roomier = nvrtc.resource_usage(s08.compile_cubin("sm_90a", D=512, unroll=2, min_blocks=12))[s08.KERNEL]
-    assert roomier["stack"] == 0 and roomier["local"] == 0, roomier
+    for D in (256, 512):
+        two = nvrtc.resource_usage(s08.compile_cubin("sm_90a", D=D))[s08.KERNEL]
+        assert two["stack"] == 0 and two["local"] == 0 and two["registers"] <= 32, two
+        spilled = nvrtc.resource_usage(s08.compile_cubin("sm_90a", D=D, unroll=2, vectors_per_lane=1))[s08.KERNEL]
+        assert spilled["stack"] > 0, spilled
+        roomier = nvrtc.resource_usage(s08.compile_cubin("sm_90a", D=D, unroll=2, vectors_per_lane=1,
+                                                         min_blocks=12))[s08.KERNEL]
+        assert roomier["stack"] == 0 and roomier["local"] == 0, roomier
 
 
 def test_the_sass_gathers_16_bytes_and_stages_nothing():
     _sass_or_skip()
     cubin = s08.compile_cubin("sm_90a", D=256)
-    loads = nvrtc.sass_lines(cubin, r"^(@!?P\d )?LDG", kernel=s08.KERNEL)
-    assert sum(".128" in line for line in loads) == 2, loads         # the two rows' 16-byte pieces
+    loads = [line for line in nvrtc.sass_lines(cubin, r"^(@!?P\d )?LDG", kernel=s08.KERNEL) if ".128" in line]
+    assert len(loads) == 2 * s08.PARAMS["vectors_per_lane"] == 4, loads   # two 16-byte pieces of each row
+    bases = {re.search(r"\[(R\d+)\.64", line).group(1) for line in loads}
+    assert len(bases) == 1, loads            # from one address: the others are offsets in the instruction
     assert nvrtc.sass_lines(cubin, r"^(@!?P\d )?STG\.E\.128", kernel=s08.KERNEL)
     assert nvrtc.sass_lines(cubin, r"^F2FP\.BF16", kernel=s08.KERNEL)
     assert nvrtc.sass_lines(cubin, r"^SHFL\.IDX", kernel=s08.KERNEL)  # each element asks the owning lane
@@ -69,6 +78,12 @@ def test_the_sass_gathers_16_bytes_and_stages_nothing():
 def test_bad_parameters_are_refused_with_the_rule():
     with pytest.raises(ValueError, match="targets_per_warp must be 1..32"):
         s08.config(256, targets_per_warp=33)
+    with pytest.raises(ValueError, match="targets_per_warp must be 1..32 .* or \"auto\", got 'four'"):
+        s08.config(256, targets_per_warp="four")
+    with pytest.raises(ValueError, match="vectors_per_lane must be 1..8, got 0"):
+        s08.config(256, vectors_per_lane=0)
+    with pytest.raises(ValueError, match="vectors_per_lane must be 1..8, got 2.0"):
+        s08.config(256, vectors_per_lane=2.0)
     with pytest.raises(ValueError, match="search must be one of"):
         s08.config(256, search="binary")
     with pytest.raises(ValueError, match="unroll <= 16 and threads a multiple of 32"):
@@ -90,19 +105,31 @@ def test_a_problem_too_large_for_32_bit_offsets_is_refused():
 def test_plan_counts_warps_per_batch_row():
     class P:
         shape = (3, 100, 10, 16)
-    plan = s08.plan(P())
+    plan = s08.plan(P(), targets_per_warp=4)
     assert plan["warps"] == 3 * 3 and plan["blocks"] == 3 and plan["config"]["VEC"] == 8     # 4 warps a block
     assert s08.plan(P(), targets_per_warp=32)["warps"] == 3
+    assert s08.plan(P())["config"]["TPW"] == 32           # "auto": 2 vectors a row, so 32 targets (at most)
+
+
+@pytest.mark.parametrize("D, tpw, ppl", [(256, 4, 2), (64, 16, 2), (128, 8, 2), (512, 2, 2), (1024, 1, 2),
+                                         (8, 32, 1), (24, 32, 1), (36, 14, 1), (37, 3, 1), (2, 32, 1)])
+def test_auto_targets_and_vectors_a_lane_follow_d(D, tpw, ppl):
+    # "auto": 128 output vectors a warp (4 a lane); 2 vectors a lane where a row's vector count is even
+    cfg = s08.config(D)
+    assert (cfg["TPW"], cfg["PPL"]) == (tpw, ppl)
+    assert s08.config(D, vectors_per_lane=1)["PPL"] == 1
+    assert s08.lane_vectors(48, 4) == 3 and s08.lane_vectors(64, 8) == 8 and s08.lane_vectors(40, 4) == 1
 
 
 EMULATED_CASES = [(2, 200, 21, 37, True), (2, 200, 21, 37, False), (1, 2, 133, 1, True), (1, 23, 19, 7, False),
-                  (1, 60, 17, 264, True),
+                  (1, 60, 17, 264, True), (1, 60, 17, 272, False),
                   (1, 20000, 40, 8, True),      # S > 4096: the window search narrows more than once
                   (2, 5000, 300, 16, True),     # sparse targets: many leave the window and search the row
                   (3, 50, 7, 24, True), (2, 64, 200, 12, False)]
 VARIANTS = [{}, {"search": "lane"}, {"search": "prepass"}, {"search": "prepass", "targets_per_warp": 32, "pdl": False},
             {"targets_per_warp": 32}, {"targets_per_warp": 7, "unroll": 3, "min_blocks": 0, "threads": 64},
-            {"targets_per_warp": 1, "streaming_stores": True}, {"bf16_cvt": False}]
+            {"targets_per_warp": 1, "streaming_stores": True}, {"bf16_cvt": False},
+            {"vectors_per_lane": 1, "targets_per_warp": 4}, {"vectors_per_lane": 4, "unroll": 2, "targets_per_warp": 5}]
 
 
 def _right_in_the_emulator(make, params, rng):
@@ -150,18 +177,28 @@ LAB_MISTAKES = [  # (what, old, new, words the message must hold)
      "const int from = __shfl_sync(0xffffffffu, src, i) + v;   // every lane shuffles, in range or not\n"
      "            to[u] = __shfl_sync(0xffffffffu, dst32, i) + v;\n"
      "            ws[u] = __shfl_sync(0xffffffffu, wt, i);\n"
-     "            if (e < E) {",
-     "int from = 0;\n            if (e < E) {\n"
+     "            has[u] = e < E;\n"
+     "            if (has[u]) {",
+     "int from = 0;\n            has[u] = e < E;\n            if (has[u]) {\n"
      "                from = __shfl_sync(__activemask(), src, i) + v;\n"
      "                to[u] = __shfl_sync(__activemask(), dst32, i) + v;\n"
      "                ws[u] = __shfl_sync(__activemask(), wt, i);", ["DEADLOCK", "__shfl_sync", "have left", "reached by all 32 lanes"]),
-    ("the upper row read as the next vector (from + 1)", "c[u] = __ldg(f + from + VPR);", "c[u] = __ldg(f + from + 1);",
-     ["FAIL"]),
+    ("the upper row read as the next vector (+ 1)", "c[u][q] = __ldg(f + from + q * EPR + VPR);",
+     "c[u][q] = __ldg(f + from + q * EPR + 1);", ["FAIL"]),
+    ("a lane's vectors side by side (+ q), not a slot's width apart (+ q * EPR)",
+     "a[u][q] = __ldg(f + from + q * EPR);\n                    c[u][q] = __ldg(f + from + q * EPR + VPR);",
+     "a[u][q] = __ldg(f + from + q);\n                    c[u][q] = __ldg(f + from + q + VPR);", ["FAIL"]),
     ("lane 0's weight for every element", "ws[u] = __shfl_sync(0xffffffffu, wt, i);",
      "ws[u] = __shfl_sync(0xffffffffu, wt, 0);", ["FAIL"]),
-    ("the rows swapped in the lerp", "lerp_vec(a[u], c[u], ws[u])", "lerp_vec(c[u], a[u], ws[u])", ["FAIL"]),
-    ("the tail guard left out of the stores", "if (base + 32 * u + lane < E) store_vec", "store_vec",
+    ("the rows swapped in the lerp", "lerp_vec(a[u][q], c[u][q], ws[u])", "lerp_vec(c[u][q], a[u][q], ws[u])",
+     ["FAIL"]),
+    ("the tail guard left out of the stores", "for (int u = 0; u < UNROLL; ++u)\n            if (has[u]) {",
+     "for (int u = 0; u < UNROLL; ++u) {",
      ["FAIL", "wrote over the start of those rows"]),
+    ("elements taken as single vectors (e / VPR), not slots of PPL vectors (e / EPR)",
+     "const int i = min(e / EPR, nt - 1);                   // this element's target (kept in range)\n"
+     "            const int v = e - (e / EPR) * EPR;",
+     "const int i = min(e / VPR, nt - 1);\n            const int v = e - (e / VPR) * VPR;", ["FAIL"]),
     ("this lane's own weight, not the owning lane's", "ws[u] = __shfl_sync(0xffffffffu, wt, i);", "ws[u] = wt;",
      ["FAIL", "outside a shuffle"]),
     ("this lane's own source row", "const int from = __shfl_sync(0xffffffffu, src, i) + v;",
@@ -213,6 +250,7 @@ def test_random(launch, B, S, T, D, srt):
 
 
 GPU_VARIANTS = VARIANTS + [{"targets_per_warp": 2, "search": "prepass"}, {"targets_per_warp": 16, "unroll": 2},
+                           {"vectors_per_lane": 8, "min_blocks": 4},
                            {"threads": 1024, "min_blocks": 2}, {"threads": 32, "min_blocks": 0}]
 
 

@@ -49,23 +49,24 @@ def run(stage_name, src_times, src_feats, tgt_times, **params):
 # ------------------------------------------------------------------------------- the track's face for the machinery
 
 # (name, B, S, T, D, sorted): small in the simulator, larger on a GPU; the edge cases are in both. Every loop a lab
-# writes must run more than once and every tail must matter: S = 200 needs two rounds of a 32-way warp search,
-# D = 37 is more than one sweep of a warp's 32 lanes and not a multiple of any vector width, "wide rows" is more
-# than one 16-byte sweep (32 lanes x 8 channels = 256), and unsorted targets leave any window. The totals B * T
-# (42, 133, 19, 17; on a GPU 24000, 999, 1501, 666) leave 2, 1, 3 and 1 (0, 3, 1, 2) targets in the last of
-# stage 05's groups of four, so each of its guards matters. T = 133 is more than one block of stage 01's 128
-# threads (a kernel that forgets blockIdx.x fails) and five runs of stage 04's 32 targets. "wide rows" has sorted
-# targets so that stage 04 takes its window path there (in the simulator a run of 21 targets over S = 200 spans
-# more rows than a window holds, and unsorted targets always take the fallback), with more than one chunk of
-# channels (D > 256) and, in the simulator, more elements than one batch of loads (some 50 rows x 32 elements >
-# 8 x 128 threads). "dense sorted targets" puts about three targets in every source interval, so each of stage
-# 04's windows holds several intervals and its last interval always holds a target that is neither a knot nor
-# outside the range: a window searched one row short fails there, whatever the draw.
+# writes must run more than once and every tail must matter: S = 200 needs two rounds of a 32-way warp search, D =
+# 37 is more than one sweep of a warp's 32 lanes and not a multiple of any vector width, "wide rows" is more than
+# one 16-byte sweep (32 lanes x 8 channels = 256), and unsorted targets leave any window. The totals B * T (42, 133,
+# 19, 17; on a GPU 24000, 999, 1501, 666) leave 2, 1, 3 and 1 (0, 3, 1, 2) targets in the last of stage 05's groups
+# of four, so each of its guards matters. T = 133 is more than one block of stage 01's 128 threads (a kernel that
+# forgets blockIdx.x fails) and five runs of stage 04's 32 targets. "wide rows" has sorted targets so that stage 04
+# takes its window path there (in the simulator a run of 21 targets over S = 200 spans more rows than a window
+# holds, and unsorted targets always take the fallback), with more than one chunk of channels (D > 256) and, in the
+# simulator, more elements than one batch of loads (some 50 rows x 32 elements > 8 x 128 threads); its 34 vectors of
+# 16 bytes a row are an even count, so stage 08 moves two a lane in each sweep (in slots 17 vectors apart) and
+# leaves a tail of the warp's last sweep. "dense sorted targets" puts about three targets in every source interval,
+# so each of stage 04's windows holds several intervals and its last interval always holds a target that is neither
+# a knot nor outside the range: a window searched one row short fails there, whatever the draw.
 _CASES_SIM = [("random, sorted targets", 2, 200, 21, 37, True),
               ("random, unsorted targets", 2, 200, 21, 37, False),
               ("S = 2, D = 1", 1, 2, 133, 1, True),
               ("odd D, one batch row", 1, 23, 19, 7, False),
-              ("wide rows", 1, 60, 17, 264, True),
+              ("wide rows", 1, 60, 17, 272, True),
               ("dense sorted targets", 1, 24, 80, 9, True)]
 _CASES_GPU = [("random, sorted targets", 8, 1000, 3000, 256, True),
               ("random, unsorted targets", 8, 1000, 3000, 129, False),

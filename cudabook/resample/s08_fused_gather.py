@@ -7,15 +7,16 @@ windows, no barriers, blocks of a few rows that start and finish in many waves; 
 pieces straight from global memory, and L1 and L2 catch the second read of a row that neighbouring targets share.
 
 This stage is that gather with the search folded in. A warp owns `targets_per_warp` consecutive targets of one
-batch row, one a lane. search="window": the warp copies 128 source times into shared memory and each lane
-searches its own target there. The window is first the one around an interpolation guess (where the warp's
-smallest target would sit if the times were evenly spread from the row's first to its last: one round of loads);
-if some target is not inside, the one that 64 probes of the row point to; a target outside that too searches the
-whole row (any order of targets is right). Then the warp sweeps its targets' (target, 16-byte piece) elements
-with the piece fastest, so 32 lanes read one whole 512-byte row at D = 256, each element getting its target's
-interval and weight from the owning lane by a shuffle. search="lane" is a plain binary search per lane;
-search="prepass" is torch.compile's arrangement (a first kernel writes every (interval, weight) pair), with
-programmatic dependent launch so that the gather's blocks start while the search still runs.
+batch row, one a lane (by default as many as make 128 output vectors: 4 at D = 256). search="window": the warp
+copies 128 source times into shared memory and each lane searches its own target there. The window is first the one
+around an interpolation guess (where the warp's smallest target would sit if the times were evenly spread from the
+row's first to its last: one round of loads); if some target is not inside, the one that 64 probes of the row point
+to; a target outside that too searches the whole row (any order of targets is right). Then the warp sweeps its
+targets' elements, lanes fastest: an element is `vectors_per_lane` 16-byte pieces of a target's row, half a row
+apart at 2, so in each load lanes side by side read pieces side by side, and each element gets its target's interval
+and weight from the owning lane by a shuffle. search="lane" is a plain binary search per lane; search="prepass" is
+torch.compile's arrangement (a first kernel writes every (interval, weight) pair), with programmatic dependent
+launch so that the gather's blocks start while the search still runs.
 
 Any D works (vectors of 8, 4, 2 or 1 channels, the largest that divides D) and any order of targets.
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import numbers
 
 from .. import device, nvrtc
 from ..track import StageUnavailable
@@ -36,8 +38,11 @@ PARAMS = {
                                # lane binary-searches the whole row; "prepass": a first kernel finds them all (as
                                # torch.compile does)
     "pdl": True,               # (prepass) programmatic dependent launch: the gather starts during the search
-    "targets_per_warp": 4,     # TPW: consecutive targets a warp owns (1..32: one a lane). Few keep warps short-
-                               # lived, so many waves of blocks stream through memory; the search is paid per TPW
+    "targets_per_warp": "auto",  # TPW: consecutive targets a warp owns (1..32: one a lane). Few keep warps
+                               # short-lived, so many waves of blocks stream through memory; the search is paid
+                               # per TPW. "auto": 128 vectors a warp, 4 a lane (TPW 4 at D = 256, 16 at 64, 2 at 512)
+    "vectors_per_lane": 2,     # PPL: vectors a lane loads from each of its two rows in one sweep, half a row
+                               # apart at 2 (all from one address); fewer when a row's vector count is not a multiple
     "unroll": 1,               # UNROLL: 16-byte pieces a lane loads before it uses any (2 loads each)
     "threads": 128,            # threads per block (whole warps; each warp is independent)
     "min_blocks": 16,          # blocks per SM the compiler must make room for (__launch_bounds__' second
@@ -84,23 +89,44 @@ def vector_width(D: int) -> int:
 SEARCHES = {"lane": 0, "window": 1, "prepass": 2}                # the kernel's SEARCH
 
 
+VECTORS_A_WARP = 128            # targets_per_warp="auto": a warp's targets make about this many output vectors
+
+
+def auto_targets_per_warp(D: int) -> int:
+    """targets_per_warp="auto": as many targets as make 128 output vectors (4 a lane), at least 1 and at most 32."""
+    return max(1, min(32, VECTORS_A_WARP // (D // vector_width(D))))
+
+
+def lane_vectors(D: int, wanted: int) -> int:
+    """The PPL the kernel uses: the largest count up to `wanted` that divides a row's vectors (1 for odd rows)."""
+    vpr = D // vector_width(D)
+    return next(n for n in range(wanted, 0, -1) if vpr % n == 0)
+
+
 def config(D: int, search=PARAMS["search"], targets_per_warp=PARAMS["targets_per_warp"], unroll=PARAMS["unroll"], threads=PARAMS["threads"],
            min_blocks=PARAMS["min_blocks"], streaming_stores=PARAMS["streaming_stores"],
-           bf16_cvt=PARAMS["bf16_cvt"]) -> dict:
+           bf16_cvt=PARAMS["bf16_cvt"], vectors_per_lane=PARAMS["vectors_per_lane"]) -> dict:
     """The kernel's compile-time constants for D channels and these parameters."""
     if not (1 <= unroll <= 16) or threads < 32 or threads % 32 or threads > 1024:
         raise ValueError(f"{NAME}: need 1 <= unroll <= 16 and threads a multiple of 32 in 32..1024; "
                          f"got unroll={unroll}, threads={threads}")
-    if not 1 <= targets_per_warp <= 32:
-        raise ValueError(f"{NAME}: targets_per_warp must be 1..32 (one a lane), got {targets_per_warp}")
+    if targets_per_warp == "auto":
+        targets_per_warp = auto_targets_per_warp(D)
+    def whole(n):
+        return isinstance(n, numbers.Integral) and not isinstance(n, bool)
+    if not (whole(targets_per_warp) and 1 <= targets_per_warp <= 32):
+        raise ValueError(f"{NAME}: targets_per_warp must be 1..32 (one a lane) or \"auto\", got {targets_per_warp!r}")
+    if not (whole(vectors_per_lane) and 1 <= vectors_per_lane <= 8):
+        raise ValueError(f"{NAME}: vectors_per_lane must be 1..8, got {vectors_per_lane!r}")
     if search not in SEARCHES:
         raise ValueError(f"{NAME}: search must be one of {sorted(SEARCHES)}, got {search!r}")
     return dict(DCH=int(D), VEC=vector_width(D), NT=int(threads), UNROLL=int(unroll), SEARCH=SEARCHES[search],
-                TPW=int(targets_per_warp), MINB=max(1, int(min_blocks)),
+                TPW=int(targets_per_warp), PPL=lane_vectors(D, int(vectors_per_lane)), MINB=max(1, int(min_blocks)),
                 STREAM=int(bool(streaming_stores)), BF16_CVT=int(bool(bf16_cvt)))
 
 
-_CONFIG_KEYS = ("search", "targets_per_warp", "unroll", "threads", "min_blocks", "streaming_stores", "bf16_cvt")
+_CONFIG_KEYS = ("search", "targets_per_warp", "unroll", "threads", "min_blocks", "streaming_stores", "bf16_cvt",
+                "vectors_per_lane")
 
 
 def compile_cubin(arch: str | None = "sm_90a", D: int = 256, source_text: str | None = None, **params) -> bytes:

@@ -12,16 +12,18 @@
 //        2 prepass  as torch.compile does: a first kernel, resample_find, writes every (interval, weight) pair
 //                   and this one reads them back (launched with programmatic dependent launch, its blocks start
 //                   while resample_find runs and wait for it, griddepcontrol.wait, just before reading a pair).
-//   2. Gather: the warp sweeps its targets' (target, vector) elements, lane-fastest, so 32 lanes cover 32
-//      consecutive 16-byte pieces: one 512-byte row at D = 256. Each element learns its target's interval and
-//      weight from the owning lane (a shuffle), loads its two pieces, lerps and stores. UNROLL elements a lane
-//      are loaded before any is used.
-// Few targets a warp (TPW = 4) and small blocks keep warps short-lived: many waves of blocks stream through
-// memory the way the compiler's 16-row blocks do, and the search is paid once per TPW targets.
+//   2. Gather: the warp sweeps its targets' (target, slot) elements, lane-fastest. A slot is PPL vectors of a
+//      row, EPR = VPR / PPL apart, so in each load lanes side by side read 16-byte pieces side by side. Each element
+//      learns its target's interval and weight from the owning lane (a shuffle), loads its 2 x PPL pieces (all
+//      from one address, the rest constant offsets), lerps and stores. UNROLL elements a lane are loaded before
+//      any is used.
+// Few targets a warp (TPW = 4 at D = 256: each lane writes 4 of the warp's 128 output vectors, 2 a sweep) and
+// small blocks keep warps short-lived: many waves of blocks stream through memory the way the compiler's
+// 16-row blocks do, and the search is paid once per TPW targets.
 //
 // Compile-time constants (defines): DCH (channels, D), VEC (channels per load: 8, 4, 2 or 1, the largest dividing
-// DCH), NT (threads per block), TPW, UNROLL, SEARCH, GUESS, WIN, MINB (__launch_bounds__ minimum blocks per SM),
-// STREAM (1: st.global.cs, evict-first stores).
+// DCH), NT (threads per block), TPW, PPL (vectors a lane moves a sweep), UNROLL, SEARCH, GUESS, WIN, MINB
+// (__launch_bounds__ minimum blocks per SM), STREAM (1: st.global.cs, evict-first stores).
 #include "resample_common.cuh"
 
 #ifndef DCH
@@ -53,6 +55,13 @@
 #define TPW 4                  // targets per warp (at most 32: one a lane for the search)
 #endif
 #define VPR (DCH / VEC)        // vectors per row
+#ifndef PPL
+#define PPL 2                  // vectors a lane moves in each of its sweeps (VPR must be a multiple)
+#endif
+#define EPR (VPR / PPL)        // elements (slots of PPL vectors) per row
+#if VPR % PPL
+#error "PPL must divide the vectors in a row (VPR)"
+#endif
 
 #if VEC == 8
 typedef uint4 vec_t;
@@ -144,32 +153,44 @@ __device__ __forceinline__ void window_search(const float* __restrict__ row, int
 }
 
 // The warp gathers its nt targets' rows. Lane i < nt owns target i: `src` is the first vector of its lower
-// source row in f, `dst32` the first vector of its output row in o, `wt` its weight. Element e is vector e % VPR
-// of target e / VPR: the vector is fastest, so 32 lanes read 32 consecutive vectors (a 512-byte row at D = 256).
+// source row in f, `dst32` the first vector of its output row in o, `wt` its weight. A row's VPR vectors are EPR
+// slots of PPL vectors each: slot v holds vectors v, v + EPR, v + 2 EPR, ... Element e is slot e % EPR of target
+// e / EPR: the slot is fastest, so in each of a lane's PPL loads, lanes side by side read vectors side by side
+// (at D = 256 with PPL = 2, EPR = 16: in the first load lanes 0-15 read the first 256 bytes of one target's row
+// and lanes 16-31 those of the next target's, in the second load the last 256 bytes of each). A lane's PPL
+// vectors share one address: the others are constant offsets, free in the load instruction.
 __device__ __forceinline__ void gather(const vec_t* __restrict__ f, vec_t* __restrict__ o, int src, int dst32,
                                        float wt, int nt, int lane) {
-    const int E = nt * VPR;
+    const int E = nt * EPR;
     // >>> lab: the gather
     for (int base = 0; base < E; base += 32 * UNROLL) {
-        vec_t a[UNROLL], c[UNROLL];
+        vec_t a[UNROLL][PPL], c[UNROLL][PPL];
         float ws[UNROLL];
         int to[UNROLL];
+        bool has[UNROLL];                                         // this lane has element u
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
             const int e = base + 32 * u + lane;
-            const int i = min(e / VPR, nt - 1);                   // this element's target (kept in range)
-            const int v = e - (e / VPR) * VPR;                    // and which vector of the row
+            const int i = min(e / EPR, nt - 1);                   // this element's target (kept in range)
+            const int v = e - (e / EPR) * EPR;                    // and which slot of the row
             const int from = __shfl_sync(0xffffffffu, src, i) + v;   // every lane shuffles, in range or not
             to[u] = __shfl_sync(0xffffffffu, dst32, i) + v;
             ws[u] = __shfl_sync(0xffffffffu, wt, i);
-            if (e < E) {
-                a[u] = __ldg(f + from);
-                c[u] = __ldg(f + from + VPR);
+            has[u] = e < E;
+            if (has[u]) {
+#pragma unroll
+                for (int q = 0; q < PPL; ++q) {
+                    a[u][q] = __ldg(f + from + q * EPR);
+                    c[u][q] = __ldg(f + from + q * EPR + VPR);
+                }
             }
         }
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u)
-            if (base + 32 * u + lane < E) store_vec(o + to[u], lerp_vec(a[u], c[u], ws[u]));
+            if (has[u]) {
+#pragma unroll
+                for (int q = 0; q < PPL; ++q) store_vec(o + to[u] + q * EPR, lerp_vec(a[u][q], c[u][q], ws[u]));
+            }
     }
     // <<< lab
 }
