@@ -14,9 +14,10 @@
 #   SM's loads never dry up while its warps wait at a barrier;
 # - **the caches do the reuse.** Neighbouring targets share source rows, and L1 and L2 catch the second read.
 #
-# What stage 08 changes: a warp owns a few consecutive targets (`targets_per_warp`, 4 by default) and searches
-# for their intervals itself. Each element then gets its target's interval and weight by a shuffle from the lane
-# that found them.
+# What stage 08 changes: a warp owns a few consecutive targets (`targets_per_warp`: by default as many as make
+# 128 output vectors, 4 at D = 256) and searches for their intervals itself. Each element then gets its target's
+# interval and weight by a shuffle from the lane that found them. And one thing it copies late in the lesson,
+# after measuring it: each thread of the compiler's gather moves two 16-byte pieces of each row, not one.
 #
 # References: PTX ISA: [shfl.sync](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-shfl-sync),
 # [vote.sync](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#parallel-synchronization-and-communication-instructions-vote-sync)
@@ -193,6 +194,9 @@ for owner, key in dict(owner_of.values()).items():
 #    rate and the bytes read from DRAM. The rows some target needs, the source times and the targets come to
 #    little less than those bytes (the cell's last line), so DRAM read each needed row about once. Nobody staged
 #    anything. (The third reading is stage 08, below, with its own prepass: its L1 hit rate is close.)
+# 4. **Two pieces of each row a thread.** A block's elements spread over its threads come to 16 channels a
+#    thread (the cell computes it from the first reading): two 16-byte pieces of each of the two rows, four loads
+#    in flight a thread. Keep this one in mind; it comes back under "Two vectors a lane".
 
 # %%
 README = (results.RESULTS / "inductor" / "README.md").read_text()
@@ -206,6 +210,8 @@ per_sm = min(2048 // threads, 65536 // (regs * threads))           # an SM: 2,04
 print(f"{rows:,} output rows x {channels} channels = {rows * channels:,} elements; {blocks:,} blocks of "
       f"{threads} threads: {rows * channels // blocks:,} elements a block ({rows // blocks} rows' worth)")
 print(f"{per_sm} blocks an SM x {SMS} SMs = {per_sm * SMS:,} at a time: {blocks / (per_sm * SMS):.1f} waves")
+per_thread = rows * channels // blocks // threads
+print(f"{per_thread} channels a thread: {per_thread * 2 // 16} pieces of 16 bytes from each of the two rows")
 
 for record in results.load_all():
     for name, w in record["workloads"].items():
@@ -225,31 +231,42 @@ for record in results.load_all():
 # `targets_per_warp` (TPW) consecutive targets** of one batch row, one per lane for the search:
 #
 # 1. **Search.** Each owning lane finds its target's interval `lo` and weight `wt` (below: how).
-# 2. **Gather.** The warp sweeps its targets' **elements**, e = (target `e / VPR`, vector `e % VPR`; a vector is
-#    16 bytes when D is a multiple of 8), with the vector fastest (`VPR`: vectors a row, 32 at D = 256). So at
-#    D = 256, 32 lanes read 32 consecutive 16-byte pieces, one whole 512-byte row. Each element gets `src`,
-#    `dst32` and `wt` from the lane that owns its target with `__shfl_sync`, loads its two vectors with `__ldg`,
-#    lerps and stores one vector.
+# 2. **Gather.** The warp sweeps its targets' **elements**. A row's `VPR` vectors (a vector is 16 bytes when D
+#    is a multiple of 8; `VPR` is 32 at D = 256) are cut into `EPR` **slots** of `PPL` vectors each
+#    (`vectors_per_lane`, 2 by default): slot `v` holds vectors `v` and `v + EPR`. Element e is slot `e % EPR`
+#    of target `e / EPR`, with the slot fastest. Each element gets `src`, `dst32` and `wt` from the lane that
+#    owns its target with `__shfl_sync`, loads its `PPL` vectors of each row with `__ldg`, lerps and stores
+#    `PPL` vectors. At D = 256 with `PPL` = 2, `EPR` = 16: in a lane's first load, lanes 0-15 read the first 256
+#    bytes of one target's row and lanes 16-31 those of the next target's; its second load reads the last 256
+#    bytes of each. With `vectors_per_lane=1` a slot is one vector and 32 lanes read one whole 512-byte row.
 #
-# Who does what in each sweep, for a few D (TPW = 4):
+# Who does what in each sweep, for a few D, with the defaults (`targets_per_warp="auto"`,
+# `vectors_per_lane=2`; the kernel falls back to one vector a lane when a row's vector count is odd, as at
+# D = 37):
 
 # %%
-def sweeps(D, tpw=4):
-    """For each sweep of the gather loop: which lanes do which (target, vectors), as fused_gather.cu does."""
-    vpr = D // s08.vector_width(D)
-    E = tpw * vpr
-    vec = s08.vector_width(D)
-    print(f"D = {D}: {vec} channel{'s' if vec > 1 else ''} a vector, VPR = {vpr}, E = {E} elements")
+def sweeps(D, **params):
+    """For each sweep of the gather loop: which lanes do which (target, slots), as fused_gather.cu does."""
+    cfg = s08.config(D, **params)
+    tpw, ppl, vec = cfg["TPW"], cfg["PPL"], cfg["VEC"]
+    vpr = D // vec
+    epr = vpr // ppl
+    E = tpw * epr
+    print(f"D = {D}: {vec} channel{'s' if vec > 1 else ''} a vector, VPR = {vpr}, TPW = {tpw}, PPL = {ppl}, "
+          f"EPR = {epr} slots a row, E = {E} elements")
     for base in range(0, E, 32):
-        groups = []                      # [target or None, first lane, last lane, first vector, last vector]
+        groups = []                      # [target or None, first lane, last lane, first slot, last slot]
         for lane in range(32):
             e = base + lane
-            i = e // vpr if e < E else None
+            i = e // epr if e < E else None
             if groups and groups[-1][0] == i:
-                groups[-1][2], groups[-1][4] = lane, e % vpr
+                groups[-1][2], groups[-1][4] = lane, e % epr
             else:
-                groups.append([i, lane, lane, e % vpr, e % vpr])
-        parts = [f"lanes {a}-{b}: target {i}, vectors {v0}-{v1}" if i is not None else
+                groups.append([i, lane, lane, e % epr, e % epr])
+        parts = [(f"lanes {a}-{b}: target {i}, vectors {v0}-{v1}" if ppl == 1 else
+                  f"lanes {a}-{b}: target {i}, vectors {v0}-{v1} and " +
+                  ", ".join(f"{v0 + q * epr}-{v1 + q * epr}" for q in range(1, ppl)))
+                 if i is not None else
                  f"lanes {a}-{b}: past E (no load, no store; they still shuffle, from lane {tpw - 1})"
                  for i, a, b, v0, v1 in groups]
         print(f"  sweep {base // 32}: " + "; ".join(parts))
@@ -414,8 +431,14 @@ for tpw in (1, 2, 4, 8, 16, 32):
 # %% [markdown]
 # At TPW = 32 the whole grid fits in one wave. The warps all start together, so they search at about the same
 # moment, with few row loads in flight, and then they all stream at once and finish together. At TPW = 1 the
-# search is paid for every target. The default, 4, sits between the two. The sweep at the end measures all six;
-# on the H100 it has its minimum at 4, TPW = 1 about 30 % slower, and a slow climb from 8 to 32.
+# search is paid for every target. 4 sits between the two. The sweep at the end measures all six; on the H100
+# it has its minimum at 4, TPW = 1 about 37 % slower, and a climb from 8 to 32 (5 % to 11 % slower).
+#
+# What matters is less the number of targets than how long a warp lives: how many vectors it moves. At D = 64
+# four targets are a quarter of the work of four at D = 256, and at D = 512 twice as much. So the default,
+# `targets_per_warp="auto"`, holds a warp's work constant instead: as many targets as make 128 output vectors,
+# 4 a lane. That is 4 targets at D = 256, 16 at D = 64 and 2 at D = 512. "Across problem sizes" below shows
+# what this was worth.
 #
 # ### min_blocks: registers decide how many lanes load at once
 #
@@ -433,17 +456,46 @@ try:
         use = nvrtc.resource_usage(s08.compile_cubin(D=256, min_blocks=mb))[s08.KERNEL]
         per_warp = -(-use["registers"] * 32 // 256) * 256             # registers are allocated 256 a warp
         warps = min(64, 65536 // per_warp // block * block)           # whole blocks, at most 64 warps an SM
-        flight = warps * 32 * 2 * 16                                  # two 16-byte loads a lane (unroll=1)
+        flight = warps * 32 * 2 * s08.PARAMS["vectors_per_lane"] * 16  # 2 x PPL 16-byte loads a lane
         print(f"min_blocks={mb}: {use['registers']} registers a thread -> {warps * 32:,} threads an SM -> up to "
               f"{flight / 1e3:.0f} KB in flight, {flight / need:.1f}x the {need / 1e3:.1f} KB needed")
 except nvrtc.ToolMissing as e:
     print(e)
 
 # %% [markdown]
-# Both settings are above the need on paper. But a lane has its two loads in flight only from the load to the
+# Both settings are above the need on paper. But a lane has its loads in flight only from the load to the
 # lerp. While it searches, shuffles or stores, it has none. The headroom is what keeps the average above the
 # need, so more resident threads is the safer side. `min_blocks=0` lets the compiler use more registers, and
-# then fewer blocks fit. The sweep at the end measures it: on the H100, `min_blocks=0` is about 6 % slower.
+# then fewer blocks fit. The sweep at the end measures it: on the H100, `min_blocks=0` is about 3 % slower.
+#
+# ### Two vectors a lane: twice the loads in flight, for no more registers
+#
+# Point 4 of the compiler's gather: each of its threads loads two 16-byte pieces of each row. Stage 08 can do
+# the same two ways. `unroll=2` gives a lane two elements of a sweep, and they may belong to two different
+# targets: two shuffled source offsets, two addresses. `vectors_per_lane=2` (the default) gives a lane one
+# element of two vectors, half a row apart, from one shuffled offset: the second vector of each row is the
+# first one's address plus a constant, which the load instruction carries for free. Prediction: both put four
+# 16-byte loads in flight a lane, but only the second fits the 32 registers that 16 blocks an SM allow.
+# `stack` above zero below means registers spilled to memory:
+
+# %%
+try:
+    print(f"{'setting (D = 256)':54s} {'registers':>9} {'stack':>6}  16-byte loads a lane in flight")
+    for kw in ({"vectors_per_lane": 1}, {"vectors_per_lane": 2}, {"vectors_per_lane": 1, "unroll": 2},
+               {"vectors_per_lane": 1, "unroll": 2, "min_blocks": 12}, {"vectors_per_lane": 4}):
+        use = nvrtc.resource_usage(s08.compile_cubin(D=256, **kw))[s08.KERNEL]
+        loads = 2 * kw["vectors_per_lane"] * kw.get("unroll", 1)
+        print(f"{str(kw):54s} {use['registers']:9d} {use['stack']:6d}  {loads}")
+except nvrtc.ToolMissing as e:
+    print(e)
+
+# %% [markdown]
+# `unroll=2` spills under the cap and needs 40 registers, so 12 blocks an SM, to keep its values in registers.
+# `vectors_per_lane=2` does not. Four vectors a lane (eight loads) spill again. The sweep at the end measures
+# all three: on the H100 at D = 256, two vectors a lane take 1 % less time than one, and four take 6 % more.
+# The gain is larger on the H200 and at other D. One run of both on an H200 (readings, not records): 66.5
+# against 63.8 µs at D = 256. One run on the H100 across D, one vector a lane against two: 88.6 against 87.7 µs
+# at D = 256, 175.3 against 169.8 at D = 512, 48.2 against 46.8 at D = 128, 27.5 against 26.3 at D = 64.
 #
 # ### The prepass, with programmatic dependent launch
 #
@@ -491,8 +543,9 @@ except nvrtc.ToolMissing as e:
 # thread uses (the 32 that `min_blocks=16` allows, with nothing spilled to `local`), the static shared memory
 # (the window search's 128 source times per warp, plus 1 KB that this build reports for every kernel with shared
 # memory: the fallback kernel `resample_generic`, in the same cubin, shows it too), and the gather's loads. The
-# two 16-byte loads of the gather are `LDG.E.128.CONSTANT` (`.CONSTANT`: the read-only path of `__ldg`), and the
-# second one's address is the first one's plus one row of bytes. The compiler also writes a second copy of each
+# four 16-byte loads of the gather are `LDG.E.128.CONSTANT` (`.CONSTANT`: the read-only path of `__ldg`), all
+# from one address register: the lane's second vector is at +256 bytes (`q * EPR` vectors: half a row), the
+# upper row at +512 (`VPR` vectors: one row) and its second vector at +768. The compiler also writes a second copy of each
 # shuffle, for a warp whose lanes arrive diverged (`BRA.DIV` jumps to it; it runs between `WARPSYNC.COLLECTIVE`
 # and `ENDCOLLECTIVE`). In the gather all 32 lanes reach the shuffles together, so the cell leaves that copy out:
 
@@ -518,9 +571,11 @@ try:
                 print("   ", line)
     print(f"(and {fallback} SHFL.IDX in the diverged-warp fallback, left out)")
     row_bytes = 256 * 2
-    offsets = [int(m.group(1), 16) for line in wide for m in [re.search(r"\+0x([0-9a-f]+)\]", line)] if m]
-    print(f"the upper row's load is offset by {[hex(o) for o in offsets]}: {row_bytes} bytes = one row of 256 bf16 "
-          f"= VPR vectors: `from + VPR`" if row_bytes in offsets else "(no +0x200 offset in this build's SASS)")
+    offsets = sorted(int(m.group(1), 16) for line in wide for m in [re.search(r"\+0x([0-9a-f]+)\]", line)] if m)
+    bases = {m.group(1) for line in wide for m in [re.search(r"\[(R\d+)\.64", line)] if m}
+    print(f"the 16-byte loads' offsets from their address register ({', '.join(sorted(bases))}): "
+          f"{[hex(o) for o in offsets]}; {row_bytes} bytes = one row of 256 bf16 = VPR vectors: `+ VPR`"
+          if row_bytes in offsets else "(no +0x200 offset in this build's SASS)")
 except nvrtc.ToolMissing as e:
     print(e)
 
@@ -529,19 +584,20 @@ except nvrtc.ToolMissing as e:
 #
 # On a GPU of compute capability 8.0 or newer the stage runs for real. Without one, `cudabook.emulate` runs the
 # same C++ on the CPU, every CUDA thread a small coroutine, and the checker judges the result against the
-# float64 reference. Every search, some TPW, `min_blocks`, `threads` and `unroll`, on small sorted and unsorted
-# cases, on a row longer than 4096 (where the probes, once the guess misses, narrow twice) and on uneven times
-# (where the guess often misses and the probes' window runs):
+# float64 reference. Every search, some TPW, `min_blocks`, `threads`, `unroll` and `vectors_per_lane`, on small
+# sorted and unsorted cases (D = 37: one channel a vector, so one vector a lane), on a row longer than 4096
+# (where the probes, once the guess misses, narrow twice) and on uneven times (where the guess often misses and
+# the probes' window runs), both at D = 16 (two vectors a row, so two a lane by default):
 
 # %%
 settings = [{"search": "window"}, {"search": "lane"}, {"search": "prepass"}, {"search": "prepass", "pdl": False},
             {"targets_per_warp": 1}, {"targets_per_warp": 32}, {"min_blocks": 0}, {"threads": 64, "min_blocks": 0},
-            {"unroll": 2}]
+            {"unroll": 2}, {"vectors_per_lane": 1}]
 rng = np.random.default_rng(9)
 cases = [("sorted", lambda: resample.random_problem(2, 200, 21, 37, rng=rng)),
          ("unsorted", lambda: resample.random_problem(2, 200, 21, 37, sorted_targets=False, rng=rng)),
-         ("S = 5000", lambda: resample.random_problem(1, 5000, 40, 8, rng=rng)),
-         ("uneven times", lambda: uneven_problem(2, 2000, 64, 8, rng))]
+         ("S = 5000", lambda: resample.random_problem(1, 5000, 40, 16, rng=rng)),
+         ("uneven times", lambda: uneven_problem(2, 2000, 64, 16, rng))]
 why = resample.unavailable("08_fused_gather")
 if why and not SIMULATOR:
     print(f"Not run here: {why}. (The CPU emulator works on host memory, where Numba runs in its simulator: "
@@ -610,11 +666,13 @@ for record in results.load_all():
             print(f"  the aim: {aim:.1f} µs{at}; 08 is {there} ({us['08_fused_gather'] - aim:+.1f} µs)")
 
 # %% [markdown]
-# In the H100 record stage 08 is the fastest resampler of this workbook, and the first rung of the ladder to
-# take less time than `torch.compile` in the same run. But the margin (printed above) is a few percent at most,
-# not the 5 % this workbook aims for, and in the H200 record it is under 1 %. The aim is close to the wall: the
-# line "the aim" above gives 5 % under the compiler's time as a share of the needed-bytes ceiling, about 96 %
-# on the H100.
+# In both records stage 08 is the fastest resampler of this workbook, and the only rung of the ladder that
+# takes less time than `torch.compile` in the same run. On the H100 the margin (printed above) is under the 5 %
+# this workbook aims for. On the H200 the record is past it, but that record caught a slow draw of the
+# compiler (next paragraph): in two other processes on an H200 the same day, `torch.compile` took 67.3 and
+# 67.4 µs, and against those the record's stage 08 is about 4 % faster, short of the aim too. The aim is close
+# to the wall: the line "the aim" above gives 5 % under the compiler's time as a share of the needed-bytes
+# ceiling, about 96 % on the H100.
 #
 # How far ahead also depends on the compiler's run. Inductor's autotuner times a few tile shapes for the gather
 # when it first compiles and keeps the fastest, and which one wins changes from process to process. Four fresh
@@ -665,14 +723,15 @@ for stage in ("07_tma", "08_fused_gather"):
 # ## Experiments
 #
 # - `targets_per_warp`: predict from the table of waves above. Too few and the search is paid per target, too
-#   many and the grid is one wave that searches, then streams.
+#   many and the grid is one wave that searches, then streams. (At D = 256 "auto" is 4.)
+# - `vectors_per_lane`: predict from the registers and spills in "Two vectors a lane".
 # - `search`: the three ways. `"lane"` pays twelve dependent loads a warp before its first row; `"prepass"`
 #   pays a second kernel and a round trip of the (interval, weight) pairs through memory. Prediction: both lose
-#   to `"window"`. On the H100 both take about 10 % more time than `"window"`, and they are close to each other.
+#   to `"window"`. On the H100 they take 8 % and 6 % more time than `"window"`.
 # - `min_blocks`: 16 caps a thread at 32 registers; 0 lets the compiler take more, and fewer blocks then fit.
 # - `threads`, with `min_blocks=0` (16 blocks of 256 or 512 threads are more than an SM holds): a small block
 #   finishes and makes room sooner. On the H100, 64 and 128 threads are about level, 256 a little slower, and
-#   512 about 12 % slower than 64. All four run with `min_blocks=0`, so all four are slower than the default
+#   512 about 10 % slower than 64. All four run with `min_blocks=0`, so all four are slower than the default
 #   (128 threads with `min_blocks=16`, in the `min_blocks` sweep): 64 threads is the best of this sweep only.
 # - `pdl`, for the prepass: the gather's blocks scheduled, and their index arithmetic done, during the search, or
 #   only after it. On the H100 it saves under 2 %, not enough to bring the prepass near `"window"`.
@@ -702,33 +761,43 @@ from cudabook import sizes
 sizes.show("resample")
 
 # %% [markdown]
-# The H100 record refutes it. Stage 08 is ahead of `torch.compile` at D = 256 only. At D = 128 they are
-# level, and at D = 64 the compiler takes about 15 % less time. At D = 64 and 512 stage 08 is behind stage 07
-# as well, and at D = 512 about 20 % slower than the compiler. Why is not measured yet; the machine code rules out one
-# suspect. At D = 512 the kernel uses no more than 32 registers and no local memory: nothing spills. What
-# changes with D is the length of a warp's life. In each round of the gather a lane loads one 16-byte piece of
-# each of its two rows and waits for them, at every D, and four targets of D = 512 take eight such rounds one
-# after another where D = 256 takes four. `unroll` = 2 puts two rounds in flight; under the 32-register cap it
-# spills (a stack in the SASS), and with `min_blocks` 12 it does not (at most 40 registers). That pair, and
-# `targets_per_warp` at D = 512, are the experiments to run next.
+# With today's defaults stage 08 takes less time than `torch.compile` at every D in both records. It did not
+# always, and how it got there is the point of this section. The first version of this stage gave every warp 4
+# targets and every lane one vector, at every D. Its H100 size sweep (commit b18f03b) refuted the prediction:
+# level with the compiler at D = 128, and behind it (and behind stage 07) at D = 64 and 512: 35.7 µs against
+# the compiler's 30.4 at D = 64, 209.1 against 172.0 at D = 512. The machine code ruled out spills at D = 512.
+# What changes with D is how long a warp lives. Four targets of D = 512 are eight load-then-store rounds a lane
+# where D = 256 is four, and four targets of D = 64 are a single round, so the search weighs four times as much.
+# One H100 run of `targets_per_warp` at each D (readings, not records): at D = 512, 211.3 µs with 4 targets and
+# 175.3 with 2; at D = 64, 35.9 with 4 and 27.6 with 16. The best count was the one that keeps a warp's work at
+# 128 output vectors at every D, and that is the rule `targets_per_warp="auto"` follows now. Two vectors a lane
+# then took a few percent more off at every D.
+#
+# A lesson for any kernel: a parameter tuned at one size is a guess at the others. The rule behind the best
+# value (here, a warp's work held constant) is what carries over.
 #
 # ## What is left
 #
-# Stage 08 is ahead of `torch.compile` at the benchmark's size, by less than the 5 % this workbook aims for; the
-# cell under "How fast?" prints how many µs are missing. At other channel counts it is level or behind
-# (above). The search still sits in front of every warp's first row load: with the guess, one round of loads
-# after the target's own, and three when the guess misses. Ideas this workbook has not tried yet:
+# On the H100 stage 08 is ahead of `torch.compile` at the benchmark's size by less than the 5 % this workbook
+# aims for; the cell under "How fast?" prints how many µs are missing. On the H200 it passed the aim in its
+# record against a slow draw of the compiler, and fell short against the faster draws of other processes. What
+# is still in the way, measured on an H200 in one run each (readings, not records; one vector a lane):
 #
-# - **Hiding the search within the warp's own gather, without long-lived warps.** At TPW = 4 a warp lives for
-#   about 4 rows, so it has no "next" search to pipeline; the persistent warps above had one and lost more to
-#   their long lives and registers than the hidden search won. The overlap would have to come without giving up
-#   the short-lived warps: for instance a prefetch of the guessed window's rows into L2 before the search ends.
+# - **The search is no longer the problem.** The gather alone, with every (interval, weight) pair found
+#   beforehand and only `resample_fused` timed, took 65.0 µs against 66.5 for the whole stage: the search costs
+#   about 2 %. Hiding all of it would not reach the aim by itself.
+# - **Tried and dropped: an L2 prefetch of the guessed rows.** Each lane computes where its own target's guess
+#   falls and prefetches that row pair into L2 (`cp.async.bulk.prefetch.L2`, or `prefetch.global.L2` line by
+#   line) before the window search, so that the gather's first loads find L2. 68.1 and 67.6 µs against 66.5: the
+#   prefetches cost more than the latency they hid.
+# - **Evict-first stores at small D.** At D = 64 on the H200, 32 targets a warp with `streaming_stores=True`
+#   took 17.7 µs against 20.3 with ordinary stores (16 or 32 targets). On the H100 the same change moves D = 64
+#   by under 1 %, and at D = 256 it costs a little (88.0 against 87.7 µs), so the default leaves them off. When
+#   they help, and why on one card only, is the next experiment.
 # - **A better guess.** A per-row index of a few probes, computed once for each batch row instead of once for
 #   each warp, would put the first window in the right place on uneven times too, where the NumPy model above
 #   has about half the warps paying three rounds. On the benchmark's times the guess already holds nearly
 #   always, so this matters more for other data than for the benchmark.
-# - **The H200.** Its memory is faster, so the same rounds of search latency are a larger share of a shorter
-#   time: that is where 08's margin is thinnest (under 1 % in its record).
 #
 # Each is a measured experiment away. If one wins, it becomes the next rung, and if none does, that is a result
 # as well.

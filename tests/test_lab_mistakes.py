@@ -116,7 +116,7 @@ MISTAKES = [
     Mistake("04_smem_windows", "the targets located in one window row fewer than it holds",
             [("nt, span, tid, nthr)", "nt, span - 1, tid, nthr)")], WHOLE_TARGETS),
     Mistake("04_smem_windows", "the chunk's first column c0 left out of the stores",
-            [("nt, c0, cw, vec, warp", "nt, 0, cw, vec, warp")], "channels 256 .. 263 were never written"),
+            [("nt, c0, cw, vec, warp", "nt, 0, cw, vec, warp")], "channels 256 .. 271 were never written"),
     Mistake("04_smem_windows", "the last target of every run not interpolated (nt - 1)",
             [("LOFF, WOFF, b, t0, nt, c0", "LOFF, WOFF, b, t0, nt - 1, c0")], UNWRITTEN_TARGETS),
     # -------------------------------------------------------------------------------- 05 eight loads in flight

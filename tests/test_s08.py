@@ -53,6 +53,8 @@ def test_two_vectors_a_lane_fit_32_registers_where_unroll_2_spills():
         roomier = nvrtc.resource_usage(s08.compile_cubin("sm_90a", D=D, unroll=2, vectors_per_lane=1,
                                                          min_blocks=12))[s08.KERNEL]
         assert roomier["stack"] == 0 and roomier["local"] == 0, roomier
+    four = nvrtc.resource_usage(s08.compile_cubin("sm_90a", D=256, vectors_per_lane=4))[s08.KERNEL]
+    assert four["stack"] > 0, four                        # eight loads a lane: spilled again
 
 
 def test_the_sass_gathers_16_bytes_and_stages_nothing():
