@@ -680,8 +680,8 @@ for record in results.load_all():
 # several runs before it means anything. A draw may also stick to a machine: the generated code above carries
 # `'autotune_local_cache': True`, so inductor keeps its pick in an on-disk cache for later processes there. With
 # this stage as it is now, two processes one after the other on one H200 machine both gave `torch.compile` about
-# 72.5 µs (stage 08: 64.4). Three H200 machines started separately gave it 67.3 to 67.5 µs, and stage 08 took
-# 63.7 to 63.9 µs on those it ran on. The H200 record above is from one of the three.
+# 72.5 µs (stage 08: 64.4). Three H200 machines started separately gave it 67.3 to 67.5 µs; on the one of them
+# where stage 08 ran as it is now, it took 63.7 to 63.9 µs. The H200 record above is from that machine.
 #
 # Around the defaults, the sweeps at the end of this lesson show each parameter on its own, recorded on that
 # H100 (`results/sweeps/H100_80GB_HBM3_lessons.json`; on a machine without a GPU `lesson.sweep` prints them).
