@@ -17,7 +17,8 @@
 # What stage 08 changes: a warp owns a few consecutive targets (`targets_per_warp`: by default as many as make
 # 128 output vectors, 4 at D = 256) and searches for their intervals itself. Each element then gets its target's
 # interval and weight by a shuffle from the lane that found them. And one thing it copies late in the lesson,
-# after measuring it: each thread of the compiler's gather moves two 16-byte pieces of each row, not one.
+# after measuring it: each thread of the compiler's gather (in the tile its autotuner picked on the H100) moves
+# two 16-byte pieces of each row, not one.
 #
 # References: PTX ISA: [shfl.sync](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-shfl-sync),
 # [vote.sync](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#parallel-synchronization-and-communication-instructions-vote-sync)
@@ -193,8 +194,10 @@ for owner, key in dict(owner_of.values()).items():
 #    t + 1, and the blocks that need a row run at about the same time. The first reading also has the L1 hit
 #    rate and the bytes read from DRAM. The rows some target needs, the source times and the targets come to
 #    little less than those bytes (the cell's last line), so DRAM read each needed row about once. Nobody staged
-#    anything. (The third reading is stage 08, below, with its own prepass: its L1 hit rate is close.)
-# 4. **Two pieces of each row a thread.** A block's elements spread over its threads come to 16 channels a
+#    anything. (The third reading is an earlier version of stage 08, below, with a prepass and 2 targets a
+#    warp: its L1 hit rate is close.)
+# 4. **Two pieces of each row a thread**, in the first reading's tile. A block's elements spread over its
+#    threads come to 16 channels a
 #    thread (the cell computes it from the first reading): two 16-byte pieces of each of the two rows, four loads
 #    in flight a thread. Keep this one in mind; it comes back under "Two vectors a lane".
 
@@ -436,8 +439,8 @@ for tpw in (1, 2, 4, 8, 16, 32):
 #
 # What matters is less the number of targets than how long a warp lives: how many vectors it moves. At D = 64
 # four targets are a quarter of the work of four at D = 256, and at D = 512 twice as much. So the default,
-# `targets_per_warp="auto"`, holds a warp's work constant instead: as many targets as make 128 output vectors,
-# 4 a lane. That is 4 targets at D = 256, 16 at D = 64 and 2 at D = 512. "Across problem sizes" below shows
+# `targets_per_warp="auto"`, holds a warp's work constant instead: as many targets as make 128 output vectors
+# (16-byte vectors where D is a multiple of 8), 4 a lane. That is 4 targets at D = 256, 16 at D = 64 and 2 at D = 512. "Across problem sizes" below shows
 # what this was worth.
 #
 # ### min_blocks: registers decide how many lanes load at once
@@ -587,7 +590,8 @@ except nvrtc.ToolMissing as e:
 # float64 reference. Every search, some TPW, `min_blocks`, `threads`, `unroll` and `vectors_per_lane`, on small
 # sorted and unsorted cases (D = 37: one channel a vector, so one vector a lane), on a row longer than 4096
 # (where the probes, once the guess misses, narrow twice) and on uneven times (where the guess often misses and
-# the probes' window runs), both at D = 16 (two vectors a row, so two a lane by default):
+# the probes' window runs), both at D = 48 (six vectors a row: two a lane by default, in slots three vectors
+# apart):
 
 # %%
 settings = [{"search": "window"}, {"search": "lane"}, {"search": "prepass"}, {"search": "prepass", "pdl": False},
@@ -596,8 +600,8 @@ settings = [{"search": "window"}, {"search": "lane"}, {"search": "prepass"}, {"s
 rng = np.random.default_rng(9)
 cases = [("sorted", lambda: resample.random_problem(2, 200, 21, 37, rng=rng)),
          ("unsorted", lambda: resample.random_problem(2, 200, 21, 37, sorted_targets=False, rng=rng)),
-         ("S = 5000", lambda: resample.random_problem(1, 5000, 40, 16, rng=rng)),
-         ("uneven times", lambda: uneven_problem(2, 2000, 64, 16, rng))]
+         ("S = 5000", lambda: resample.random_problem(1, 5000, 40, 48, rng=rng)),
+         ("uneven times", lambda: uneven_problem(2, 2000, 64, 48, rng))]
 why = resample.unavailable("08_fused_gather")
 if why and not SIMULATOR:
     print(f"Not run here: {why}. (The CPU emulator works on host memory, where Numba runs in its simulator: "
@@ -675,13 +679,13 @@ for record in results.load_all():
 # How far ahead also depends on the compiler's run. Inductor's autotuner times a few tile shapes for the gather
 # when it first compiles and keeps the fastest, and which one wins changes from process to process. Four fresh
 # processes on one H200, each with an empty inductor cache (readings, not records): `torch.compile` took 67.5,
-# 68.2, 68.9 and 71.0 µs, and 67.8 to 69.1 µs with `mode="max-autotune-no-cudagraphs"`; stage 08 took 66.6 µs in
-# every one. A single record catches one draw of the compiler's tiles, so a margin of a few percent needs
+# 68.2, 68.9 and 71.0 µs, and 67.8 to 69.1 µs with `mode="max-autotune-no-cudagraphs"`; stage 08, in its earlier
+# version (one vector a lane, 4 targets a warp at every D), took 66.6 µs in every one. A single record catches one draw of the compiler's tiles, so a margin of a few percent needs
 # several runs before it means anything. A draw may also stick to a machine: the generated code above carries
-# `'autotune_local_cache': True`, so inductor keeps its pick in an on-disk cache for later processes there. With
-# this stage as it is now, two processes one after the other on one H200 machine both gave `torch.compile` about
-# 72.5 µs (stage 08: 64.4). Three H200 machines started separately gave it 67.3 to 67.5 µs; on the one of them
-# where stage 08 ran as it is now, it took 63.7 to 63.9 µs. The H200 record above is from that machine.
+# `'autotune_local_cache': True`, so inductor keeps its pick in an on-disk cache for later processes there. Two
+# processes one after the other on one H200 machine both gave `torch.compile` about 72.5 µs, and stage 08 (as it
+# is now) 64.4. Three H200 machines started separately gave the compiler 67.3 to 67.5 µs. Stage 08 as it is now
+# ran on one of those three, in 63.7 to 63.9 µs, and the H200 record above is from that machine.
 #
 # Around the defaults, the sweeps at the end of this lesson show each parameter on its own, recorded on that
 # H100 (`results/sweeps/H100_80GB_HBM3_lessons.json`; on a machine without a GPU `lesson.sweep` prints them).
@@ -701,7 +705,7 @@ for record in results.load_all():
 #   W-th group of targets (W warps in all, so the warps still advance together through memory). While a warp
 #   gathers one group, the loads for its next search are already in flight: the window around the next group's
 #   guess into registers, and the targets of the group after. Its search is then shared-memory work only. On an
-#   H200, in one run: 73.0 µs at best (10 blocks an SM, 48 registers) against 66.6 µs for stage 08; 85.6 to
+#   H200, in one run: 73.0 µs at best (10 blocks an SM, 48 registers) against 66.6 µs for stage 08 (its earlier version); 85.6 to
 #   101 µs at 12 and 16 blocks an SM, where the extra registers spill. Hiding the search did not pay for
 #   giving up short-lived warps.
 #
@@ -726,16 +730,16 @@ if k:
     out_MB = B * T * D * 2 / 1e6
     needed = next((w["context"].get("needed_bytes") for r in results.load_all() for n, w in r["workloads"].items()
                    if n == "resample B=64 S=4096 T=4096 D=256 sorted" and r["gpu"] == p.gpu), None)
-    if needed:
-        small = (B * S + B * T) * 4 / 1e6                           # the source times and the targets, float32
-        print(f"08 read {k['dram_read_MB']:.1f} MB from DRAM; the needed rows are {needed / 1e6 - out_MB:.1f} MB, "
-              f"and with the source times and targets ({small:.1f} MB) {needed / 1e6 - out_MB + small:.1f} MB")
+    if needed:                                     # (the needed bytes count the source times and targets too)
+        reads = needed / 1e6 - out_MB
+        print(f"08 read {k['dram_read_MB']:.1f} MB from DRAM; the needed reads are {reads:.1f} MB "
+              f"({100 * (k['dram_read_MB'] / reads - 1):+.1f} %)")
     print(f"08 wrote {k['dram_write_MB']:.1f} MB to DRAM during the kernel; the output is {out_MB:.1f} MB")
 
 # %% [markdown]
-# Two things in stage 08's profile are worth a second look. Its DRAM reads are within 1 % of the needed rows
-# plus the source times and targets: each row it needs comes from DRAM about once, so there are no wasted bytes
-# left to save, only time. And it writes less than its output: L2 holds written lines and writes them back to
+# Two things in stage 08's profile are worth a second look. Its DRAM reads are about 3 % above the needed
+# reads (the rows some target uses, the source times and the targets): some bytes come from DRAM twice, but
+# few, so there is little left to save in bytes; what is left is time. And it writes less than its output: L2 holds written lines and writes them back to
 # DRAM later, so at the end of the kernel part of the output (about 20 MB in the H100 profile, of a 50 MB L2) is
 # still only in L2. In the benchmark's runs back to back, that write-back falls into the next run. ncu also
 # empties the caches before it measures a kernel, which is one reason its time differs from the record's. (The
@@ -771,7 +775,7 @@ lesson.sweep("08_fused_gather", "pdl", [False, True], fixed={"search": "prepass"
 # %% [markdown]
 # ## Across problem sizes
 #
-# Every number above is at the benchmark's D = 256, where stage 08 was tuned. Across the channel count D (B, S
+# Every record above is at the benchmark's D = 256, where stage 08 was tuned. Across the channel count D (B, S
 # and T as the benchmark's), recorded on a GPU with `tools/sweep_sizes.py`: stages 05, 07 and 08 and PyTorch,
 # each point checked against the reference. Prediction to test: a kernel tuned at one size keeps its lead at
 # the others.
@@ -792,7 +796,7 @@ sizes.show("resample")
 # One H100 run of `targets_per_warp` at each D (readings, not records): at D = 512, 211.3 µs with 4 targets and
 # 175.3 with 2; at D = 64, 35.9 with 4 and 27.6 with 16. The best count was the one that keeps a warp's work at
 # 128 output vectors at every D, and that is the rule `targets_per_warp="auto"` follows now. Two vectors a lane
-# then took a few percent more off at every D.
+# then took 1 % more off at D = 256 and about 3 to 4 % at the other D.
 #
 # A lesson for any kernel: a parameter tuned at one size is a guess at the others. The rule behind the best
 # value (here, a warp's work held constant) is what carries over.
@@ -800,9 +804,10 @@ sizes.show("resample")
 # ## What is left
 #
 # On the H100 stage 08 is ahead of `torch.compile` at the benchmark's size by less than the 5 % this workbook
-# aims for; the cell under "How fast?" prints how many µs are missing. On the H200 it passed the aim in its
-# record against a slow draw of the compiler, and fell short against the faster draws of other processes. What
-# is still in the way, measured on an H200 in one run each (readings, not records; one vector a lane):
+# aims for; the cell under "How fast?" prints how many µs are missing. On the H200 it passes the aim in its
+# record by a fraction of a µs, against the fastest draw of the compiler seen there: within the spread from
+# run to run. What is still in the way, measured on an H200 in one run each (readings, not records; stage 08's
+# earlier version, one vector a lane):
 #
 # - **The search is no longer the problem.** The gather alone, with every (interval, weight) pair found
 #   beforehand and only `resample_fused` timed, took 65.0 µs against 66.5 for the whole stage: the search costs

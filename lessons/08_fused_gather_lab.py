@@ -24,13 +24,16 @@
 #    the last target's values (the kernel gives lane `i` target `min(i, nt - 1)`), and a lane past `E` never uses
 #    what it gets. The clamp keeps the shuffles tidy, and safe if the code before the gather changes.
 # 2. **Ask the owning lane.** Get `src`, `dst32` and `wt` of the element's target from the lane that owns it,
-#    with `__shfl_sync(0xffffffffu, value, lane)`. The full mask means **all 32 lanes** must execute each
+#    with `__shfl_sync(0xffffffffu, value, owner)`, where `owner` is the owning lane's index (not `lane`, which
+#    is this lane's own). The full mask means **all 32 lanes** must execute each
 #    shuffle, the lanes with no element too: shuffle before any test of `e < E`, never inside one. A smaller
 #    mask (`__activemask()`) inside the test does not help, because the lane you ask must take part as well.
 #    Each element takes its own target's weight, not one weight for the whole warp.
 # 3. **Load the two rows.** For each of the slot's `PPL` vectors, two `__ldg` loads: that vector of the lower
-#    row and the same vector of the upper row. The slot's vectors are `EPR` apart, not side by side, and the
-#    upper row is one *row* further on: `VPR` vectors, not one.
+#    row and the same vector of the upper row. The slot's vectors are `EPR` apart, and the upper row is one
+#    *row* further on: `VPR` vectors, not one. (A slot of vectors side by side would give right answers too,
+#    if its stores matched; but then lanes side by side would read every other vector in each load, and the
+#    grader checks answers, not speed.)
 # 4. **Only the warp's elements.** Load, interpolate and store only when `e < E`. Then `lerp_vec` with the lower
 #    row first, and `store_vec` to the same vectors of the target's output row.
 #

@@ -201,6 +201,8 @@ LAB_MISTAKES = [  # (what, old, new, words the message must hold)
      "const int i = min(e / EPR, nt - 1);                   // this element's target (kept in range)\n"
      "            const int v = e - (e / EPR) * EPR;",
      "const int i = min(e / VPR, nt - 1);\n            const int v = e - (e / VPR) * VPR;", ["FAIL"]),
+    ("every value shuffled from this lane's own index", "__shfl_sync(0xffffffffu, src, i)",
+     "__shfl_sync(0xffffffffu, src, lane)", ["FAIL", "this lane's own index"]),
     ("this lane's own weight, not the owning lane's", "ws[u] = __shfl_sync(0xffffffffu, wt, i);", "ws[u] = wt;",
      ["FAIL", "outside a shuffle"]),
     ("this lane's own source row", "const int from = __shfl_sync(0xffffffffu, src, i) + v;",
@@ -212,6 +214,9 @@ def test_the_own_values_hint_reads_the_code():
     assert not s08._own_values_used(_region())
     assert s08._own_values_used("x = wt * 2;") and s08._own_values_used("int a = __shfl_sync(m, src, 0) + dst32;")
     assert not s08._own_values_used("int a = __shfl_sync(0xffffffffu, src, i), b = __shfl_sync(m, wt, i);")
+    assert not s08._shuffles_from_own_lane(_region())
+    assert s08._shuffles_from_own_lane("w = __shfl_sync(0xffffffffu, wt, lane);")
+    assert not s08._shuffles_from_own_lane("w = __shfl_sync(0xffffffffu, wt, lane_of_target);")
 
 
 @needs_simulator

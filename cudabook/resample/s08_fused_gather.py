@@ -64,7 +64,16 @@ def _own_values_used(code: str) -> bool:
     return re.search(r"\b(src|dst32|wt)\b", passed_on) is not None
 
 
-LAB_TEXT_HINTS = [(_own_values_used,
+def _shuffles_from_own_lane(code: str) -> bool:
+    """Does the lab code shuffle from `lane`, this lane's own index (so every lane reads back its own value)?"""
+    import re
+    return re.search(r"__shfl_sync\s*\([^,]*,[^,]*,\s*lane\s*\)", code) is not None
+
+
+LAB_TEXT_HINTS = [(_shuffles_from_own_lane,
+                   "your code shuffles from `lane`, this lane's own index, so each lane reads back its own value. "
+                   "Ask the lane that owns the element's target: __shfl_sync(0xffffffffu, value, i), i = e / EPR"),
+                  (_own_values_used,
                    "your code uses this lane's own `src`, `dst32` or `wt` outside a shuffle. Lane i holds target "
                    "i's values; an element of target i must get them from lane i: __shfl_sync(0xffffffffu, value, i)")]
 KERNEL = "resample_fused"
