@@ -332,8 +332,12 @@ for record in results.load_all():
 # but cannot start the copies before the pairs exist. `torch.compile`'s whole call, in the H100 record above,
 # takes less than 07's main kernel alone: the difference is in the streaming kernel, and lesson 08 finds it.
 # An H200 tells the same story (one run, not a results/ record): prepass 5.0 µs, main kernel 69.6, both 77.5,
-# with programmatic dependent launch 75.6 (as in its record), and `torch.compile`'s whole call 67.5 in its
-# record.
+# with programmatic dependent launch 75.6 (75.0 in the current record), and `torch.compile`'s whole call 67.3
+# in that record. Two tries at hiding more of the prepass there, one run each: a prepass in which each warp
+# searches a window of source times around an interpolation guess (stage 08's search) took 6.6 µs against this
+# stage's 4.8; and having the first wave of the streaming kernel's blocks prefetch their guessed window into L2
+# before they wait for the pairs (`cp.async.bulk.prefetch.tensor`) took 74.6 µs in all against 75.2, and more
+# time than without it once every block did it. Neither is in the code.
 #
 # The honest lesson: on this problem a window in shared memory, even one brought by the copy engine, buys
 # nothing that L2 does not already give a plain gather. What decides is bytes in flight. The TMA's strengths
