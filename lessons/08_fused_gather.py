@@ -806,16 +806,22 @@ sizes.show("resample")
 # On the H100 stage 08 is ahead of `torch.compile` at the benchmark's size by less than the 5 % this workbook
 # aims for; the cell under "How fast?" prints how many µs are missing. On the H200 it passes the aim in its
 # record by a fraction of a µs, against the fastest draw of the compiler seen there: within the spread from
-# run to run. What is still in the way, measured on an H200 in one run each (readings, not records; stage 08's
-# earlier version, one vector a lane):
+# run to run. (On the H100 the compiler's time ranged from 90.2 to 93.3 µs over one day's runs.) What is still
+# in the way, in readings (one run each, not records):
 #
-# - **The search is no longer the problem.** The gather alone, with every (interval, weight) pair found
-#   beforehand and only `resample_fused` timed, took 65.0 µs against 66.5 for the whole stage: the search costs
-#   about 2 %. Hiding all of it would not reach the aim by itself.
-# - **Tried and dropped: an L2 prefetch of the guessed rows.** Each lane computes where its own target's guess
-#   falls and prefetches that row pair into L2 (`cp.async.bulk.prefetch.L2`, or `prefetch.global.L2` line by
-#   line) before the window search, so that the gather's first loads find L2. 68.1 and 67.6 µs against 66.5: the
-#   prefetches cost more than the latency they hid.
+# - **The search is no longer the problem.** Time the gather alone: every (interval, weight) pair found
+#   beforehand, and only `resample_fused` timed, reading them. On the H100, stage 08 as it is now: 87.4 µs
+#   against 87.8 for the whole stage, so the search costs half a percent. (On an H200, the earlier version with
+#   one vector a lane: 65.0 against 66.5.) Even a free search would not reach the aim on the H100: the gather
+#   itself is at 95 % of the needed-bytes ceiling there, and the aim asks for 96.
+# - **L1 earns its keep.** The same loads with `ld.global.nc.L1::no_allocate` (not kept in L1) took 105 µs
+#   against 87.8 on the H100: neighbouring targets in one warp share rows, and L1 serves the second read. Hints
+#   for a larger L2 fetch (`.L2::128B`, `.L2::256B`) changed nothing.
+# - **Tried and dropped: an L2 prefetch of the guessed rows** (on an H200, the earlier version). Each lane
+#   computes where its own target's guess falls and prefetches that row pair into L2
+#   (`cp.async.bulk.prefetch.L2`, or `prefetch.global.L2` line by line) before the window search, so that the
+#   gather's first loads find L2. 68.1 and 67.6 µs against 66.5: the prefetches cost more than the latency they
+#   hid.
 # - **Evict-first stores at small D.** At D = 64 on the H200, 32 targets a warp with `streaming_stores=True`
 #   took 17.7 µs against 20.3 with ordinary stores (16 or 32 targets). On the H100 the same change moves D = 64
 #   by under 1 %, and at D = 256 it costs a little (88.0 against 87.7 µs), so the default leaves them off. When
