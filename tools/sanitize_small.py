@@ -28,7 +28,8 @@ CASES = [  # (B, S, T, D, sorted, params)
 def main():
     failures = 0
     stages = [(s06, {"blocks": 2}), (s06, {"blocks": 2, "schedule": "strided"}), (s08, {}), (s08, {"search": "lane"}),
-              (s08, {"search": "prepass"}), (s08, {"targets_per_warp": 32, "unroll": 2})]
+              (s08, {"search": "prepass"}), (s08, {"targets_per_warp": 32, "unroll": 2}),
+              (s08, {"vectors_per_lane": 4, "min_blocks": 8})]
     if device.requirement_unmet((9, 0), "07") is None:
         stages += [(s07, {"blocks": 2}), (s07, {"blocks": 2, "tma_store": True}),
                    (s07, {"blocks": 2, "tensor_map": "cuda_core"}),
