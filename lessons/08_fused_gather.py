@@ -440,8 +440,8 @@ for tpw in (1, 2, 4, 8, 16, 32):
 # What matters is less the number of targets than how long a warp lives: how many vectors it moves. At D = 64
 # four targets are a quarter of the work of four at D = 256, and at D = 512 twice as much. So the default,
 # `targets_per_warp="auto"`, holds a warp's work constant instead: as many targets as make 128 output vectors
-# (16-byte vectors where D is a multiple of 8), 4 a lane. That is 4 targets at D = 256, 16 at D = 64 and 2 at D = 512. "Across problem sizes" below shows
-# what this was worth.
+# (16-byte vectors where D is a multiple of 8), 4 a lane. That is 4 targets at D = 256, 16 at D = 64 and 2 at
+# D = 512. "Across problem sizes" below shows what this was worth.
 #
 # ### min_blocks: registers decide how many lanes load at once
 #
@@ -494,11 +494,12 @@ except nvrtc.ToolMissing as e:
 
 # %% [markdown]
 # `unroll=2` spills under the cap and needs 40 registers, so 12 blocks an SM, to keep its values in registers.
-# `vectors_per_lane=2` does not. Four vectors a lane (eight loads) spill again. The sweep at the end measures
-# all three: on the H100 at D = 256, two vectors a lane take 1 % less time than one, and four take 6 % more.
-# The gain is larger on the H200 and at other D. One run of both on an H200 (readings, not records): 66.5
-# against 63.8 µs at D = 256. One run on the H100 across D, one vector a lane against two: 88.6 against 87.7 µs
-# at D = 256, 175.3 against 169.8 at D = 512, 48.2 against 46.8 at D = 128, 27.5 against 26.3 at D = 64.
+# `vectors_per_lane=2` fits the 32 registers with nothing spilled. Four vectors a lane (eight loads) spill again.
+# The sweep at the end measures all three: on the H100 at D = 256, two vectors a lane take 1 % less time than one,
+# and four take 6 % more. The gain is larger on the H200 and at other D. One run of both on an H200 (readings, not
+# records): 66.5 against 63.8 µs at D = 256. One run on the H100 across D, one vector a lane against two: 88.6
+# against 87.7 µs at D = 256, 175.3 against 169.8 at D = 512, 48.2 against 46.8 at D = 128, 27.5 against 26.3
+# at D = 64.
 #
 # ### The prepass, with programmatic dependent launch
 #
@@ -546,11 +547,11 @@ except nvrtc.ToolMissing as e:
 # thread uses (the 32 that `min_blocks=16` allows, with nothing spilled to `local`), the static shared memory
 # (the window search's 128 source times per warp, plus 1 KB that this build reports for every kernel with shared
 # memory: the fallback kernel `resample_generic`, in the same cubin, shows it too), and the gather's loads. The
-# four 16-byte loads of the gather are `LDG.E.128.CONSTANT` (`.CONSTANT`: the read-only path of `__ldg`), all
-# from one address register: the lane's second vector is at +256 bytes (`q * EPR` vectors: half a row), the
-# upper row at +512 (`VPR` vectors: one row) and its second vector at +768. The compiler also writes a second copy of each
-# shuffle, for a warp whose lanes arrive diverged (`BRA.DIV` jumps to it; it runs between `WARPSYNC.COLLECTIVE`
-# and `ENDCOLLECTIVE`). In the gather all 32 lanes reach the shuffles together, so the cell leaves that copy out:
+# four 16-byte loads of the gather are `LDG.E.128.CONSTANT` (`.CONSTANT`: the read-only path of `__ldg`), all from
+# one address register: the lane's second vector is at +256 bytes (`q * EPR` vectors: half a row), the upper row at
+# +512 (`VPR` vectors: one row) and its second vector at +768. The compiler also writes a second copy of each
+# shuffle, for a warp whose lanes arrive diverged (`BRA.DIV` jumps to it; it runs between `WARPSYNC.COLLECTIVE` and
+# `ENDCOLLECTIVE`). In the gather all 32 lanes reach the shuffles together, so the cell leaves that copy out:
 
 # %%
 try:
@@ -680,12 +681,13 @@ for record in results.load_all():
 # when it first compiles and keeps the fastest, and which one wins changes from process to process. Four fresh
 # processes on one H200, each with an empty inductor cache (readings, not records): `torch.compile` took 67.5,
 # 68.2, 68.9 and 71.0 µs, and 67.8 to 69.1 µs with `mode="max-autotune-no-cudagraphs"`; stage 08, in its earlier
-# version (one vector a lane, 4 targets a warp at every D), took 66.6 µs in every one. A single record catches one draw of the compiler's tiles, so a margin of a few percent needs
-# several runs before it means anything. A draw may also stick to a machine: the generated code above carries
-# `'autotune_local_cache': True`, so inductor keeps its pick in an on-disk cache for later processes there. Two
-# processes one after the other on one H200 machine both gave `torch.compile` about 72.5 µs, and stage 08 (as it
-# is now) 64.4. Three H200 machines started separately gave the compiler 67.3 to 67.5 µs. Stage 08 as it is now
-# ran on one of those three, in 63.7 to 63.9 µs, and the H200 record above is from that machine.
+# version (one vector a lane, 4 targets a warp at every D), took 66.6 µs in every one. A single record catches one
+# draw of the compiler's tiles, so a margin of a few percent needs several runs before it means anything. A draw
+# may also stick to a machine: the generated code above carries `'autotune_local_cache': True`, so inductor keeps
+# its pick in an on-disk cache for later processes there. Two processes one after the other on one H200 machine
+# both gave `torch.compile` about 72.5 µs, and stage 08 (as it is now) 64.4. Three H200 machines started separately
+# gave the compiler 67.3 to 67.5 µs. Stage 08 as it is now ran on one of those three, in 63.7 to 63.9 µs, and the
+# H200 record above is from that machine.
 #
 # Around the defaults, the sweeps at the end of this lesson show each parameter on its own, recorded on that
 # H100 (`results/sweeps/H100_80GB_HBM3_lessons.json`; on a machine without a GPU `lesson.sweep` prints them).
@@ -705,9 +707,9 @@ for record in results.load_all():
 #   W-th group of targets (W warps in all, so the warps still advance together through memory). While a warp
 #   gathers one group, the loads for its next search are already in flight: the window around the next group's
 #   guess into registers, and the targets of the group after. Its search is then shared-memory work only. On an
-#   H200, in one run: 73.0 µs at best (10 blocks an SM, 48 registers) against 66.6 µs for stage 08 (its earlier version); 85.6 to
-#   101 µs at 12 and 16 blocks an SM, where the extra registers spill. Hiding the search did not pay for
-#   giving up short-lived warps.
+#   H200, in one run: 73.0 µs at best (10 blocks an SM, 48 registers) against 66.6 µs for stage 08 (its earlier
+#   version); 85.6 to 101 µs at 12 and 16 blocks an SM, where the extra registers spill. Hiding the search did not
+#   pay for giving up short-lived warps.
 #
 # ## What the profiler says
 #
@@ -737,12 +739,13 @@ if k:
     print(f"08 wrote {k['dram_write_MB']:.1f} MB to DRAM during the kernel; the output is {out_MB:.1f} MB")
 
 # %% [markdown]
-# Two things in stage 08's profile are worth a second look. Its DRAM reads are about 3 % above the needed
-# reads (the rows some target uses, the source times and the targets): some bytes come from DRAM twice, but
-# few, so there is little left to save in bytes; what is left is time. And it writes less than its output: L2 holds written lines and writes them back to
-# DRAM later, so at the end of the kernel part of the output (about 20 MB in the H100 profile, of a 50 MB L2) is
-# still only in L2. In the benchmark's runs back to back, that write-back falls into the next run. ncu also
-# empties the caches before it measures a kernel, which is one reason its time differs from the record's. (The
+# Two things in stage 08's profile are worth a second look. Its DRAM reads are about 3 % above the needed reads
+# (the rows some target uses, the source times and the targets): some bytes come from DRAM twice, but few, so there
+# is little left to save in bytes; what is left is time. And it writes less than its output: L2 holds written lines
+# and writes them back to DRAM later, so at the end of the kernel part of the output (about 20 MB in the H100
+# profile, of a 50 MB L2) is still only in L2. In the benchmark's runs back to back, that write-back falls into the
+# next run. ncu also empties the caches before it measures a kernel, which is one reason its time differs from the
+# record's. (The
 # profile cell says which card and commit.)
 #
 # ## Experiments
