@@ -252,7 +252,7 @@ def sweeps(D, **params):
     """For each sweep of the gather loop: which lanes do which (target, slots), as fused_gather.cu does."""
     cfg = s08.config(D, **params)
     tpw, ppl, vec = cfg["TPW"], cfg["PPL"], cfg["VEC"]
-    vpr = D // vec
+    vpr = s08.vectors_per_row(D)
     epr = vpr // ppl
     E = tpw * epr
     print(f"D = {D}: {vec} channel{'s' if vec > 1 else ''} a vector, VPR = {vpr}, TPW = {tpw}, PPL = {ppl}, "

@@ -202,7 +202,7 @@ LAB_MISTAKES = [  # (what, old, new, words the message must hold: each a string,
      "            const int v = e - (e / EPR) * EPR;",
      "const int i = min(e / VPR, nt - 1);\n            const int v = e - (e / VPR) * VPR;",
      [("FAIL", "an index past the end")]),
-    ("every value shuffled from this lane's own index", "__shfl_sync(0xffffffffu, src, i)",
+    ("the source row shuffled from this lane's own index", "__shfl_sync(0xffffffffu, src, i)",
      "__shfl_sync(0xffffffffu, src, lane)", ["FAIL", "this lane's own index"]),
     ("this lane's own weight, not the owning lane's", "ws[u] = __shfl_sync(0xffffffffu, wt, i);", "ws[u] = wt;",
      ["FAIL", "outside a shuffle"]),
@@ -232,8 +232,9 @@ def test_a_lab_mistake_fails(what, old, new, words, capsys):
     assert old in region, f"the mistake's text is no longer in {s08.NAME}'s lab region: {what}"
     assert not labs.grade(s08.NAME, region.replace(old, new, 1)), f"'{what}' passed"
     out = capsys.readouterr().out
-    for w in words:                        # a tuple: any one of them (a kernel that reads past the end may
-        alternatives = w if isinstance(w, tuple) else (w,)        # fault on some data and be wrong on other)
+    # a tuple of words: any one of them (a kernel reading past the end faults on some data, is wrong on other)
+    for w in words:
+        alternatives = w if isinstance(w, tuple) else (w,)
         assert any(a in out for a in alternatives), f"'{what}': the message lacks {w!r}:\n{out}"
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import math
 import numbers
+import re
 
 from .. import device, nvrtc
 from ..track import StageUnavailable
@@ -59,14 +60,12 @@ SOURCE = KERNEL_DIR / "fused_gather.cu"
 
 def _own_values_used(code: str) -> bool:
     """Does the lab code use this lane's `src`, `dst32` or `wt` other than as the value a shuffle passes on?"""
-    import re
     passed_on = re.sub(r"__shfl_sync\s*\([^,]*,\s*(src|dst32|wt)\s*,", "", code)
     return re.search(r"\b(src|dst32|wt)\b", passed_on) is not None
 
 
 def _shuffles_from_own_lane(code: str) -> bool:
     """Does the lab code shuffle from `lane`, this lane's own index (so every lane reads back its own value)?"""
-    import re
     return re.search(r"__shfl_sync\s*\([^,]*,[^,]*,\s*lane\s*\)", code) is not None
 
 
@@ -95,7 +94,17 @@ def vector_width(D: int) -> int:
     return next(v for v in (8, 4, 2, 1) if D % v == 0)
 
 
+def vectors_per_row(D: int) -> int:
+    """VPR: the vectors (of vector_width(D) channels) in a row."""
+    return D // vector_width(D)
+
+
 SEARCHES = {"lane": 0, "window": 1, "prepass": 2}                # the kernel's SEARCH
+
+
+def _whole(n) -> bool:
+    """An integer (a bool is not a count)."""
+    return isinstance(n, numbers.Integral) and not isinstance(n, bool)
 
 
 VECTORS_A_WARP = 128            # targets_per_warp="auto": a warp's targets make about this many output vectors
@@ -103,13 +112,12 @@ VECTORS_A_WARP = 128            # targets_per_warp="auto": a warp's targets make
 
 def auto_targets_per_warp(D: int) -> int:
     """targets_per_warp="auto": as many targets as make 128 output vectors (4 a lane), at least 1 and at most 32."""
-    return max(1, min(32, VECTORS_A_WARP // (D // vector_width(D))))
+    return max(1, min(32, VECTORS_A_WARP // vectors_per_row(D)))
 
 
 def lane_vectors(D: int, wanted: int) -> int:
     """The PPL the kernel uses: the largest count up to `wanted` that divides a row's vectors (1 for odd rows)."""
-    vpr = D // vector_width(D)
-    return next(n for n in range(wanted, 0, -1) if vpr % n == 0)
+    return next(n for n in range(wanted, 0, -1) if vectors_per_row(D) % n == 0)
 
 
 def config(D: int, search=PARAMS["search"], targets_per_warp=PARAMS["targets_per_warp"], unroll=PARAMS["unroll"], threads=PARAMS["threads"],
@@ -121,11 +129,9 @@ def config(D: int, search=PARAMS["search"], targets_per_warp=PARAMS["targets_per
                          f"got unroll={unroll}, threads={threads}")
     if targets_per_warp == "auto":
         targets_per_warp = auto_targets_per_warp(D)
-    def whole(n):
-        return isinstance(n, numbers.Integral) and not isinstance(n, bool)
-    if not (whole(targets_per_warp) and 1 <= targets_per_warp <= 32):
+    if not (_whole(targets_per_warp) and 1 <= targets_per_warp <= 32):
         raise ValueError(f"{NAME}: targets_per_warp must be 1..32 (one a lane) or \"auto\", got {targets_per_warp!r}")
-    if not (whole(vectors_per_lane) and 1 <= vectors_per_lane <= 8):
+    if not (_whole(vectors_per_lane) and 1 <= vectors_per_lane <= 8):
         raise ValueError(f"{NAME}: vectors_per_lane must be 1..8, got {vectors_per_lane!r}")
     if search not in SEARCHES:
         raise ValueError(f"{NAME}: search must be one of {sorted(SEARCHES)}, got {search!r}")
@@ -187,7 +193,7 @@ def launch(p, kernel=None, **params):
     unknown = set(params) - set(PARAMS)
     if unknown:
         raise TypeError(f"{NAME}: unknown parameter(s) {sorted(unknown)}; the parameters are {sorted(PARAMS)}")
-    vectors = B * max(S, T) * (D // vector_width(D))
+    vectors = B * max(S, T) * vectors_per_row(D)
     if vectors >= 2 ** 31:
         raise ValueError(f"{NAME}: feats or out holds B * max(S, T) * D = {B * max(S, T) * D:,} elements, "
                          f"{vectors:,} vectors of {vector_width(D)}; this kernel's offsets are 32-bit, so that many "
