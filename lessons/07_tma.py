@@ -383,6 +383,7 @@ lesson.sweep("07_tma", "persistent", [False, True])
 lesson.sweep("07_tma", "stages", [2, 3, 4], fixed={"persistent": True})
 lesson.sweep("07_tma", "box_rows", [4, 8, 16])
 lesson.sweep("07_tma", "pdl", [False, True])
+lesson.sweep("07_tma", "self_search_blocks", [0, 264, 528, 1056])
 
 # %% [markdown]
 # ## Across problem sizes

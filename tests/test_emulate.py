@@ -231,6 +231,46 @@ def test_a_producer_waiting_with_the_wrong_parity_is_a_deadlock_named():
 
 
 @needs_simulator
+@pytest.mark.parametrize("srt", [True, False])
+def test_07_blocks_that_search_for_themselves_give_the_same_bits(srt):
+    # self_search_blocks: the first blocks find their own pairs (no wait for the prepass); none, some, "auto"
+    # and every block must write the same bits, and right ones (the pairs buffer holds garbage first)
+    from cudabook import check
+    from cudabook.resample import inputs, problem
+    st, sf, tt = inputs.random_problem(2, 300, 200, 40, sorted_targets=srt, rng=np.random.default_rng(8))
+    p = problem.upload(st, sf, tt)
+    ref, scale = inputs.reference_with_scale(st, sf, tt)
+    outs = []
+    with emulate.emulating():
+        for own in (0, 3, "auto", 10**9):
+            p.poison()
+            s07.launch(p, self_search_blocks=own)
+            outs.append(p.out.copy_to_host())
+        # the main kernel alone, after garbage in the pairs buffer: right only if no block reads the pairs
+        p.poison()
+        s07.pairs_buffer(2 * 200).copy_to_device(np.full((2 * 200, 2), 0x7F7F7F7F, np.int32))
+        s07.parts(p, self_search_blocks=10**9)["main"]()
+        outs.append(p.out.copy_to_host())
+        p.poison()
+        try:                                  # (without own searches the blocks read the garbage: wrong, or a fault)
+            s07.parts(p, self_search_blocks=0)["main"]()
+            assert not check.compare(p.out.copy_to_host().view(inputs.BF16), ref, scale).ok
+        except emulate.EmulationError:
+            pass
+    assert all(np.array_equal(outs[0], o) for o in outs[1:])
+    assert check.compare(outs[0].view(inputs.BF16), ref, scale).ok
+
+
+@needs_simulator
+@pytest.mark.parametrize("bad", [-1, 2.5, "all", True])
+def test_07_refuses_a_bad_self_search_blocks(bad):
+    from cudabook.resample import inputs, problem
+    p = problem.upload(*inputs.random_problem(1, 50, 40, 16, rng=np.random.default_rng(2)))
+    with emulate.emulating(), pytest.raises(ValueError, match="self_search_blocks must be"):
+        s07.launch(p, self_search_blocks=bad)
+
+
+@needs_simulator
 def test_the_stage_sources_run_right_both_ways():
     for module in (s06, s07):
         for landing in ("lazy", "eager"):

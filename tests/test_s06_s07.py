@@ -86,11 +86,11 @@ def test_07_programmatic_dependent_launch_gives_the_same_bits(S, srt):
     st, sf, tt = inputs.random_problem(4, S, 5000, 64, sorted_targets=srt, rng=6)
     p = resample.upload(st, sf, tt)
     outs = []
-    for pdl in (True, False):
+    for pdl, own in ((True, "auto"), (True, 0), (True, 10**9), (False, "auto")):   # own: self_search_blocks
         p.poison()
         # pairs left from an earlier launch would hide a read before the wait: garbage in the buffer first
         s07.pairs_buffer(4 * 5000).copy_to_device(np.full((4 * 5000, 2), 0x7F7F7F7F, np.int32))
-        s07.launch(p, pdl=pdl)
+        s07.launch(p, pdl=pdl, self_search_blocks=own)
         outs.append(p.out.copy_to_host())
     _agree_and_are_right(outs, st, sf, tt)
 
@@ -336,6 +336,13 @@ def test_07_searches_and_schedules_agree(srt):
         p.poison()
         s07.launch(p, search=search, persistent=False, stages=1)
         outs[search, "one item per block"] = p.out.copy_to_host()
+    for own in (5, 10**9):                    # the first `own` blocks find their own pairs
+        p.poison()
+        s07.launch(p, self_search_blocks=own)
+        outs["prepass", f"{own} blocks search"] = p.out.copy_to_host()
+        p.poison()
+        s07.launch(p, self_search_blocks=own, blocks=11, persistent=True, stages=2)
+        outs["prepass", f"{own} blocks search, a ring"] = p.out.copy_to_host()
     first = next(iter(outs.values()))
     assert all(np.array_equal(first, o) for o in outs.values()), [k for k, o in outs.items() if not np.array_equal(first, o)]
     ref, scale = inputs.reference_with_scale(st, sf, tt)

@@ -34,6 +34,7 @@ def main():
         stages += [(s07, {"blocks": 2}), (s07, {"blocks": 2, "tma_store": True}),
                    (s07, {"blocks": 2, "tensor_map": "cuda_core"}),
                    (s07, {"blocks": 2, "schedule": "strided"}),
+                   (s07, {"self_search_blocks": 3}),                  # the first blocks find their own pairs
                    (s07, {"blocks": 2, "times_tma": True})]      # last: the newest path
     for module, base in stages:
         for B, S, T, D, is_sorted, params in CASES:

@@ -14,7 +14,9 @@ Where each target's interval and weight are found (search=):
                 search. Both launches are part of launch(), so both are timed. With pdl=True (the default)
                 the streaming kernel is launched with programmatic dependent launch: its blocks start, and
                 set up their barriers, while the prepass runs, and wait for it only before the first pair
-                (lesson 08 explains the mechanism).
+                (lesson 08 explains the mechanism). The first blocks of that launch do not wait at all
+                (self_search_blocks): their producer finds its own pairs, as "producer" does, so part of the
+                first wave streams while the prepass still runs.
     "producer"  the streaming kernel's producer warp finds them, item by item, while earlier items' copies are
                 in flight; the consumers get the same pairs as with the prepass. One launch.
     "inline"    the first version of this stage: the producer finds each item's window, the consumers search
@@ -82,6 +84,9 @@ PARAMS = {
     "pdl": True,               # (search="prepass", tensor_map="driver") launch the streaming kernel with
                                # programmatic dependent launch, so it starts during the prepass (an H100 at the
                                # benchmark size: 99.5 us against 101.3 without; the prepass alone takes 4.9)
+    "self_search_blocks": "auto",  # (search="prepass", pdl) the first this-many blocks find their own pairs instead
+                               # of waiting for the prepass. "auto": half the blocks that fit on the GPU at once
+                               # (half the first wave), one block per item with pdl; else 0
 }
 MIN_CC = (9, 0)
 EMULATED = True               # without a GPU the lab grader runs this kernel on the CPU (cudabook.emulate)
@@ -171,7 +176,7 @@ def smem_bytes(cfg: dict) -> int:
     wt = 0 if pairs else _round_up((cfg["WMAX"] + 4) * 4, 128)
     xs = r16(cfg["TW"] * (8 if pairs else 4))
     mb = 0 if pairs else r16(cfg["TW"] * 4)
-    pw = r16(cfg["WMAX"] * 4) if cfg["SEARCH"] == 2 else 0
+    pw = r16(cfg["WMAX"] * 4) if pairs else 0
     return cfg["STAGES"] * (fs + wt + xs) + 2 * ot + 4 * mb + pw + 32 * cfg["STAGES"] + 16 * cfg["STAGES"] + 128
 
 
@@ -306,7 +311,7 @@ def pairs_buffer(n: int):
     return _scratch[key]
 
 
-ARG_TYPES = (None, None, None) + (ctypes.c_void_p,) * 5 + (ctypes.c_int,) * 4
+ARG_TYPES = (None, None, None) + (ctypes.c_void_p,) * 5 + (ctypes.c_int,) * 5
 PRE_ARG_TYPES = (ctypes.c_void_p,) * 3 + (ctypes.c_int,) * 3
 
 
@@ -377,6 +382,8 @@ def _parts(p, kernel, params) -> dict:
     if unknown:
         raise TypeError(f"{NAME}: unknown parameter(s) {sorted(unknown)}; the parameters are {sorted(PARAMS)}")
     params = {**PARAMS, **params}
+    if params["self_search_blocks"] != "auto":
+        self_search_blocks(params["self_search_blocks"], None, False)    # (refuses a bad value on every path)
     if params["tensor_map"] not in ("driver", "cuda_core"):
         raise ValueError(f"{NAME}: tensor_map must be 'driver' or 'cuda_core', got {params['tensor_map']!r}")
     cfg = config(D, S=S, **{k: params[k] for k in _CONFIG_KEYS})
@@ -387,6 +394,8 @@ def _parts(p, kernel, params) -> dict:
         fallback, nblocks = prep["fallback"], B * math.ceil(T / s06.GEN_T)
         return {"fallback": lambda: fallback.launch(nblocks, 256, ptrs + [B, S, T, D], s06.ARG_TYPES)}
     grid = _grid(p, cfg, prep, params["blocks"], params["persistent"])
+    pdl = bool(params["pdl"]) and cfg["SEARCH"] == 1 and params["tensor_map"] == "driver"
+    own = self_search_blocks(params["self_search_blocks"], prep, pdl and not params["persistent"])
     out = {}
     if cfg["SEARCH"] == 1:
         buf = pairs_buffer(B * T)
@@ -400,17 +409,28 @@ def _parts(p, kernel, params) -> dict:
         fmap = feature_map(p, cfg, params["l2_promotion"])
         tmap = times_map(p, cfg, params["l2_promotion"]) if cfg["TIMES_TMA"] else fmap
         omap = output_map(p, cfg) if cfg["OUT_TMA"] else fmap
-        args = [fmap, tmap, omap] + ptrs + [pairs, B, S, T, D]
+        args = [fmap, tmap, omap] + ptrs + [pairs, B, S, T, D, own]
         kern, nthreads, smem = prep["kernel"], threads(cfg), prep["smem"]
         # (a learner's source without griddepcontrol.wait would race the prepass: launched the ordinary way)
-        pdl = bool(params["pdl"]) and cfg["SEARCH"] == 1 and nvrtc.waits_for_prerequisite(text)
+        pdl = pdl and nvrtc.waits_for_prerequisite(text)
         out["main"] = lambda: kern.launch(grid, nthreads, args, ARG_TYPES, shared=smem, pdl=pdl)
     else:
-        out["main"] = _cuda_core_launcher(p, cfg, prep, grid, ptrs + [pairs], params["l2_promotion"])
+        out["main"] = _cuda_core_launcher(p, cfg, prep, grid, ptrs + [pairs], params["l2_promotion"], own)
     return out
 
 
-def _cuda_core_launcher(p, cfg, prep, grid, ptrs, l2_promotion):
+def self_search_blocks(value, prep, early: bool) -> int:
+    """How many leading blocks find their own pairs: an int as given, or "auto": half of the blocks that fit on
+    the GPU at once when the streaming kernel starts early (pdl, one block per item), else none."""
+    if value == "auto":
+        return (prep["slots"] // prep["blocks_per_sm"]) * max(prep["blocks_per_sm"] // 2, 1) if early else 0
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"{NAME}: self_search_blocks must be \"auto\" or a whole number >= 0 (blocks that find "
+                         f"their own pairs instead of waiting for the prepass), got {value!r}")
+    return int(min(value, 2**31 - 1))
+
+
+def _cuda_core_launcher(p, cfg, prep, grid, ptrs, l2_promotion, own=0):
     """The streaming kernel's launch through cuda.core, with cuda.core's own tensor maps."""
     from cuda.core import LaunchConfig
     from cuda.core import launch as core_launch
@@ -421,7 +441,8 @@ def _cuda_core_launcher(p, cfg, prep, grid, ptrs, l2_promotion):
     tmap = core_map(p.times, (1, cfg["WMAX"] + 4), l2_promotion, bf16=False) if cfg["TIMES_TMA"] else fmap
     omap = core_map(p.out, (1, cfg["TW"], cfg["DC"]), "none") if cfg["OUT_TMA"] else fmap
     config_ = LaunchConfig(grid=grid, block=threads(cfg), shmem_size=prep["smem"])
-    kernel, stream, sizes = prep["core"], _legacy_stream(), (np.int32(B), np.int32(S), np.int32(T), np.int32(D))
+    kernel, stream = prep["core"], _legacy_stream()
+    sizes = (np.int32(B), np.int32(S), np.int32(T), np.int32(D), np.int32(own))
     return lambda: core_launch(stream, config_, kernel, fmap, tmap, omap, *ptrs, *sizes)
 
 

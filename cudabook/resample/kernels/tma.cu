@@ -14,6 +14,9 @@
 //               the streaming kernel's blocks start while the prepass runs: the prepass lets them
 //               (griddepcontrol.launch_dependents), and the producer waits (griddepcontrol.wait) only before it
 //               reads the first pair, so the barriers' set-up and the launch itself hide under the search.
+//               The first self_blocks blocks (a kernel argument: the host gives about half of the first wave)
+//               do not wait at all: their producer finds its own pairs, as with SEARCH 2, so that part of the
+//               first wave streams while the prepass still runs instead of sitting idle until it ends.
 //   2 producer  the producer warp of the streaming kernel finds them: the item's window by a warp-wide search
 //               in global memory (seeded by the last window when the items follow each other), then every
 //               target's lo by a binary search in the window's source times, which it loads into a scratch
@@ -101,7 +104,7 @@ constexpr int WT_ROWS = WMAX + 4;
 constexpr int WT_BYTES = PAIRS ? 0 : (WT_ROWS * 4 + 127) / 128 * 128;
 constexpr int XS_BYTES = R16(TW * (PAIRS ? 8 : 4));        // one stage of (lo, w) pairs, or of targets
 constexpr int MB_BYTES = PAIRS ? 0 : R16(TW * 4);          // one buffer of the consumers' lo or w (SEARCH=0)
-constexpr int PW_BYTES = SEARCH == 2 ? R16(WMAX * 4) : 0;  // the producer's copy of the window's times
+constexpr int PW_BYTES = PAIRS ? R16(WMAX * 4) : 0;       // the producer's copy of the window's times
 constexpr int OFF_OT = STAGES * FS_BYTES;
 constexpr int OFF_WT = OFF_OT + 2 * OT_BYTES;
 constexpr int OFF_XS = OFF_WT + STAGES * WT_BYTES;
@@ -385,7 +388,8 @@ __device__ __forceinline__ void pairs_window(const int2 (&e)[XPL], int& L, int& 
     L = warp_min(mn);
     n = min(warp_max(mx) + 2 - L, WMAX);
 }
-#else
+#endif
+
 // Warp-wide: lane j loads targets j, j + 32, ... of the item (NaN past its end). Issued one item ahead.
 __device__ __forceinline__ void load_targets(const float* __restrict__ targets, int T, const Item& it, float (&x)[XPL]) {
     const int lane = threadIdx.x & 31;
@@ -416,9 +420,8 @@ __device__ __forceinline__ void item_window(const float* __restrict__ times, int
     L = la;
     n = min(lb + 2 - la, WMAX);
 }
-#endif
 
-#if SEARCH == 2
+#if PAIRS
 // The (lo, w) pair of target x, given the window's source times pw[0 .. n) = times[L .. L+n), where L is at or
 // below x's interval: lo = L + j, j = how many of pw[1 .. n-2] are <= x. A target at or past pw[n-1], when the
 // row goes on beyond it, needs a row outside the window: a search of the whole row.
@@ -452,12 +455,24 @@ __device__ __forceinline__ void producer_pairs(const float* __restrict__ times, 
 }
 #endif
 
+#if SEARCH == 1
+// Warp-wide (a block that does not wait for the prepass): the item's pairs found here, the way SEARCH 2 does.
+__device__ __forceinline__ void own_pairs(const float* __restrict__ times, const float* __restrict__ targets, int S,
+                                          int T, const Item& it, float* pw, int2 (&e)[XPL]) {
+    float x[XPL];
+    load_targets(targets, T, it, x);
+    int L, n, lb;
+    item_window(times, S, it, x, -1, L, n, lb);
+    producer_pairs(times, S, it, L, n, x, pw, e);
+}
+#endif
+
 // ---------------------------------------------------------------------------- the streaming kernel
 extern "C" __global__ void __launch_bounds__((NCW + 1) * 32)
 resample_tma(const __grid_constant__ TensorMap fmap, const __grid_constant__ TensorMap tmap,
              const __grid_constant__ TensorMap omap, const float* __restrict__ times,
              const u16* __restrict__ feats, const float* __restrict__ targets, u16* __restrict__ out,
-             const int2* __restrict__ lw, int B, int S, int T, int D) {
+             const int2* __restrict__ lw, int B, int S, int T, int D, int self_blocks) {
     extern __shared__ unsigned char smem_raw[];
     u32 have;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(have));
@@ -491,10 +506,16 @@ resample_tma(const __grid_constant__ TensorMap fmap, const __grid_constant__ Ten
         bool more = walk_item(w, B, T, ntc, ndc, it);
 #if SEARCH == 1
         int2 e[XPL], enext[XPL];                           // this item's (lo, w) pairs; the next item's
+        float* pw = reinterpret_cast<float*>(smem + OFF_PW);
+        const bool own = blockIdx.x < self_blocks;         // (PDL) this block finds its pairs itself
+        if (own) {
+            if (more) own_pairs(times, targets, S, T, it, pw, e);
+        } else {
 #if __CUDA_ARCH__ >= 900
-        asm volatile("griddepcontrol.wait;" ::: "memory");      // (PDL) from here on the prepass has finished
+            asm volatile("griddepcontrol.wait;" ::: "memory");  // (PDL) from here on the prepass has finished
 #endif
-        if (more) load_pairs(lw, T, it, e);
+            if (more) load_pairs(lw, T, it, e);
+        }
 #else
         float x[XPL], xnext[XPL];                          // this item's targets; the next item's
         if (more) load_targets(targets, T, it, x);
@@ -511,7 +532,8 @@ resample_tma(const __grid_constant__ TensorMap fmap, const __grid_constant__ Ten
             Item nx;
             const bool next = walk_item(wn, B, T, ntc, ndc, nx);
 #if SEARCH == 1
-            if (next) load_pairs(lw, T, nx, enext);        // in flight meanwhile
+            if (next && own) own_pairs(times, targets, S, T, nx, pw, enext);
+            else if (next) load_pairs(lw, T, nx, enext);   // in flight meanwhile
             if (it.b != prev_b || it.t0 != prev_t0) pairs_window(e, L, n);   // (same targets, next channel chunk: same window)
 #else
             if (next) load_targets(targets, T, nx, xnext); // in flight meanwhile
