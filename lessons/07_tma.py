@@ -23,7 +23,10 @@
 # pure stream of box copies in and 16-byte stores out. The two kernels overlap a little: the main one is
 # launched with **programmatic dependent launch** (`pdl=True`, the default), so its blocks start and set up
 # their barriers while the prepass still runs, and its producer waits (`griddepcontrol.wait`) only before it
-# reads the first pair. Lesson 08 takes that mechanism apart; here it is one line in each kernel.
+# reads the first pair. Lesson 08 takes that mechanism apart; here it is one line in each kernel. The blocks
+# that start early have nothing to do until the prepass ends, so the first few hundred of them
+# (`self_search_blocks`) do not wait at all: their producer finds its own pairs, as `search="producer"` does
+# for every block, and streams while the prepass still runs.
 #
 # References: PTX ISA: [mbarrier](https://docs.nvidia.com/cuda/parallel-thread-execution/#parallel-synchronization-and-communication-instructions-mbarrier),
 # [cp.async.bulk.tensor](https://docs.nvidia.com/cuda/parallel-thread-execution/#data-movement-and-conversion-instructions-cp-async-bulk-tensor),
@@ -328,19 +331,34 @@ for record in results.load_all():
 #
 # The prepass is not what separates 07 from `torch.compile`. Timed apart on an H100 at the benchmark size (one
 # run, not a results/ record): the prepass alone 4.9 µs, the main kernel alone 94.9 µs, both 101.3 µs one after
-# the other, and 99.5 µs with programmatic dependent launch, which hides the launch and the barriers' set-up
-# but cannot start the copies before the pairs exist. `torch.compile`'s whole call, in the H100 record above,
-# takes less than 07's main kernel alone: the difference is in the streaming kernel, and lesson 08 finds it.
-# An H200 tells the same story (one run, not a results/ record): prepass 5.0 µs, main kernel 69.6, both 77.5,
-# with programmatic dependent launch 75.6 (75.0 in the current record), and `torch.compile`'s whole call 67.3
-# in that record. Two tries at hiding more of the prepass there, one run each: a prepass in which each warp
-# searches a window of source times around an interpolation guess (stage 08's search) took 6.6 µs against this
-# stage's 4.8; and having the first wave of the streaming kernel's blocks prefetch their guessed window into L2
-# before they wait for the pairs (`cp.async.bulk.prefetch.tensor`) took 74.6 µs in all against 75.2, and more
-# time than without it once every block did it. A third: per-chunk ready flags, so that each streaming block
-# waits only for the prepass block that writes its pairs (`st.release` there, `ld.acquire` here) instead of the
-# whole prepass grid: 76.0 µs against 75.2. The prepass's blocks all run at once and finish at about the same
-# moment, so there is little to win, and the polling costs more. None of the three is in the code.
+# the other, and 99.5 µs with programmatic dependent launch, which hides the launch and the barriers' set-up but
+# cannot start a block's copies before its pairs exist. `torch.compile`'s whole call, in the H100 record above,
+# takes less than 07's main kernel alone: the difference is in the streaming kernel, and lesson 08 finds it. An
+# H200 tells the same story (one run, not a results/ record): prepass 5.0 µs, main kernel 69.6, both 77.5, with
+# programmatic dependent launch 75.6 (readings taken before the fourth try below), and `torch.compile`'s whole
+# call, in the H200 record above, again takes less than 07's main kernel alone. Two tries at hiding more of the
+# prepass there, one run each: a prepass in which each warp searches a window of source times around an
+# interpolation guess (stage 08's search) took 6.6 µs against this stage's 4.8; and having the first wave of the
+# streaming kernel's blocks prefetch their guessed window into L2 before they wait for the pairs
+# (`cp.async.bulk.prefetch.tensor`) took 74.6 µs in all against 75.2, and more time than without it once every
+# block did it. A third: per-chunk ready flags, so that each streaming block waits only for the prepass block that
+# writes its pairs (`st.release` there, `ld.acquire` here) instead of the whole prepass grid: 76.0 µs against
+# 75.2. The prepass's blocks all run at once and finish at about the same moment, so there is little to win, and
+# the polling costs more. None of the three is in the code.
+#
+# The fourth try is in the code: give the early blocks work that does not need the prepass. A block whose
+# index is below `self_search_blocks` skips `griddepcontrol.wait` and its producer searches for its own
+# item's pairs (`own_pairs` in the kernel: the window by a warp-wide search, then each target inside it); the
+# rest read the prepass's pairs as before. A search in the producer costs every block that does it (the
+# `search` sweep below: "producer" is the slowest), so only the blocks that would otherwise sit idle should do
+# it: about half of the first wave. The default, `"auto"`, is half the blocks that fit on the GPU at once (528
+# on a 132-SM card with 8 blocks an SM). One run each, benchmark size: on an H100 99.7 µs with none against
+# 98.4 with "auto" (the main kernel alone 93.8, the prepass alone 5.1); on an H200 75.5 against 73.8 (main
+# kernel alone 69.9, prepass 5.0). The `self_search_blocks` sweep below shows that more is not better: the
+# whole first wave searching (1056) gains less than half of it. Why is not measured here; the likely part is
+# that the searches of eight blocks an SM and the prepass's blocks share the same SMs. What is left of the
+# prepass's cost (98.4 against the main kernel alone's 93.8 on the H100, 73.8 against 69.9 on the H200) is
+# the time the waiting blocks spend until the pairs exist.
 #
 # The honest lesson: on this problem a window in shared memory, even one brought by the copy engine, buys
 # nothing that L2 does not already give a plain gather. What decides is bytes in flight. The TMA's strengths
@@ -376,6 +394,8 @@ for stage in ("05_double_buffered", "07_tma"):
 #   Try `stages` with `persistent=True` to see it.
 # - `box_rows`: bigger boxes mean fewer copies, but a box past the window's end moves rows nobody needs.
 # - `pdl`: the main kernel launched with programmatic dependent launch, or after the prepass has finished.
+# - `self_search_blocks`: how many of the first blocks find their own pairs instead of waiting for the
+#   prepass (0: none).
 
 # %%
 lesson.sweep("07_tma", "search", ["prepass", "producer", "inline"])

@@ -129,15 +129,16 @@ def diagnose(bad, nan, targets=None, times=None, *, unwritten=None, bits=None, r
 
 
 def _row_starts(bad, rows_t) -> bool:
-    """Are the wrong rows of outputs a minority, each wrong only in a leading stretch: its last channel right, and
-    most of the channels up to its last wrong one wrong (a value stored over the right one may match it by chance,
-    so holes are allowed)?"""
+    """Are the wrong rows of outputs a minority, each wrong only in a leading stretch: no more than three quarters
+    of the row (a stray store covers part of a sweep; a row wrong up to a late channel is wrong as a whole, in its
+    first channel chunk), and most of the channels up to its last wrong one wrong (a value stored over the right
+    one may match it by chance, so holes are allowed)?"""
     if not rows_t.any() or rows_t.mean() > 0.5:
         return False
     wrong = bad[rows_t]                                            # [rows, D]
     D = wrong.shape[1]
     last = D - 1 - np.argmax(wrong[:, ::-1], axis=1)              # the last wrong channel of each row
-    return bool(all(k < D - 1 and r[:k + 1].mean() >= 0.5 for r, k in zip(wrong, last)))
+    return bool(all(k + 1 <= 0.75 * D and r[:k + 1].mean() >= 0.5 for r, k in zip(wrong, last)))
 
 
 def _float64(feats):
