@@ -230,14 +230,31 @@ def test_a_producer_waiting_with_the_wrong_parity_is_a_deadlock_named():
         _full_source_case(s07, old, "mbar_wait(empty0 + 8 * s, (k / STAGES) & 1);   // the consumers")
 
 
+def _lopsided(st, tt, rng, dense_first):
+    """Source times of which one half is 100x denser than the other (an evenly spread guess lands far off: too
+    early when the dense half comes first, too late otherwise), and targets spread over the new range as before."""
+    B, S = st.shape
+    dense = np.arange(S) < S // 2 if dense_first else np.arange(S) >= S // 2
+    steps = np.where(dense, 0.01, 1.0).astype(np.float32) * rng.uniform(0.5, 1.0, (B, S))
+    st2 = np.cumsum(steps, axis=1, dtype=np.float32)
+    lo, hi = st2[:, :1], st2[:, -1:]
+    tt2 = (lo + (tt - st[:, :1]) / (st[:, -1:] - st[:, :1]) * (hi - lo)).astype(np.float32)
+    return st2, tt2
+
+
 @needs_simulator
 @pytest.mark.parametrize("srt", [True, False])
-def test_07_blocks_that_search_for_themselves_give_the_same_bits(srt):
+@pytest.mark.parametrize("spread", ["even", "dense first", "dense last"])
+def test_07_blocks_that_search_for_themselves_give_the_same_bits(srt, spread):
     # self_search_blocks: the first blocks find their own pairs (no wait for the prepass); none, some, "auto"
-    # and every block must write the same bits, and right ones (the pairs buffer holds garbage first)
+    # and every block must write the same bits, and right ones (the pairs buffer holds garbage first). Evenly
+    # spread times: the guess's window holds the intervals; lopsided ones: it misses, and the search runs
     from cudabook import check
     from cudabook.resample import inputs, problem
-    st, sf, tt = inputs.random_problem(2, 300, 200, 40, sorted_targets=srt, rng=np.random.default_rng(8))
+    rng = np.random.default_rng(8)
+    st, sf, tt = inputs.random_problem(2, 300, 200, 40, sorted_targets=srt, rng=rng)
+    if spread != "even":
+        st, tt = _lopsided(st, tt, rng, spread == "dense first")
     p = problem.upload(st, sf, tt)
     ref, scale = inputs.reference_with_scale(st, sf, tt)
     outs = []

@@ -97,6 +97,7 @@ KERNEL = "resample_tma"
 FALLBACK = "resample_generic"
 INTERVALS = "resample_intervals"
 PRE_NT, PRE_PER = 256, 4      # the prepass: threads per block, targets per thread (tma.cu)
+OWN_ROWS = 128                # source times an own search (self_search_blocks) loads around its guess (tma.cu)
 _CONFIG_KEYS = ("search", "targets_per_item", "window_rows", "box_rows", "stages", "consumer_warps", "d_chunk",
                 "tma_store", "streaming_stores", "schedule", "times_tma", "bf16_cvt", "persistent")
 
@@ -176,7 +177,7 @@ def smem_bytes(cfg: dict) -> int:
     wt = 0 if pairs else _round_up((cfg["WMAX"] + 4) * 4, 128)
     xs = r16(cfg["TW"] * (8 if pairs else 4))
     mb = 0 if pairs else r16(cfg["TW"] * 4)
-    pw = r16(cfg["WMAX"] * 4) if pairs else 0
+    pw = r16((max(cfg["WMAX"], OWN_ROWS) if cfg["SEARCH"] == 1 else cfg["WMAX"]) * 4) if pairs else 0
     return cfg["STAGES"] * (fs + wt + xs) + 2 * ot + 4 * mb + pw + 32 * cfg["STAGES"] + 16 * cfg["STAGES"] + 128
 
 

@@ -104,7 +104,11 @@ constexpr int WT_ROWS = WMAX + 4;
 constexpr int WT_BYTES = PAIRS ? 0 : (WT_ROWS * 4 + 127) / 128 * 128;
 constexpr int XS_BYTES = R16(TW * (PAIRS ? 8 : 4));        // one stage of (lo, w) pairs, or of targets
 constexpr int MB_BYTES = PAIRS ? 0 : R16(TW * 4);          // one buffer of the consumers' lo or w (SEARCH=0)
-constexpr int PW_BYTES = PAIRS ? R16(WMAX * 4) : 0;       // the producer's copy of the window's times
+// (SEARCH 1) an own search loads OWN_ROWS source times around its guess, the first OWN_BACK of them before it
+#define OWN_ROWS 128
+#define OWN_BACK 46
+constexpr int PW_ROWS = SEARCH == 1 ? (WMAX > OWN_ROWS ? WMAX : OWN_ROWS) : WMAX;
+constexpr int PW_BYTES = PAIRS ? R16(PW_ROWS * 4) : 0;    // the producer's copy of the window's times
 constexpr int OFF_OT = STAGES * FS_BYTES;
 constexpr int OFF_WT = OFF_OT + 2 * OT_BYTES;
 constexpr int OFF_XS = OFF_WT + STAGES * WT_BYTES;
@@ -456,12 +460,59 @@ __device__ __forceinline__ void producer_pairs(const float* __restrict__ times, 
 #endif
 
 #if SEARCH == 1
-// Warp-wide (a block that does not wait for the prepass): the item's pairs found here, the way SEARCH 2 does.
+#ifndef OWN_GUESS
+#define OWN_GUESS 1
+#endif
+// Warp-wide (a block that does not wait for the prepass): the item's pairs found here. First the guess of
+// stage 08's search: where the smallest target would sit if the row's times were evenly spread between its
+// first and last (loaded with the targets); the OWN_ROWS times around it, one round of loads, are both the
+// probes and the window. When they do not hold every target's interval, the search SEARCH 2 does.
 __device__ __forceinline__ void own_pairs(const float* __restrict__ times, const float* __restrict__ targets, int S,
                                           int T, const Item& it, float* pw, int2 (&e)[XPL]) {
+    const int lane = threadIdx.x & 31;
+    const float* row = times + (size_t)it.b * S;
     float x[XPL];
     load_targets(targets, T, it, x);
     int L, n, lb;
+#if OWN_GUESS
+    const float first = __ldg(row), last = __ldg(row + S - 1);
+    float xmin = __int_as_float(0x7f800000), xmax = -xmin;
+#pragma unroll
+    for (int q = 0; q < XPL; ++q) {
+        xmin = fminf(xmin, x[q]);
+        xmax = fmaxf(xmax, x[q]);
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        xmin = fminf(xmin, __shfl_xor_sync(0xffffffffu, xmin, o));
+        xmax = fmaxf(xmax, __shfl_xor_sync(0xffffffffu, xmax, o));
+    }
+    const float at = fminf(fmaxf((xmin - first) / (last - first) * (float)(S - 1), 0.0f), (float)(S - 1));
+    const int start = max(min((int)at - OWN_BACK, S - OWN_ROWS), 0);
+    const int m = min(OWN_ROWS, S - start), end = min(start + m - 1, S - 1);   // probes: rows start .. end-1
+    float v[OWN_ROWS / 32];
+#pragma unroll
+    for (int u = 0; u < OWN_ROWS / 32; ++u) v[u] = lane + 32 * u < m ? __ldg(row + start + lane + 32 * u) : 0.0f;
+    int ca = 0, cb = 0;
+    __syncwarp();                                          // (every lane is done with the last item's times)
+#pragma unroll
+    for (int u = 0; u < OWN_ROWS / 32; ++u) {
+        const int r = lane + 32 * u;
+        if (r < m) pw[r] = v[u];
+        ca += __popc(__ballot_sync(0xffffffffu, r < end - start && v[u] <= xmin));
+        cb += __popc(__ballot_sync(0xffffffffu, r < end - start && v[u] <= xmax));
+    }
+    __syncwarp();
+    int la;
+    if (probe_result(ca, start, end, S, la) && probe_result(cb, start, end, S, lb)) {
+        L = la;
+        n = min(lb + 2 - la, WMAX);
+        const float* w = pw + (L - start);                 // times[L .. L+n)
+#pragma unroll
+        for (int q = 0; q < XPL; ++q)
+            e[q] = lane + 32 * q < it.nT ? window_pair(row, S, L, n, w, x[q]) : make_int2(-1, 0);
+        return;
+    }
+#endif
     item_window(times, S, it, x, -1, L, n, lb);
     producer_pairs(times, S, it, L, n, x, pw, e);
 }
