@@ -57,7 +57,9 @@ PARAMS = {
                                # kernel), "producer" (the producer warp, per item), "inline" (the consumers, per
                                # target: the first version of this stage)
     "targets_per_item": 32,    # TW (rounded up to a multiple of 8)
-    "window_rows": 48,         # WMAX: rows a stage holds (rounded up to a multiple of box_rows)
+    "window_rows": 40,         # WMAX: rows a stage holds (rounded up to a multiple of box_rows); an item of 32
+                               # sorted targets at the benchmark's density spans about 30. (H200 readings: 40
+                               # 0.4 % faster than 48; 32 sends too many targets to global memory)
     "box_rows": 8,             # BOXR: rows per TMA box
     "stages": 1,               # ring depth. One block per item (persistent=False) needs one stage; a persistent
                                # ring wants 2 (4 blocks share an SM at D = 256: more blocks beat a deeper ring)
@@ -67,7 +69,8 @@ PARAMS = {
     "streaming_stores": False, # st.global.cs (evict-first) for the 16-byte stores
     "bf16_cvt": True,          # round to bf16 with cvt.rn.bf16x2.f32 (one instruction for two values); False:
                                # the integer recipe of cudabook/bits.py (same results, ~2x the arithmetic)
-    "l2_promotion": "256B",    # the tensor map's L2 promotion
+    "l2_promotion": "none",    # the tensor map's L2 promotion ("none", "64B", "128B", "256B"). An H200 reading:
+                               # "256B" 0.9 % slower than "none" (an H100: no difference)
     "schedule": "strided",     # (persistent=True) which items a block takes: "strided" (every G-th chunk of
                                # targets_per_item), "interleaved" (equal shares, as slices spread so that all
                                # blocks sweep memory together) or "contiguous" (one equal share each)
@@ -85,8 +88,8 @@ PARAMS = {
                                # programmatic dependent launch, so it starts during the prepass (an H100 at the
                                # benchmark size: 99.5 us against 101.3 without; the prepass alone takes 4.9)
     "self_search_blocks": "auto",  # (search="prepass", pdl) the first this-many blocks find their own pairs instead
-                               # of waiting for the prepass. "auto": half the blocks that fit on the GPU at once
-                               # (half the first wave), one block per item with pdl; else 0
+                               # of waiting for the prepass. "auto": as many blocks as fit on the GPU at once (the
+                               # first wave), one block per item with pdl; else 0
 }
 MIN_CC = (9, 0)
 EMULATED = True               # without a GPU the lab grader runs this kernel on the CPU (cudabook.emulate)
@@ -421,10 +424,10 @@ def _parts(p, kernel, params) -> dict:
 
 
 def self_search_blocks(value, prep, early: bool) -> int:
-    """How many leading blocks find their own pairs: an int as given, or "auto": half of the blocks that fit on
-    the GPU at once when the streaming kernel starts early (pdl, one block per item), else none."""
+    """How many leading blocks find their own pairs: an int as given, or "auto": the blocks that fit on the GPU
+    at once (the first wave) when the streaming kernel starts early (pdl, one block per item), else none."""
     if value == "auto":
-        return (prep["slots"] // prep["blocks_per_sm"]) * max(prep["blocks_per_sm"] // 2, 1) if early else 0
+        return prep["slots"] if early else 0
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
         raise ValueError(f"{NAME}: self_search_blocks must be \"auto\" or a whole number >= 0 (blocks that find "
                          f"their own pairs instead of waiting for the prepass), got {value!r}")

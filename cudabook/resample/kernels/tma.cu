@@ -60,7 +60,7 @@
 #define TW 32
 #endif
 #ifndef WMAX
-#define WMAX 48
+#define WMAX 40
 #endif
 #ifndef BOXR
 #define BOXR 8
