@@ -24,9 +24,9 @@
 # launched with **programmatic dependent launch** (`pdl=True`, the default), so its blocks start and set up
 # their barriers while the prepass still runs, and its producer waits (`griddepcontrol.wait`) only before it
 # reads the first pair. Lesson 08 takes that mechanism apart; here it is one line in each kernel. The blocks
-# that start early have nothing to do until the prepass ends, so the first few hundred of them
-# (`self_search_blocks`) do not wait at all: their producer finds its own pairs, as `search="producer"` does
-# for every block, and streams while the prepass still runs.
+# that start early have nothing to do until the prepass ends, so the first wave of them
+# (`self_search_blocks`) do not wait at all: their producer finds its own pairs (stage 08's interpolation
+# guess first, a full search where it misses) and streams while the prepass still runs.
 #
 # References: PTX ISA: [mbarrier](https://docs.nvidia.com/cuda/parallel-thread-execution/#parallel-synchronization-and-communication-instructions-mbarrier),
 # [cp.async.bulk.tensor](https://docs.nvidia.com/cuda/parallel-thread-execution/#data-movement-and-conversion-instructions-cp-async-bulk-tensor),
@@ -347,18 +347,33 @@ for record in results.load_all():
 # the polling costs more. None of the three is in the code.
 #
 # The fourth try is in the code: give the early blocks work that does not need the prepass. A block whose
-# index is below `self_search_blocks` skips `griddepcontrol.wait` and its producer searches for its own
-# item's pairs (`own_pairs` in the kernel: the window by a warp-wide search, then each target inside it); the
-# rest read the prepass's pairs as before. A search in the producer costs every block that does it (the
-# `search` sweep below: "producer" is the slowest), so only the blocks that would otherwise sit idle should do
-# it: about half of the first wave. The default, `"auto"`, is half the blocks that fit on the GPU at once (528
-# on a 132-SM card with 8 blocks an SM). One run each, benchmark size: on an H100 99.7 µs with none against
-# 98.4 with "auto" (the main kernel alone 93.8, the prepass alone 5.1); on an H200 75.5 against 73.8 (main
-# kernel alone 69.9, prepass 5.0). The `self_search_blocks` sweep below shows that more is not better: the
-# whole first wave searching (1056) gains less than half of it. Why is not measured here; the likely part is
-# that the searches of eight blocks an SM and the prepass's blocks share the same SMs. What is left of the
-# prepass's cost (98.4 against the main kernel alone's 93.8 on the H100, 73.8 against 69.9 on the H200) is
-# the time the waiting blocks spend until the pairs exist.
+# index is below `self_search_blocks` skips `griddepcontrol.wait`, and its producer finds its own item's pairs
+# (`own_pairs` in the kernel); the other blocks read the prepass's pairs as before. The own search has to be
+# short, or the block would have done better to wait: it borrows stage 08's guess. The row's first and last
+# source times come with the targets; where the smallest target would sit if the times were evenly spread
+# gives a guess, and the 128 source times around it, one round of loads, are both the probes (a ballot counts
+# how many are at or below the smallest and the largest target) and the window each target's binary search
+# runs in. Where the 128 do not hold every interval (times far from evenly spread), the full search takes
+# over. Two dependent rounds of global loads instead of four.
+#
+# Which blocks: those that would otherwise sit idle, the first wave. The default, `"auto"`, is as many blocks
+# as fit on the GPU at once. Readings, one run each at the benchmark size (not records):
+#
+# | | H100 | H200 |
+# |---|---:|---:|
+# | every block waits (`self_search_blocks=0`) | 99.2 µs | 75.0 µs |
+# | half the first wave searches, the full search | 98.3 | 73.6 |
+# | the first wave searches, with the guess | 97.7 | 73.1 |
+# | ... and the stage's new `l2_promotion="none"`, `window_rows=40` | 97.6 | 72.1 |
+# | every block searches (the prepass still runs, unread) | 99.9 | 78.9 |
+# | the main kernel alone, pairs ready | 93.3 | 69.1 |
+#
+# The last two lines bound it. A search in every block costs more than waiting for the prepass: the search
+# has to pay off against the idle time, and only the first wave has idle time. And what is left of the
+# prepass's cost (97.6 against 93.3 on the H100, 72.1 against 69.1 on the H200) was not taken apart here;
+# the likely part is the second wave's wait (blocks that start when the first wave's items are done and still
+# find the prepass unfinished) and the first wave's own searches. The `self_search_blocks` sweep below shows
+# the flat top: on the H100 anything from half a wave to a wave and a half is within 0.1 µs.
 #
 # The honest lesson: on this problem a window in shared memory, even one brought by the copy engine, buys
 # nothing that L2 does not already give a plain gather. What decides is bytes in flight. The TMA's strengths

@@ -687,7 +687,7 @@ for record in results.load_all():
 # its pick in an on-disk cache for later processes there. Two processes one after the other on one H200 machine
 # both gave `torch.compile` about 72.5 µs, and stage 08 (as it is now) 64.4. Three H200 machines started separately
 # gave the compiler 67.3 to 67.5 µs. Stage 08 as it is now ran on one of those three, in 63.7 to 63.9 µs. The
-# H200 record above comes from a later machine, where the compiler drew 68.2 µs and stage 08 took 63.7.
+# H200 record above comes from a later machine, where the compiler drew 67.9 µs and stage 08 took 64.4.
 #
 # Around the defaults, the sweeps at the end of this lesson show each parameter on its own, recorded on that
 # H100 (`results/sweeps/H100_80GB_HBM3_lessons.json`; on a machine without a GPU `lesson.sweep` prints them).
@@ -808,9 +808,10 @@ sizes.show("resample")
 #
 # On the H100 stage 08 is ahead of `torch.compile` at the benchmark's size by less than the 5 % this workbook
 # aims for; the cell under "How fast?" prints how many µs are missing. On the H200 it passes the aim in its
-# record, by about a µs: within the spread of the compiler's time from run to run. (On the H100 the compiler's
-# time ranged from 89.9 to 93.3 µs over two days' runs, 89.9 in the current record; on H200s from 67.3 to
-# 72.5.) What is still in the way, in readings (one run each, not records):
+# record, barely (the cell prints by how much): within the spread of the compiler's time from run to run. (On
+# H100s the compiler's time ranged from 89.9 to 93.3 µs over two days' runs, and one machine drew 112.6 µs: that
+# run was not kept as the record, since one outlier draw would flatter stage 08 by a quarter. On H200s it ranged
+# from 67.3 to 72.5.) What is still in the way, in readings (one run each, not records):
 #
 # - **The search is no longer the problem.** Time the gather alone: every (interval, weight) pair found
 #   beforehand, and only `resample_fused` timed, reading them. On the H100, stage 08 as it is now: 87.4 µs

@@ -15,8 +15,8 @@ Where each target's interval and weight are found (search=):
                 the streaming kernel is launched with programmatic dependent launch: its blocks start, and
                 set up their barriers, while the prepass runs, and wait for it only before the first pair
                 (lesson 08 explains the mechanism). The first blocks of that launch do not wait at all
-                (self_search_blocks): their producer finds its own pairs, as "producer" does, so part of the
-                first wave streams while the prepass still runs.
+                (self_search_blocks): their producer finds its own pairs (an interpolation guess, else the
+                "producer" search), so the first wave streams while the prepass still runs.
     "producer"  the streaming kernel's producer warp finds them, item by item, while earlier items' copies are
                 in flight; the consumers get the same pairs as with the prepass. One launch.
     "inline"    the first version of this stage: the producer finds each item's window, the consumers search

@@ -14,9 +14,9 @@
 //               the streaming kernel's blocks start while the prepass runs: the prepass lets them
 //               (griddepcontrol.launch_dependents), and the producer waits (griddepcontrol.wait) only before it
 //               reads the first pair, so the barriers' set-up and the launch itself hide under the search.
-//               The first self_blocks blocks (a kernel argument: the host gives about half of the first wave)
-//               do not wait at all: their producer finds its own pairs, as with SEARCH 2, so that part of the
-//               first wave streams while the prepass still runs instead of sitting idle until it ends.
+//               The first self_blocks blocks (a kernel argument: the host gives the first wave) do not wait
+//               at all: their producer finds its own pairs (own_pairs: an interpolation guess, else the search
+//               of SEARCH 2), so the first wave streams while the prepass still runs instead of sitting idle.
 //   2 producer  the producer warp of the streaming kernel finds them: the item's window by a warp-wide search
 //               in global memory (seeded by the last window when the items follow each other), then every
 //               target's lo by a binary search in the window's source times, which it loads into a scratch
