@@ -351,13 +351,21 @@ for record in results.load_all():
 # (`own_pairs` in the kernel); the other blocks read the prepass's pairs as before. The own search has to be
 # short, or the block would have done better to wait: it borrows stage 08's guess. The row's first and last
 # source times come with the targets; where the smallest target would sit if the times were evenly spread
-# gives a guess, and the 128 source times around it, one round of loads, are both the probes (a ballot counts
-# how many are at or below the smallest and the largest target) and the window each target's binary search
-# runs in. Where the 128 do not hold every interval (times far from evenly spread), the full search takes
-# over. Two dependent rounds of global loads instead of four.
+# gives a guess, and 128 source times starting 46 before it (the item's larger targets lie after it), one
+# round of loads, are both the probes (a ballot counts how many are at or below the smallest and the largest
+# target) and the window each target's binary search runs in. Where the 128 do not hold every interval
+# (times far from evenly spread, or unsorted targets), the full search takes over. Two dependent rounds of
+# global loads instead of the full search's four (targets, two rounds of probes, the window).
+#
+# The search is not free even where it does not run: its code takes registers (48 a thread in the sm_90a
+# build, 40 before), and the H200's occupancy query gave 7 blocks an SM at `window_rows=40`, where the old
+# kernel's registers and shared memory would allow 10. In a reading at the old window size, capping the
+# blocks at 7 an SM instead of 8 changed nothing, so it costs little here; `__launch_bounds__` with a minimum
+# of blocks an SM is the lever left untried.
 #
 # Which blocks: those that would otherwise sit idle, the first wave. The default, `"auto"`, is as many blocks
-# as fit on the GPU at once. Readings, one run each at the benchmark size (not records):
+# as fit on the GPU at once. Readings at the benchmark size, each column one process on one card (not
+# records):
 #
 # | | H100 | H200 |
 # |---|---:|---:|
@@ -368,12 +376,16 @@ for record in results.load_all():
 # | every block searches (the prepass still runs, unread) | 99.9 | 78.9 |
 # | the main kernel alone, pairs ready | 93.3 | 69.1 |
 #
-# The last two lines bound it. A search in every block costs more than waiting for the prepass: the search
-# has to pay off against the idle time, and only the first wave has idle time. And what is left of the
-# prepass's cost (97.6 against 93.3 on the H100, 72.1 against 69.1 on the H200) was not taken apart here;
-# the likely part is the second wave's wait (blocks that start when the first wave's items are done and still
-# find the prepass unfinished) and the first wave's own searches. The `self_search_blocks` sweep below shows
-# the flat top: on the H100 anything from half a wave to a wave and a half is within 0.1 µs.
+# The last two lines are the limits. A search in every block loses to waiting: the search has to pay for
+# itself out of idle time, and only the first wave has any. The main kernel alone is the floor that no way of
+# handling the prepass can beat. What is left between the two (97.6 against 93.3 on the H100, 72.1 against
+# 69.1 on the H200) was not taken apart here; the likely part is the second wave's wait (blocks that start
+# when the first wave's items are done and still find the prepass unfinished) and the first wave's own
+# searches. The `self_search_blocks` sweep below shows the flat top: on the H100 anything from 528 to 1584
+# blocks is within about 0.1 µs.
+#
+# A block that never waits may finish before the prepass does. Nothing breaks: the stream still orders the
+# next launch after both kernels, and the pairs buffer is written again only by the next call's prepass.
 #
 # The honest lesson: on this problem a window in shared memory, even one brought by the copy engine, buys
 # nothing that L2 does not already give a plain gather. What decides is bytes in flight. The TMA's strengths
@@ -409,14 +421,17 @@ for stage in ("05_double_buffered", "07_tma"):
 #   Try `stages` with `persistent=True` to see it.
 # - `box_rows`: bigger boxes mean fewer copies, but a box past the window's end moves rows nobody needs.
 # - `pdl`: the main kernel launched with programmatic dependent launch, or after the prepass has finished.
+#   With `pdl=False` the first wave's own searches are off too (nothing to hide), so this sweep measures both.
 # - `self_search_blocks`: how many of the first blocks find their own pairs instead of waiting for the
-#   prepass (0: none).
+#   prepass (0: none; `"auto"`: the first wave, only with `pdl` and one block per item).
 # - `l2_promotion`: how much L2 fetches around each box's rows (the tensor map's `CU_TENSOR_MAP_L2_PROMOTION`).
 #   The boxes are whole 4 KB stretches of contiguous rows, so a larger fetch adds nothing the next box would not
-#   bring anyway; on an H200 "256B" was 0.9 % slower than "none" in one run, on an H100 no different.
-# - `window_rows`: a stage holds this many rows. An item's 32 sorted targets span about 30 rows at the
-#   benchmark's density, so rows past that are copied for nothing; fewer, and more targets fall outside the
-#   window and read global memory.
+#   bring anyway; on an H200 "256B" was 0.9 % slower than "none" in one run; on the H100 (the sweep below) all
+#   three are within 0.2 %.
+# - `window_rows`: a stage holds this many rows. An item's 32 sorted targets span about 35 rows (the median)
+#   at the benchmark's density, so rows past what an item needs are copied for nothing; fewer, and more targets
+#   fall outside the window and read global memory (about 2.5 % of them at 40, 0.3 % at 48). On an H200 40 was
+#   0.4 % faster than 48 in one run; on the H100 (the sweep below) 48 is 0.2 % faster. The default is 40.
 
 # %%
 lesson.sweep("07_tma", "search", ["prepass", "producer", "inline"])

@@ -810,8 +810,9 @@ sizes.show("resample")
 # aims for; the cell under "How fast?" prints how many µs are missing. On the H200 it passes the aim in its
 # record, barely (the cell prints by how much): within the spread of the compiler's time from run to run. (On
 # H100s the compiler's time ranged from 89.9 to 93.3 µs over two days' runs, and one machine drew 112.6 µs: that
-# run was not kept as the record, since one outlier draw would flatter stage 08 by a quarter. On H200s it ranged
-# from 67.3 to 72.5.) What is still in the way, in readings (one run each, not records):
+# run was not kept as the record: against that draw stage 08 would take 22 % less time than the compiler instead
+# of 3 %. On H200s it ranged from 67.3 to 72.5.) What is still in the way, in readings (one run each, not
+# records):
 #
 # - **The search is no longer the problem.** Time the gather alone: every (interval, weight) pair found
 #   beforehand, and only `resample_fused` timed, reading them. On the H100, stage 08 as it is now: 87.4 µs

@@ -245,14 +245,15 @@ def _lopsided(st, tt, rng, dense_first):
 @needs_simulator
 @pytest.mark.parametrize("srt", [True, False])
 @pytest.mark.parametrize("spread", ["even", "dense first", "dense last"])
-def test_07_blocks_that_search_for_themselves_give_the_same_bits(srt, spread, monkeypatch):
+@pytest.mark.parametrize("S", [50, 129, 300])          # fewer source times than the guess loads, one more, many
+def test_07_blocks_that_search_for_themselves_give_the_same_bits(srt, spread, S, monkeypatch):
     # self_search_blocks: the first blocks find their own pairs (no wait for the prepass); none, some, "auto"
     # and every block must write the same bits, and right ones (the pairs buffer holds garbage first). Evenly
     # spread times: the guess's window holds the intervals; lopsided ones: it misses, and the search runs
     from cudabook import check
     from cudabook.resample import inputs, problem
     rng = np.random.default_rng(8)
-    st, sf, tt = inputs.random_problem(2, 300, 200, 40, sorted_targets=srt, rng=rng)
+    st, sf, tt = inputs.random_problem(2, S, 200, 40, sorted_targets=srt, rng=rng)
     if spread != "even":
         st, tt = _lopsided(st, tt, rng, spread == "dense first")
     p = problem.upload(st, sf, tt)

@@ -58,8 +58,8 @@ PARAMS = {
                                # target: the first version of this stage)
     "targets_per_item": 32,    # TW (rounded up to a multiple of 8)
     "window_rows": 40,         # WMAX: rows a stage holds (rounded up to a multiple of box_rows); an item of 32
-                               # sorted targets at the benchmark's density spans about 30. (H200 readings: 40
-                               # 0.4 % faster than 48; 32 sends too many targets to global memory)
+                               # sorted targets at the benchmark's density spans about 35 (median). An H200
+                               # reading: 40 0.4 % faster than 48; the H100 sweep: 48 0.2 % faster than 40
     "box_rows": 8,             # BOXR: rows per TMA box
     "stages": 1,               # ring depth. One block per item (persistent=False) needs one stage; a persistent
                                # ring wants 2 (4 blocks share an SM at D = 256: more blocks beat a deeper ring)
@@ -70,7 +70,7 @@ PARAMS = {
     "bf16_cvt": True,          # round to bf16 with cvt.rn.bf16x2.f32 (one instruction for two values); False:
                                # the integer recipe of cudabook/bits.py (same results, ~2x the arithmetic)
     "l2_promotion": "none",    # the tensor map's L2 promotion ("none", "64B", "128B", "256B"). An H200 reading:
-                               # "256B" 0.9 % slower than "none" (an H100: no difference)
+                               # "256B" 0.9 % slower than "none" (the H100 sweep: all three within 0.2 %)
     "schedule": "strided",     # (persistent=True) which items a block takes: "strided" (every G-th chunk of
                                # targets_per_item), "interleaved" (equal shares, as slices spread so that all
                                # blocks sweep memory together) or "contiguous" (one equal share each)
@@ -85,8 +85,9 @@ PARAMS = {
                                # blocks, each walking the items it gets through its ring (tests use few)
     "tensor_map": "driver",    # "driver" (cuTensorMapEncodeTiled + cuLaunchKernel) or "cuda_core"
     "pdl": True,               # (search="prepass", tensor_map="driver") launch the streaming kernel with
-                               # programmatic dependent launch, so it starts during the prepass (an H100 at the
-                               # benchmark size: 99.5 us against 101.3 without; the prepass alone takes 4.9)
+                               # programmatic dependent launch, so it starts during the prepass (an H100 reading
+                               # at the benchmark size, before own searches: 99.5 us against 101.3 without; the
+                               # prepass alone takes 4.9). pdl=False also turns "auto" own searches off
     "self_search_blocks": "auto",  # (search="prepass", pdl) the first this-many blocks find their own pairs instead
                                # of waiting for the prepass. "auto": as many blocks as fit on the GPU at once (the
                                # first wave), one block per item with pdl; else 0
@@ -379,15 +380,15 @@ def parts(p, kernel=None, **params) -> dict:
 
 def _parts(p, kernel, params) -> dict:
     B, S, T, D = p.shape
-    if T == 0:
-        return {}
-    require_gpu()
     unknown = set(params) - set(PARAMS)
     if unknown:
         raise TypeError(f"{NAME}: unknown parameter(s) {sorted(unknown)}; the parameters are {sorted(PARAMS)}")
     params = {**PARAMS, **params}
     if params["self_search_blocks"] != "auto":
         self_search_blocks(params["self_search_blocks"], None, False)    # (refuses a bad value on every path)
+    if T == 0:
+        return {}
+    require_gpu()
     if params["tensor_map"] not in ("driver", "cuda_core"):
         raise ValueError(f"{NAME}: tensor_map must be 'driver' or 'cuda_core', got {params['tensor_map']!r}")
     cfg = config(D, S=S, **{k: params[k] for k in _CONFIG_KEYS})
@@ -398,7 +399,10 @@ def _parts(p, kernel, params) -> dict:
         fallback, nblocks = prep["fallback"], B * math.ceil(T / s06.GEN_T)
         return {"fallback": lambda: fallback.launch(nblocks, 256, ptrs + [B, S, T, D], s06.ARG_TYPES)}
     grid = _grid(p, cfg, prep, params["blocks"], params["persistent"])
-    pdl = bool(params["pdl"]) and cfg["SEARCH"] == 1 and params["tensor_map"] == "driver"
+    # programmatic dependent launch: asked for, a prepass to overlap, the driver path, and a source that waits
+    # for the prepass (a learner's source without griddepcontrol.wait would race it: launched the ordinary way)
+    pdl = (bool(params["pdl"]) and cfg["SEARCH"] == 1 and params["tensor_map"] == "driver"
+           and nvrtc.waits_for_prerequisite(text))
     own = self_search_blocks(params["self_search_blocks"], prep, pdl and not params["persistent"])
     out = {}
     if cfg["SEARCH"] == 1:
@@ -415,8 +419,6 @@ def _parts(p, kernel, params) -> dict:
         omap = output_map(p, cfg) if cfg["OUT_TMA"] else fmap
         args = [fmap, tmap, omap] + ptrs + [pairs, B, S, T, D, own]
         kern, nthreads, smem = prep["kernel"], threads(cfg), prep["smem"]
-        # (a learner's source without griddepcontrol.wait would race the prepass: launched the ordinary way)
-        pdl = pdl and nvrtc.waits_for_prerequisite(text)
         out["main"] = lambda: kern.launch(grid, nthreads, args, ARG_TYPES, shared=smem, pdl=pdl)
     else:
         out["main"] = _cuda_core_launcher(p, cfg, prep, grid, ptrs + [pairs], params["l2_promotion"], own)
@@ -424,8 +426,9 @@ def _parts(p, kernel, params) -> dict:
 
 
 def self_search_blocks(value, prep, early: bool) -> int:
-    """How many leading blocks find their own pairs: an int as given, or "auto": the blocks that fit on the GPU
-    at once (the first wave) when the streaming kernel starts early (pdl, one block per item), else none."""
+    """How many leading blocks find their own pairs: an int as given (on any path: with pdl=False, persistent=True
+    or tensor_map="cuda_core" too, where they only add searches), or "auto": the blocks that fit on the GPU at
+    once (the first wave) when the streaming kernel starts early (pdl, one block per item), else none."""
     if value == "auto":
         return prep["slots"] if early else 0
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
