@@ -282,6 +282,23 @@ def test_07_blocks_that_search_for_themselves_give_the_same_bits(srt, spread, S,
 
 
 @needs_simulator
+def test_07_own_search_guess_alone_serves_evenly_spread_times():
+    # the guess path is really taken: with the full search cut out of own_pairs (a trap in its place), evenly
+    # spread source times and sorted targets still come out right when every block searches for itself
+    from cudabook import resample
+    from cudabook.resample import inputs, problem
+    full = "    item_window(times, S, it, x, -1, L, n, lb);\n    producer_pairs(times, S, it, L, n, x, pw, e);\n}"
+    assert s07.source().count(full) == 1
+    text = s07.source().replace(full, "    __trap();\n}")
+    args = inputs.random_problem(2, 300, 200, 40, rng=np.random.default_rng(9))
+    p = problem.upload(*args)
+    p.poison()
+    with emulate.emulating():
+        s07.launch(p, kernel=text, self_search_blocks=10**9)
+    assert resample.judge(p.result(), *args).ok
+
+
+@needs_simulator
 @pytest.mark.parametrize("bad", [-1, 2.5, "all", True])
 def test_07_refuses_a_bad_self_search_blocks(bad):
     from cudabook.resample import inputs, problem
