@@ -404,12 +404,10 @@ __device__ __forceinline__ void load_targets(const float* __restrict__ targets, 
     }
 }
 
-// Warp-wide: the window [L, L+n) of source rows holding the intervals of all the item's targets: from the
-// interval of the smallest target to one past that of the largest (fminf/fmaxf skip the NaN padding).
-// hint: a row at or below the smallest target's interval, or -1; lb returns the largest target's interval.
-__device__ __forceinline__ void item_window(const float* __restrict__ times, int S, const Item& it,
-                                            const float (&x)[XPL], int hint, int& L, int& n, int& lb) {
-    float xmin = __int_as_float(0x7f800000), xmax = -xmin;
+// Warp-wide: the smallest and the largest of the item's targets (fminf/fmaxf skip the NaN padding).
+__device__ __forceinline__ void targets_range(const float (&x)[XPL], float& xmin, float& xmax) {
+    xmin = __int_as_float(0x7f800000);
+    xmax = -xmin;
 #pragma unroll
     for (int q = 0; q < XPL; ++q) {
         xmin = fminf(xmin, x[q]);
@@ -419,6 +417,15 @@ __device__ __forceinline__ void item_window(const float* __restrict__ times, int
         xmin = fminf(xmin, __shfl_xor_sync(0xffffffffu, xmin, o));
         xmax = fmaxf(xmax, __shfl_xor_sync(0xffffffffu, xmax, o));
     }
+}
+
+// Warp-wide: the window [L, L+n) of source rows holding the intervals of all the item's targets: from the
+// interval of the smallest target to one past that of the largest.
+// hint: a row at or below the smallest target's interval, or -1; lb returns the largest target's interval.
+__device__ __forceinline__ void item_window(const float* __restrict__ times, int S, const Item& it,
+                                            const float (&x)[XPL], int hint, int& L, int& n, int& lb) {
+    float xmin, xmax;
+    targets_range(x, xmin, xmax);
     int la;
     warp_interval2_hint(times + (size_t)it.b * S, S, xmin, xmax, hint, la, lb);
     L = la;
@@ -460,9 +467,6 @@ __device__ __forceinline__ void producer_pairs(const float* __restrict__ times, 
 #endif
 
 #if SEARCH == 1
-#ifndef OWN_GUESS
-#define OWN_GUESS 1
-#endif
 // Warp-wide (a block that does not wait for the prepass): the item's pairs found here. First the guess of
 // stage 08's search: where the smallest target would sit if the row's times were evenly spread between its
 // first and last (loaded with the targets); the OWN_ROWS times around it, one round of loads, are both the
@@ -474,18 +478,9 @@ __device__ __forceinline__ void own_pairs(const float* __restrict__ times, const
     float x[XPL];
     load_targets(targets, T, it, x);
     int L, n, lb;
-#if OWN_GUESS
     const float first = __ldg(row), last = __ldg(row + S - 1);
-    float xmin = __int_as_float(0x7f800000), xmax = -xmin;
-#pragma unroll
-    for (int q = 0; q < XPL; ++q) {
-        xmin = fminf(xmin, x[q]);
-        xmax = fmaxf(xmax, x[q]);
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-        xmin = fminf(xmin, __shfl_xor_sync(0xffffffffu, xmin, o));
-        xmax = fmaxf(xmax, __shfl_xor_sync(0xffffffffu, xmax, o));
-    }
+    float xmin, xmax;
+    targets_range(x, xmin, xmax);
     const float at = fminf(fmaxf((xmin - first) / (last - first) * (float)(S - 1), 0.0f), (float)(S - 1));
     const int start = max(min((int)at - OWN_BACK, S - OWN_ROWS), 0);
     const int m = min(OWN_ROWS, S - start), end = min(start + m - 1, S - 1);   // probes: rows start .. end-1
@@ -512,7 +507,6 @@ __device__ __forceinline__ void own_pairs(const float* __restrict__ times, const
             e[q] = lane + 32 * q < it.nT ? window_pair(row, S, L, n, w, x[q]) : make_int2(-1, 0);
         return;
     }
-#endif
     item_window(times, S, it, x, -1, L, n, lb);
     producer_pairs(times, S, it, L, n, x, pw, e);
 }
