@@ -466,10 +466,50 @@ class Kernel:
                f"cuLaunchKernelEx({self.name}, programmatic dependent launch)")
 
 
-def waits_for_prerequisite(source: str) -> bool:
-    """Does this kernel source run `griddepcontrol.wait` (as an instruction, not in a comment)? Only such a
-    kernel may be launched with pdl=True after one that writes what it reads: without the wait it would race."""
-    return "griddepcontrol.wait;" in source
+def waits_for_prerequisite(source: str, kernel: str | None = None) -> bool:
+    """Does this source run `griddepcontrol.wait` (as an instruction, not in a comment), in the body of the
+    function named `kernel` when one is named? Only such a kernel may be launched with pdl=True after one that
+    writes what it reads: without the wait it would race. (A wait inside a helper the kernel calls is not seen:
+    such a kernel is launched the ordinary way, slower and still right.)"""
+    text = _without_comments(source)
+    if kernel is not None:
+        text = _function_body(text, kernel)
+    return "griddepcontrol.wait;" in text
+
+
+def waits_before_trigger(source: str, kernel: str) -> bool:
+    """Does `kernel` wait for the kernel before it (griddepcontrol.wait) before it lets the next one start
+    (griddepcontrol.launch_dependents, if it does at all)? A kernel launched with pdl=True whose dependent
+    reads, without waiting, what the kernel before both of them wrote needs exactly this."""
+    body = _function_body(_without_comments(source), kernel)
+    wait, trigger = body.find("griddepcontrol.wait;"), body.find("griddepcontrol.launch_dependents;")
+    return wait >= 0 and (trigger < 0 or wait < trigger)
+
+
+def _without_comments(source: str) -> str:
+    """C++ source without its // and /* */ comments (string literals kept: an asm statement is one)."""
+    return re.sub(r'("(?:\\.|[^"\\])*")|//[^\n]*|/\*.*?\*/', lambda m: m.group(1) or " ", source, flags=re.S)
+
+
+def _function_body(source: str, name: str) -> str:
+    """The text between the braces of the function `name` ("" when the source defines none)."""
+    for m in re.finditer(rf"\b{re.escape(name)}\s*\(", source):
+        i = m.end()
+        depth = 1
+        while i < len(source) and depth:                 # the parameter list
+            depth += {"(": 1, ")": -1}.get(source[i], 0)
+            i += 1
+        j = i
+        while j < len(source) and source[j] in " \t\r\n":
+            j += 1
+        if j >= len(source) or source[j] != "{":          # a call or a declaration, not the definition
+            continue
+        depth, k = 1, j + 1
+        while k < len(source) and depth:
+            depth += {"{": 1, "}": -1}.get(source[k], 0)
+            k += 1
+        return source[j + 1:k - 1]
+    return ""
 
 
 _loaded: dict[tuple, Kernel] = {}

@@ -112,3 +112,28 @@ def test_load_and_launch():
     kernel.launch((1000 + 127) // 128, 128, [x.device_ctypes_pointer.value, 2.0, 1000],
                   [ctypes.c_void_p, ctypes.c_float, ctypes.c_int])
     np.testing.assert_array_equal(x.copy_to_host(), 2 * np.arange(1000, dtype=np.float32) + 1)
+
+
+def test_which_kernels_may_be_launched_with_pdl():
+    # the host decides from the source which kernels wait (griddepcontrol.wait) for the kernel before them:
+    # per kernel, not in comments, and for a prepass whose dependent reads the inputs unwaited, before its trigger
+    from cudabook.resample import s07_tma as s07, s08_fused_gather as s08
+    tma, fused = s07.SOURCE.read_text(), s08.SOURCE.read_text()
+    wait = 'asm volatile("griddepcontrol.wait;" ::: "memory");'
+    trigger = 'asm volatile("griddepcontrol.launch_dependents;");'
+    assert nvrtc.waits_for_prerequisite(tma, s07.KERNEL) and nvrtc.waits_before_trigger(tma, s07.INTERVALS)
+    assert nvrtc.waits_for_prerequisite(fused, s08.KERNEL) and nvrtc.waits_before_trigger(fused, s08.FIND)
+    # the streaming kernel's wait gone: the prepass's still counts for the prepass alone
+    main_only = tma.replace("            " + wait, "            ")
+    assert main_only.count(wait) == tma.count(wait) - 1
+    assert not nvrtc.waits_for_prerequisite(main_only, s07.KERNEL)
+    assert nvrtc.waits_for_prerequisite(main_only) and nvrtc.waits_before_trigger(main_only, s07.INTERVALS)
+    # a wait left only in a comment is no wait
+    commented = tma.replace("            " + wait, "            // " + wait)
+    assert not nvrtc.waits_for_prerequisite(commented, s07.KERNEL)
+    assert not nvrtc.waits_for_prerequisite("/* griddepcontrol.wait; */ __global__ void k() { }", "k")
+    # the prepass that lets the streaming kernel start before it waits: not launched with PDL
+    swapped = tma.replace(wait + "\n    " + trigger, trigger + "\n    " + wait)
+    assert swapped != tma and not nvrtc.waits_before_trigger(swapped, s07.INTERVALS)
+    assert not nvrtc.waits_before_trigger(tma, "no_such_kernel")
+    assert nvrtc.waits_before_trigger("__global__ void k(int a) { asm volatile(\"griddepcontrol.wait;\"); }", "k")

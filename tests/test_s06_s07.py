@@ -74,9 +74,13 @@ def test_07_sass_has_utmaldg():
     assert not nvrtc.sass_lines(cubin, r"^UTMASTG", kernel=s07.KERNEL)
     stored = s07.compile_cubin("sm_90a", tma_store=True)
     assert nvrtc.sass_lines(stored, r"^UTMASTG", kernel=s07.KERNEL)
-    # programmatic dependent launch: the prepass lets the streaming kernel start, which waits before the pairs
+    # programmatic dependent launch: the prepass waits for the kernel before it, then lets the streaming kernel
+    # start, which waits before the pairs
+    assert nvrtc.sass_lines(cubin, r"^ACQBULK", kernel=s07.INTERVALS)     # griddepcontrol.wait
     assert nvrtc.sass_lines(cubin, r"^PREEXIT", kernel=s07.INTERVALS)     # griddepcontrol.launch_dependents
-    assert nvrtc.sass_lines(cubin, r"^ACQBULK", kernel=s07.KERNEL)        # griddepcontrol.wait
+    assert nvrtc.sass_lines(cubin, r"^ACQBULK", kernel=s07.KERNEL)
+    wait_first = nvrtc.sass_lines(cubin, r"^(ACQBULK|PREEXIT)", kernel=s07.INTERVALS)
+    assert wait_first[0].startswith("ACQBULK"), wait_first
 
 
 @pytest.mark.gpu
@@ -113,14 +117,15 @@ def test_07_and_08_launch_a_source_without_the_wait_the_ordinary_way(monkeypatch
                                                                                   launch(self, *a, pdl=pdl, **kw))[1])
     st, sf, tt = inputs.random_problem(2, 500, 700, 64, rng=7)
     p = resample.upload(st, sf, tt)
-    for module, params in ((s07, {}), (s08, {"search": "prepass"})):
+    for module, params in ((s07, {}), (s08, {"search": "prepass"}), (s08, {})):
         source = module.SOURCE.read_text()
         without = source.replace('asm volatile("griddepcontrol.wait;" ::: "memory");', "")
         assert without != source
         for text, expected in ((source, True), (without, False)):
             seen.clear()
             module.launch(p, kernel=text, **params)
-            assert seen[-1] is expected, (module.NAME, expected)
+            assert seen == [expected] * len(seen) and len(seen) == (2 if params or module is s07 else 1), \
+                (module.NAME, params, seen)
 
 
 def test_no_register_spills():

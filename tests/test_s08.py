@@ -71,9 +71,10 @@ def test_the_sass_gathers_16_bytes_and_stages_nothing():
     assert nvrtc.sass_lines(cubin, r"^(@!?P\d )?STS", kernel=s08.KERNEL)        # the window of source times
     assert not nvrtc.sass_lines(s08.compile_cubin("sm_90a", D=256, search="lane"), r"^(@!?P\d )?STS", kernel=s08.KERNEL)
     prepass = s08.compile_cubin("sm_90a", D=256, search="prepass")
-    assert nvrtc.sass_lines(prepass, r"^ACQBULK", kernel=s08.KERNEL)     # griddepcontrol.wait
-    assert nvrtc.sass_lines(prepass, r"^PREEXIT", kernel=s08.FIND)       # griddepcontrol.launch_dependents
-    assert not nvrtc.sass_lines(cubin, r"^ACQBULK", kernel=s08.KERNEL)
+    for c in (cubin, prepass):        # every search waits for the kernel before it (PDL) before it reads
+        assert nvrtc.sass_lines(c, r"^ACQBULK", kernel=s08.KERNEL)       # griddepcontrol.wait
+    order = nvrtc.sass_lines(prepass, r"^(ACQBULK|PREEXIT)", kernel=s08.FIND)   # and the prepass before it
+    assert [line.split()[0] for line in order] == ["ACQBULK", "PREEXIT"], order  # lets the gather start
     assert s08.compile_cubin("sm_80", D=256)[:4] == b"\x7fELF"
 
 

@@ -84,10 +84,10 @@ PARAMS = {
     "blocks": 0,               # 0: every item (or, persistent, every slot the GPU has); else exactly this many
                                # blocks, each walking the items it gets through its ring (tests use few)
     "tensor_map": "driver",    # "driver" (cuTensorMapEncodeTiled + cuLaunchKernel) or "cuda_core"
-    "pdl": True,               # (search="prepass", tensor_map="driver") launch the streaming kernel with
-                               # programmatic dependent launch, so it starts during the prepass (an H100 reading
-                               # at the benchmark size, before own searches: 99.5 us against 101.3 without; the
-                               # prepass alone takes 4.9). pdl=False also turns "auto" own searches off
+    "pdl": True,               # (search="prepass") programmatic dependent launch: the streaming kernel
+                               # (tensor_map="driver") starts during the prepass, and the prepass's blocks are set
+                               # up during the tail of the kernel before it (the last call's streaming kernel).
+                               # pdl=False also turns "auto" own searches off
     "self_search_blocks": "auto",  # (search="prepass", pdl) the first this-many blocks find their own pairs instead
                                # of waiting for the prepass. "auto": as many blocks as fit on the GPU at once (the
                                # first wave), one block per item with pdl; else 0
@@ -399,10 +399,13 @@ def _parts(p, kernel, params) -> dict:
         fallback, nblocks = prep["fallback"], B * math.ceil(T / s06.GEN_T)
         return {"fallback": lambda: fallback.launch(nblocks, 256, ptrs + [B, S, T, D], s06.ARG_TYPES)}
     grid = _grid(p, cfg, prep, params["blocks"], params["persistent"])
-    # programmatic dependent launch: asked for, a prepass to overlap, the driver path, and a source that waits
-    # for the prepass (a learner's source without griddepcontrol.wait would race it: launched the ordinary way)
+    # programmatic dependent launch: asked for, a prepass to overlap, the driver path, and a streaming kernel
+    # that waits for the prepass (a learner's source without griddepcontrol.wait would race it: launched the
+    # ordinary way). The prepass too, when it waits for the kernel before it before it lets the streaming kernel
+    # start (whose first wave reads the inputs without waiting)
     pdl = (bool(params["pdl"]) and cfg["SEARCH"] == 1 and params["tensor_map"] == "driver"
-           and nvrtc.waits_for_prerequisite(text))
+           and nvrtc.waits_for_prerequisite(text, KERNEL))
+    pdl_prepass = bool(params["pdl"]) and cfg["SEARCH"] == 1 and nvrtc.waits_before_trigger(text, INTERVALS)
     own = self_search_blocks(params["self_search_blocks"], prep, pdl and not params["persistent"])
     out = {}
     if cfg["SEARCH"] == 1:
@@ -410,7 +413,7 @@ def _parts(p, kernel, params) -> dict:
         pairs = device.address(buf)
         intervals, nblocks = prep["intervals"], B * math.ceil(T / (PRE_NT * PRE_PER))
         out["prepass"] = lambda buf=buf: intervals.launch(nblocks, PRE_NT, [ptrs[0], ptrs[2], pairs, B, S, T],
-                                                          PRE_ARG_TYPES)   # (buf: kept alive with the closure)
+                                                          PRE_ARG_TYPES, pdl=pdl_prepass)   # (buf: kept alive)
     else:
         pairs = 0
     if params["tensor_map"] == "driver":

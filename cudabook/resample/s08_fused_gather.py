@@ -38,7 +38,9 @@ PARAMS = {
                                # window around an interpolation guess, else where 64 probes point); "lane": each
                                # lane binary-searches the whole row; "prepass": a first kernel finds them all (as
                                # torch.compile does)
-    "pdl": True,               # (prepass) programmatic dependent launch: the gather starts during the search
+    "pdl": True,               # programmatic dependent launch (Hopper): a kernel's blocks are set up during the
+                               # tail of the kernel before it (the last call's, or the prepass) and wait for it
+                               # (griddepcontrol.wait) before they read anything
     "targets_per_warp": "auto",  # TPW: consecutive targets a warp owns (1..32: one a lane). Few keep warps
                                # short-lived, so many waves of blocks stream through memory; the search is paid
                                # per TPW. "auto": 128 vectors a warp, 4 a lane (TPW 4 at D = 256, 16 at 64, 2 at 512)
@@ -207,18 +209,18 @@ def launch(p, kernel=None, **params):
     text = nvrtc.kernel_text(kernel, SOURCE, NAME)
     kern, find = _kernels(text, cfg)
     grid = blocks(B, T, cfg)
+    # programmatic dependent launch needs Hopper (sm_90): griddepcontrol.wait exists only there. A kernel is
+    # launched with it only when its source waits (a learner's copy without griddepcontrol.wait would race the
+    # kernel before it: launched the ordinary way); resample_find only when it waits before it triggers
+    hopper = bool(params["pdl"]) and device.gpu().compute_capability >= (9, 0)
     pairs = 0
     if cfg["SEARCH"] == SEARCHES["prepass"]:
         pairs = device.address(_pairs(p))
         find.launch(math.ceil(B * T / 256), 256, [device.address(p.times), device.address(p.targets), pairs, B, S, T],
-                    FIND_TYPES)
+                    FIND_TYPES, pdl=hopper and nvrtc.waits_before_trigger(text, FIND))
     args = [device.address(p.times), device.address(p.feats), device.address(p.targets), device.address(p.out),
             B, S, T, pairs]
-    # programmatic dependent launch needs Hopper (sm_90): the kernel's griddepcontrol.wait exists only there
-    # (and only for a source that waits: a learner's copy without griddepcontrol.wait would race resample_find)
-    pdl = (bool(params["pdl"]) and bool(pairs) and device.gpu().compute_capability >= (9, 0)
-           and nvrtc.waits_for_prerequisite(text))
-    kern.launch(grid, cfg["NT"], args, ARG_TYPES, pdl=pdl)
+    kern.launch(grid, cfg["NT"], args, ARG_TYPES, pdl=hopper and nvrtc.waits_for_prerequisite(text, KERNEL))
 
 
 def _pairs(p):

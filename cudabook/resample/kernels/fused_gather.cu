@@ -10,8 +10,11 @@
 //                   times were evenly spread; one round of loads), and if some target is not inside, the window
 //                   that 64 probes of the row point to; a target outside that too searches the whole row;
 //        2 prepass  as torch.compile does: a first kernel, resample_find, writes every (interval, weight) pair
-//                   and this one reads them back (launched with programmatic dependent launch, its blocks start
-//                   while resample_find runs and wait for it, griddepcontrol.wait, just before reading a pair).
+//                   and this one reads them back.
+//   Launched with programmatic dependent launch (the host's pdl, on Hopper), a block of this kernel may be put on
+//   its SM while the kernel before it on the stream (with the prepass, resample_find; else the last call's gather)
+//   still runs, and waits (griddepcontrol.wait) before it reads anything: the launch hides under that kernel's
+//   tail, and nothing is read early.
 //   2. Gather: the warp sweeps its targets' (target, slot) elements, lane-fastest. A slot is PPL vectors of a
 //      row, EPR = VPR / PPL apart, so in each load lanes side by side read 16-byte pieces side by side. Each element
 //      learns its target's interval and weight from the owning lane (a shuffle), loads its 2 x PPL pieces (all
@@ -203,6 +206,11 @@ extern "C" __global__ void __launch_bounds__(NT, MINB)
 resample_fused(const float* __restrict__ times, const u16* __restrict__ feats,
                const float* __restrict__ targets, u16* __restrict__ out, int B, int S, int T,
                const int2* __restrict__ pairs) {
+#if __CUDA_ARCH__ >= 900
+    // (PDL) nothing is read before the kernel before this one has finished (launched with programmatic
+    // dependent launch, this block may already be on its SM, set up while that kernel's last blocks ran)
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
     const int lane = threadIdx.x & 31;
     const int w = blockIdx.x * (NT / 32) + (threadIdx.x >> 5);  // this warp
     // warp w owns TPW consecutive targets of one batch row, lane i the i-th of them (lanes 0 .. nt-1)
@@ -219,9 +227,6 @@ resample_fused(const float* __restrict__ times, const u16* __restrict__ feats,
     int lo;
     float wt;
 #if SEARCH == 2
-#if __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");          // (PDL) from here on resample_find has finished
-#endif
     const int2 pair = __ldg(pairs + dst);                        // found by resample_find, the first kernel
     lo = pair.x;
     wt = __int_as_float(pair.y);
@@ -243,12 +248,13 @@ resample_fused(const float* __restrict__ times, const u16* __restrict__ feats,
 
 // SEARCH 2 ("prepass"): what torch.compile does, a first kernel that finds every target's interval and weight
 // (one thread a target, a binary search over its row) and writes them as one int2 per target; resample_fused
-// reads them back. Launched with programmatic dependent launch, resample_fused starts while this one runs and
-// waits (griddepcontrol.wait) only before it reads the pairs.
+// reads them back. Both are launched with programmatic dependent launch: this one waits for the kernel before it,
+// then lets resample_fused's blocks start, which wait for this one (at their start) before they read anything.
 extern "C" __global__ void __launch_bounds__(256)
 resample_find(const float* __restrict__ times, const float* __restrict__ targets, int2* __restrict__ pairs,
               int B, int S, int T) {
 #if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");          // (PDL) the kernel before this one has finished
     asm volatile("griddepcontrol.launch_dependents;");         // the gather's blocks may start now
 #endif
     const int k = blockIdx.x * 256 + threadIdx.x;                // (the host keeps B * T below 2**31)

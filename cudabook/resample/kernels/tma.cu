@@ -17,6 +17,11 @@
 //               The first self_blocks blocks (a kernel argument: the host gives the first wave) do not wait
 //               at all: their producer finds its own pairs (own_pairs: an interpolation guess, else the search
 //               of SEARCH 2), so the first wave streams while the prepass still runs instead of sitting idle.
+//               The prepass is launched with programmatic dependent launch too: its blocks wait
+//               (griddepcontrol.wait) for the kernel before it on the stream (the last call's streaming kernel,
+//               when calls follow each other) before they read anything, and only then let the streaming kernel
+//               start. What that saves is the launch: the prepass's blocks are set up during the tail of the
+//               kernel before, not after it. The order of everything in memory stays the stream's.
 //   2 producer  the producer warp of the streaming kernel finds them: the item's window by a warp-wide search
 //               in global memory (seeded by the last window when the items follow each other), then every
 //               target's lo by a binary search in the window's source times, which it loads into a scratch
@@ -264,7 +269,10 @@ resample_intervals(const float* __restrict__ times, const float* __restrict__ ta
                    int B, int S, int T) {
     __shared__ float st[PRE_SMAX];
 #if __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;");         // (PDL) the streaming kernel's blocks may start
+    // (PDL) first wait for the kernel before this one (it may have written times or targets); the streaming
+    // kernel's blocks may start after that, and its first wave reads times, targets and feats without waiting
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;");
 #endif
     const int ntb = (T + PRE_T - 1) / PRE_T;
     const int b = blockIdx.x / ntb, t0 = (blockIdx.x - b * ntb) * PRE_T, nt = min(PRE_T, T - t0);
