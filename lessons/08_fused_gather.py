@@ -773,6 +773,7 @@ lesson.sweep("08_fused_gather", "vectors_per_lane", [1, 2, 4])
 lesson.sweep("08_fused_gather", "search", ["window", "lane", "prepass"])
 lesson.sweep("08_fused_gather", "min_blocks", [0, 16])
 lesson.sweep("08_fused_gather", "threads", [64, 128, 256, 512], fixed={"min_blocks": 0})
+lesson.sweep("08_fused_gather", "pdl", [False, True])
 lesson.sweep("08_fused_gather", "pdl", [False, True], fixed={"search": "prepass"})
 
 # %% [markdown]
