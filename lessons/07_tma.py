@@ -26,7 +26,9 @@
 # reads the first pair. Lesson 08 takes that mechanism apart; here it is one line in each kernel. The blocks
 # that start early have nothing to do until the prepass ends, so the first wave of them
 # (`self_search_blocks`) do not wait at all: their producer finds its own pairs (stage 08's interpolation
-# guess first, a full search where it misses) and streams while the prepass still runs.
+# guess first, a full search where it misses) and streams while the prepass still runs. The prepass is
+# launched the same way: it waits (`griddepcontrol.wait`, its first instruction) for whatever kernel ran before
+# it on the stream, so what overlaps is its launch, not its reads.
 #
 # References: PTX ISA: [mbarrier](https://docs.nvidia.com/cuda/parallel-thread-execution/#parallel-synchronization-and-communication-instructions-mbarrier),
 # [cp.async.bulk.tensor](https://docs.nvidia.com/cuda/parallel-thread-execution/#data-movement-and-conversion-instructions-cp-async-bulk-tensor),
@@ -360,8 +362,10 @@ for record in results.load_all():
 # The search is not free even where it does not run: its code takes registers (48 a thread in the sm_90a
 # build, 40 before), and the H200's occupancy query gave 7 blocks an SM at `window_rows=40`, where the old
 # kernel's registers and shared memory would allow 10. In a reading at the old window size, capping the
-# blocks at 7 an SM instead of 8 changed nothing, so it costs little here; `__launch_bounds__` with a minimum
-# of blocks an SM is the lever left untried.
+# blocks at 7 an SM instead of 8 changed nothing, so it costs little here. Asking for more blocks with
+# `__launch_bounds__` (a minimum of 8, 9 or 10 an SM, so the compiler must fit 48, 40 or 32 registers, the last
+# two with a stack) made it slower on the H100, one run: 98.4, 102.7 and 116.1 µs against 97.7; on an H200, 8
+# an SM: 71.1 against 71.0. More blocks on an SM are not what this kernel lacks.
 #
 # Which blocks: those that would otherwise sit idle, the first wave. The default, `"auto"`, is as many blocks
 # as fit on the GPU at once. Readings at the benchmark size, each column one process on one card (not
@@ -373,19 +377,61 @@ for record in results.load_all():
 # | half the first wave searches, the full search | 98.3 | 73.6 |
 # | the first wave searches, with the guess | 97.7 | 73.1 |
 # | ... and the stage's new `l2_promotion="none"`, `window_rows=40` | 97.6 | 72.1 |
+# | ... and the prepass launched with PDL too (the fifth try, below) | 96.3 | 70.8 |
 # | every block searches (the prepass still runs, unread) | 99.9 | 78.9 |
 # | the main kernel alone, pairs ready | 93.3 | 69.1 |
 #
 # The last two lines are the limits. A search in every block loses to waiting: the search has to pay for
 # itself out of idle time, and only the first wave has any. The main kernel alone is the floor that no way of
-# handling the prepass can beat. What is left between the two (97.6 against 93.3 on the H100, 72.1 against
-# 69.1 on the H200) was not taken apart here; the likely part is the second wave's wait (blocks that start
-# when the first wave's items are done and still find the prepass unfinished) and the first wave's own
-# searches. The `self_search_blocks` sweep below shows the flat top: on the H100 anything from 528 to 1584
-# blocks is within about 0.1 µs.
+# handling the prepass can beat. The `self_search_blocks` sweep below shows the flat top: on the H100 anything
+# from 264 to 1584 blocks is within about 0.3 µs.
 #
-# A block that never waits may finish before the prepass does. Nothing breaks: the stream still orders the
-# next launch after both kernels, and the pairs buffer is written again only by the next call's prepass.
+# A block that never waits may finish before the prepass does. Nothing breaks: a kernel launched the ordinary
+# way after them still waits for both, and the pairs buffer is written again only by the next call's prepass
+# (for that one, see the fifth try).
+#
+# ### Where the rest went, and the fifth try
+#
+# What was left between the stage and its floor (97.6 against 93.3 µs on the H100) had an obvious suspect: the
+# second wave's blocks, waiting for a prepass not yet done. Measured, the suspect is innocent. Readings on one
+# H100, one process, the first wave searching for itself in each (not records):
+#
+# | | H100 |
+# |---|---:|
+# | the main kernel alone, pairs ready | 94.6 µs |
+# | a prepass that does nothing (it only lets the main kernel start), then the main kernel | 96.8 |
+# | the real prepass, then a main kernel that never waits for it (pairs left from an earlier call) | 97.6 |
+# | the stage (every block past the first wave waits) | 97.6 |
+#
+# Waiting costs nothing: by the time the second wave starts, the prepass has long finished. The prepass's work
+# beside the stream costs 0.8 µs. The largest part, 2.2 µs, is a second kernel being there at all: a kernel
+# launched the ordinary way starts only once everything before it on the stream has finished, so between two
+# calls the GPU lets the last main kernel drain, then brings up the prepass's blocks, and only then (by PDL) the
+# main kernel's.
+#
+# So the fifth try, now in the code, launches the prepass with programmatic dependent launch too. Its blocks get
+# onto the SMs while the kernel before it (the previous call's main kernel, when calls follow each other) is
+# still finishing, and wait there: `griddepcontrol.wait` is their first instruction, so they read nothing early.
+# Only after it do they run `griddepcontrol.launch_dependents` and let this call's main kernel start, because
+# that kernel's first wave reads the inputs without waiting for anything. Readings, one process on each card:
+#
+# | | H100 | H200 |
+# |---|---:|---:|
+# | the stage before: the prepass launched the ordinary way | 97.8 µs | 72.2 µs |
+# | the prepass launched with PDL | 96.3 | 70.8 |
+# | an empty prepass launched with PDL (the floor for two kernels) | 95.4 | 70.0 |
+# | the main kernel alone | 94.6 | 69.2 |
+#
+# Letting the prepass trigger before it waits, or wait only before its stores, gained nothing more (96.3 on the
+# H100, 70.8 on the H200). The records at the top of this lesson are taken with this version.
+#
+# Two rules keep it right, and the host checks both. The next call's prepass waits only for the kernel just
+# before it, this call's main kernel; so some block of that kernel must wait for this call's prepass, or the
+# main kernel could end first and the next prepass would write pairs while this one still does. With
+# `self_search_blocks` as large as the grid no block waits, and the host launches the prepass the ordinary
+# way. And a kernel is launched with PDL only if its own source waits, the prepass only if it waits before it
+# triggers (`cudabook.nvrtc.waits_for_prerequisite(text, kernel)` and `waits_before_trigger`): a learner's
+# copy without them runs the ordinary way, slower and right.
 #
 # The honest lesson: on this problem a window in shared memory, even one brought by the copy engine, buys
 # nothing that L2 does not already give a plain gather. What decides is bytes in flight. The TMA's strengths
@@ -420,8 +466,9 @@ for stage in ("05_double_buffered", "07_tma"):
 #   built (not a results/ record): more blocks per SM beat a deeper ring, and no ring at all was fastest.
 #   Try `stages` with `persistent=True` to see it.
 # - `box_rows`: bigger boxes mean fewer copies, but a box past the window's end moves rows nobody needs.
-# - `pdl`: the main kernel launched with programmatic dependent launch, or after the prepass has finished.
-#   With `pdl=False` the first wave's own searches are off too (nothing to hide), so this sweep measures both.
+# - `pdl`: both kernels launched with programmatic dependent launch (the prepass while the kernel before it
+#   finishes, the main kernel while the prepass runs), or each after the one before has finished. With
+#   `pdl=False` the first wave's own searches are off too (nothing to hide), so this sweep measures all three.
 # - `self_search_blocks`: how many of the first blocks find their own pairs instead of waiting for the
 #   prepass (0: none; `"auto"`: the first wave, only with `pdl` and one block per item).
 # - `l2_promotion`: how much L2 fetches around each box's rows (the tensor map's `CU_TENSOR_MAP_L2_PROMOTION`).

@@ -501,19 +501,30 @@ except nvrtc.ToolMissing as e:
 # against 87.7 µs at D = 256, 175.3 against 169.8 at D = 512, 48.2 against 46.8 at D = 128, 27.5 against 26.3
 # at D = 64.
 #
-# ### The prepass, with programmatic dependent launch
+# ### Programmatic dependent launch
 #
-# With `search="prepass"` there are two kernels, as in `torch.compile`'s code. Normally the second kernel
-# launches only when the first has finished, and its blocks then have to be scheduled and started. With
-# **programmatic dependent launch** (sm_90), the host launches the gather with `cuLaunchKernelEx` and the
-# attribute `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`. Each block of the search kernel,
-# `resample_find`, runs `griddepcontrol.launch_dependents` first thing. Once every block has run it (or
-# finished), the gather's blocks may be scheduled while the search still runs. They start and do their warp's
-# index arithmetic (which batch row, which targets), and only then, just before a lane reads its (lo, w) pair,
-# run `griddepcontrol.wait` (the `SEARCH == 2` branch of `resample_fused`, printed earlier). The wait returns
-# once the search grid has finished and its writes are visible. On sm_80 the kernels leave both instructions out
-# and the launch is an ordinary one. (`cudabook.nvrtc.Kernel.launch(..., pdl=True)` does the host side.) Stage
-# 07 launches its streaming kernel after its prepass the same way (its `pdl` sweep). The search kernel:
+# Every kernel of this stage is launched with **programmatic dependent launch** (sm_90): the host calls
+# `cuLaunchKernelEx` with the attribute `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`
+# (`cudabook.nvrtc.Kernel.launch(..., pdl=True)`). Such a kernel's blocks may be put on the SMs before the kernel
+# before it on the stream has finished: as soon as every block of that one has run
+# `griddepcontrol.launch_dependents`, or has finished. Each block's first instruction is `griddepcontrol.wait`,
+# which returns once the kernel before has finished and its writes are visible, so nothing is read early. What
+# is gained is the launch: the blocks are set up on SMs that the last kernel's tail leaves idle, instead of after
+# it. On sm_80 the kernels leave both instructions out and the launch is an ordinary one.
+#
+# - With the default search there is one kernel a call, and the kernel before it is whatever ran last: back to
+#   back, the last call's gather. The `pdl` sweep at the end measures the difference (in the H100 record, about
+#   1.5 µs of 88). `torch.compile`'s code could do the same (Triton has the switch), and inductor left it off
+#   here (the metadata printed above), so part of this stage's lead over the compiler is this launch.
+# - With `search="prepass"` there are two kernels, as in `torch.compile`'s code. The search kernel,
+#   `resample_find`, waits for the kernel before it and then runs `griddepcontrol.launch_dependents`: from then
+#   on the gather's blocks may be put on the SMs while the search still runs, and they wait at their start for
+#   it to finish. Stage 07 launches its prepass and its streaming kernel the same way.
+#
+# The host launches a kernel this way only if its own source waits (a learner's copy without the wait would
+# race the kernel before it: it runs the ordinary way), and the search kernel only if it waits before it lets
+# the gather start (`cudabook.nvrtc.waits_for_prerequisite` and `waits_before_trigger` read the source). The
+# search kernel:
 
 # %%
 lesson.show_region(s08.source(), start='extern "C" __global__ void __launch_bounds__(256)',
@@ -522,21 +533,19 @@ lesson.show_region(s08.source(), start='extern "C" __global__ void __launch_boun
 # %% [markdown]
 # In the machine code each `griddepcontrol` instruction is one SASS instruction (in the builds this workbook was
 # written with: `PREEXIT` for `launch_dependents`, `ACQBULK` for `wait`). The compiler may move plain arithmetic
-# across the wait, so where `ACQBULK` lands among the gather's index arithmetic is its choice; the load of the
-# pair must stay after it. The cell prints where each one landed, and for the gather, the first load after the
-# wait:
+# across the wait, but no load from global memory: the cell prints where each one landed, and each kernel's first
+# global load, which must come after the wait:
 
 # %%
 try:
     cubin_prepass = s08.compile_cubin(D=256, search="prepass")
-    for kernel, ptx in ((s08.FIND, "launch_dependents"), (s08.KERNEL, "wait")):
+    for kernel in (s08.FIND, s08.KERNEL):
         body = nvrtc.sass_lines(cubin_prepass, r".", kernel=kernel)              # every instruction
-        at = next((i for i, line in enumerate(body) if line.split()[0] in ("PREEXIT", "ACQBULK")), None)
-        print(f"{kernel}: griddepcontrol.{ptx} -> " + (f"{body[at]}, instruction {at} of {len(body)}"
-                                                      if at is not None else "neither PREEXIT nor ACQBULK here"))
-        load = next((i for i, line in enumerate(body) if at is not None and i > at and "LDG" in line), None)
-        if kernel == s08.KERNEL and load is not None:
-            print(f"  the first load after it: instruction {load}, {body[load]}")
+        marks = [(i, line.split()[0]) for i, line in enumerate(body) if line.split()[0] in ("PREEXIT", "ACQBULK")]
+        load = next((i for i, line in enumerate(body) if "LDG" in line), None)
+        print(f"{kernel} ({len(body)} instructions): "
+              + (", ".join(f"{op} at {i}" for i, op in marks) or "neither PREEXIT nor ACQBULK")
+              + (f"; the first global load at {load}: {body[load]}" if load is not None else ""))
 except nvrtc.ToolMissing as e:
     print(e)
 
@@ -672,10 +681,11 @@ for record in results.load_all():
 
 # %% [markdown]
 # In both records stage 08 is the fastest resampler of this workbook, and the only rung of the ladder that
-# takes less time than `torch.compile` in the same run. On the H200 the margin (printed above) passes the 5 %
-# this workbook aims for; on the H100 it falls short. The aim is close to the wall: the line "the aim" above
-# gives 5 % under the compiler's time as a share of the needed-bytes ceiling, about 96 % on the H100, and the
-# profile below shows that stage 08 moves no more bytes than it must.
+# takes less time than `torch.compile` in the same run. In both the margin (printed above) passes the 5 % this
+# workbook aims for, on the H100 narrowly, and the last step there was not in the kernel at all: launching the
+# gather with programmatic dependent launch (above), about 1.5 µs. The aim is close to the wall: the line "the
+# aim" above gives 5 % under the compiler's time as a share of the needed-bytes ceiling, about 96 % on the H100,
+# and the profile below shows that stage 08 moves no more bytes than it must.
 #
 # How far ahead also depends on the compiler's run. Inductor's autotuner times a few tile shapes for the gather
 # when it first compiles and keeps the fastest, and which one wins changes from process to process. Four fresh
@@ -685,9 +695,9 @@ for record in results.load_all():
 # draw of the compiler's tiles, so a margin of a few percent needs several runs before it means anything. A draw
 # may also stick to a machine: the generated code above carries `'autotune_local_cache': True`, so inductor keeps
 # its pick in an on-disk cache for later processes there. Two processes one after the other on one H200 machine
-# both gave `torch.compile` about 72.5 µs, and stage 08 (as it is now) 64.4. Three H200 machines started separately
-# gave the compiler 67.3 to 67.5 µs. Stage 08 as it is now ran on one of those three, in 63.7 to 63.9 µs. The
-# H200 record above comes from a later machine, where the compiler drew 67.9 µs and stage 08 took 64.4.
+# both gave `torch.compile` about 72.5 µs, and stage 08 (before it was launched with PDL) 64.4. Three H200
+# machines started separately gave the compiler 67.3 to 67.5 µs. Stage 08, again before PDL, ran on one of those
+# three, in 63.7 to 63.9 µs. The H200 record above comes from a later machine (its figures are printed above).
 #
 # Around the defaults, the sweeps at the end of this lesson show each parameter on its own, recorded on that
 # H100 (`results/sweeps/H100_80GB_HBM3_lessons.json`; on a machine without a GPU `lesson.sweep` prints them).
@@ -761,8 +771,10 @@ if k:
 #   finishes and makes room sooner. On the H100, 64 and 128 threads are about level, 256 a little slower, and
 #   512 about 10 % slower than 64. All four run with `min_blocks=0`, so all four are slower than the default
 #   (128 threads with `min_blocks=16`, in the `min_blocks` sweep): 64 threads is the best of this sweep only.
-# - `pdl`, for the prepass: the gather's blocks scheduled, and their index arithmetic done, during the search, or
-#   only after it. On the H100 it saves under 2 %, not enough to bring the prepass near `"window"`.
+# - `pdl`: each kernel's blocks put on the SMs while the kernel before it finishes, or only after. Twice: with
+#   the default search (one kernel a call: the launch overlaps the last call's gather) and with the prepass
+#   (also the gather during the search). In the H100 sweeps: about 1.5 µs without the prepass, 3 with it; not
+#   enough to bring the prepass near `"window"`.
 #
 # Without a GPU these show the sweeps recorded on one (or say how to record them). The correctness check above
 # ran each of these parameters in the emulator (`threads` at 64, with `min_blocks=0`).
@@ -807,19 +819,19 @@ sizes.show("resample")
 #
 # ## What is left
 #
-# On the H100 stage 08 is ahead of `torch.compile` at the benchmark's size by less than the 5 % this workbook
-# aims for; the cell under "How fast?" prints how many µs are missing. On the H200 it passes the aim in its
-# record, barely (the cell prints by how much): within the spread of the compiler's time from run to run. (On
-# H100s the compiler's time ranged from 89.9 to 93.3 µs over two days' runs, and one machine drew 112.6 µs: that
-# run was not kept as the record: against that draw stage 08 would take 22 % less time than the compiler instead
-# of 3 %. On H200s it ranged from 67.3 to 72.5.) What is still in the way, in readings (one run each, not
-# records):
+# Stage 08 passes the aim in both records, on the H100 by a fraction of a microsecond (the cell under "How
+# fast?" prints by how much): within the spread of the compiler's time from run to run. (On H100s the
+# compiler's time ranged from 89.9 to 93.3 µs over three days' runs, and one machine drew 112.6 µs: that run was
+# not kept as the record: against that draw stage 08 would take 22 % less time than the compiler instead of 3 %.
+# On H200s it ranged from 66.7 to 72.5.) So the margin is real in the records and thin against the compiler's
+# luck. What was in the way, in readings (one run each, not records), before the launch with PDL closed the gap:
 #
 # - **The search is no longer the problem.** Time the gather alone: every (interval, weight) pair found
 #   beforehand, and only `resample_fused` timed, reading them. On the H100, stage 08 as it is now: 87.4 µs
 #   against 87.8 for the whole stage, so the search costs half a percent. (On an H200, the earlier version with
 #   one vector a lane: 65.0 against 66.5.) Even a free search would not reach the aim on the H100: the gather
-#   itself is at 95 % of the needed-bytes ceiling there, and the aim asks for 96.
+#   itself is at 95 % of the needed-bytes ceiling there, and the aim asks for 96. What did reach it is outside
+#   the kernel: the launch, set up during the last kernel's tail.
 # - **L1 earns its keep.** The same loads with `ld.global.nc.L1::no_allocate` (not kept in L1) took 105 µs
 #   against 87.8 on the H100: neighbouring targets in one warp share rows, and L1 serves the second read. Hints
 #   for a larger L2 fetch (`.L2::128B`, `.L2::256B`) changed nothing.

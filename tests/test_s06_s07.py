@@ -108,6 +108,25 @@ def _agree_and_are_right(outs, st, sf, tt):
 
 @pytest.mark.gpu
 @pytest.mark.hopper
+def test_07_launches_its_prepass_with_pdl_only_where_a_streaming_block_waits_for_it(monkeypatch):
+    # the next call's prepass waits only for the kernel before it (this call's streaming kernel): with no
+    # streaming block waiting for this call's prepass, that kernel could end first, and the next prepass would
+    # write pairs while this one still does. So: every block searching for itself -> the prepass launched plainly
+    seen = []
+    launch = nvrtc.Kernel.launch
+    monkeypatch.setattr(nvrtc.Kernel, "launch", lambda self, *a, pdl=False, **kw: (seen.append((self.name, pdl)),
+                                                                                  launch(self, *a, pdl=pdl, **kw))[1])
+    st, sf, tt = inputs.random_problem(2, 500, 700, 64, rng=7)
+    p = resample.upload(st, sf, tt)
+    for params, expected in (({}, (True, True)), ({"self_search_blocks": 10**9}, (False, True)),
+                              ({"pdl": False}, (False, False)), ({"self_search_blocks": 1}, (True, True))):
+        seen.clear()
+        s07.launch(p, **params)
+        assert seen == [(s07.INTERVALS, expected[0]), (s07.KERNEL, expected[1])], (params, seen)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
 def test_07_and_08_launch_a_source_without_the_wait_the_ordinary_way(monkeypatch):
     # a learner's copy of the kernel that lacks griddepcontrol.wait must not be launched with PDL (it would race)
     from cudabook.resample import s08_fused_gather as s08

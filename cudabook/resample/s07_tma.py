@@ -405,8 +405,12 @@ def _parts(p, kernel, params) -> dict:
     # start (whose first wave reads the inputs without waiting)
     pdl = (bool(params["pdl"]) and cfg["SEARCH"] == 1 and params["tensor_map"] == "driver"
            and nvrtc.waits_for_prerequisite(text, KERNEL))
-    pdl_prepass = bool(params["pdl"]) and cfg["SEARCH"] == 1 and nvrtc.waits_before_trigger(text, INTERVALS)
     own = self_search_blocks(params["self_search_blocks"], prep, pdl and not params["persistent"])
+    # ... and where some block of the streaming kernel waits for the prepass: then that kernel cannot end before
+    # the prepass has, and the next call's prepass, which waits only for the kernel before it, cannot overwrite
+    # pairs this call's prepass is still writing
+    pdl_prepass = (bool(params["pdl"]) and cfg["SEARCH"] == 1 and nvrtc.waits_before_trigger(text, INTERVALS)
+                   and (not pdl or own < grid))
     out = {}
     if cfg["SEARCH"] == 1:
         buf = pairs_buffer(B * T)
