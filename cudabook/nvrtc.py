@@ -351,6 +351,18 @@ def sass_lines(cubin: bytes, pattern: str, kernel: str | None = None) -> list[st
     return out
 
 
+def waits_first_in_sass(cubin: bytes, kernel: str) -> bool:
+    """In this kernel's machine code, does griddepcontrol.wait (ACQBULK, in the sm_90 builds this workbook was
+    written with) come before every access to global memory and before griddepcontrol.launch_dependents
+    (PREEXIT)? What launching a kernel with PDL relies on when it reads what the kernel before it wrote."""
+    ops = [line.split()[1] if line.startswith("@") else line.split()[0] for line in sass_lines(cubin, r".", kernel)]
+    if "ACQBULK" not in ops:
+        return False
+    wait = ops.index("ACQBULK")
+    touches = ("LDG", "STG", "ATOMG", "RED", "UTMA", "UBLKCP", "PREEXIT")
+    return all(i > wait for i, op in enumerate(ops) if op.startswith(touches))
+
+
 _RES = re.compile(r"Function (\S+):\s*\n\s*REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)"
                   r"(?:\s+CONSTANT\[\d+\]:\d+)*(?:\s+TEXTURE:\d+)?(?:\s+SURFACE:\d+)?(?:\s+SAMPLER:\d+)?", re.M)
 
@@ -466,29 +478,56 @@ class Kernel:
                f"cuLaunchKernelEx({self.name}, programmatic dependent launch)")
 
 
+_WAIT = re.compile(r'\basm\s*(?:volatile\s*|__volatile__\s*)?\(\s*"\s*griddepcontrol\.wait\s*;'
+                   r'|\bcudaGridDependencySynchronize\s*\(')
+_TRIGGER = re.compile(r'launch_dependents|cudaTriggerProgrammaticLaunchCompletion')
+
+
 def waits_for_prerequisite(source: str, kernel: str | None = None) -> bool:
-    """Does this source run `griddepcontrol.wait` (as an instruction, not in a comment), in the body of the
-    function named `kernel` when one is named? Only such a kernel may be launched with pdl=True after one that
-    writes what it reads: without the wait it would race. (A wait inside a helper the kernel calls is not seen:
-    such a kernel is launched the ordinary way, slower and still right.)"""
+    """Does this source run `griddepcontrol.wait` (an asm statement, or cudaGridDependencySynchronize(); not in a
+    comment, a string or an `#if 0` block), in the body of the function named `kernel` when one is named? Only
+    such a kernel may be launched with pdl=True after one that writes what it reads: without the wait it would
+    race. This reads text, not what the compiler made of it: a wait inside a helper is not seen (the kernel is
+    launched the ordinary way, slower and right), and a wait the code never reaches is taken at its word. The
+    workbook's own kernels are checked on their machine code by the tests."""
     text = _without_comments(source)
     if kernel is not None:
         text = _function_body(text, kernel)
-    return "griddepcontrol.wait;" in text
+    return bool(_WAIT.search(text))
 
 
 def waits_before_trigger(source: str, kernel: str) -> bool:
-    """Does `kernel` wait for the kernel before it (griddepcontrol.wait) before it lets the next one start
-    (griddepcontrol.launch_dependents, if it does at all)? A kernel launched with pdl=True whose dependent
-    reads, without waiting, what the kernel before both of them wrote needs exactly this."""
+    """Does `kernel` wait for the kernel before it (as waits_for_prerequisite sees a wait) before anything in its
+    body that lets the next one start (griddepcontrol.launch_dependents, or
+    cudaTriggerProgrammaticLaunchCompletion, wherever the words appear)? A kernel launched with pdl=True whose
+    dependent reads, without waiting, what the kernel before both of them wrote needs exactly this."""
     body = _function_body(_without_comments(source), kernel)
-    wait, trigger = body.find("griddepcontrol.wait;"), body.find("griddepcontrol.launch_dependents;")
-    return wait >= 0 and (trigger < 0 or wait < trigger)
+    wait, trigger = _WAIT.search(body), _TRIGGER.search(body)
+    return wait is not None and (trigger is None or wait.start() < trigger.start())
 
 
 def _without_comments(source: str) -> str:
-    """C++ source without its // and /* */ comments (string literals kept: an asm statement is one)."""
-    return re.sub(r'("(?:\\.|[^"\\])*")|//[^\n]*|/\*.*?\*/', lambda m: m.group(1) or " ", source, flags=re.S)
+    """C++ source without its comments and its `#if 0` blocks (string and character literals kept: an asm
+    statement is one)."""
+    text = re.sub(r'''("(?:\\.|[^"\\\n])*")|('(?:\\.|[^'\\\n])*')|//[^\n]*|/\*.*?\*/''',
+                  lambda m: m.group(1) or m.group(2) or " ", source, flags=re.S)
+    out, depth = [], 0                   # depth > 0: inside an `#if 0` (and the conditionals nested in it)
+    for line in text.split("\n"):
+        directive = re.match(r"\s*#\s*(\w+)\s*(\S*)", line)
+        word = directive.group(1) if directive else ""
+        if depth:
+            if word.startswith("if"):
+                depth += 1
+            elif word == "endif" or (depth == 1 and word in ("else", "elif")):
+                depth -= 1
+            out.append("")
+            continue
+        if word == "if" and directive.group(2) == "0":
+            depth = 1
+            out.append("")
+            continue
+        out.append(line)
+    return "\n".join(out)
 
 
 def _function_body(source: str, name: str) -> str:
@@ -557,5 +596,5 @@ def core_kernel(cubin: bytes, kernel_name: str, max_dynamic_shared: int = 0):
 
 __all__ = ["source_text", "kernel_text", "compile_log", "CompileError", "ToolMissing", "compile", "clear_cache",
            "default_arch", "nvrtc_version",
-           "header_dirs", "source_excerpt", "sass", "sass_lines", "resource_usage", "cuobjdump_path",
+           "header_dirs", "source_excerpt", "sass", "sass_lines", "waits_first_in_sass", "resource_usage", "cuobjdump_path",
            "ensure_context", "load", "core_kernel", "Kernel", "stats", "DEFAULT_ARCH"]

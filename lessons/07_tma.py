@@ -23,7 +23,7 @@
 # pure stream of box copies in and 16-byte stores out. The two kernels overlap a little: the main one is
 # launched with **programmatic dependent launch** (`pdl=True`, the default), so its blocks start and set up
 # their barriers while the prepass still runs, and its producer waits (`griddepcontrol.wait`) only before it
-# reads the first pair. Lesson 08 takes that mechanism apart; here it is one line in each kernel. The blocks
+# reads the first pair. Lesson 08 takes that mechanism apart; here it is a line or two in each kernel. The blocks
 # that start early have nothing to do until the prepass ends, so the first wave of them
 # (`self_search_blocks`) do not wait at all: their producer finds its own pairs (stage 08's interpolation
 # guess first, a full search where it misses) and streams while the prepass still runs. The prepass is
@@ -274,9 +274,9 @@ for line in nvrtc.sass_lines(cubin07, r"UTMALDG|UTMASTG|SYNCS\.ARRIVE")[:8]:
 # ## Two ways to make the map
 #
 # `s07.launch(p, tensor_map="driver")` encodes with the real `cuTensorMapEncodeTiled` (through `tma.encode_tiled`,
-# validator first) and launches the prepass with `cuLaunchKernel` and the main kernel with `cuLaunchKernelEx`
-# (for programmatic dependent launch). `tensor_map="cuda_core"` builds the same map with cuda.core's
-# `StridedMemoryView.as_tensor_map` and launches with `cuda.core.launch`, without programmatic dependent launch.
+# validator first) and launches both kernels with `cuLaunchKernelEx` (for programmatic dependent launch).
+# `tensor_map="cuda_core"` builds the same map with cuda.core's `StridedMemoryView.as_tensor_map` and launches the
+# main kernel with `cuda.core.launch`, without programmatic dependent launch (the prepass is launched as before).
 # The tests check that both give bit-identical output.
 
 # %%
@@ -377,7 +377,7 @@ for record in results.load_all():
 # | half the first wave searches, the full search | 98.3 | 73.6 |
 # | the first wave searches, with the guess | 97.7 | 73.1 |
 # | ... and the stage's new `l2_promotion="none"`, `window_rows=40` | 97.6 | 72.1 |
-# | ... and the prepass launched with PDL too (the fifth try, below) | 96.3 | 70.8 |
+# | ... and the prepass launched with PDL too (the fifth try, below; another process) | 96.3 | 70.8 |
 # | every block searches (the prepass still runs, unread) | 99.9 | 78.9 |
 # | the main kernel alone, pairs ready | 93.3 | 69.1 |
 #
@@ -386,15 +386,17 @@ for record in results.load_all():
 # handling the prepass can beat. The `self_search_blocks` sweep below shows the flat top: on the H100 anything
 # from 264 to 1584 blocks is within about 0.3 µs.
 #
-# A block that never waits may finish before the prepass does. Nothing breaks: a kernel launched the ordinary
-# way after them still waits for both, and the pairs buffer is written again only by the next call's prepass
-# (for that one, see the fifth try).
+# A block that never waits may finish before the prepass does. Nothing breaks: the grid's last block always
+# waits, so the kernel as a whole does not end before the prepass, and the pairs buffer is written again only by
+# the next call's prepass (why that matters: the fifth try, below).
 #
 # ### Where the rest went, and the fifth try
 #
 # What was left between the stage and its floor (97.6 against 93.3 µs on the H100) had an obvious suspect: the
-# second wave's blocks, waiting for a prepass not yet done. Measured, the suspect is innocent. Readings on one
-# H100, one process, the first wave searching for itself in each (not records):
+# second wave's blocks, waiting for a prepass not yet done. Measured, the suspect is innocent. Part of the gap
+# is the first wave's own searches: the main kernel alone takes 1.2 µs more with them than without (94.6 against
+# 93.3, pairs ready in both). The rest, in readings on one H100, one process, the first wave searching for
+# itself in each (not records):
 #
 # | | H100 |
 # |---|---:|
@@ -425,13 +427,15 @@ for record in results.load_all():
 # Letting the prepass trigger before it waits, or wait only before its stores, gained nothing more (96.3 on the
 # H100, 70.8 on the H200). The records at the top of this lesson are taken with this version.
 #
-# Two rules keep it right, and the host checks both. The next call's prepass waits only for the kernel just
-# before it, this call's main kernel; so some block of that kernel must wait for this call's prepass, or the
-# main kernel could end first and the next prepass would write pairs while this one still does. With
-# `self_search_blocks` as large as the grid no block waits, and the host launches the prepass the ordinary
-# way. And a kernel is launched with PDL only if its own source waits, the prepass only if it waits before it
-# triggers (`cudabook.nvrtc.waits_for_prerequisite(text, kernel)` and `waits_before_trigger`): a learner's
-# copy without them runs the ordinary way, slower and right.
+# Two rules keep it right, and the host enforces both. The next call's prepass waits only for the kernel just
+# before it, this call's main kernel, and nothing documented makes that wait reach further back. So some block
+# of the main kernel must wait for this call's prepass, or the main kernel could end first and the next prepass
+# would write pairs while this one still does. Without PDL nothing is early; with it the host keeps the grid's
+# last block out of the own searches, whatever `self_search_blocks` asks (on a problem of one wave, `"auto"`
+# would otherwise take every block). And a kernel is launched with PDL only if its own source waits, the
+# prepass only if it waits before it triggers (`cudabook.nvrtc.waits_for_prerequisite(text, kernel)` and
+# `waits_before_trigger` read the source; the tests check the workbook's kernels on their machine code,
+# `nvrtc.waits_first_in_sass`): a learner's copy without them runs the ordinary way, slower and right.
 #
 # The honest lesson: on this problem a window in shared memory, even one brought by the copy engine, buys
 # nothing that L2 does not already give a plain gather. What decides is bytes in flight. The TMA's strengths
@@ -470,7 +474,8 @@ for stage in ("05_double_buffered", "07_tma"):
 #   finishes, the main kernel while the prepass runs), or each after the one before has finished. With
 #   `pdl=False` the first wave's own searches are off too (nothing to hide), so this sweep measures all three.
 # - `self_search_blocks`: how many of the first blocks find their own pairs instead of waiting for the
-#   prepass (0: none; `"auto"`: the first wave, only with `pdl` and one block per item).
+#   prepass (0: none; `"auto"`: the first wave, only with `pdl` and one block per item; with `pdl` the last
+#   block always waits).
 # - `l2_promotion`: how much L2 fetches around each box's rows (the tensor map's `CU_TENSOR_MAP_L2_PROMOTION`).
 #   The boxes are whole 4 KB stretches of contiguous rows, so a larger fetch adds nothing the next box would not
 #   bring anyway; on an H200 "256B" was 0.9 % slower than "none" in one run; on the H100 (the sweep below) all
@@ -478,7 +483,7 @@ for stage in ("05_double_buffered", "07_tma"):
 # - `window_rows`: a stage holds this many rows. An item's 32 sorted targets span about 35 rows (the median)
 #   at the benchmark's density, so rows past what an item needs are copied for nothing; fewer, and more targets
 #   fall outside the window and read global memory (about 2.5 % of them at 40, 0.3 % at 48). On an H200 40 was
-#   0.4 % faster than 48 in one run; on the H100 (the sweep below) 48 is 0.2 % faster. The default is 40.
+#   0.4 % faster than 48 in one run; on the H100 (the sweep below) 48 is 0.1 % faster. The default is 40.
 
 # %%
 lesson.sweep("07_tma", "search", ["prepass", "producer", "inline"])

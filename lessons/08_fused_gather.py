@@ -682,10 +682,12 @@ for record in results.load_all():
 # %% [markdown]
 # In both records stage 08 is the fastest resampler of this workbook, and the only rung of the ladder that
 # takes less time than `torch.compile` in the same run. In both the margin (printed above) passes the 5 % this
-# workbook aims for, on the H100 narrowly, and the last step there was not in the kernel at all: launching the
-# gather with programmatic dependent launch (above), about 1.5 µs. The aim is close to the wall: the line "the
-# aim" above gives 5 % under the compiler's time as a share of the needed-bytes ceiling, about 96 % on the H100,
-# and the profile below shows that stage 08 moves no more bytes than it must.
+# workbook aims for, on the H100 narrowly. The last step there was not in the kernel at all: launching the
+# gather with programmatic dependent launch (above), about 1.5 µs. The compiler's draw helped too: 91.1 µs in the
+# first H100 record of this version, 90.3 in the one before, and against 90.3 stage 08's 86.4 would miss the
+# aim by 0.6 µs. The aim is close to the wall: the line "the aim" above gives 5 % under the compiler's time as
+# a share of the needed-bytes ceiling, about 96 % on the H100, and the profile below shows that stage 08 moves
+# no more bytes than it must.
 #
 # How far ahead also depends on the compiler's run. Inductor's autotuner times a few tile shapes for the gather
 # when it first compiles and keeps the fastest, and which one wins changes from process to process. Four fresh
@@ -821,7 +823,7 @@ sizes.show("resample")
 #
 # Stage 08 passes the aim in both records, on the H100 by a fraction of a microsecond (the cell under "How
 # fast?" prints by how much): within the spread of the compiler's time from run to run. (On H100s the
-# compiler's time ranged from 89.9 to 93.3 µs over three days' runs, and one machine drew 112.6 µs: that run was
+# compiler's time ranged from 89.9 to 93.3 µs over two days' runs, and one machine drew 112.6 µs: that run was
 # not kept as the record: against that draw stage 08 would take 22 % less time than the compiler instead of 3 %.
 # On H200s it ranged from 66.7 to 72.5.) So the margin is real in the records and thin against the compiler's
 # luck. What was in the way, in readings (one run each, not records), before the launch with PDL closed the gap:

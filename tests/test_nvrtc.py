@@ -137,3 +137,38 @@ def test_which_kernels_may_be_launched_with_pdl():
     assert swapped != tma and not nvrtc.waits_before_trigger(swapped, s07.INTERVALS)
     assert not nvrtc.waits_before_trigger(tma, "no_such_kernel")
     assert nvrtc.waits_before_trigger("__global__ void k(int a) { asm volatile(\"griddepcontrol.wait;\"); }", "k")
+
+
+WAIT = 'asm volatile("griddepcontrol.wait;" ::: "memory");'
+TRIGGER = 'asm volatile("griddepcontrol.launch_dependents;");'
+
+
+@pytest.mark.parametrize("body, waits", [
+    (WAIT, True),
+    ("cudaGridDependencySynchronize();", True),
+    ('asm volatile ( " griddepcontrol.wait ;" ::: "memory");', True),
+    ("#if 0\nx();\n#else\n" + WAIT + "\n#endif", True),
+    ("// " + WAIT, False),
+    ("/* " + WAIT + " */", False),
+    ("#if 0\n" + WAIT + "\n#endif", False),
+    ("#if 0\n#if 1\n#endif\n" + WAIT + "\n#endif", False),
+    ('printf("griddepcontrol.wait;");', False),
+    ("char c = '\"'; // " + WAIT, False),
+])
+def test_a_wait_is_read_where_the_code_runs_it(body, waits):
+    # what the host reads as a wait decides whether a kernel may start early: a wait that is not one is a race
+    source = "__device__ void k2() { " + WAIT + " }\n__global__ void k(int a) {\n" + body + "\n}\n"
+    assert nvrtc.waits_for_prerequisite(source, "k") is waits
+    assert nvrtc.waits_for_prerequisite(source)                     # (k2's wait, anywhere in the file)
+
+
+@pytest.mark.parametrize("body, first", [
+    (WAIT + "\n" + TRIGGER, True),
+    (WAIT, True),                                            # no trigger: the next kernel starts at the end
+    (TRIGGER + "\n" + WAIT, False),
+    ("cudaTriggerProgrammaticLaunchCompletion();\n" + WAIT, False),
+    ('asm volatile("griddepcontrol.launch_dependents ;");\n' + WAIT, False),
+    (TRIGGER, False),
+])
+def test_a_prepass_must_wait_before_it_triggers(body, first):
+    assert nvrtc.waits_before_trigger("__global__ void k(int a) {\n" + body + "\n}\n", "k") is first

@@ -79,8 +79,7 @@ def test_07_sass_has_utmaldg():
     assert nvrtc.sass_lines(cubin, r"^ACQBULK", kernel=s07.INTERVALS)     # griddepcontrol.wait
     assert nvrtc.sass_lines(cubin, r"^PREEXIT", kernel=s07.INTERVALS)     # griddepcontrol.launch_dependents
     assert nvrtc.sass_lines(cubin, r"^ACQBULK", kernel=s07.KERNEL)
-    wait_first = nvrtc.sass_lines(cubin, r"^(ACQBULK|PREEXIT)", kernel=s07.INTERVALS)
-    assert wait_first[0].startswith("ACQBULK"), wait_first
+    assert nvrtc.waits_first_in_sass(cubin, s07.INTERVALS)    # before it reads anything, and before it triggers
 
 
 @pytest.mark.gpu
@@ -108,21 +107,29 @@ def _agree_and_are_right(outs, st, sf, tt):
 
 @pytest.mark.gpu
 @pytest.mark.hopper
-def test_07_launches_its_prepass_with_pdl_only_where_a_streaming_block_waits_for_it(monkeypatch):
-    # the next call's prepass waits only for the kernel before it (this call's streaming kernel): with no
-    # streaming block waiting for this call's prepass, that kernel could end first, and the next prepass would
-    # write pairs while this one still does. So: every block searching for itself -> the prepass launched plainly
+def test_07_with_pdl_the_last_streaming_block_always_waits_for_the_prepass(monkeypatch):
+    # the next call's prepass waits only for the kernel before it (this call's streaming kernel): were no
+    # streaming block to wait for this call's prepass, that kernel could end first, and the next prepass would
+    # write pairs while this one still does. So with PDL the last block never searches for itself, even when
+    # self_search_blocks asks for every block (the problem below is one wave: "auto" asks for all of them)
     seen = []
     launch = nvrtc.Kernel.launch
-    monkeypatch.setattr(nvrtc.Kernel, "launch", lambda self, *a, pdl=False, **kw: (seen.append((self.name, pdl)),
-                                                                                  launch(self, *a, pdl=pdl, **kw))[1])
+    monkeypatch.setattr(nvrtc.Kernel, "launch", lambda self, grid, block, args, *a, pdl=False, **kw: (
+        seen.append((self.name, pdl, grid, args[-1])), launch(self, grid, block, args, *a, pdl=pdl, **kw))[1])
     st, sf, tt = inputs.random_problem(2, 500, 700, 64, rng=7)
     p = resample.upload(st, sf, tt)
-    for params, expected in (({}, (True, True)), ({"self_search_blocks": 10**9}, (False, True)),
-                              ({"pdl": False}, (False, False)), ({"self_search_blocks": 1}, (True, True))):
+    for params in ({}, {"self_search_blocks": 10**9}, {"self_search_blocks": 1}, {"pdl": False},
+                   {"pdl": False, "self_search_blocks": 10**9}):
         seen.clear()
         s07.launch(p, **params)
-        assert seen == [(s07.INTERVALS, expected[0]), (s07.KERNEL, expected[1])], (params, seen)
+        (pre, pre_pdl, _, _), (main, main_pdl, grid, own) = seen
+        assert (pre, main) == (s07.INTERVALS, s07.KERNEL)
+        pdl = params.get("pdl", True)
+        assert pre_pdl is pdl and main_pdl is pdl, (params, seen)
+        if pdl:
+            assert own == min(params.get("self_search_blocks", 10**9), grid - 1), (params, seen)
+        else:
+            assert own == params.get("self_search_blocks", 0), (params, seen)
 
 
 @pytest.mark.gpu

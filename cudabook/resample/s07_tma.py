@@ -90,7 +90,8 @@ PARAMS = {
                                # pdl=False also turns "auto" own searches off
     "self_search_blocks": "auto",  # (search="prepass", pdl) the first this-many blocks find their own pairs instead
                                # of waiting for the prepass. "auto": as many blocks as fit on the GPU at once (the
-                               # first wave), one block per item with pdl; else 0
+                               # first wave), one block per item with pdl; else 0. With pdl the grid's last block
+                               # waits whatever the count (so the kernel cannot end before the prepass)
 }
 MIN_CC = (9, 0)
 EMULATED = True               # without a GPU the lab grader runs this kernel on the CPU (cudabook.emulate)
@@ -401,16 +402,18 @@ def _parts(p, kernel, params) -> dict:
     grid = _grid(p, cfg, prep, params["blocks"], params["persistent"])
     # programmatic dependent launch: asked for, a prepass to overlap, the driver path, and a streaming kernel
     # that waits for the prepass (a learner's source without griddepcontrol.wait would race it: launched the
-    # ordinary way). The prepass too, when it waits for the kernel before it before it lets the streaming kernel
-    # start (whose first wave reads the inputs without waiting)
+    # ordinary way)
     pdl = (bool(params["pdl"]) and cfg["SEARCH"] == 1 and params["tensor_map"] == "driver"
            and nvrtc.waits_for_prerequisite(text, KERNEL))
     own = self_search_blocks(params["self_search_blocks"], prep, pdl and not params["persistent"])
-    # ... and where some block of the streaming kernel waits for the prepass: then that kernel cannot end before
-    # the prepass has, and the next call's prepass, which waits only for the kernel before it, cannot overwrite
-    # pairs this call's prepass is still writing
-    pdl_prepass = (bool(params["pdl"]) and cfg["SEARCH"] == 1 and nvrtc.waits_before_trigger(text, INTERVALS)
-                   and (not pdl or own < grid))
+    if pdl:
+        # the last block always waits for the prepass: so the streaming kernel cannot end before the prepass has,
+        # and what waits for the streaming kernel (the next call's prepass, launched with PDL, waits only for the
+        # kernel just before it) finds both done, never this call's prepass still writing pairs
+        own = min(own, grid - 1)
+    # the prepass too, when it waits for the kernel before it before it lets the streaming kernel start (whose
+    # first wave reads the inputs without waiting for anything)
+    pdl_prepass = bool(params["pdl"]) and cfg["SEARCH"] == 1 and nvrtc.waits_before_trigger(text, INTERVALS)
     out = {}
     if cfg["SEARCH"] == 1:
         buf = pairs_buffer(B * T)
@@ -435,7 +438,8 @@ def _parts(p, kernel, params) -> dict:
 def self_search_blocks(value, prep, early: bool) -> int:
     """How many leading blocks find their own pairs: an int as given (on any path: with pdl=False, persistent=True
     or tensor_map="cuda_core" too, where they only add searches), or "auto": the blocks that fit on the GPU at
-    once (the first wave) when the streaming kernel starts early (pdl, one block per item), else none."""
+    once (the first wave) when the streaming kernel starts early (pdl, one block per item), else none. (With pdl
+    the launch then leaves the grid's last block out: it always waits for the prepass.)"""
     if value == "auto":
         return prep["slots"] if early else 0
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:

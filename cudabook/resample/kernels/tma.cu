@@ -17,6 +17,8 @@
 //               The first self_blocks blocks (a kernel argument: the host gives the first wave) do not wait
 //               at all: their producer finds its own pairs (own_pairs: an interpolation guess, else the search
 //               of SEARCH 2), so the first wave streams while the prepass still runs instead of sitting idle.
+//               (With PDL the host keeps the grid's last block out of them: some block must wait, or this kernel
+//               could end before the prepass, and the next call's prepass would write pairs this one still does.)
 //               The prepass is launched with programmatic dependent launch too: its blocks wait
 //               (griddepcontrol.wait) for the kernel before it on the stream (the last call's streaming kernel,
 //               when calls follow each other) before they read anything, and only then let the streaming kernel
