@@ -107,6 +107,29 @@ def _agree_and_are_right(outs, st, sf, tt):
 
 @pytest.mark.gpu
 @pytest.mark.hopper
+@pytest.mark.parametrize("params", [{}, {"self_search_blocks": 10**9}, {"self_search_blocks": 0}])
+def test_07_and_08_calls_back_to_back_on_different_problems_stay_right(params):
+    # consecutive calls overlap their launches (PDL) and 07's calls share one pairs buffer: two problems of one
+    # shape, alternated with no synchronisation between them, must each come out right (a prepass that ran
+    # early, or one still writing pairs when the next call reads them, would mix the two problems' pairs)
+    from cudabook.resample import s08_fused_gather as s08
+    shape = (8, 2000, 1500, 64)      # 07: one wave of blocks, so "auto" asks for every block
+    probs = [inputs.random_problem(*shape, rng=r) for r in (11, 12)]
+    ps = [resample.upload(*a) for a in probs]
+    for launch, kw in ((s07.launch, params), (s08.launch, {}), (s08.launch, {"search": "prepass"})):
+        if launch is s08.launch and params:
+            continue
+        for p in ps:
+            p.poison()
+        for _ in range(20):
+            for p in ps:
+                launch(p, **kw)
+        for p, a in zip(ps, probs):
+            assert resample.judge(p.result(), *a).ok, (launch.__module__, kw)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
 def test_07_with_pdl_the_last_streaming_block_always_waits_for_the_prepass(monkeypatch):
     # the next call's prepass waits only for the kernel before it (this call's streaming kernel): were no
     # streaming block to wait for this call's prepass, that kernel could end first, and the next prepass would
