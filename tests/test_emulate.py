@@ -390,3 +390,38 @@ def test_a_write_past_the_end_is_reported_and_the_buffers_come_back():
         assert (out.copy_to_host() == 1 + np.arange(64)).all()
         with pytest.raises(emulate.EmulationError, match="does not own"):
             kern.launch(1, 64, [address, 64, 1], [ctypes.c_void_p, ctypes.c_int, ctypes.c_int])
+
+
+@needs_simulator
+def test_which_kernels_are_launched_with_pdl(monkeypatch):
+    # the host's programmatic-dependent-launch decisions, without a GPU: 07's prepass and streaming kernel with
+    # PDL, the streaming kernel's last block kept out of the own searches (so it waits for the prepass, and the
+    # kernel cannot end before it), even where "auto" or a count asks for every block; 08 with PDL on sm_90 for
+    # every search, and on sm_80 never
+    import dataclasses
+    from cudabook import resample
+    from cudabook.resample import problem, s08_fused_gather as s08
+    seen = []
+    launch = emulate.EmulatedKernel.launch
+    monkeypatch.setattr(emulate.EmulatedKernel, "launch", lambda self, grid, block, args, *a, pdl=False, **kw: (
+        seen.append((self.name, pdl, grid, args[-1])), launch(self, grid, block, args, *a, pdl=pdl, **kw))[1])
+    args = resample.random_problem(1, 80, 64, 16, rng=np.random.default_rng(3))     # 2 items: one wave
+    p = problem.upload(*args)
+    with emulate.emulating():
+        for params, pdl, own in (({}, True, 1), ({"self_search_blocks": 10**9}, True, 1),
+                                 ({"self_search_blocks": 0}, True, 0), ({"pdl": False}, False, 0),
+                                 ({"pdl": False, "self_search_blocks": 10**9}, False, 10**9)):
+            seen.clear()
+            p.poison()
+            s07.launch(p, **params)
+            assert resample.judge(p.result(), *args).ok
+            assert [(n, f) for n, f, _, _ in seen] == [(s07.INTERVALS, pdl), (s07.KERNEL, pdl)], (params, seen)
+            assert seen[1][2] == 2 and seen[1][3] == own, (params, seen)          # grid, self_blocks
+        for search, kernels in (("window", [s08.KERNEL]), ("prepass", [s08.FIND, s08.KERNEL])):
+            for cc, pdl in (((9, 0), True), ((8, 0), False)):
+                monkeypatch.setattr(device, "EMULATED", dataclasses.replace(emulate.EMULATED_GPU, compute_capability=cc))
+                seen.clear()
+                p.poison()
+                s08.launch(p, search=search)
+                assert resample.judge(p.result(), *args).ok
+                assert [(n, f) for n, f, _, _ in seen] == [(k, pdl) for k in kernels], (search, cc, seen)
