@@ -411,6 +411,18 @@ for record in results.load_all():
 # calls the GPU lets the last main kernel drain, then brings up the prepass's blocks, and only then (by PDL) the
 # main kernel's.
 #
+# ```text
+# the prepass launched the ordinary way (the main kernels with PDL, starting as the prepass triggers):
+#   main kernel, call N     ██████████████▓▒░
+#   prepass, call N+1                        [launch]███
+#   main kernel, call N+1                            ██████████████▓▒░
+#
+# the prepass launched with PDL too (the fifth try):
+#   main kernel, call N     ██████████████▓▒░
+#   prepass, call N+1           [launch][wait]███
+#   main kernel, call N+1                     ██████████████▓▒░
+# ```
+#
 # So the fifth try, now in the code, launches the prepass with programmatic dependent launch too. Its blocks get
 # onto the SMs while the kernel before it (the previous call's main kernel, when calls follow each other) is
 # still finishing, and wait there: `griddepcontrol.wait` is their first instruction, so they read nothing early.
