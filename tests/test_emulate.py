@@ -417,11 +417,14 @@ def test_which_kernels_are_launched_with_pdl(monkeypatch):
             assert resample.judge(p.result(), *args).ok
             assert [(n, f) for n, f, _, _ in seen] == [(s07.INTERVALS, pdl), (s07.KERNEL, pdl)], (params, seen)
             assert seen[1][2] == 2 and seen[1][3] == own, (params, seen)          # grid, self_blocks
-        for search, kernels in (("window", [s08.KERNEL]), ("prepass", [s08.FIND, s08.KERNEL])):
-            for cc, pdl in (((9, 0), True), ((8, 0), False)):
-                monkeypatch.setattr(device, "EMULATED", dataclasses.replace(emulate.EMULATED_GPU, compute_capability=cc))
+    for cc, pdl in (((9, 0), True), ((8, 0), False)):
+        # (the emulator's GPU as another compute capability: emulating() installs it, and takes it away after)
+        monkeypatch.setattr(emulate, "EMULATED_GPU", dataclasses.replace(emulate.EMULATED_GPU, compute_capability=cc))
+        with emulate.emulating():
+            for search, kernels in (("window", [s08.KERNEL]), ("prepass", [s08.FIND, s08.KERNEL])):
                 seen.clear()
                 p.poison()
                 s08.launch(p, search=search)
                 assert resample.judge(p.result(), *args).ok
                 assert [(n, f) for n, f, _, _ in seen] == [(k, pdl) for k in kernels], (search, cc, seen)
+    assert device.EMULATED is None
