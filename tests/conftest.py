@@ -57,3 +57,13 @@ def pytest_runtest_makereport(item, call):
 def rng():
     import numpy as np
     return np.random.default_rng()
+
+
+@pytest.fixture(autouse=True)
+def _no_emulator_left_behind():
+    """A test that leaves the CPU emulator installed (device.EMULATED) would make every later test in its worker
+    compile for the emulator instead of NVRTC: fail the test that leaks it, and clean up for the next."""
+    yield
+    leaked = device.EMULATED
+    device.EMULATED = None
+    assert leaked is None, "this test left the CPU emulator installed (cudabook.device.EMULATED)"
