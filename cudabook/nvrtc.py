@@ -483,6 +483,7 @@ _WAIT = re.compile(r'\basm\s*(?:volatile\s*|__volatile__\s*)?\(\s*"\s*griddepcon
 _TRIGGER = re.compile(r'launch_dependents|cudaTriggerProgrammaticLaunchCompletion')
 
 
+@functools.lru_cache(maxsize=64)         # (asked on every launch: reading the source takes a millisecond)
 def waits_for_prerequisite(source: str, kernel: str | None = None) -> bool:
     """Does this source run `griddepcontrol.wait` (an asm statement, or cudaGridDependencySynchronize(); not in a
     comment, a string or an `#if 0` block), in the body of the function named `kernel` when one is named? Only
@@ -496,6 +497,7 @@ def waits_for_prerequisite(source: str, kernel: str | None = None) -> bool:
     return bool(_WAIT.search(text))
 
 
+@functools.lru_cache(maxsize=64)         # (asked on every launch: reading the source takes a millisecond)
 def waits_before_trigger(source: str, kernel: str) -> bool:
     """Does `kernel` wait for the kernel before it (as waits_for_prerequisite sees a wait) before anything in its
     body that lets the next one start (griddepcontrol.launch_dependents, or

@@ -411,11 +411,11 @@ def _parts(p, kernel, params) -> dict:
         # and what waits for the streaming kernel (the next call's prepass, launched with PDL, waits only for the
         # kernel just before it) finds both done, never this call's prepass still writing pairs
         own = min(own, grid - 1)
-    # the prepass too, when it waits for the kernel before it before it lets the streaming kernel start (whose
-    # first wave reads the inputs without waiting for anything)
-    pdl_prepass = bool(params["pdl"]) and cfg["SEARCH"] == 1 and nvrtc.waits_before_trigger(text, INTERVALS)
     out = {}
     if cfg["SEARCH"] == 1:
+        # the prepass with PDL too, when it waits for the kernel before it before it lets the streaming kernel
+        # start (whose first wave reads the inputs without waiting for anything)
+        pdl_prepass = bool(params["pdl"]) and nvrtc.waits_before_trigger(text, INTERVALS)
         buf = pairs_buffer(B * T)
         pairs = device.address(buf)
         intervals, nblocks = prep["intervals"], B * math.ceil(T / (PRE_NT * PRE_PER))
