@@ -11,13 +11,9 @@ import sys
 import warnings
 
 from . import device
+from .device import COMPILE_ONLY, SIMULATOR  # noqa: F401  (decided in device, before numba is imported)
 
 __version__ = "0.1.0"
-
-# CUDABOOK_COMPILE_ONLY=1: Numba's real compiler even without a GPU, to compile (never launch) kernels for a GPU
-# target; the graders use it in a child process to check that a kernel right in the simulator also compiles.
-COMPILE_ONLY = os.environ.get("CUDABOOK_COMPILE_ONLY") == "1"
-SIMULATOR = not device.has_gpu() and not COMPILE_ONLY
 
 if SIMULATOR:
     if "numba.cuda" in sys.modules and os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":

@@ -19,8 +19,6 @@ from numba import cuda
 
 from . import SIMULATOR
 
-BENCH_SIZE = dict(B=64, S=4096, T=4096, D=256)
-
 
 class NoTimingsInSimulator(RuntimeError):
     pass
@@ -84,7 +82,7 @@ STREAM_SHAPES = ((256, 4, False), (256, 8, False), (512, 8, False), (1024, 4, Fa
 def copy_ceilings(nbytes, *, repeats=25) -> dict:
     """GB/s (read + write counted) of copying nbytes / 2 from one buffer to another, every way we have:
     the driver's cuMemcpyDtoDAsync, a Numba copy kernel moving 4 x 16 bytes per thread per step, the C++
-    streaming copies of kernels/stream_copy.cu in STREAM_SHAPES (loads that skip L1, stores marked streaming:
+    streaming copies of kit/include/stream_copy.cu in STREAM_SHAPES (loads that skip L1, stores marked streaming:
     on an H100 the driver's copy is not the fastest copy), and PyTorch's `copy_` when torch is installed. The
     ceiling is the fastest: the one a streaming kernel can reach."""
     _require_gpu()
@@ -115,7 +113,8 @@ def copy_ceilings(nbytes, *, repeats=25) -> dict:
 
 
 def _copy_kernel():
-    from .resample.s03_coalesced import load_u32x4, store_u32x4
+    from .vectors import loader, storer
+    load_u32x4, store_u32x4 = loader(4, 3), storer(4, 3)     # a[n, r, i:i+4] as one 16-byte access
 
     @cuda.jit
     def copy16x4(a, b):
@@ -147,7 +146,7 @@ def _stream_copies(src, dst, vectors, sms, repeats) -> dict:
     import pathlib
 
     from . import nvrtc
-    text = (pathlib.Path(__file__).parent / "kernels" / "stream_copy.cu").read_text()
+    text = (pathlib.Path(__file__).parent / "kit" / "include" / "stream_copy.cu").read_text()
     a, b = src.device_ctypes_pointer.value, dst.device_ctypes_pointer.value
     out = {}
     for threads, unroll, persistent in STREAM_SHAPES:

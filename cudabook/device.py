@@ -1,7 +1,11 @@
-"""What machine are we on? A GPU (and which), or Numba's simulator.
+"""What machine are we on? A GPU (and which), or Numba's simulator; and, while grading on a CPU, the emulator.
 
-This module must not import numba: `cudabook/__init__.py` decides, from what it finds here, whether Numba
-has to start in simulator mode, and that choice has to be made before numba is imported.
+This module must not import numba: it decides (SIMULATOR) whether Numba has to start in simulator mode, and
+`cudabook/__init__.py` makes that switch before numba is imported.
+
+The CPU emulator (cudabook.emulate) registers itself here when it is imported, and nvrtc, tma and address() ask
+`emulator()` for it: while it runs a C++ stage (EMULATED is the GPU it stands for) they hand it their work. This
+is the one place where the emulator is chosen; nothing in the kit imports it.
 """
 from __future__ import annotations
 
@@ -78,6 +82,19 @@ def probe() -> GPU | str:
 
 # While cudabook.emulate runs a C++ stage on the CPU (grading a lab without a GPU), the GPU it stands for.
 EMULATED: GPU | None = None
+_emulator = None            # the cudabook.emulate module, once imported (it calls register_emulator)
+
+
+def register_emulator(module):
+    """cudabook.emulate, on being imported: the backend that emulator() hands out."""
+    global _emulator
+    _emulator = module
+
+
+def emulator(*, any_time: bool = False):
+    """The CPU emulator while it stands for the GPU (EMULATED is set), else None. any_time=True: the emulator
+    whenever it has been imported (its compiled images are loaded by it even after the emulating block)."""
+    return _emulator if any_time or EMULATED is not None else None
 
 
 def gpu() -> GPU | None:
@@ -110,9 +127,9 @@ def address(array) -> int:
         return pointer.value
     inner = getattr(array, "_ary", array)
     where = inner.__array_interface__["data"][0]
-    if EMULATED is not None:                 # an emulated launch may fence this buffer off (cudabook.emulate)
-        from . import emulate
-        emulate.note_buffer(where, inner.nbytes)
+    emulating = emulator()
+    if emulating is not None:                # an emulated launch may fence this buffer off (cudabook.emulate)
+        emulating.note_buffer(where, inner.nbytes)
     return where
 
 
@@ -170,3 +187,9 @@ def describe() -> dict:
 
 
 simulator_forced()  # read the user's wish now, before `import cudabook` sets NUMBA_ENABLE_CUDASIM itself
+
+# CUDABOOK_COMPILE_ONLY=1: Numba's real compiler even without a GPU, to compile (never launch) kernels for a GPU
+# target; the graders use it in a child process to check that a kernel right in the simulator also compiles.
+COMPILE_ONLY = os.environ.get("CUDABOOK_COMPILE_ONLY") == "1"
+# Numba runs in its simulator (decided here, once, before numba is imported; cudabook.SIMULATOR is this value).
+SIMULATOR = not has_gpu() and not COMPILE_ONLY

@@ -1,8 +1,10 @@
 """The lab grader: runs a learner's kernel with the stage's own launch, on fresh inputs, and says what is wrong.
 
-    grade("01_naive", globals().get("resample_naive"))           # a Numba kernel (resampling track)
-    grade("06_cp_async", PIPELINE)                               # CUDA C++: the text of the lab region
-    grade("02_smem_tiles", gemm_tiled, track="gemm")             # any track: the grader names none
+    grade("02_smem_tiles", gemm_tiled, track="gemm")             # a Numba kernel; any track: the grader names none
+    grade("06_cp_async", PIPELINE, track="resample")             # CUDA C++: the text of the lab region
+    cudabook.gemm.grade("02_smem_tiles", gemm_tiled)             # the same, bound to its track (what labs call)
+
+A call without a track is an error that lists the tracks.
 
 For the CUDA C++ stages a learner writes only the lab region; `splice` puts it back into the stage's .cu file
 in place of the region, and the stage compiles and launches that whole source. Without a GPU that can run the
@@ -23,13 +25,10 @@ import pathlib
 import re
 import time
 
-from . import SIMULATOR, gpucompile, notebooks, nvrtc
+from . import SIMULATOR, check, gpucompile, notebooks, nvrtc
 from . import track as _track
 
-DEFAULT_TRACK = "resample"   # the first track's labs were written before tracks had names
-
-
-def cases(stage_name=None, track=DEFAULT_TRACK):
+def cases(stage_name=None, track=None):
     """The grader's cases for a stage: [(name, inputs, label)], fresh random inputs each call."""
     return _track.get(track).grading_cases(stage_name)
 
@@ -39,13 +38,13 @@ def _lab_file(module) -> pathlib.Path:
     return pathlib.Path(getattr(module, "SOURCE", None) or module.__file__)
 
 
-def hint(stage_name, track=DEFAULT_TRACK) -> str:
+def hint(stage_name, track=None) -> str:
     module = _track.get(track).stage(stage_name)
     found = notebooks.lab_hints(_lab_file(module).read_text())
     return found[0] if found else "write the kernel body"
 
 
-def splice(stage_name, region: str, track=DEFAULT_TRACK) -> str:
+def splice(stage_name, region: str, track=None) -> str:
     """The stage's CUDA C++ source with its lab region replaced by `region` (the learner's lines)."""
     module = _track.get(track).stage(stage_name)
     text = _lab_file(module).read_text()
@@ -116,7 +115,7 @@ def _log_line(log, pattern):
     return next((line.strip() for line in log.splitlines() if re.search(pattern, line)), pattern)
 
 
-def grade(stage_name, kernel, *, track=DEFAULT_TRACK, quiet=False, **params) -> bool:
+def grade(stage_name, kernel, *, track=None, quiet=False, **params) -> bool:
     """Grade a learner's kernel for `stage_name` of `track`. Prints PASS or a diagnosis; returns True on PASS."""
     say = (lambda *a: None) if quiet else print
     t = _track.get(track)
@@ -196,7 +195,7 @@ def _grade_emulated(t, module, stage_name, source, track, params, say) -> bool:
             _, inputs, variant = failed
             other = "eager" if landing == "lazy" else "lazy"
             with emulate.emulating(other, timeout_s=WATCHDOG_EMULATED_S):
-                again = _track.check_case(t, lambda p: module.launch(p, kernel=source, **{**variant, **params}),
+                again = check.check_case(t, lambda p: module.launch(p, kernel=source, **{**variant, **params}),
                                           inputs, rerun=False)
             other_right = again.ok
         for note in notes:
@@ -227,9 +226,9 @@ def _run_cases(t, module, stage_name, kernel, track, params, say) -> bool:
             graded.append((name, inputs, label))
             start = time.monotonic()
             try:
-                verdict = _track.check_case(t, lambda p: module.launch(p, kernel=kernel, **{**variant, **params}),
+                verdict = check.check_case(t, lambda p: module.launch(p, kernel=kernel, **{**variant, **params}),
                                             inputs)
-            except _track.KernelTimeout as e:
+            except check.KernelTimeout as e:
                 say(f"Case '{name}' ({label}): {e}")
                 return False
             except Exception as e:  # the learner's kernel failed to compile or run: explain, don't dump
@@ -271,9 +270,3 @@ def _run_cases(t, module, stage_name, kernel, track, params, say) -> bool:
 def _first_line(e):
     text = str(e).strip().split("\n")
     return text[-1] if text else ""
-
-
-def demo_size():
-    """Sizes the resampling lessons use: small in the simulator, benchmark-sized on a GPU."""
-    from .bench import BENCH_SIZE
-    return dict(B=2, S=24, T=20, D=8) if SIMULATOR else dict(BENCH_SIZE)

@@ -4,11 +4,12 @@ With a GPU both measure, at the track's first benchmark size, in this process. I
 clock: the ladder shows the records in results/ (measured on real GPUs, with their pedigree), and a sweep still
 verifies that every setting is correct, on small inputs, and shows the sweeps recorded on GPUs
 (results/sweeps/*_lessons.json, written by tools/record_sweeps.py), each with its card and commit. Both take the
-track (`track="gemm"`); the resampling lessons, the first track, leave it out.
+track (`track="gemm"`; a call without one is an error that lists the tracks); lessons call the track's own,
+bound to it: `gemm.ladder_so_far("02_smem_tiles")`, `gemm.sweep("02_smem_tiles", "tile", [8, 16, 32])`.
 """
 from __future__ import annotations
 
-from . import SIMULATOR, results
+from . import SIMULATOR, check, results
 from . import track as tracks
 
 
@@ -58,7 +59,7 @@ def workload(t, size, *, peers=False) -> dict:
     return _WORKLOAD
 
 
-def ladder_so_far(upto: str, *, peers=False, track="resample", size=None):
+def ladder_so_far(upto: str, *, peers=False, track=None, size=None):
     """Measure (GPU) or show the recorded (simulator) ladder up to and including stage `upto`.
 
     Returns what it showed, for a later cell to use: the fresh record (a dict) with a GPU, or the
@@ -107,7 +108,7 @@ class RecordedSweeps(list):
         p.text(repr(self))
 
 
-def sweep(stage: str, param: str, values, *, fixed=None, size=None, track="resample"):
+def sweep(stage: str, param: str, values, *, fixed=None, size=None, track=None):
     """Time `stage` for each value of one launch parameter (GPU), or check each one is correct (simulator).
 
     With a GPU: a table and a plot of the track's figure per value, measured now; with CUDABOOK_RECORD_SWEEPS
@@ -127,7 +128,7 @@ def sweep(stage: str, param: str, values, *, fixed=None, size=None, track="resam
                   f"results (small inputs).")
             name, inputs, label = t.grading_cases(stage)[0]
             for v in values:
-                verdict = tracks.check_case(t, module.launch, inputs, **{**fixed, param: v})
+                verdict = check.check_case(t, module.launch, inputs, **{**fixed, param: v})
                 print(f"  {param}={v!r:>6}: {verdict.message.splitlines()[0]}")
         return show_recorded_sweep(t, stage, param, fixed)
     return _timed_sweep(t, module, stage, param, values, fixed, size)

@@ -3,12 +3,12 @@
 Sources live in `lessons/` in the "percent" format (`# %%` starts a code cell, `# %% [markdown]` a text cell
 whose lines start with `# `). Two kinds of source:
 
-    lessons/NN_topic.py       -> notebooks/NN_topic.ipynb             (the lesson)
-    lessons/NN_topic_lab.py   -> solutions/NN_topic_SOLUTION.ipynb    (the completed lab)
-                              -> labs/NN_topic.ipynb                  (the exercise, derived)
+    lessons/<track>/NN_topic.py       -> notebooks/<track>/NN_topic.ipynb             (the lesson)
+    lessons/<track>/NN_topic_lab.py   -> solutions/<track>/NN_topic_SOLUTION.ipynb    (the completed lab)
+                                      -> labs/<track>/NN_topic.ipynb                  (the exercise, derived)
 
-The first track (resampling, the spine) sits at the top of each folder; every later track has a folder of its
-own with the same names inside: lessons/gemm/02_smem_tiles_lab.py -> labs/gemm/02_smem_tiles.ipynb, and so on.
+Each track has a folder of its own (its LESSONS, its NAME unless it says otherwise): lessons/gemm/02_smem_tiles_lab.py
+-> labs/gemm/02_smem_tiles.ipynb, and so on; only the workbook's setup and map (lessons/00_*.py) sit at the top.
 
 A code line `#! kernel <module> <function>` is replaced by that function's source, read from cudabook's own
 module: each kernel is written once, in cudabook/, and every notebook shows that copy. Inside a kernel, the
@@ -123,14 +123,7 @@ def expand(code: str) -> str:
 
 
 TRACKS_DIRECTIVE = "#! tracks"
-# Tracks by folder under lessons/ ("." is the first track, at the top): the order and heading of each on the map.
-# A folder not named here still appears, after these, under its own name.
-TRACK_TITLES = {
-    ".": "Resampling robot trajectories: a memory-bound gather (start here)",
-    "gemm": "GEMM: the bf16 matrix product, compute-bound, from a thread per element to cuBLAS speed",
-    "msda": "Deformable attention: an irregular gather with borders",
-    "attention": "Attention: fused softmax(QK^T)V",
-}
+TOP_TITLE = "Before any track: this machine and its ceilings"   # the map's heading for lessons/00_*.py
 HEADING = re.compile(r"^# # (.+)$", re.MULTILINE)
 
 
@@ -144,9 +137,23 @@ def _title(src: pathlib.Path) -> str:
     return m.group(1).split(" · ", 1)[-1].strip() if m else src.stem
 
 
+def track_titles() -> dict[str, str]:
+    """{a track's folder under lessons/: its heading on the map}, in the registry's order: each track's LESSONS
+    (its NAME unless it says otherwise) and MAP_TITLE."""
+    from . import track as tracks
+    titles = {}
+    for name in tracks.TRACKS:
+        t = tracks.get(name)
+        titles[getattr(t, "LESSONS", t.NAME)] = t.MAP_TITLE
+    return titles
+
+
 def tracks_map(at: pathlib.Path) -> str:
-    """Markdown: a table per track of its lessons, labs and solutions, linked relative to the folder `at`."""
+    """Markdown: a table per track of its lessons, labs and solutions, linked relative to the folder `at`. A folder
+    of lessons that is no track's still appears, after the tracks, under its own name; the top folder's (the
+    workbook's setup) comes first."""
     import os
+    titles = {".": TOP_TITLE, **track_titles()}
     rungs: dict[str, dict[str, dict]] = {}
     for src in _sources():
         if f"# {TRACKS_DIRECTIVE}" in src.read_text():
@@ -154,7 +161,7 @@ def tracks_map(at: pathlib.Path) -> str:
         sub = str(src.parent.relative_to(SOURCES))
         topic = src.stem[:-4] if src.stem.endswith("_lab") else src.stem
         rungs.setdefault(sub, {}).setdefault(topic, {})["lab" if src.stem.endswith("_lab") else "lesson"] = src
-    order = [s for s in TRACK_TITLES if s in rungs] + sorted(s for s in rungs if s not in TRACK_TITLES)
+    order = [s for s in titles if s in rungs] + sorted(s for s in rungs if s not in titles)
 
     def link(text, *parts):
         return f"[{text}]({pathlib.PurePath(os.path.relpath(ROOT.joinpath(*parts), at)).as_posix()})"
@@ -162,7 +169,7 @@ def tracks_map(at: pathlib.Path) -> str:
     out = []
     for sub in order:
         folder = () if sub == "." else (sub,)
-        out += [f"### {TRACK_TITLES.get(sub, sub)}", "", "| | lesson | lab | solution |", "|---|---|---|---|"]
+        out += [f"### {titles.get(sub, sub)}", "", "| | lesson | lab | solution |", "|---|---|---|---|"]
         for topic, files in sorted(rungs[sub].items()):
             lesson = (link(_title(files["lesson"]), "notebooks", *folder, f"{topic}.ipynb")
                       if "lesson" in files else "")
@@ -228,7 +235,7 @@ def targets() -> dict[pathlib.Path, dict]:
     built = {}
     for src in _sources():
         cells = parse_percent(src.read_text())
-        stem, sub = src.stem, src.parent.relative_to(SOURCES)     # sub: "." or the track's folder
+        stem, sub = src.stem, src.parent.relative_to(SOURCES)     # sub: the track's folder ("." for 00_*)
         if stem.endswith("_lab"):
             topic = stem[:-4]
             built[ROOT / "solutions" / sub / f"{topic}_SOLUTION.ipynb"] = _render(

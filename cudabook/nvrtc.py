@@ -26,6 +26,7 @@ import tempfile
 import threading
 
 DEFAULT_ARCH = "sm_90a"
+INCLUDE = pathlib.Path(__file__).resolve().parent / "kit" / "include"   # shared device headers and kernels
 CACHE_DIR = pathlib.Path(os.environ.get("CUDABOOK_CACHE", pathlib.Path.home() / ".cache" / "cudabook")) / "cubin"
 
 _memory_cache: dict[str, bytes] = {}
@@ -128,14 +129,16 @@ def compile(source: str, *, arch: str | None = None, options=(), include_cccl: b
     arch: "sm_90a", "sm_80", ... (default: this GPU's, or sm_90a with no GPU). options: extra NVRTC flags
     ("-lineinfo", "-maxrregcount=64", "-Xptxas=-v", "-DNAME=value", ...) or a dict of cuda.core
     ProgramOptions fields. include_cccl: add the libcu++ and runtime header directories.
-    include_path: more directories for "quoted" includes. defines: {"NAME": value} macros (-DNAME=value).
+    include_path: more directories for "quoted" includes (INCLUDE, the kit's headers, is always searched
+    last). defines: {"NAME": value} macros (-DNAME=value).
     name: the file name NVRTC's messages use. Results are cached in memory and, unless disk_cache=False or
     CUDABOOK_NO_DISK_CACHE=1, on disk under ~/.cache/cudabook (keyed by source, headers, options, NVRTC).
     """
+    include_path = [*include_path, INCLUDE]   # the kit's headers (hopper.cuh, mma_sync.cuh): every compile sees them
     from . import device
-    if device.EMULATED is not None:     # grading on a CPU: the host compiler builds an emulated kernel instead
-        from . import emulate
-        return emulate.compile(source, include_path=include_path, defines=defines, name=name)
+    emulator = device.emulator()
+    if emulator is not None:            # grading on a CPU: the host compiler builds an emulated kernel instead
+        return emulator.compile(source, include_path=include_path, defines=defines, name=name)
     arch = arch or default_arch()
     include_path = [str(p) for p in include_path]
     if include_cccl:
@@ -558,9 +561,10 @@ _loaded: dict[tuple, Kernel] = {}
 
 def load(cubin: bytes, kernel_name: str) -> Kernel:
     """Load `kernel_name` from a cubin into the current context (Numba's primary context); cached."""
-    from . import emulate
-    if emulate.is_image(cubin):
-        return emulate.load(cubin, kernel_name)
+    from . import device
+    emulator = device.emulator(any_time=True)
+    if emulator is not None and emulator.is_image(cubin):
+        return emulator.load(cubin, kernel_name)
     key = (hashlib.sha256(cubin).hexdigest(), kernel_name)
     if key in _loaded:
         return _loaded[key]

@@ -1,6 +1,6 @@
-"""What a user would write instead: the same operation in PyTorch, eager and torch.compile'd.
-
-Measured in the same process and on the same data as the ladder, never quoted from elsewhere.
+"""Peers: what a user would write instead (PyTorch, cuBLAS through it), measured in the same process and on the
+same data as a track's ladder, never quoted from elsewhere. Each track's benchmark has its own peers; this says
+whether they can run here.
 """
 from __future__ import annotations
 
@@ -16,40 +16,9 @@ def available() -> str | None:
     return None
 
 
-def resample_torch(times, feats, targets):
-    """np.interp per (batch, channel) in float32, bf16 out. times [B,S] f32, feats [B,S,D] bf16, targets [B,T]."""
-    import torch
-    S, D = feats.shape[1], feats.shape[2]
-    hi = torch.searchsorted(times, targets, right=True).clamp_(1, S - 1)
-    lo = hi - 1
-    t0, t1 = times.gather(1, lo), times.gather(1, hi)
-    w = ((targets - t0) / (t1 - t0)).clamp_(0, 1).unsqueeze(-1)
-    a = feats.gather(1, lo.unsqueeze(-1).expand(-1, -1, D)).float()
-    c = feats.gather(1, hi.unsqueeze(-1).expand(-1, -1, D)).float()
-    return (a + w * (c - a)).to(torch.bfloat16)
-
-
-def measure(src_times, src_feats, tgt_times, ref, scale, *, repeats=25):
-    """{"torch_eager": {...}, "torch_compile": {...}}: median_us and correctness on these inputs."""
-    import numpy as np
-    import torch
-
-    from . import bench, check
-    from .resample.inputs import BF16
-    dev = torch.device("cuda")
-    times = torch.from_numpy(src_times).to(dev)
-    feats = torch.from_numpy(src_feats.view(np.uint16).astype(np.int16)).to(dev).view(torch.bfloat16)
-    targets = torch.from_numpy(tgt_times).to(dev)
-    out = {}
-    compiled = torch.compile(resample_torch, dynamic=False)   # static shapes, as one compiled for one size: after a
-    # second size, automatic dynamic shapes would compile a slower kernel for every size (seen in results/sizes/)
-    for name, fn in (("torch_eager", resample_torch), ("torch_compile", compiled)):
-        try:
-            got = fn(times, feats, targets)          # compiles (torch.compile) and warms up
-            ms = bench.time_ms(lambda: fn(times, feats, targets), repeats=repeats, batch=10)
-            bits = got.view(torch.int16).cpu().numpy().view(np.uint16)
-            verdict = check.compare(bits.view(BF16), ref, scale)
-            out[name] = {"median_us": round(ms * 1e3, 2), "correct": verdict.ok}
-        except Exception as e:  # a peer that fails is reported, not fatal
-            out[name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
-    return out
+def skipped(progress=print) -> bool:
+    """True, after saying why through progress(), where the peers cannot run here."""
+    why = available()
+    if why:
+        progress(f"peers skipped: {why}")
+    return why is not None

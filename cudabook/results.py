@@ -8,10 +8,10 @@ A record says what was measured, on what, and against which yardstick:
     workloads.<name>.{track, size, context, commit, date, machine}
     workloads.<name>.stages.<stage>.{median_us, correct, params, and the track's figures}
     workloads.<name>.peers.<peer>.{median_us, correct, and the track's figures}
-Figures per track: resample GBps and pct_of_copy (copy ceiling in context.copy_GBps); gemm TFLOPs,
-pct_of_cublas and pct_of_cublas_sgemm. Saving into a GPU's existing file keeps the workloads not measured
-this time, each with its own commit, date and machine: a table never shows one run's pedigree on another's
-numbers.
+Figures per track: its bench module's COLUMNS (resampling: GBps and pct_of_copy, the copy ceiling in
+context.copy_GBps; GEMM: TFLOPs, pct_of_cublas and pct_of_cublas_sgemm; ...). Saving into a GPU's existing file
+keeps the workloads not measured this time, each with its own commit, date and machine: a table never shows one
+run's pedigree on another's numbers.
 """
 from __future__ import annotations
 
@@ -32,11 +32,6 @@ class RecordError(ValueError):
     pass
 
 
-def workload_name(B, S, T, D, sorted_targets=True):
-    from .resample import bench
-    return bench.workload_name(B, S, T, D, sorted_targets)
-
-
 def slug(gpu: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", gpu.replace("NVIDIA ", "")).strip("_") or "unknown"
 
@@ -52,7 +47,7 @@ def _git(*args) -> str | None:
 def _commit():
     """The commit measured: CUDABOOK_COMMIT when the caller names it (a copy of the tree on a GPU machine,
     whose .git, if any, may be older than the files), else git's HEAD. Either way the record's source_digest
-    says which code really ran, and tests/test_results.py checks it against the commit named."""
+    says which code really ran, and tests/machinery/test_results.py checks it against the commit named."""
     import os
     if os.environ.get("CUDABOOK_COMMIT"):
         return os.environ["CUDABOOK_COMMIT"]
@@ -112,7 +107,7 @@ def measure_workload(track, size, *, stages=None, peers=True, repeats=25, params
 
     prepared: (args, problem, ctx, peer rows or None) made earlier in this process for this size (a lesson
     reuses one workload across its cells); its peer rows, when given, stand for peers measured first."""
-    from . import track as tracks
+    from . import check, track as tracks
     t = tracks.get(track)
     spec = t.bench
     params = params or {}
@@ -142,7 +137,7 @@ def measure_workload(track, size, *, stages=None, peers=True, repeats=25, params
             problem.poison()                    # the output of the timed launches, checked again
             module.launch(problem, **p)
             after = t.judge(problem.result(), *args)
-            cases = [tracks.check_case(t, module.launch, inputs, **p).ok
+            cases = [check.check_case(t, module.launch, inputs, **p).ok
                      for _, inputs, _ in t.grading_cases(name)] if check_cases else []
         except Exception as e:  # a stage that fails is recorded, not fatal
             rows[name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
@@ -223,19 +218,20 @@ def record_of(workloads) -> dict:
     first = next(iter(workloads.values()))
     record = {"schema": 2, "gpu": first["machine"]["gpu"], "machine": first["machine"], "commit": first["commit"],
               "date": first["date"], "workloads": workloads}
-    for w in workloads.values():                      # the resampling record's ceiling, where older readers look
-        if w.get("track", "resample") == "resample" and "copy_GBps" in w.get("context", {}):
-            record["copy_GBps"] = w["context"]["copy_GBps"]
-    return record
+    return _with_top_level(record)
 
 
-def run_ladder(stages=None, *, size=None, sorted_targets=True, peers=True, repeats=25, params=None,
-               progress=print) -> dict:
-    """The resampling ladder (the first track's name for run_track), one size."""
-    from . import bench
-    size = dict(size or bench.BENCH_SIZE, sorted_targets=sorted_targets)
-    return run_track("resample", sizes=[size], stages=stages, peers=peers, repeats=repeats, params=params,
-                     progress=progress)
+def _record_keys(wname, w) -> tuple:
+    """The context figures a workload's track keeps at the record's top level too (its bench.RECORD_KEYS: the
+    resampling ceiling copy_GBps, where the first records kept it, and older readers look)."""
+    return getattr(track_of(wname, w).bench, "RECORD_KEYS", ())
+
+
+def _with_top_level(record) -> dict:
+    """The record with each workload's RECORD_KEYS copied to its top level (the last workload that has one wins)."""
+    top = {key: w["context"][key] for wname, w in record["workloads"].items() for key in _record_keys(wname, w)
+           if key in w.get("context", {})}
+    return dict(record, **top) if top else record
 
 
 def track_of(wname, w=None):
@@ -256,25 +252,24 @@ def save(record, folder=RESULTS) -> pathlib.Path:
         kept = {}
         for wname, w in old["workloads"].items():
             if wname not in record["workloads"]:
-                kept[wname] = _with_pedigree(w, old)
+                kept[wname] = _with_pedigree(w, old, wname)
         if kept:
             record = dict(record, workloads={**kept, **record["workloads"]})
-    resample = [w for w in record["workloads"].values()            # the top-level ceiling: the resampling one
-                if w.get("track", "resample") == "resample" and "copy_GBps" in w.get("context", {})]
-    if resample:
-        record = dict(record, copy_GBps=resample[-1]["context"]["copy_GBps"])
+    record = _with_top_level(record)                              # e.g. the resampling copy ceiling
     path.write_text(json.dumps(record, indent=1) + "\n")
     return path
 
 
-def _with_pedigree(w, record):
-    """A workload with its own commit, date, machine (and copy ceiling) copied from the record it came from."""
+def _with_pedigree(w, record, wname=None):
+    """A workload with its own commit, date, machine (and its track's RECORD_KEYS, such as the copy ceiling)
+    copied from the record it came from."""
     w = dict(w)
     for key in ("commit", "date", "machine"):
         if key not in w and key in record:
             w[key] = record[key]
-    if w.get("track", "resample") == "resample" and "copy_GBps" in record:
-        w.setdefault("context", {}).setdefault("copy_GBps", record["copy_GBps"])
+    for key in _record_keys(wname, w):
+        if key in record:
+            w.setdefault("context", {}).setdefault(key, record[key])
     return w
 
 
@@ -348,7 +343,7 @@ def _workloads(record, track=None):
 def table(record, workload=None) -> str:
     """One workload's ladder as a markdown table (the first workload by default)."""
     wname = workload or next(iter(record["workloads"]))
-    w = _with_pedigree(record["workloads"][wname], record)
+    w = _with_pedigree(record["workloads"][wname], record, wname)
     spec = track_of(wname, w).bench
     rows = list(w["stages"].values()) + list(w.get("peers", {}).values())
     columns = [c for c in spec.COLUMNS if c[1] in spec.REQUIRED or any(c[1] in r for r in rows)]   # a figure an
@@ -423,7 +418,7 @@ def plot(record, *, upto=None, workload=None, ax=None, peers=True):
     """Bar chart of the track's yardstick figure (% of copy, % of cuBLAS) per stage up to `upto`, peers hatched."""
     import matplotlib.pyplot as plt
     wname = workload or next(iter(record["workloads"]))
-    w = _with_pedigree(record["workloads"][wname], record)
+    w = _with_pedigree(record["workloads"][wname], record, wname)
     spec = track_of(wname, w).bench
     key = spec.PLOT_KEY
     items = [(k, v) for k, v in w["stages"].items() if key in v and (upto is None or k <= upto)]
@@ -449,8 +444,10 @@ def plot(record, *, upto=None, workload=None, ax=None, peers=True):
 
 
 def plot_name(record, track) -> str:
-    """results/H200.png for the first track (its name since the start), results/H200_gemm.png for the others."""
-    return f"{slug(record['gpu'])}{'' if track == 'resample' else '_' + track}.png"
+    """The file name of a track's plot: its bench.IMAGE_NAME filled in, else results/H200_gemm.png."""
+    from . import track as tracks
+    pattern = getattr(tracks.get(track).bench, "IMAGE_NAME", "{gpu}_{track}.png")
+    return pattern.format(gpu=slug(record["gpu"]), track=tracks.get(track).NAME)
 
 
 def _tracks_in(record):

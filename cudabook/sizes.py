@@ -31,14 +31,6 @@ from . import track as tracks
 KIND = "cudabook size sweep"
 RECORD_TOOL = "python tools/sweep_sizes.py"
 
-# What each track sweeps: the key(s) along the x axis (set together) and their values. The other keys come from
-# the benchmark's workloads: every one of them ("all": attention's d x causal become the panels), or the first.
-PLANS = {
-    "resample": dict(x=("D",), values=(64, 128, 256, 512), workloads="first"),
-    "gemm": dict(x=("M", "N", "K"), values=(256, 512, 1024, 2048, 4096, 8192), workloads="first"),
-    "msda": dict(x=("Lq",), values=(1000, 4000, 15420), workloads="first"),
-    "attention": dict(x=("N",), values=(512, 1024, 2048, 4096, 8192), workloads="all"),
-}
 
 
 def sizes_folder(where=None) -> pathlib.Path:
@@ -48,9 +40,13 @@ def sizes_folder(where=None) -> pathlib.Path:
 
 def plan(track, values=None) -> dict:
     """{x, values, sizes, panels, fixed}: the sizes a track is swept over, grouped by panel, x ascending within
-    one. `values` replaces the x values."""
+    one. `values` replaces the x values.
+
+    The track's bench.SIZE_PLAN says what it sweeps: the key(s) along the x axis (`x`, set together) and their
+    `values`; the other keys come from the benchmark's workloads, every one of them (`workloads="all"`:
+    attention's d x causal become the panels) or the first."""
     t = tracks.get(track)
-    p = PLANS[t.NAME]
+    p = t.bench.SIZE_PLAN
     x, values = list(p["x"]), sorted(values or p["values"])
     bases = t.bench.WORKLOADS if p["workloads"] == "all" else t.bench.WORKLOADS[:1]
     sizes = [dict(base, **{k: v for k in x}) for base in bases for v in values]

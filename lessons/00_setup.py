@@ -11,7 +11,7 @@
 
 # %%
 import cudabook
-from cudabook import device
+from cudabook import device, resample
 
 print(cudabook.where())
 
@@ -44,7 +44,7 @@ print(f"{'packages':>20}: " + ", ".join(f"{k} {v}" for k, v in info["packages"].
 #   real kernel reaches;
 # - the **measured** device-to-device copy, counting bytes read plus bytes written: the fastest of the driver's
 #   `cuMemcpyDtoDAsync`, a copy kernel with four 16-byte loads in flight a thread, the C++ streaming copies of
-#   `cudabook/kernels/stream_copy.cu` (a few block shapes), and PyTorch's `copy_` (when installed). This is
+#   `cudabook/kit/include/stream_copy.cu` (a few block shapes), and PyTorch's `copy_` (when installed). This is
 #   what a perfect streaming kernel achieves, and what we compare every stage to.
 #
 # CUDA driver API: [device attributes](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html)
@@ -61,7 +61,7 @@ print(f"{'packages':>20}: " + ", ".join(f"{k} {v}" for k, v in info["packages"].
 from cudabook import bench, results
 from cudabook.resample import Problem
 
-B, S, T, D = bench.BENCH_SIZE.values()
+B, S, T, D = resample.bench.BENCH_SIZE.values()
 min_bytes = 4 * B * S + 2 * B * S * D + 4 * B * T + 2 * B * T * D
 print(f"benchmark problem B={B}, S={S}, T={T}, D={D}: {min_bytes / 1e6:.1f} MB must move at least")
 
@@ -124,7 +124,6 @@ fig.tight_layout()
 # %%
 import numpy as np
 from numba import cuda
-from cudabook import check
 from cudabook.bits import bf16_to_f32, lerp
 from cudabook.resample.s01_naive import find_interval, weight, launch as launch_naive
 from cudabook.bits import _as_bits
@@ -143,9 +142,9 @@ def truncating(times, feats, targets, out):
             out[b, t, d] = np.uint16(_as_bits(v) >> np.uint32(16))   # the bug: truncation
 
 
-print(check.check_launch(lambda p: launch_naive(p, kernel=truncating), 2, 16, 40, 4))
+print(resample.check_launch(lambda p: launch_naive(p, kernel=truncating), 2, 16, 40, 4))
 
 # %% [markdown]
 # The tests in `tests/corpus/` hold a collection of such deliberately wrong kernels (a wrong search bound,
 # a missing tail, an unwritten element, truncation, a race, a wrong shuffle mask...). A test fails if the
-# checker lets any of them pass. Next: [01 · naive](01_naive.ipynb).
+# checker lets any of them pass. Next: [01 · naive](resample/01_naive.ipynb).

@@ -23,7 +23,7 @@ print(cudabook.where())
 # **An H100 or H200?** Everything runs at full size, and every speed is measured against the GPU's own
 # ceilings, in the same process.
 #
-# Start with **00 · Setup and ceilings** of the first track: it measures the ceilings every later lesson
+# Start with **00 · Setup and ceilings** (the first table below): it measures the ceilings every later lesson
 # compares against. Then climb a track in order; each rung builds on the one below. The GEMM and
 # deformable-attention tracks reuse what the first track teaches (coalescing, shared memory, pipelines, TMA).
 #

@@ -4,6 +4,8 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# the tests' shared modules (helpers, ptxchild, corpus/) import from every folder below this one
+sys.path.insert(1, os.path.dirname(os.path.abspath(__file__)))
 import cudabook  # noqa: E402  (decides simulator or GPU before numba is imported anywhere)
 from cudabook import device  # noqa: E402
 

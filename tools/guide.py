@@ -2,23 +2,24 @@
 
     timings    how long each lesson and lab solution takes to run, per machine, from results/timings/*.json
                (written by tools/time_lessons.py); a card with no record says "not yet measured"
-    mistakes   the wrong attempts each lab's grader is tested to catch, read from the tests that plant them
+    mistakes   the wrong attempts each lab's grader is tested to catch, from each track's table of them
 
-    python tools/guide.py            rewrite both from the records and the tests
+    python tools/guide.py            rewrite both from the records and the tables
     python tools/guide.py --check    exit 1 if GUIDE.md differs from what they give
 """
 from __future__ import annotations
 
-import ast
 import json
 import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 GUIDE = ROOT / "GUIDE.md"
 TIMINGS = ROOT / "results" / "timings"
 CARDS = ("H100",)                 # cards the guide always has a column for, measured or not
-TRACKS = {".": "Resampling", "gemm": "GEMM", "msda": "Deformable attention", "attention": "Attention"}
+TRACKS = {"resample": "Resampling", "gemm": "GEMM", "msda": "Deformable attention", "attention": "Attention"}
+FOLDERS = {".": "The workbook: setup and map", **TRACKS}     # the timings' groups: the top folder, then the tracks
 
 
 def markers(name: str) -> tuple[str, str]:
@@ -59,7 +60,7 @@ def _rungs(recs) -> dict[str, dict[str, dict[str, str]]]:
             kind = {"notebooks": "lesson", "solutions": "solution", "labs": "lab"}[folder]
             topic = stem[:-len("_SOLUTION")] if kind == "solution" else stem
             rungs.setdefault(sub, {}).setdefault(topic, {})[kind] = name
-    order = [s for s in TRACKS if s in rungs] + sorted(s for s in rungs if s not in TRACKS)
+    order = [s for s in FOLDERS if s in rungs] + sorted(s for s in rungs if s not in FOLDERS)
     return {s: dict(sorted(rungs[s].items())) for s in order}
 
 
@@ -73,7 +74,7 @@ def timings_table(folder=TIMINGS) -> str:
         return ("No timings recorded yet: run `python tools/time_lessons.py --out results/timings` on a machine. "
                 + " ".join(f"{c}: not yet measured." for c in missing))
     for sub, topics in rungs.items():
-        lines += [f"**{TRACKS.get(sub, sub)}** (lesson / lab solution)", "",
+        lines += [f"**{FOLDERS.get(sub, sub)}** (lesson / lab solution)", "",
                   "| rung | " + " | ".join(header) + " |", "|---|" + "---:|" * len(header)]
         totals = [[0.0, 0.0] for _ in recs]
         untimed = [[False, False] for _ in recs]         # a notebook of the track this machine has not run
@@ -114,74 +115,17 @@ def timings_table(folder=TIMINGS) -> str:
 
 
 # ----------------------------------------------------------------------------------------------- mistakes
-def _assigned(tree: ast.Module, name: str) -> ast.expr:
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-            return node.value
-    raise KeyError(name)
-
-
-def _text(node) -> str | None:
-    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
-
-
-def _items(node) -> list[list[ast.expr]]:
-    """The entries of a list of tuples or calls, as lists of their parts."""
-    return [e.args if isinstance(e, ast.Call) else list(e.elts) for e in node.elts]
-
-
-def _module_stages(tree) -> dict[str, str]:
-    """Aliases of stage modules imported by a test: {"s06": "06_cp_async"}."""
-    return {a.asname: a.name[1:] for n in tree.body if isinstance(n, ast.ImportFrom)
-            for a in n.names if a.asname and a.name[:1] == "s" and a.name[1:3].isdigit()}
-
-
 def planted_mistakes() -> dict[tuple[str, str], list[str]]:
-    """{(track folder, lab): [what the planted mistake is, ...]} from the tests that feed them to the graders."""
-    found: dict = {}
+    """{(track folder, lab): [what the planted mistake is, ...]} from each track's table of them
+    (cudabook/<track>/mistakes.py, the one the tests feed to the graders)."""
+    import importlib
 
-    def add(sub, stage, what):
-        found.setdefault((sub, stage), []).append(what)
-
-    def tree(name):
-        return ast.parse((ROOT / "tests" / name).read_text())
-
-    t = tree("test_lab_mistakes.py")                            # resampling 01-05 (Numba): Mistake(stage, what, ...)
-    for parts in _items(_assigned(t, "MISTAKES")):
-        add(".", _text(parts[0]), _text(parts[1]))
-    t = tree("test_emulate.py")                                 # resampling 06, 07 (C++ in the emulator)
-    stages = _module_stages(t)
-    for parts in _items(_assigned(t, "MISTAKES")):
-        add(".", stages[parts[0].id], _text(parts[1]))
-    for parts in _items(_assigned(tree("test_s08.py"), "LAB_MISTAKES")):      # resampling 08 (C++, emulated)
-        add(".", "08_fused_gather", _text(parts[0]))
-    t = tree("test_gemm_labs.py")
-    for parts in _items(_assigned(t, "NUMBA_WRONG")):
-        add("gemm", "02_smem_tiles", _text(parts[0]))
-    wrong = _assigned(t, "WRONG")
-    for key, value in zip(wrong.keys, wrong.values):
-        for parts in _items(value):
-            add("gemm", _text(key), _text(parts[0]))
-    t = tree("test_msda_track.py")
-    for parts in _items(_assigned(t, "LAB01_MISTAKES")):
-        add("msda", "01_naive", _text(parts[0]))
-    wrong = _assigned(t, "WRONG")                               # the checker's: lab 02's are only here
-    for key, value in zip(wrong.keys, wrong.values):
-        stage = _text(value.elts[0])
-        if stage != "01_naive":
-            add("msda", stage, _text(key))
-    for name, stage in (("test_msda_s03.py", "03_smem_tiles"), ("test_msda_tma.py", "04_tma_boxes"),
-                        ("test_msda_s05.py", "05_lane_groups")):
-        for parts in _items(_assigned(tree(name), "MISTAKES")):
-            add("msda", stage, _text(parts[0]))
-    for parts in _items(_assigned(tree("test_attention_numba.py"), "MISTAKES")):   # labs 02, 03 (Numba)
-        add("attention", _text(parts[0]), _text(parts[1]))
-    t = tree("test_attention_cpp.py")                           # labs 04 (emulated) and 05 (wgmma, on Hopper)
-    for parts in _items(_assigned(t, "LAB_04_TEXT_MISTAKES")):
-        add("attention", "04_mma_cp_async", _text(parts[0]))
-    add("attention", "04_mma_cp_async", "a wait one group too shallow")    # its own test: the emulator's late landing
-    for parts in _items(_assigned(t, "LAB_05_MISTAKES")):
-        add("attention", "05_wgmma_tma", _text(parts[0]))
+    from cudabook.mistakes import listed
+    found = {}
+    for sub in TRACKS:
+        table = importlib.import_module(f"cudabook.{sub}.mistakes").MISTAKES
+        for stage, whats in listed(table).items():
+            found[(sub, stage)] = whats
     order = list(TRACKS)
     return dict(sorted(found.items(), key=lambda kv: (order.index(kv[0][0]), kv[0][1])))
 

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch.profiler import profile, ProfilerActivity
 from numba import cuda
-from cudabook import peers
+from cudabook.resample import peers
 from cudabook.resample import inputs, upload, s05_double_buffered as s05, s07_tma as s07
 
 B, S, T, D = 64, 4096, 4096, 256

@@ -1,4 +1,4 @@
-"""Record every lesson's `lesson.sweep(...)` on this GPU, for learners without one to see.
+"""Record every lesson's sweep (`gemm.sweep(...)`, a track's own) on this GPU, for learners without one to see.
 
 Finds the calls in lessons/*.py and lessons/<track>/*.py with `ast` (their arguments must be literals or simple
 expressions of SIMULATOR, such as `[1, 2, 4] if SIMULATOR else [1, 2, 4, 8, 16]`, read with SIMULATOR=False:
@@ -43,9 +43,10 @@ TRACKS = ("resample", "gemm", "msda", "attention")
 
 
 def _is_sweep(node) -> bool:
+    """A call `gemm.sweep(...)` (a track's own, bound to it), or `lesson.sweep(..., track="gemm")`."""
     f = node.func if isinstance(node, ast.Call) else None
     return isinstance(f, ast.Attribute) and f.attr == "sweep" and isinstance(f.value, ast.Name) \
-        and f.value.id == "lesson"
+        and f.value.id in ("lesson",) + TRACKS
 
 
 def lesson_files():
@@ -94,7 +95,12 @@ def find_calls(files=None):
             if unknown:
                 skipped.append({**where, "why": f"unknown arguments {sorted(unknown)}"})
                 continue
-            calls.append({**where, "track": kw.get("track", "resample"), "stage": kw["stage"],
+            if node.func.value.id in TRACKS:
+                kw["track"] = node.func.value.id
+            if "track" not in kw:
+                skipped.append({**where, "why": "no track"})
+                continue
+            calls.append({**where, "track": kw["track"], "stage": kw["stage"],
                           "param": kw["param"], "values": list(kw["values"]), "values_simulator": list(sim_values),
                           "fixed": kw.get("fixed") or {}, "size": kw.get("size"),
                           "condition": conditions.get(id(node))})

@@ -2,7 +2,7 @@
 
 For each track: the last three stages this GPU can run, leaving out any whose single launch at the sweep's
 largest size would be slow (more than --slow-ms: the naive rungs), or those --stages names; then, at every size
-of the track's plan (cudabook.sizes.PLANS), the track's benchmark as it is: its bench module's prepare, context
+of the track's plan (its bench.SIZE_PLAN, read by cudabook.sizes), the track's benchmark as it is: its bench module's prepare, context
 and peers (first where PEERS_FIRST), and for each stage: poison, launch, judge against the float64 reference,
 time (cudabook.results._timing), the benchmark's figures (bench.metrics). A (size, stage) that raises is
 recorded as an error and the sweep goes on; a stage whose next launch in a panel would be slower than --slow-ms

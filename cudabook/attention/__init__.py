@@ -14,7 +14,8 @@ run raises StageUnavailable with the reason.
 """
 from __future__ import annotations
 
-from ..track import Ladder, StageUnavailable  # noqa: F401  (one error for every track)
+from ..errors import StageUnavailable  # noqa: F401  (one error for every track)
+from ..kit.ladder import face
 from . import benchmark as bench  # noqa: F401  (the track's workloads, peers and table for cudabook.results)
 from .checking import cases, compare, grading_cases, judge  # noqa: F401
 from .inputs import BF16, random_problem, reference, reference_with_bound, to_bf16, validate  # noqa: F401
@@ -22,31 +23,14 @@ from .problem import Problem, upload  # noqa: F401
 
 __all__ = ["NAME", "TITLE", "STAGES", "stage", "unavailable", "run", "reference", "reference_with_bound",
            "random_problem", "validate", "to_bf16", "BF16", "upload", "Problem", "cases", "grading_cases", "compare",
-           "judge", "bench", "StageUnavailable"]
+           "judge", "bench", "StageUnavailable", "MAP_TITLE", "grade", "hint", "splice", "ladder_so_far",
+           "sweep"]
 
 NAME = "attention"
 TITLE = "attention (bf16 q, k, v; float32 softmax)"
-_MODULES = {
-    "01_naive": "s01_naive",
-    "02_online_softmax": "s02_online_softmax",
-    "03_tiled": "s03_tiled",
-    "04_mma_cp_async": "s04_mma_cp_async",
-    "05_wgmma_tma": "s05_wgmma_tma",
-    "06_warp_specialized": "s06_warp_specialized",
-}
-
-_LADDER = Ladder(__name__, _MODULES, "attention stage")
-STAGES = _LADDER.stages
-
-
-def stage(name):
-    """The module of a stage, by its name or its number ("02" or 2)."""
-    return _LADDER.stage(name)
-
-
-def unavailable(name) -> str | None:
-    """None if this machine can run the stage, else why not."""
-    return _LADDER.unavailable(name)
+MAP_TITLE = "Attention: fused softmax(QK^T)V"
+_LADDER = face(globals(), ("01_naive", "02_online_softmax", "03_tiled", "04_mma_cp_async", "05_wgmma_tma",
+                           "06_warp_specialized"), "attention stage")
 
 
 def run(stage_name, q, k, v, *, causal=False, **params):

@@ -28,9 +28,15 @@ WORKLOADS = [dict(_SIZE, d=d, causal=causal) for d in (128, 64) for causal in (F
 COLUMNS = [("µs", "median_us", "{:,.1f}"), ("TFLOP/s", "TFLOPs", "{:,.1f}"), ("% of SDPA", "pct_of_sdpa", "{:.1f}")]
 REQUIRED = ("median_us", "TFLOPs", "correct")
 PLOT_KEY, PLOT_LABEL = "pct_of_sdpa", "% of SDPA (its fastest backend)"
+SIZE_PLAN = dict(x=("N",), values=(512, 1024, 2048, 4096, 8192), workloads="all")   # cudabook.sizes: d x causal panels
 PEERS_FIRST = True           # % of SDPA needs SDPA's time
 BACKENDS = (("sdpa_flash", "FLASH_ATTENTION"), ("sdpa_cudnn", "CUDNN_ATTENTION"),
             ("sdpa_efficient", "EFFICIENT_ATTENTION"))
+# tools/sweep_params.py: the fast rungs' parameters, swept on a GPU at the benchmark's size
+SWEEP_VARIANTS = ([("05_wgmma_tma", {}), ("06_warp_specialized", {})]
+                  + [("06_warp_specialized", dict(bkv=b, **extra)) for b in (64, 128)
+                     for extra in ({}, {"pingpong": False}, {"overlap": False}, {"stages": 3})]
+                  + [("06_warp_specialized", {"consumers": 1})])
 
 
 def workload_name(B, H, N, d, causal=False):

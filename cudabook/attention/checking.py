@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import SIMULATOR
 from ..refmemo import References
-from ..verdict import Verdict, bf16_half_ulp, outside, tolerance
+from ..verdict import Verdict, bf16_half_ulp, outside, small_errors_everywhere, tolerance
 from .inputs import BF16, POISON, attention, float64, random_problem
 
 # The grader's and the tests' cases: (name, random_problem's keyword arguments). Sizes are ragged (not multiples
@@ -167,11 +167,9 @@ def diagnose(got, ref, bad, nan, inputs=None, unwritten=None) -> str | None:
                     "that skips part of a row")
         return ("some outputs are NaN: never written (a guard too strict), or computed as NaN (0 / 0 when a row "
                 "sees no key, exp(-inf - (-inf)) when the running max starts at -inf and is never raised)")
-    if bad.mean() > 0.3:
-        rel = np.median(np.abs(got[bad] - ref[bad]) / np.maximum(np.abs(ref[bad]), 1e-30))
-        if rel < 0.02:
-            return ("small errors on many outputs: rounding inside the loop? Keep m, l and the accumulator in "
-                    "float32 and round the output to bf16 (nearest even) once, at the end")
+    if small_errors_everywhere(got, ref, bad):
+        return ("small errors on many outputs: rounding inside the loop? Keep m, l and the accumulator in "
+                "float32 and round the output to bf16 (nearest even) once, at the end")
     return None
 
 

@@ -58,11 +58,7 @@ import math
 
 import numpy as np
 
-try:
-    import ml_dtypes
-    BF16 = np.dtype(ml_dtypes.bfloat16)
-except ImportError:  # pragma: no cover - ml_dtypes is a dependency
-    BF16 = None
+from ..kit.host_arrays import BF16, finite_bf16_bits, host_array, require_bf16
 
 POISON = np.uint16(0xFFC1)         # a bf16 NaN: an output nobody wrote can never pass the check; a NaN the
                                    # kernel computes has other bits (the hardware's and NumPy's are 0x7FFF, 0x7FC0)
@@ -73,30 +69,16 @@ ARGS = ("q", "k", "v", "causal")
 _AXES = {"q": "[B, H, Nq, d]", "k": "[B, H, Nk, d]", "v": "[B, H, Nk, d]"}
 
 
-def _host(name, x):
-    if hasattr(x, "copy_to_host") or hasattr(x, "__cuda_array_interface__") and not isinstance(x, np.ndarray):
-        raise TypeError(f"{name} is a device array; pass a NumPy array (run() uploads it for you)")
-    if not isinstance(x, np.ndarray):
-        raise TypeError(f"{name} must be a NumPy array of bfloat16, got {type(x).__name__}; make one with "
-                        f"`np.asarray({name}).astype(ml_dtypes.bfloat16)`")
-    return x
-
-
-def _first(mask):
-    return tuple(int(i) for i in np.argwhere(mask)[0])
-
-
 def validate(q, k, v, causal=False):
     """Check the inputs; return (q, k, v as C-contiguous uint16 arrays of bf16 bits, causal as a bool).
 
     TypeError for a non-array, a device array, a wrong dtype or a causal that is not a bool; ValueError for a
     wrong rank, sizes that disagree, an empty dimension, causal with Nq != Nk, or a value that is not finite.
     Each message names the argument and the rule."""
-    arrays = {name: _host(name, x) for name, x in (("q", q), ("k", k), ("v", v))}
+    arrays = {name: host_array(name, x, "a NumPy array of bfloat16", f"`np.asarray({name}).astype(ml_dtypes.bfloat16)`")
+              for name, x in (("q", q), ("k", k), ("v", v))}
     for name, x in arrays.items():
-        if BF16 is None or x.dtype != BF16:
-            raise TypeError(f"{name} must be bfloat16, got {x.dtype}; convert with `{name}.astype(ml_dtypes.bfloat16)` "
-                            f"(float data) or view raw bits with `{name}.view(ml_dtypes.bfloat16)` (uint16 data)")
+        require_bf16(name, x)
     for name, x in arrays.items():
         if x.ndim != 4:
             raise ValueError(f"{name} must be 4-D {_AXES[name]}, got {x.ndim}-D with shape {x.shape}")
@@ -119,15 +101,7 @@ def validate(q, k, v, causal=False):
     causal = bool(causal)
     if causal and Nq != Nk:
         raise ValueError(f"causal=True needs Nq == Nk (query i sees keys 0 .. i), got Nq = {Nq} and Nk = {Nk}")
-    out = []
-    for name, x in arrays.items():
-        bits = np.ascontiguousarray(x).view(np.uint16)
-        bad = (bits & 0x7F80) == 0x7F80                       # exponent all ones: infinity or NaN
-        if bad.any():
-            where = _first(bad)
-            raise ValueError(f"{name}[{', '.join(map(str, where))}] is {x[where]}; values must be finite "
-                             f"({int(bad.sum()):,} such value{'s' if bad.sum() > 1 else ''})")
-        out.append(bits)
+    out = [finite_bf16_bits(name, x) for name, x in arrays.items()]
     return out[0], out[1], out[2], causal
 
 

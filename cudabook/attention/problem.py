@@ -88,7 +88,8 @@ def start_launch(p, stage: str, defaults: dict, params: dict, why_not: str | Non
     """What a rung's launch() checks first: parameters it knows (TypeError), a machine that runs it
     (StageUnavailable with `why_not`), a head dimension it supports (ValueError). Returns the parameters with
     their defaults, or None when there is no work (no batch, head or query)."""
-    from ..track import StageUnavailable, check_params
+    from ..errors import StageUnavailable
+    from ..kit.params import check_params
     check_params(params, defaults)
     if why_not:
         raise StageUnavailable(why_not)

@@ -30,7 +30,7 @@ from numba import cuda, float32
 
 from .. import SIMULATOR
 from ..bits import bf16_to_f32, f32_to_bf16
-from ..track import check_launch
+from ..kit.params import check_settings
 from .problem import start_launch
 
 NAME = "01_naive"
@@ -137,9 +137,9 @@ def launch(p, kernel=None, **params):
     threads = params["threads"]
     threads = int(threads) if isinstance(threads, np.integer) else threads
     B, H, Nq, Nk, d = p.shape
-    check_launch(NAME, threads=threads, threads_multiple=WARP)
+    check_settings(NAME, threads=threads, threads_multiple=WARP)
     rows = threads // WARP                                             # query rows a block of the 2-D kernels
-    check_launch(NAME, grid_y=(Nq + rows - 1) // rows)
+    check_settings(NAME, grid_y=(Nq + rows - 1) // rows)
     if B * H > 65535:
         raise ValueError(f"{NAME}: B * H = {B * H:,} heads, one grid layer (z) each, and a GPU allows at most "
                          f"65,535: split the batch")

@@ -35,7 +35,7 @@ Causal (query i sees keys j <= i, Nq == Nk): the row simply stops at key i. The 
 all its lanes together.
 
 PER_LANE is a compile-time constant of the kernel (the size of its register arrays): `launch` compiles a copy
-for each head dimension (see cudabook.gemm.s02_smem_tiles.specialise).
+for each head dimension (see cudabook.kit.numba_rung.specialise).
 """
 import math
 
@@ -44,7 +44,7 @@ from numba import cuda, float32
 
 from .. import SIMULATOR
 from ..bits import bf16_to_f32, f32_to_bf16
-from ..gemm.s02_smem_tiles import specialise
+from ..kit.numba_rung import specialise
 from .problem import start_launch
 
 NAME = "02_online_softmax"

@@ -42,7 +42,7 @@ tiles are skipped on a square problem. The loop bound is the same for every thre
 thread reaches every barrier; rows past Nq (in the last block of a head) are computed on zeros and not stored.
 
 The tile shapes are compile-time constants of the kernel (the sizes of its shared and register arrays):
-`launch` compiles a copy for each head dimension and block shape (see cudabook.gemm.s02_smem_tiles.specialise).
+`launch` compiles a copy for each head dimension and block shape (see cudabook.kit.numba_rung.specialise).
 """
 import math
 
@@ -51,7 +51,7 @@ from numba import cuda, float32
 
 from .. import SIMULATOR
 from ..bits import bf16_to_f32, f32_to_bf16
-from ..gemm.s02_smem_tiles import specialise
+from ..kit.numba_rung import specialise
 from .problem import start_launch
 from .s02_online_softmax import FULL_MASK, WARP, warp_sum
 

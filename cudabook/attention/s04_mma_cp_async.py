@@ -7,15 +7,15 @@ of `stages` K/V tiles), the online softmax in registers, P rounded to bf16 in pl
 S is the operand layout of P), O += P V on mma.sync. The pipeline step (the lab) issues the copies of the tile
 `stages - 1` ahead, then waits for the tile it is about to read.
 
-The tensor-core pieces (cp.async, ldmatrix, mma.sync) are the GEMM track's, one copy: gemm/kernels/mma_sync.cuh.
+The tensor-core pieces (cp.async, ldmatrix, mma.sync) are the kit's, one copy: kit/include/mma_sync.cuh.
 """
 from __future__ import annotations
 
 import ctypes
 import pathlib
 
-from .. import device, nvrtc
-from ..gemm.s05_wgmma_tma import prepare
+from .. import device
+from ..kit.rung import CudaRung
 from .problem import start_launch
 
 NAME = "04_mma_cp_async"
@@ -52,18 +52,11 @@ LAB_TEXT_MISTAKES = [
 ]
 HEAD_DIMS = (64, 128)
 KERNEL_DIR = pathlib.Path(__file__).parent / "kernels"
-GEMM_DIR = pathlib.Path(__file__).parents[1] / "gemm" / "kernels"      # mma_sync.cuh, hopper.cuh
 SOURCE = KERNEL_DIR / "flash_mma.cu"
 KERNEL = "attention_mma"
 ARG_TYPES = (ctypes.c_void_p,) * 4 + (ctypes.c_int,) * 2 + (ctypes.c_float,)
-
-
-def source() -> str:
-    return nvrtc.source_text(SOURCE)
-
-
-def unavailable() -> str | None:
-    return device.requirement_unmet(MIN_CC, NAME)
+RUNG = CudaRung(NAME, SOURCE, min_cc=MIN_CC)
+source, unavailable = RUNG.source, RUNG.unavailable
 
 
 def config(d: int, causal: bool, warps=PARAMS["warps"], bkv=PARAMS["bkv"], stages=PARAMS["stages"]) -> dict:
@@ -92,9 +85,7 @@ def smem_bytes(cfg: dict) -> int:
 def compile_cubin(arch: str | None = "sm_90a", d: int = 128, causal: bool = False, source_text: str | None = None,
                   **params) -> bytes:
     """The cubin for these constants (needs no GPU)."""
-    cfg = config(d, causal, **params)
-    return nvrtc.compile(source_text if source_text is not None else source(), arch=arch, name="flash_mma.cu",
-                         include_path=[KERNEL_DIR, GEMM_DIR], defines=cfg)
+    return RUNG.compile(config(d, causal, **params), arch=arch, source_text=source_text)
 
 
 def launch(p, kernel=None, **params):
@@ -106,8 +97,7 @@ def launch(p, kernel=None, **params):
     B, H, Nq, Nk, d = p.shape
     cfg = config(d, p.causal, **params)
     smem = smem_bytes(cfg)
-    kern = prepare(nvrtc.kernel_text(kernel, SOURCE, NAME), SOURCE.name, KERNEL, cfg, smem,
-                   include_path=[KERNEL_DIR, GEMM_DIR])
+    kern = RUNG.prepare(RUNG.text(kernel), cfg, KERNEL, smem=smem)[KERNEL]
     grid = (-(-Nq // (16 * cfg["WARPS"])), B * H)
     args = [device.address(p.q), device.address(p.k), device.address(p.v), device.address(p.out), Nq, Nk,
             p.scale_log2]

@@ -6,16 +6,15 @@ holds 64 query rows per warpgroup; thread 0 keeps a ring of `stages` K/V tiles f
 S = Q Kᵀ as wgmma m64n{bkv}k16 from shared memory, the online softmax in registers, and O += P V as wgmma
 m64n{d}k16 with P (bf16) straight from registers. Every step waits for the one before: rung 06 overlaps them.
 
-The wgmma, TMA and mbarrier pieces are the GEMM track's (gemm/kernels/hopper.cuh), one copy.
+The wgmma, TMA and mbarrier pieces are the kit's (kit/include/hopper.cuh), one copy.
 """
 from __future__ import annotations
 
 import ctypes
 import pathlib
 
-from .. import device, nvrtc
-from ..gemm import s05_wgmma_tma as _gemm05
-from ..gemm.s05_wgmma_tma import encoded_map, hopper_unavailable, prepare
+from .. import device
+from ..kit.rung import WGMMA_LOG_MISTAKES, CudaRung, tensor_map
 from .problem import start_launch
 
 NAME = "05_wgmma_tma"
@@ -28,19 +27,12 @@ PARAMS = {
 }
 HEAD_DIMS = (64, 128)
 KERNEL_DIR = pathlib.Path(__file__).parent / "kernels"
-GEMM_DIR = pathlib.Path(__file__).parents[1] / "gemm" / "kernels"
 SOURCE = KERNEL_DIR / "wgmma_tma.cu"
 KERNEL = "attention_wgmma"
 ARG_TYPES = (None, None, None, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_float)
-COMPILE_LOG_MISTAKES = _gemm05.COMPILE_LOG_MISTAKES   # what ptxas says when wgmma accumulators are touched too early
-
-
-def source() -> str:
-    return nvrtc.source_text(SOURCE)
-
-
-def unavailable() -> str | None:
-    return hopper_unavailable(NAME)
+COMPILE_LOG_MISTAKES = WGMMA_LOG_MISTAKES   # what ptxas says when wgmma accumulators are touched too early
+RUNG = CudaRung(NAME, SOURCE, sm90a=True)
+source, unavailable = RUNG.source, RUNG.unavailable
 
 
 def config(d: int, causal: bool, warpgroups=PARAMS["warpgroups"], bkv=PARAMS["bkv"], stages=PARAMS["stages"]) -> dict:
@@ -74,9 +66,7 @@ def tensor_maps(B, H, Nq, Nk, d, **params) -> dict:
 
 
 def compile_cubin(arch="sm_90a", d: int = 128, causal: bool = False, source_text=None, **params) -> bytes:
-    cfg = config(d, causal, **params)
-    return nvrtc.compile(source() if source_text is None else source_text, arch=arch, name=SOURCE.name,
-                         include_path=[KERNEL_DIR, GEMM_DIR], defines=cfg)
+    return RUNG.compile(config(d, causal, **params), arch=arch, source_text=source_text)
 
 
 def launch(p, kernel=None, **params):
@@ -86,15 +76,15 @@ def launch(p, kernel=None, **params):
     if params is None:
         return
     cfg = config(p.shape[-1], p.causal, **params)
-    launch_tma(p, source() if kernel is None else kernel, SOURCE.name, KERNEL, cfg, smem_bytes(cfg),
-               tensor_maps(*p.shape, **params), rows=64 * cfg["WGS"], threads=128 * cfg["WGS"])
+    launch_tma(p, RUNG, RUNG.text(kernel), KERNEL, cfg, smem_bytes(cfg), tensor_maps(*p.shape, **params),
+               rows=64 * cfg["WGS"], threads=128 * cfg["WGS"])
 
 
-def launch_tma(p, text, name, kernel_name, cfg, smem, maps, *, rows, threads):
+def launch_tma(p, rung, text, kernel_name, cfg, smem, maps, *, rows, threads):
     """Compile (cached), encode the q, k, v tensor maps and launch one block per `rows` queries of each head:
     what rungs 05 and 06 launch the same way."""
     B, H, Nq, Nk, d = p.shape
-    kern = prepare(text, name, kernel_name, cfg, smem, include_path=[KERNEL_DIR, GEMM_DIR])
-    args = [encoded_map(maps["q"], device.address(p.q)), encoded_map(maps["k"], device.address(p.k)),
-            encoded_map(maps["v"], device.address(p.v)), device.address(p.out), Nq, Nk, p.scale_log2]
+    kern = rung.prepare(text, cfg, kernel_name, smem=smem)[kernel_name]
+    args = [tensor_map(maps["q"], device.address(p.q)), tensor_map(maps["k"], device.address(p.k)),
+            tensor_map(maps["v"], device.address(p.v)), device.address(p.out), Nq, Nk, p.scale_log2]
     kern.launch((-(-Nq // rows), B * H), threads, args, ARG_TYPES, shared=smem)

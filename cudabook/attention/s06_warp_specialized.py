@@ -12,8 +12,7 @@ A causal block stops after its last visible key tile (the tiles above the diagon
 """
 from __future__ import annotations
 
-from .. import nvrtc
-from ..gemm.s05_wgmma_tma import hopper_unavailable
+from ..kit.rung import CudaRung
 from . import s05_wgmma_tma as _s05
 from .problem import start_launch
 
@@ -22,26 +21,19 @@ TITLE = "a producer warpgroup and two consumers in ping-pong (C++, sm_90a)"
 PARAMS = {
     "consumers": 2,      # consumer warpgroups a block; each owns 64 query rows
     "bkv": 128,          # keys a tile: 64 or 128 (128 is faster at both d on the H100: the sweep recorded
-                         # by tools/sweep_attention.py in results/sweeps/)
+                         # by tools/sweep_params.py in results/sweeps/)
     "stages": 2,         # K tiles (and V tiles) in the TMA rings
     "pingpong": True,    # two consumers take turns at the tensor cores (named barriers)
     "overlap": True,     # S_t and P_{t-1} V_{t-1} in flight together, the softmax of S_t under P V
 }
 HEAD_DIMS = _s05.HEAD_DIMS
 KERNEL_DIR = _s05.KERNEL_DIR
-GEMM_DIR = _s05.GEMM_DIR
 SOURCE = KERNEL_DIR / "warp_specialized.cu"
 KERNEL = "attention_warp_specialized"
 ARG_TYPES = _s05.ARG_TYPES
 COMPILE_LOG_MISTAKES = _s05.COMPILE_LOG_MISTAKES
-
-
-def source() -> str:
-    return nvrtc.source_text(SOURCE)
-
-
-def unavailable() -> str | None:
-    return hopper_unavailable(NAME)
+RUNG = CudaRung(NAME, SOURCE, sm90a=True)
+source, unavailable = RUNG.source, RUNG.unavailable
 
 
 def config(d: int, causal: bool, consumers=PARAMS["consumers"], bkv=PARAMS["bkv"], stages=PARAMS["stages"],
@@ -78,9 +70,7 @@ def tensor_maps(B, H, Nq, Nk, d, **params) -> dict:
 
 
 def compile_cubin(arch="sm_90a", d: int = 128, causal: bool = False, source_text=None, **params) -> bytes:
-    cfg = config(d, causal, **params)
-    return nvrtc.compile(source() if source_text is None else source_text, arch=arch, name=SOURCE.name,
-                         include_path=[KERNEL_DIR, GEMM_DIR], defines=cfg)
+    return RUNG.compile(config(d, causal, **params), arch=arch, source_text=source_text)
 
 
 def launch(p, kernel=None, **params):
@@ -90,5 +80,5 @@ def launch(p, kernel=None, **params):
     if params is None:
         return
     cfg = config(p.shape[-1], p.causal, **params)
-    _s05.launch_tma(p, source() if kernel is None else kernel, SOURCE.name, KERNEL, cfg, smem_bytes(cfg),
-                    tensor_maps(*p.shape, **params), rows=64 * cfg["CONSUMERS"], threads=128 * (cfg["CONSUMERS"] + 1))
+    _s05.launch_tma(p, RUNG, RUNG.text(kernel), KERNEL, cfg, smem_bytes(cfg), tensor_maps(*p.shape, **params),
+                    rows=64 * cfg["CONSUMERS"], threads=128 * (cfg["CONSUMERS"] + 1))

@@ -4,10 +4,11 @@
         stage.launch(problem, kernel=source)     # the stage's own launch: compile, tensor maps, grid
 
 Inside the block, the stage's calls to cudabook.nvrtc (compile, load, launch), cudabook.device (the GPU) and
-cudabook.tma.encode_tiled reach this module instead: the kernel's source is rewritten and compiled with the
-host's C++ compiler against runtime.h (each CUDA thread a fiber, the asynchronous copies queued), tensor maps
-are checked by cudabook.tma.check_tiled (the driver's rules) and encoded for the emulator, and TMA boxes are
-filled by cudabook.tma.load_box's arithmetic. Arrays are the simulator's (host memory).
+cudabook.tma.encode_tiled reach this module instead (it registers itself with cudabook.device, which they ask
+for it): the kernel's source is rewritten and compiled with the host's C++ compiler against runtime.h (each
+CUDA thread a fiber, the asynchronous copies queued), tensor maps are checked by cudabook.tma.check_tiled (the
+driver's rules) and encoded for the emulator, and TMA boxes are filled by cudabook.tma.load_box's arithmetic.
+Arrays are the simulator's (host memory).
 
 landing="lazy": copies land at the latest moment the program's waits allow; "eager": at once. A correct
 kernel is right both ways (the grader runs both). What cannot be emulated (tensor-core instructions,
@@ -23,12 +24,13 @@ import os
 import pathlib
 import shutil
 import subprocess
+import sys
 import tempfile
 
 import numpy as np
 
 from .. import device
-from ..track import KernelTimeout
+from ..errors import KernelTimeout
 from .source import HERE, RewriteError, host_source  # noqa: F401
 
 CACHE_DIR = pathlib.Path(os.environ.get("CUDABOOK_CACHE", pathlib.Path.home() / ".cache" / "cudabook")) / "emulated"
@@ -120,8 +122,7 @@ def active() -> bool:
 def emulating(landing: str = "lazy", timeout_s: float = DEFAULT_TIMEOUT_S):
     """C++ stages launched inside run on the CPU (see the module's docstring)."""
     global _active
-    from .. import SIMULATOR
-    if not SIMULATOR:
+    if not device.SIMULATOR:
         raise EmulationError("the emulator runs kernels on host memory, so it works where Numba runs in its simulator "
                              "(no GPU, or CUDABOOK_SIMULATOR=1 set before `import cudabook`); here arrays live on "
                              "the GPU")
@@ -380,7 +381,8 @@ def _tma(store, raw_map, coords, rank, smem, nbytes, smem_address, err, errlen):
         place = tma.swizzle_offsets(nbytes, m["swizzle"], smem_address)
         shared = np.ctypeslib.as_array((ctypes.c_ubyte * nbytes).from_address(smem))
         if not store:
-            data = tma._gather(memory, offsets, inside, m["itemsize"], m["nan_fill"] and m["dtype"].startswith("f"))
+            nan = m["nan_fill"] and m["dtype"].startswith("f")
+            data = tma.boxes.gather(memory, offsets, inside, m["itemsize"], nan)
             shared[place] = data.reshape(-1)
         else:
             data = shared[place].reshape(offsets.shape + (m["itemsize"],))
@@ -402,3 +404,6 @@ def address(array) -> int:
     """The host address of a simulator device array (or any NumPy-backed array)."""
     inner = getattr(array, "_ary", array)
     return np.asarray(inner).__array_interface__["data"][0]
+
+
+device.register_emulator(sys.modules[__name__])   # nvrtc, tma and device.address reach it through device.emulator()

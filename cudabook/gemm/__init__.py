@@ -9,7 +9,8 @@ accumulates in float32 and rounds C to bf16 (nearest even) once, at the end. Any
 """
 from __future__ import annotations
 
-from ..track import Ladder, StageUnavailable  # noqa: F401  (one error for every track)
+from ..errors import StageUnavailable  # noqa: F401  (one error for every track)
+from ..kit.ladder import face
 from . import benchmark as bench  # noqa: F401  (the track's workloads, peers and table for cudabook.results)
 from .checking import cases, compare, grading_cases, judge  # noqa: F401
 from .inputs import BF16, random_problem, reference, reference_with_bound, to_bf16, validate  # noqa: F401
@@ -17,29 +18,9 @@ from .problem import Problem, upload  # noqa: F401
 
 NAME = "gemm"
 TITLE = "matrix product (bf16, float32 accumulation)"
-_MODULES = {
-    "01_naive": "s01_naive",
-    "02_smem_tiles": "s02_smem_tiles",
-    "03_register_blocking": "s03_register_blocking",
-    "04_mma_sync": "s04_mma_sync",
-    "05_wgmma_tma": "s05_wgmma_tma",
-    "06_warp_specialized": "s06_warp_specialized",
-    "07_clusters": "s07_clusters",
-}
-
-
-_LADDER = Ladder(__name__, _MODULES, "GEMM stage")
-STAGES = _LADDER.stages
-
-
-def stage(name):
-    """The module of a stage, by its name or its number ("02" or 2)."""
-    return _LADDER.stage(name)
-
-
-def unavailable(name) -> str | None:
-    """None if this machine can run the stage, else why not."""
-    return _LADDER.unavailable(name)
+MAP_TITLE = "GEMM: the bf16 matrix product, compute-bound, from a thread per element to cuBLAS speed"
+_LADDER = face(globals(), ("01_naive", "02_smem_tiles", "03_register_blocking", "04_mma_sync", "05_wgmma_tma",
+                           "06_warp_specialized", "07_clusters"), "GEMM stage")
 
 
 def run(stage_name, a, b, **params):

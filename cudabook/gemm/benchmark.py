@@ -19,6 +19,7 @@ COLUMNS = [("µs", "median_us", "{:,.1f}"), ("TFLOP/s", "TFLOPs", "{:,.1f}"),
            ("% of cuBLAS", "pct_of_cublas", "{:.1f}"), ("% of SGEMM", "pct_of_cublas_sgemm", "{:.0f}")]
 REQUIRED = ("median_us", "TFLOPs", "pct_of_cublas", "correct")
 PLOT_KEY, PLOT_LABEL = "pct_of_cublas", "% of cuBLAS (bf16)"
+SIZE_PLAN = dict(x=("M", "N", "K"), values=(256, 512, 1024, 2048, 4096, 8192), workloads="first")   # cudabook.sizes
 PEERS_FIRST = True           # the stages' % of cuBLAS needs cuBLAS's time
 
 
@@ -51,9 +52,7 @@ def metrics(problem, median_us, ctx) -> dict:
 def peers(args, problem, ctx, *, repeats=25, progress=print) -> dict:
     """cuBLAS bf16 and fp32 (TF32 off) through torch on the same data; their times go into ctx."""
     from .. import bench, peers as peer_mod
-    why = peer_mod.available()
-    if why:
-        progress(f"peers skipped: {why}")
+    if peer_mod.skipped(progress):
         return {}
     import torch
     a, b = args

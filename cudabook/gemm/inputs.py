@@ -15,22 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-try:
-    import ml_dtypes
-    BF16 = np.dtype(ml_dtypes.bfloat16)
-except ImportError:  # pragma: no cover - ml_dtypes is a dependency
-    BF16 = None
+from ..kit.host_arrays import BF16, host_array, require_bf16
 
 U32 = 2.0 ** -24          # float32 unit roundoff
-
-
-def _as_host_array(name, x):
-    if hasattr(x, "copy_to_host") or hasattr(x, "__cuda_array_interface__") and not isinstance(x, np.ndarray):
-        raise TypeError(f"{name} is a device array; pass a NumPy array (run() uploads it for you)")
-    if not isinstance(x, np.ndarray):
-        raise TypeError(f"{name} must be a NumPy array of bfloat16, got {type(x).__name__}; "
-                        f"make one with `np.asarray(x).astype(ml_dtypes.bfloat16)`")
-    return x
 
 
 def validate(a, b):
@@ -38,13 +25,10 @@ def validate(a, b):
 
     TypeError for a non-array or a wrong dtype, ValueError for a wrong rank, an empty dimension or K that
     does not agree; each message names the argument and the rule."""
-    a = _as_host_array("a", a)
-    b = _as_host_array("b", b)
-    for name, x in (("a", a), ("b", b)):
-        if BF16 is None or x.dtype != BF16:
-            how = (f"convert with `{name}.astype(ml_dtypes.bfloat16)` (float data) or view raw bits with "
-                   f"`{name}.view(ml_dtypes.bfloat16)` (uint16 data)")
-            raise TypeError(f"{name} must be bfloat16, got {x.dtype}; {how}")
+    a = host_array("a", a, "a NumPy array of bfloat16", "`np.asarray(x).astype(ml_dtypes.bfloat16)`")
+    b = host_array("b", b, "a NumPy array of bfloat16", "`np.asarray(x).astype(ml_dtypes.bfloat16)`")
+    require_bf16("a", a)
+    require_bf16("b", b)
     if a.ndim != 2:
         raise ValueError(f"a must be 2-D [M, K], got {a.ndim}-D with shape {a.shape}")
     if b.ndim != 2:

@@ -13,7 +13,7 @@ from numba import cuda, float32
 
 from .. import SIMULATOR
 from ..bits import bf16_to_f32, f32_to_bf16
-from ..track import check_params
+from ..kit.params import check_params
 
 NAME = "01_naive"
 TITLE = "one thread per element of C"

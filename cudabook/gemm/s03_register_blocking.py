@@ -36,8 +36,9 @@ from numba import cuda, float32, uint32
 
 from .. import SIMULATOR
 from ..bits import bf16_to_f32, f32_to_bf16
-from ..track import check_params
-from .s02_smem_tiles import _positive_int, specialise
+from ..kit.params import check_params
+from ..kit.numba_rung import positive_int, python_function, specialise
+from ..vectors import loader
 
 NAME = "03_register_blocking"
 TITLE = "2-D register blocking"
@@ -67,7 +68,7 @@ PARAMS = {
 # bf16, the lower address in the low half), and 4 float32 (16 bytes) loaded from shared memory. On the GPU
 # one instruction each (ld.global.v4.u32, st.global.u32, ld.shared.v4.f32); the caller guarantees the
 # alignment (16-byte rows, col a multiple of 8, resp. 2, resp. 4). In the simulator, plain Python.
-# Shared stores of 4 float32 (16 bytes) likewise.
+# Shared stores of 4 float32 (16 bytes) likewise. The shared-memory load is cudabook.vectors'.
 # ----------------------------------------------------------------------------------------------------------
 if SIMULATOR:
     def _word(x, y):
@@ -85,11 +86,6 @@ if SIMULATOR:
         """c[r, col:col+2] = the two bf16 in word w."""
         c[r, col] = np.uint16(w & np.uint32(0xFFFF))
         c[r, col + 1] = np.uint16(w >> np.uint32(16))
-
-    def load_f32x4(x, s, k, i):
-        """x[s, k, i:i+4] of a float32 shared array."""
-        _aligned16(x, (s, k, i), 16, "shared-memory load")
-        return x[s, k, i], x[s, k, i + 1], x[s, k, i + 2], x[s, k, i + 3]
 
     def store_f32x4(x, s, k, i, v0, v1, v2, v3):
         """x[s, k, i:i+4] = v0, v1, v2, v3 in a float32 shared array."""
@@ -131,18 +127,6 @@ else:  # pragma: no cover - GPU only
         return sig, codegen
 
     @intrinsic
-    def load_f32x4(typingctx, x, s, k, i):
-        sig = types.UniTuple(types.float32, 4)(x, types.intp, types.intp, types.intp)
-
-        def codegen(context, builder, signature, args):
-            ary = context.make_array(signature.args[0])(context, builder, args[0])
-            ptr = cgutils.get_item_pointer(context, builder, signature.args[0], ary, args[1:], wraparound=False)
-            vec = builder.load(builder.bitcast(ptr, ir.VectorType(ir.FloatType(), 4).as_pointer()), align=16)
-            values = [builder.extract_element(vec, ir.Constant(ir.IntType(32), k)) for k in range(4)]
-            return context.make_tuple(builder, signature.return_type, values)
-        return sig, codegen
-
-    @intrinsic
     def store_f32x4(typingctx, x, s, k, i, v0, v1, v2, v3):
         f = types.float32
         sig = types.void(x, types.intp, types.intp, types.intp, f, f, f, f)
@@ -156,6 +140,9 @@ else:  # pragma: no cover - GPU only
             builder.store(vec, builder.bitcast(ptr, ir.VectorType(ir.FloatType(), 4).as_pointer()), align=16)
             return context.get_dummy_value()
         return sig, codegen
+
+
+load_f32x4 = loader(4, 3, "shared-memory load", "float32")      # x[s, k, i:i+4] of a float32 shared array
 
 
 @cuda.jit(device=True, inline=True)
@@ -338,8 +325,8 @@ def gemm_blocked(a, b, c):
 # ----------------------------------------------------------------------------------------------------------
 def constants(bm=BM, bn=BN, bk=BK, tm=TM, tn=TN, vec=VEC):
     """The kernel's compile-time constants for these launch parameters; ValueError naming a rule broken."""
-    bm, bn, bk = _positive_int("bm", bm), _positive_int("bn", bn), _positive_int("bk", bk)
-    tm, tn = _positive_int("tm", tm), _positive_int("tn", tn)
+    bm, bn, bk = positive_int("bm", bm), positive_int("bn", bn), positive_int("bk", bk)
+    tm, tn = positive_int("tm", tm), positive_int("tn", tn)
     if tm % 2 or tn % 4:
         raise ValueError(f"tm must be even and tn a multiple of 4 (a thread's rows and columns are two runs of "
                          f"tm/2 and tn/2, and columns are stored in pairs), got tm={tm}, tn={tn}")
@@ -389,7 +376,6 @@ def ptx(vec=True, cc=(9, 0), **params):
         return _ptx_elsewhere(vec, cc, params)
     import types as pytypes
 
-    from .s02_smem_tiles import python_function
     fn = python_function(gemm_blocked)
     copy = pytypes.FunctionType(fn.__code__, dict(fn.__globals__, **const), fn.__name__)
     text, _ = cuda.compile_ptx(copy, "(uint16[:, ::1], uint16[:, ::1], uint16[:, ::1])", cc=tuple(cc))

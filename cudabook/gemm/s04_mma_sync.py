@@ -19,10 +19,9 @@ copies (`Problem.aligned(8)`) and copies the [M, N] corner of C back.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import pathlib
 
-from .. import device, nvrtc
+from ..kit.rung import CudaRung
 
 NAME = "04_mma_sync"
 TITLE = "tensor cores: mma.sync, ldmatrix, a swizzled cp.async ring"
@@ -42,10 +41,8 @@ KERNEL_DIR = pathlib.Path(__file__).parent / "kernels"
 SOURCE = KERNEL_DIR / "mma_sync.cu"
 KERNEL = "gemm_mma_sync"
 ARG_TYPES = (ctypes.c_void_p,) * 3 + (ctypes.c_int,) * 3
-
-def source() -> str:
-    """The kernel's CUDA C++ source, re-read when the file changes."""
-    return nvrtc.source_text(SOURCE)
+RUNG = CudaRung(NAME, SOURCE, min_cc=MIN_CC)
+source, unavailable = RUNG.source, RUNG.unavailable
 # The lab grader runs its cases at these pipeline depths too: a wait one commit group short, or a commit that is
 # skipped at the end of K, reads a slice still in flight, and that shows most at 2 stages (nothing else is in
 # flight to hide it) and at 4 (more groups outstanding at the tail).
@@ -61,20 +58,10 @@ LAB_TEXT_MISTAKES = [
 ]
 
 
-def unavailable() -> str | None:
-    return device.requirement_unmet(MIN_CC, NAME)
-
-
-def _unknown(params):
-    unknown = set(params) - set(PARAMS)
-    if unknown:
-        raise TypeError(f"{NAME}: unknown parameter(s) {sorted(unknown)}; the parameters are {sorted(PARAMS)}")
-
 
 def config(**params) -> dict:
     """The kernel's -D constants for these parameters (checked)."""
-    _unknown(params)
-    p = {**PARAMS, **params}
+    p = RUNG.params(PARAMS, params)
     bm, bn, bk, wm, wn, st = (int(p[k]) for k in ("bm", "bn", "bk", "warps_m", "warps_n", "stages"))
     nt = 32 * wm * wn
     problems = []
@@ -108,32 +95,7 @@ def threads(cfg: dict) -> int:
 
 def compile_cubin(arch: str | None = "sm_90a", source_text: str | None = None, **params) -> bytes:
     """The cubin for these parameters (no GPU needed: arch defaults to sm_90a; None means this GPU's)."""
-    return nvrtc.compile(source_text if source_text is not None else source(), arch=arch, name="mma_sync.cu",
-                         include_path=[KERNEL_DIR], defines=config(**params))
-
-
-_prepared: dict = {}
-
-
-def _prepare(text: str, cfg: dict):
-    """Compile (cached), load and allow the shared memory, once per (source, constants)."""
-    key = (hashlib.sha256(text.encode()).hexdigest(), tuple(sorted(cfg.items())))
-    if key in _prepared:
-        return _prepared[key]
-    smem = smem_bytes(cfg)
-    gpu = device.gpu()
-    if smem > gpu.smem_per_block_optin:
-        raise ValueError(f"{NAME}: bm={cfg['BM']}, bn={cfg['BN']}, bk={cfg['BK']} with {cfg['STAGES']} stages needs "
-                         f"{smem:,} bytes of shared memory per block and this GPU allows "
-                         f"{gpu.smem_per_block_optin:,}: lower stages or the tile sizes")
-    cubin = nvrtc.compile(text, name="mma_sync.cu", include_path=[KERNEL_DIR], defines=cfg)
-    kern = nvrtc.load(cubin, KERNEL)
-    kern.set_max_dynamic_shared(smem)
-    if kern.blocks_per_sm(threads(cfg), smem) < 1:
-        raise ValueError(f"{NAME}: a block of {threads(cfg)} threads with {smem:,} bytes of shared memory does not "
-                         f"fit on an SM (registers?): fewer warps or smaller tiles")
-    _prepared[key] = (kern, smem)
-    return _prepared[key]
+    return RUNG.compile(config(**params), arch=arch, source_text=source_text)
 
 
 def plan(problem, **params) -> dict:
@@ -150,11 +112,10 @@ def launch(problem, kernel=None, **params):
     """Enqueue C = A @ B on the legacy default stream (no sync). `kernel`: CUDA C++ source text to use instead
     of kernels/mma_sync.cu (a learner's version), compiled with this stage's constants."""
     cfg = config(**params)
-    why = unavailable()
-    if why:
-        from . import StageUnavailable
-        raise StageUnavailable(why)
-    kern, smem = _prepare(nvrtc.kernel_text(kernel, SOURCE, NAME), cfg)
+    RUNG.require()
+    smem = smem_bytes(cfg)
+    kern = RUNG.prepare(RUNG.text(kernel), cfg, KERNEL, smem=smem, threads=threads(cfg),
+                        advice="lower stages or the tile sizes (bm, bn, bk), or fewer warps")[KERNEL]
     M, N, K = problem.shape
     a, b, c, Kp, Np = problem.aligned(8)          # the problem's own arrays when K and N are multiples of 8
     grid = -(-M // cfg["BM"]) * -(-Np // cfg["BN"])

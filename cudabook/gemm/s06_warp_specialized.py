@@ -7,14 +7,16 @@ TMA's bytes complete it) and an "empty" one (each consumer warpgroup arrives whe
 sides keep a phase bit per lap of the ring. The grid is persistent, one block per SM, walking output tiles in a
 grouped order (`group_m` tile rows at a time) that keeps the A rows and B columns in use in L2.
 
-Tensor maps, padding and launching as in 05 (cudabook.gemm.s05_wgmma_tma).
+Tensor maps, padding and launching as in 05 (cudabook.gemm.hopper).
 """
 from __future__ import annotations
 
 import math
+import pathlib
 
 from .. import device
-from . import s05_wgmma_tma as s05
+from ..kit.rung import CudaRung
+from . import hopper
 
 NAME = "06_warp_specialized"
 TITLE = "warp specialisation, persistent"
@@ -28,19 +30,13 @@ PARAMS = {
     "blocks": 0,            # 0: one block per SM (no more than there are tiles); else exactly this many
 }
 MIN_CC = (9, 0)
-SOURCE = s05.KERNEL_DIR / "warp_specialized.cu"
+SOURCE = pathlib.Path(__file__).resolve().parent / "kernels" / "warp_specialized.cu"
 KERNEL = "gemm_warp_specialized"
-ARG_TYPES = s05.ARG_TYPES
-COMPILE_LOG_MISTAKES = s05.COMPILE_LOG_MISTAKES   # the lab grader reads what ptxas says about the wgmmas
-WATCHDOG_S = s05.WATCHDOG_S
-
-
-def source() -> str:
-    return s05.read_source(SOURCE)
-
-
-def unavailable() -> str | None:
-    return s05.hopper_unavailable(NAME)
+ARG_TYPES = hopper.ARG_TYPES
+COMPILE_LOG_MISTAKES = hopper.COMPILE_LOG_MISTAKES   # the lab grader reads what ptxas says about the wgmmas
+WATCHDOG_S = hopper.WATCHDOG_S
+RUNG = CudaRung(NAME, SOURCE, sm90a=True)
+source, unavailable = RUNG.source, RUNG.unavailable
 
 
 def config(bn=256, consumers=2, stages=4, group_m=8, producer_regs=40, consumer_regs=232, blocks=0) -> dict:
@@ -48,10 +44,7 @@ def config(bn=256, consumers=2, stages=4, group_m=8, producer_regs=40, consumer_
         raise ValueError(f"{NAME}: bn must be 128 or 256, got {bn}")
     if not (1 <= consumers <= 3 and 1 <= stages <= 16 and group_m >= 1 and blocks >= 0):
         raise ValueError(f"{NAME}: need 1 <= consumers <= 3, 1 <= stages <= 16, group_m >= 1, blocks >= 0")
-    regs_ok = all(24 <= r <= 256 and r % 8 == 0 for r in (producer_regs, consumer_regs))
-    if not regs_ok or 128 * (producer_regs + consumers * consumer_regs) > 65536:
-        raise ValueError(f"{NAME}: producer_regs and consumer_regs must be multiples of 8 in 24..256 with "
-                         f"128 * (producer_regs + consumers * consumer_regs) <= 65536 (the register file)")
+    hopper.check_registers(NAME, consumers, producer_regs, consumer_regs)
     return dict(BN=int(bn), CONSUMERS=int(consumers), STAGES=int(stages), GROUP_M=int(group_m),
                 PRODUCER_REGS=int(producer_regs), CONSUMER_REGS=int(consumer_regs))
 
@@ -59,18 +52,18 @@ def config(bn=256, consumers=2, stages=4, group_m=8, producer_regs=40, consumer_
 def smem_bytes(cfg: dict) -> int:
     """Mirrors SMEM_BYTES in warp_specialized.cu."""
     bm = 64 * cfg["CONSUMERS"]
-    return 1024 + cfg["STAGES"] * (bm * s05.BK * 2 + s05.BK * cfg["BN"] * 2) + 16 * cfg["STAGES"]
+    return 1024 + cfg["STAGES"] * (bm * hopper.BK * 2 + hopper.BK * cfg["BN"] * 2) + 16 * cfg["STAGES"]
 
 
 def tensor_maps(M, N, K, padded_rows=True, **params) -> dict:
     """The check_tiled arguments of the maps this stage encodes for an M x N x K product."""
-    cfg = config(**s05.merge_params(NAME, PARAMS, params))
-    return s05.map_args(M, N, K, bm=64 * cfg["CONSUMERS"], bn=cfg["BN"], padded_rows=padded_rows)
+    cfg = config(**RUNG.params(PARAMS, params))
+    return hopper.map_args(M, N, K, bm=64 * cfg["CONSUMERS"], bn=cfg["BN"], padded_rows=padded_rows)
 
 
 def compile_cubin(arch="sm_90a", source_text=None, **params) -> bytes:
-    cfg = config(**s05.merge_params(NAME, PARAMS, params))
-    return s05.compile_text(source() if source_text is None else source_text, SOURCE.name, cfg, arch)
+    cfg = config(**RUNG.params(PARAMS, params))
+    return RUNG.compile(cfg, arch=arch, source_text=source_text)
 
 
 _recent: dict = {}
@@ -78,22 +71,17 @@ _recent: dict = {}
 
 def launch(p, kernel=None, **params):
     """Enqueue 06 on the legacy default stream (no synchronisation). `kernel`: a whole warp_specialized.cu."""
-    params = s05.merge_params(NAME, PARAMS, params)
-    s05.require(unavailable())
-    s05.cached_launch(_recent, p, kernel, params, lambda: _build(p, kernel, params))
+    hopper.enqueue(RUNG, PARAMS, _recent, p, kernel, params, _build)
 
 
 def _build(p, kernel, params):
     M, N, K = p.shape
     cfg = config(**params)
     smem = smem_bytes(cfg)
-    kern = s05.prepare(source() if kernel is None else kernel, SOURCE.name, KERNEL, cfg, smem)
-    a, b, c, Kp, Np = p.aligned(s05.ALIGN)
     bm = 64 * cfg["CONSUMERS"]
-    maps = s05.map_args(M, N, K, bm=bm, bn=cfg["BN"])
-    ma, mb = s05.encoded_map(maps["A"], s05.pointer(a)), s05.encoded_map(maps["B"], s05.pointer(b))
+    kern, c, Kp, Np, (ma, mb) = hopper.prepare(RUNG, KERNEL, p, kernel, cfg, smem, bm=bm, bn=cfg["BN"])
     tiles = math.ceil(M / bm) * math.ceil(Np / cfg["BN"])
     grid = min(tiles, params["blocks"] or device.gpu().sms)
-    args = [ma, mb, s05.pointer(c), M, Np, Kp]
+    args = [ma, mb, hopper.pointer(c), M, Np, Kp]
     threads = 128 * (cfg["CONSUMERS"] + 1)
-    return s05.launcher(p, c, lambda: kern.launch(grid, threads, args, ARG_TYPES, shared=smem))
+    return hopper.launcher(p, c, lambda: kern.launch(grid, threads, args, ARG_TYPES, shared=smem))

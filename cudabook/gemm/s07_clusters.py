@@ -7,15 +7,17 @@ block are done with it: each consumer warpgroup arrives on "empty" in every bloc
 stages the bf16 tile in shared memory, 128-byte swizzled, and stores it with TMA (tma_store=True), which clips
 at C's edges; mma_depth=1 keeps one k-tile of wgmmas in flight while the next is issued.
 
-Tensor maps, padding and launching as in 05 (cudabook.gemm.s05_wgmma_tma); 07 adds C's map (box 64 x 64).
+Tensor maps, padding and launching as in 05 (cudabook.gemm.hopper); 07 adds C's map (box 64 x 64).
 """
 from __future__ import annotations
 
 import ctypes
 import math
+import pathlib
 
 from .. import device
-from . import s05_wgmma_tma as s05
+from ..kit.rung import CudaRung
+from . import hopper
 
 NAME = "07_clusters"
 TITLE = "clusters, TMA multicast, TMA store"
@@ -45,19 +47,13 @@ PARAMS = {
                             # many blocks (a multiple of cluster)
 }
 MIN_CC = (9, 0)
-SOURCE = s05.KERNEL_DIR / "clusters.cu"
+SOURCE = pathlib.Path(__file__).resolve().parent / "kernels" / "clusters.cu"
 KERNEL = "gemm_clusters"
 ARG_TYPES = (None, None, None, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int)
-COMPILE_LOG_MISTAKES = s05.COMPILE_LOG_MISTAKES   # the lab grader reads what ptxas says about the wgmmas
-WATCHDOG_S = s05.WATCHDOG_S
-
-
-def source() -> str:
-    return s05.read_source(SOURCE)
-
-
-def unavailable() -> str | None:
-    return s05.hopper_unavailable(NAME)
+COMPILE_LOG_MISTAKES = hopper.COMPILE_LOG_MISTAKES   # the lab grader reads what ptxas says about the wgmmas
+WATCHDOG_S = hopper.WATCHDOG_S
+RUNG = CudaRung(NAME, SOURCE, sm90a=True)
+source, unavailable = RUNG.source, RUNG.unavailable
 
 
 def config(bn=256, consumers=2, stages=4, cluster=2, group_m=8, producer_regs=40, consumer_regs=232,
@@ -73,10 +69,7 @@ def config(bn=256, consumers=2, stages=4, cluster=2, group_m=8, producer_regs=40
         raise ValueError(f"{NAME}: store_boxes must be 0 (all) or 1 .. bn / 64")
     if blocks < 0 or blocks % cluster:
         raise ValueError(f"{NAME}: blocks must be 0 or a multiple of cluster ({cluster})")
-    regs_ok = all(24 <= r <= 256 and r % 8 == 0 for r in (producer_regs, consumer_regs))
-    if not regs_ok or 128 * (producer_regs + consumers * consumer_regs) > 65536:
-        raise ValueError(f"{NAME}: producer_regs and consumer_regs must be multiples of 8 in 24..256 with "
-                         f"128 * (producer_regs + consumers * consumer_regs) <= 65536 (the register file)")
+    hopper.check_registers(NAME, consumers, producer_regs, consumer_regs)
     return dict(BN=int(bn), CONSUMERS=int(consumers), STAGES=int(stages), CLUSTER=int(cluster),
                 GROUP_M=int(group_m), PRODUCER_REGS=int(producer_regs), CONSUMER_REGS=int(consumer_regs),
                 TMA_STORE=int(bool(tma_store)), MMA_DEPTH=int(mma_depth), STORE_BOXES=int(store_boxes or bn // 64),
@@ -87,21 +80,21 @@ def config(bn=256, consumers=2, stages=4, cluster=2, group_m=8, producer_regs=40
 def smem_bytes(cfg: dict) -> int:
     """Mirrors SMEM_BYTES in clusters.cu."""
     bm = 64 * cfg["CONSUMERS"]
-    stage = bm * s05.BK * 2 + s05.BK * cfg["BN"] * 2
+    stage = bm * hopper.BK * 2 + hopper.BK * cfg["BN"] * 2
     store = cfg["CONSUMERS"] * cfg["STORE_BOXES"] * 64 * 64 * 2 if cfg["TMA_STORE"] else 0
     return 1024 + cfg["STAGES"] * stage + store + 16 * cfg["STAGES"]
 
 
 def tensor_maps(M, N, K, padded_rows=True, **params) -> dict:
     """The check_tiled arguments of the maps this stage encodes (A, B and, with tma_store, C)."""
-    cfg = config(**s05.merge_params(NAME, PARAMS, params))
-    return s05.map_args(M, N, K, bm=64 * cfg["CONSUMERS"], bn=cfg["BN"], padded_rows=padded_rows,
+    cfg = config(**RUNG.params(PARAMS, params))
+    return hopper.map_args(M, N, K, bm=64 * cfg["CONSUMERS"], bn=cfg["BN"], padded_rows=padded_rows,
                         store_box=(64, 64) if cfg["TMA_STORE"] else None)
 
 
 def compile_cubin(arch="sm_90a", source_text=None, **params) -> bytes:
-    cfg = config(**s05.merge_params(NAME, PARAMS, params))
-    return s05.compile_text(source() if source_text is None else source_text, SOURCE.name, cfg, arch)
+    cfg = config(**RUNG.params(PARAMS, params))
+    return RUNG.compile(cfg, arch=arch, source_text=source_text)
 
 
 def max_clusters(kern, cfg, smem) -> int:
@@ -128,26 +121,21 @@ _clusters: dict = {}
 
 def launch(p, kernel=None, **params):
     """Enqueue 07 on the legacy default stream (no synchronisation). `kernel`: a whole clusters.cu."""
-    params = s05.merge_params(NAME, PARAMS, params)
-    s05.require(unavailable())
-    s05.cached_launch(_recent, p, kernel, params, lambda: _build(p, kernel, params))
+    hopper.enqueue(RUNG, PARAMS, _recent, p, kernel, params, _build)
 
 
 def _build(p, kernel, params):
     M, N, K = p.shape
     cfg = config(**params)
     smem = smem_bytes(cfg)
-    kern = s05.prepare(source() if kernel is None else kernel, SOURCE.name, KERNEL, cfg, smem)
-    a, b, c, Kp, Np = p.aligned(s05.ALIGN)
     bm, cl = 64 * cfg["CONSUMERS"], cfg["CLUSTER"]
-    maps = s05.map_args(M, N, K, bm=bm, bn=cfg["BN"], store_box=(64, 64))
-    ma, mb = s05.encoded_map(maps["A"], s05.pointer(a)), s05.encoded_map(maps["B"], s05.pointer(b))
-    mc = s05.encoded_map(maps["C"], s05.pointer(c))   # (unused by the kernel when tma_store=False)
+    kern, c, Kp, Np, (ma, mb, mc) = hopper.prepare(RUNG, KERNEL, p, kernel, cfg, smem, bm=bm, bn=cfg["BN"],
+                                                   store_box=(64, 64))   # (C's map unused when tma_store=False)
     key = (id(kern), smem)
     if key not in _clusters:
         _clusters[key] = max_clusters(kern, cfg, smem)
     work = math.ceil(M / (bm * cl)) * math.ceil(Np / cfg["BN"])
     grid = cl * min(work, params["blocks"] // cl or _clusters[key])
-    args = [ma, mb, mc, s05.pointer(c), M, Np, Kp]
+    args = [ma, mb, mc, hopper.pointer(c), M, Np, Kp]
     threads = 128 * (cfg["CONSUMERS"] + 1)
-    return s05.launcher(p, c, lambda: kern.launch(grid, threads, args, ARG_TYPES, shared=smem))
+    return hopper.launcher(p, c, lambda: kern.launch(grid, threads, args, ARG_TYPES, shared=smem))

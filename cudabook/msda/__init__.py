@@ -14,7 +14,8 @@ in float32 and rounds the output to bf16 (nearest even) once. Every rung takes D
 """
 from __future__ import annotations
 
-from ..track import Ladder, StageUnavailable  # noqa: F401  (one error for every track)
+from ..errors import StageUnavailable  # noqa: F401  (one error for every track)
+from ..kit.ladder import face
 from . import benchmark as bench  # noqa: F401  (the track's workloads, peers and table for cudabook.results)
 from .checking import cases, compare, grading_cases, judge  # noqa: F401
 from .inputs import (BF16, SEED_LEVELS, level_starts, random_problem, reference, reference_with_bound,  # noqa: F401
@@ -23,26 +24,9 @@ from .problem import Problem, upload  # noqa: F401
 
 NAME = "msda"
 TITLE = "multi-scale deformable attention (bf16 values, float32 math)"
-_MODULES = {
-    "01_naive": "s01_naive",
-    "02_warp_cooperative": "s02_warp_cooperative",
-    "03_smem_tiles": "s03_smem_tiles",
-    "04_tma_boxes": "s04_tma_boxes",
-    "05_lane_groups": "s05_lane_groups",
-}
-
-_LADDER = Ladder(__name__, _MODULES, "deformable attention stage")
-STAGES = _LADDER.stages
-
-
-def stage(name):
-    """The module of a stage, by its name or its number ("02" or 2)."""
-    return _LADDER.stage(name)
-
-
-def unavailable(name) -> str | None:
-    """None if this machine can run the stage, else why not."""
-    return _LADDER.unavailable(name)
+MAP_TITLE = "Deformable attention: an irregular gather with borders"
+_LADDER = face(globals(), ("01_naive", "02_warp_cooperative", "03_smem_tiles", "04_tma_boxes", "05_lane_groups"),
+               "deformable attention stage")
 
 
 def run(stage_name, value, spatial_shapes, level_start_index, sampling_locations, attention_weights, **params):

@@ -34,6 +34,12 @@ COLUMNS = [("µs", "median_us", "{:,.1f}"), ("GB/s", "GBps", "{:,.0f}"), ("% of 
            ("% of gather ceiling", "pct_of_ceiling", "{:.1f}"), ("× torch eager", "speedup_vs_torch", "{:.1f}")]
 REQUIRED = ("median_us", "GBps", "pct_of_copy", "correct")
 PLOT_KEY, PLOT_LABEL = "pct_of_copy", "% of copy bandwidth (minimum traffic)"
+SIZE_PLAN = dict(x=("Lq",), values=(1000, 4000, 15420), workloads="first")   # cudabook.sizes: queries per image
+# tools/sweep_params.py: the fast rungs' parameters, swept on a GPU at the benchmark's size
+SWEEP_VARIANTS = ([("02_warp_cooperative", {}), ("02_warp_cooperative", {"vec_bytes": 8}),
+                   ("05_lane_groups", {"threads": 128}), ("05_lane_groups", {"threads": 256}),
+                   ("05_lane_groups", {"threads": 512}), ("05_lane_groups", {"threads": 256, "branchless": False})]
+                  + [("05_lane_groups", {"threads": t, "vectors": v}) for v in (2, 4) for t in (128, 256, 512)])
 PEERS_FIRST = True           # speed-up against torch needs torch's time
 
 
@@ -241,9 +247,7 @@ def peers(args, problem, ctx, *, repeats=25, progress=print) -> dict:
     import gc
 
     from .. import peers as peer_mod
-    why = peer_mod.available()
-    if why:
-        progress(f"peers skipped: {why}")
+    if peer_mod.skipped(progress):
         return {}
     import torch
     N = np.shape(args[0])[0]

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import SIMULATOR
 from ..refmemo import References
-from ..verdict import Verdict, outside, tolerance
+from ..verdict import Verdict, outside, small_errors_everywhere, tolerance
 from .inputs import BF16, random_problem, reference_with_bound, sample
 
 # The grader's and the tests' cases: (name, random_problem's arguments). Every loop runs more than once and
@@ -113,11 +113,9 @@ def diagnose(got, ref, bad, nan, D, inputs=None) -> str | None:
     mistake = explain(got, inputs) if inputs is not None else None
     if mistake:
         return mistake
-    if bad.mean() > 0.3:
-        rel = np.median(np.abs(got[bad] - ref[bad]) / np.maximum(np.abs(ref[bad]), 1e-30))
-        if rel < 0.02:
-            return ("small errors on many outputs: rounding inside the loop, or bf16 made by dropping bits? Sum in "
-                    "float32 and round the output to bf16 (nearest even) once, at the end")
+    if small_errors_everywhere(got, ref, bad):
+        return ("small errors on many outputs: rounding inside the loop, or bf16 made by dropping bits? Sum in "
+                "float32 and round the output to bf16 (nearest even) once, at the end")
     return None
 
 

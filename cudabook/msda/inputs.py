@@ -27,29 +27,13 @@ from __future__ import annotations
 
 import numpy as np
 
-try:
-    import ml_dtypes
-    BF16 = np.dtype(ml_dtypes.bfloat16)
-except ImportError:  # pragma: no cover - ml_dtypes is a dependency
-    BF16 = None
+from ..kit.host_arrays import BF16, finite_bf16_bits, first, host_array, require_bf16
 
 U32 = 2.0 ** -24                                                # float32 unit roundoff
 SEED_LEVELS = ((100, 116), (50, 58), (25, 29), (13, 15))        # seed 002: a 4-level pyramid, S = Lq = 15,420
 SIGMA_PIXELS = 2.0                                              # realistic offsets: normal, 2 pixels of each level
 
 ARGS = ("value", "spatial_shapes", "level_start_index", "sampling_locations", "attention_weights")
-
-
-def _host(name, x):
-    if hasattr(x, "copy_to_host") or hasattr(x, "__cuda_array_interface__") and not isinstance(x, np.ndarray):
-        raise TypeError(f"{name} is a device array; pass a NumPy array (run() uploads it for you)")
-    if not isinstance(x, np.ndarray):
-        raise TypeError(f"{name} must be a NumPy array, got {type(x).__name__}; make one with np.asarray")
-    return x
-
-
-def _first(mask):
-    return tuple(int(i) for i in np.argwhere(mask)[0])
 
 
 def validate(value, spatial_shapes, level_start_index, sampling_locations, attention_weights):
@@ -60,14 +44,12 @@ def validate(value, spatial_shapes, level_start_index, sampling_locations, atten
     TypeError for a non-array or a wrong dtype; ValueError for a wrong rank, sizes that disagree, an empty
     dimension, starts that are not the prefix sums of H * W, or a value that is not finite. Each message names
     the argument and the rule."""
-    value = _host("value", value)
-    shapes = _host("spatial_shapes", spatial_shapes)
-    starts = _host("level_start_index", level_start_index)
-    loc = _host("sampling_locations", sampling_locations)
-    attn = _host("attention_weights", attention_weights)
-    if BF16 is None or value.dtype != BF16:
-        raise TypeError(f"value must be bfloat16, got {value.dtype}; convert with `value.astype(ml_dtypes.bfloat16)` "
-                        f"(float data) or view raw bits with `value.view(ml_dtypes.bfloat16)` (uint16 data)")
+    value = host_array("value", value)
+    shapes = host_array("spatial_shapes", spatial_shapes)
+    starts = host_array("level_start_index", level_start_index)
+    loc = host_array("sampling_locations", sampling_locations)
+    attn = host_array("attention_weights", attention_weights)
+    require_bf16("value", value)
     for name, x in (("spatial_shapes", shapes), ("level_start_index", starts)):
         if x.dtype.kind not in "iu":
             raise TypeError(f"{name} must hold integers, got {x.dtype}; convert with `{name}.astype(np.int64)`")
@@ -110,7 +92,7 @@ def validate(value, spatial_shapes, level_start_index, sampling_locations, atten
 
     sizes = shapes.astype(np.int64)
     if (sizes < 1).any():
-        l, k = _first(sizes < 1)
+        l, k = first(sizes < 1)
         raise ValueError(f"spatial_shapes[{l}] is {tuple(int(v) for v in sizes[l])}: every level's H and W must be "
                          f"at least 1 ({'H' if k == 0 else 'W'} is {int(sizes[l, k])})")
     areas = sizes[:, 0] * sizes[:, 1]
@@ -131,17 +113,12 @@ def validate(value, spatial_shapes, level_start_index, sampling_locations, atten
     for name, x in (("sampling_locations", loc), ("attention_weights", attn)):
         bad = ~np.isfinite(x)
         if bad.any():
-            where = _first(bad)
+            where = first(bad)
             rule = ("locations must be finite (outside [0, 1] is allowed, NaN and infinity are not)"
                     if name == "sampling_locations" else "weights must be finite")
             raise ValueError(f"{name}[{', '.join(map(str, where))}] is {x[where]}; {rule} "
                              f"({int(bad.sum()):,} such value{'s' if bad.sum() > 1 else ''})")
-    bits = np.ascontiguousarray(value).view(np.uint16)
-    bad = (bits & 0x7F80) == 0x7F80                       # exponent all ones: infinity or NaN
-    if bad.any():
-        where = _first(bad)
-        raise ValueError(f"value[{', '.join(map(str, where))}] is {value[where]}; values must be finite "
-                         f"({int(bad.sum()):,} such value{'s' if bad.sum() > 1 else ''})")
+    bits = finite_bf16_bits("value", value)
     return (bits, np.ascontiguousarray(shapes, np.int32), np.ascontiguousarray(starts, np.int32),
             np.ascontiguousarray(loc), np.ascontiguousarray(attn))
 

@@ -85,7 +85,8 @@ def start_launch(p, stage: str, defaults: dict, params: dict, why_not: str | Non
     """What a C++ rung's launch() checks first: parameters it knows (TypeError), a machine that runs it
     (StageUnavailable with `why_not`), channels the track supports (ValueError). Returns the parameters with
     their defaults, or None when there is no work (no image, query or head)."""
-    from ..track import StageUnavailable, check_params
+    from ..errors import StageUnavailable
+    from ..kit.params import check_params
     check_params(params, defaults)
     if why_not:
         raise StageUnavailable(why_not)

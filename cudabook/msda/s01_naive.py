@@ -22,7 +22,7 @@ from numba import cuda, float32, int32
 
 from .. import SIMULATOR
 from ..bits import bf16_to_f32, f32_to_bf16
-from ..track import check_launch, check_params
+from ..kit.params import check_params, check_settings
 
 NAME = "01_naive"
 TITLE = "one thread per output element"
@@ -72,7 +72,7 @@ def msda_naive(value, shapes, starts, loc, attn, out):
 def launch(p, kernel=None, **params):
     check_params(params, PARAMS)
     threads = params.get("threads", PARAMS["threads"])
-    check_launch(NAME, threads=int(threads) if isinstance(threads, np.integer) else threads)
+    check_settings(NAME, threads=int(threads) if isinstance(threads, np.integer) else threads)
     p.require_channels(NAME)
     N, S, M, D, Lq, L, P = p.shape
     total = N * Lq * M * D

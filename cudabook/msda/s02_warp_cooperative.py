@@ -21,7 +21,7 @@ lanes) still takes part, with no samples, and only skips the store; a warp wholl
 Lanes whose vector lies past the row (G > vectors) likewise take part and skip the loads.
 
 The vector width is a compile-time constant of the kernel (WORDS, 32-bit words a vector): `launch` compiles a
-copy for each width (see cudabook.gemm.s02_smem_tiles.specialise).
+copy for each width (see cudabook.kit.numba_rung.specialise).
 
 A reading, not a record (H100 SXM, 2026-11-26, seed 002's size, default parameters): 11.4 ms against rung 01's
 42.7 ms with local locations, 11.5 against 46.7 ms with uniform ones; the gather of the same corners alone took
@@ -33,8 +33,8 @@ import numpy as np
 from numba import cuda, float32, int32
 
 from ..bits import bf16_to_f32, f32_to_bf16
-from ..gemm.s02_smem_tiles import specialise
-from ..track import check_params
+from ..kit.numba_rung import specialise
+from ..kit.params import check_params
 from ..vectors import loader, storer
 
 NAME = "02_warp_cooperative"

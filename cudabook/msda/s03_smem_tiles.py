@@ -35,7 +35,7 @@ own 2 x 2 x D box once. The honest ladder records it as measured, and rung 04 as
 (TMA) can at least take the copying off the lanes.
 
 The vector width and the vectors each lane blends are compile-time constants of the kernel (WORDS, PER_LANE,
-ACC): `launch` compiles a copy for each (see cudabook.gemm.s02_smem_tiles.specialise). Every lane of a warp
+ACC): `launch` compiles a copy for each (see cudabook.kit.numba_rung.specialise). Every lane of a warp
 reaches every barrier: a group past the end of the problem (the last warp's spare groups) does group 0's work
 and stores nothing; a warp wholly past the end leaves at once.
 """
@@ -44,8 +44,8 @@ import math
 import numpy as np
 from numba import cuda, float32, int32, uint32
 
-from ..gemm.s02_smem_tiles import specialise
-from ..track import check_params
+from ..kit.numba_rung import specialise
+from ..kit.params import check_params
 from ..vectors import loader, storer
 from .s02_warp_cooperative import WIDTHS, add_word, block_threads, load2, load4, pack, store2, store4
 

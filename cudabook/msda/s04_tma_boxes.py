@@ -11,8 +11,9 @@ from __future__ import annotations
 import ctypes
 import pathlib
 
-from .. import device, nvrtc
-from ..track import check_launch
+from .. import device
+from ..kit.params import check_settings
+from ..kit.rung import CudaRung
 from .problem import start_launch
 
 NAME = "04_tma_boxes"
@@ -28,23 +29,16 @@ MIN_CC = (9, 0)
 EMULATED = True            # without a GPU the lab grader runs this kernel on the CPU (cudabook.emulate)
 MAX_LEVELS = 8
 KERNEL_DIR = pathlib.Path(__file__).parent / "kernels"
-HOPPER_DIR = pathlib.Path(__file__).parents[1] / "gemm" / "kernels"     # hopper.cuh: mbarriers, TMA
-SOURCE = KERNEL_DIR / "tma_boxes.cu"
+SOURCE = KERNEL_DIR / "tma_boxes.cu"          # on the kit's hopper.cuh: mbarriers, TMA
 KERNEL = "msda_tma_boxes"
-
-
-def source() -> str:
-    return nvrtc.source_text(SOURCE)
-
-
-def unavailable() -> str | None:
-    return device.requirement_unmet(MIN_CC, NAME)
+RUNG = CudaRung(NAME, SOURCE, min_cc=MIN_CC)
+source, unavailable = RUNG.source, RUNG.unavailable
 
 
 def config(D: int, L: int, P: int, consumer_warps=PARAMS["consumer_warps"], depth=PARAMS["depth"]) -> dict:
     if not 1 <= L <= MAX_LEVELS:
         raise ValueError(f"{NAME}: at most {MAX_LEVELS} levels (one tensor map each, passed by value), got L = {L}")
-    check_launch(NAME, threads=(consumer_warps + 1) * 32 if isinstance(consumer_warps, int) else consumer_warps,
+    check_settings(NAME, threads=(consumer_warps + 1) * 32 if isinstance(consumer_warps, int) else consumer_warps,
                  depth=(depth, 1), consumer_warps=(consumer_warps, 1))
     return dict(DV=int(D), LV=int(L), PV=int(P), NCW=int(consumer_warps), DEPTH=int(depth))
 
@@ -65,8 +59,7 @@ def compile_cubin(arch: str | None = "sm_90a", D: int = 32, L: int = 4, P: int =
                   **params) -> bytes:
     """The cubin for these sizes (needs no GPU: arch defaults to sm_90a)."""
     cfg = config(D, L, P, **{k: v for k, v in params.items() if k in ("consumer_warps", "depth")})
-    return nvrtc.compile(source_text if source_text is not None else source(), arch=arch, name="tma_boxes.cu",
-                         include_path=[KERNEL_DIR, HOPPER_DIR], defines={**cfg, "EXPECT_SMEM": smem_bytes(cfg)})
+    return RUNG.compile({**cfg, "EXPECT_SMEM": smem_bytes(cfg)}, arch=arch, source_text=source_text)
 
 
 class _MapArray:
@@ -97,30 +90,6 @@ def level_maps(p):
 
 
 ARG_TYPES = (None,) + (ctypes.c_void_p,) * 4 + (ctypes.c_int,) * 3
-_prepared: dict = {}
-
-
-def _prepare(text, cfg, blocks_per_sm):
-    key = (hash(text), tuple(sorted(cfg.items())), blocks_per_sm, id(device.gpu()))
-    if key in _prepared:
-        return _prepared[key]
-    gpu = device.gpu()
-    smem = smem_bytes(cfg)
-    if smem > gpu.smem_per_block_optin:
-        raise ValueError(f"{NAME}: {smem} bytes of shared memory per block are needed and this GPU allows "
-                         f"{gpu.smem_per_block_optin}: fewer consumer_warps or a smaller depth")
-    cubin = nvrtc.compile(text, name="tma_boxes.cu", include_path=[KERNEL_DIR, HOPPER_DIR],
-                          defines={**cfg, "EXPECT_SMEM": smem})
-    kern = nvrtc.load(cubin, KERNEL)
-    kern.set_max_dynamic_shared(smem)
-    fits = kern.blocks_per_sm((cfg["NCW"] + 1) * 32, smem)
-    if fits < 1:
-        raise ValueError(f"{NAME}: not even one block fits on an SM with {smem} bytes of shared memory")
-    bps = min(fits, blocks_per_sm) if blocks_per_sm else fits
-    _prepared[key] = dict(kernel=kern, smem=smem, slots=bps * gpu.sms)
-    return _prepared[key]
-
-
 def launch(p, kernel=None, **params):
     """Enqueue 04 on the legacy default stream. `kernel`: CUDA C++ source text to use instead of
     kernels/tma_boxes.cu (a learner's version with the same kernel name)."""
@@ -130,8 +99,10 @@ def launch(p, kernel=None, **params):
     N, S, M, D, Lq, L, P = p.shape
     items = N * Lq * M
     cfg = config(D, L, P, params["consumer_warps"], params["depth"])
-    prep = _prepare(nvrtc.kernel_text(kernel, SOURCE, NAME), cfg, params["blocks_per_sm"])
-    grid = min(items, params["blocks"] or prep["slots"])
+    smem = smem_bytes(cfg)
+    prep = RUNG.prepare(RUNG.text(kernel), {**cfg, "EXPECT_SMEM": smem}, KERNEL, smem=smem,
+                        threads=(cfg["NCW"] + 1) * 32, advice="fewer consumer_warps or a smaller depth")
+    grid = min(items, params["blocks"] or prep.slots(params["blocks_per_sm"]))
     args = [level_maps(p), device.address(p.shapes), device.address(p.loc), device.address(p.attn),
             device.address(p.out), N, Lq, M]
-    prep["kernel"].launch(grid, (cfg["NCW"] + 1) * 32, args, ARG_TYPES, shared=prep["smem"])
+    prep.main.launch(grid, (cfg["NCW"] + 1) * 32, args, ARG_TYPES, shared=smem)

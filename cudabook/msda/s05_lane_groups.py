@@ -10,8 +10,9 @@ from __future__ import annotations
 import ctypes
 import pathlib
 
-from .. import device, nvrtc
-from ..track import check_launch
+from .. import device
+from ..kit.params import check_settings
+from ..kit.rung import CudaRung
 from .problem import start_launch
 
 NAME = "05_lane_groups"
@@ -27,17 +28,10 @@ MIN_CC = (8, 0)
 EMULATED = True            # without a GPU the lab grader runs this kernel on the CPU (cudabook.emulate)
 MAX_LEVELS = 8
 KERNEL_DIR = pathlib.Path(__file__).parent / "kernels"
-HOPPER_DIR = pathlib.Path(__file__).parents[1] / "gemm" / "kernels"     # hopper.cuh: pack_bf16x2
-SOURCE = KERNEL_DIR / "lane_groups.cu"
+SOURCE = KERNEL_DIR / "lane_groups.cu"        # on the kit's hopper.cuh: pack_bf16x2
 KERNEL = "msda_lane_groups"
-
-
-def source() -> str:
-    return nvrtc.source_text(SOURCE)
-
-
-def unavailable() -> str | None:
-    return device.requirement_unmet(MIN_CC, NAME)
+RUNG = CudaRung(NAME, SOURCE, min_cc=MIN_CC)
+source, unavailable = RUNG.source, RUNG.unavailable
 
 
 def group_lanes(D: int, vectors: int = 1) -> int:
@@ -53,7 +47,7 @@ def config(D: int, L: int, P: int, threads=PARAMS["threads"], branchless=PARAMS[
         raise ValueError(f"{NAME}: at most {MAX_LEVELS} levels (the loop over them is unrolled), got L = {L}")
     if vectors not in (1, 2, 4) or isinstance(vectors, bool):
         raise ValueError(f"{NAME}: vectors (16-byte vectors a lane) must be 1, 2 or 4, got {vectors!r}")
-    check_launch(NAME, threads=threads, threads_multiple=32)
+    check_settings(NAME, threads=threads, threads_multiple=32)
     return dict(DV=int(D), LV=int(L), PV=int(P), NT=int(threads), BRANCHLESS=int(bool(branchless)),
                 VPL=int(vectors))
 
@@ -62,12 +56,10 @@ def compile_cubin(arch: str | None = "sm_90a", D: int = 32, L: int = 4, P: int =
                   **params) -> bytes:
     """The cubin for these sizes (needs no GPU)."""
     cfg = config(D, L, P, **{**PARAMS, **params})
-    return nvrtc.compile(source_text if source_text is not None else source(), arch=arch, name="lane_groups.cu",
-                         include_path=[KERNEL_DIR, HOPPER_DIR], defines=cfg)
+    return RUNG.compile(cfg, arch=arch, source_text=source_text)
 
 
 ARG_TYPES = (ctypes.c_void_p,) * 6 + (ctypes.c_int,) * 4
-_loaded: dict = {}
 
 
 def launch(p, kernel=None, **params):
@@ -82,13 +74,9 @@ def launch(p, kernel=None, **params):
         return
     items = N * Lq * M
     cfg = config(D, L, P, **params)
-    text = nvrtc.kernel_text(kernel, SOURCE, NAME)
-    key = (hash(text), tuple(sorted(cfg.items())), id(device.gpu()))
-    if key not in _loaded:
-        cubin = nvrtc.compile(text, name="lane_groups.cu", include_path=[KERNEL_DIR, HOPPER_DIR], defines=cfg)
-        _loaded[key] = nvrtc.load(cubin, KERNEL)
+    kern = RUNG.prepare(RUNG.text(kernel), cfg, KERNEL).main
     threads = cfg["NT"]
     blocks = -(-items * group_lanes(D, cfg["VPL"]) // threads)
     args = [device.address(p.value), device.address(p.shapes), device.address(p.starts), device.address(p.loc),
             device.address(p.attn), device.address(p.out), N, S, Lq, M]
-    _loaded[key].launch(blocks, threads, args, ARG_TYPES)
+    kern.launch(blocks, threads, args, ARG_TYPES)

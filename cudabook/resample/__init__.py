@@ -3,42 +3,26 @@
     STAGES                                   the ladder, in order
     run(stage, src_times, src_feats, tgt_times)  -> bfloat16 [B, T, D] NumPy array
     reference(src_times, src_feats, tgt_times)   -> float64 [B, T, D]
+
+Its lessons check a launch with `check_launch(launch, B, S, T, D)` (fresh random inputs of that size) or
+`check_on(launch, src_times, src_feats, tgt_times)`, at `demo_size()`; the benchmark's size is bench.BENCH_SIZE.
 """
 from __future__ import annotations
 
 from . import inputs  # noqa: F401
 
-from ..track import Ladder, StageUnavailable  # noqa: F401  (one error for every track)
+from ..errors import StageUnavailable  # noqa: F401  (one error for every track)
+from ..kit.ladder import face
+from .checking import EPS32, check_launch, check_on, compare, diagnose  # noqa: F401
 from .inputs import InputError, random_problem, reference, to_bf16, validate  # noqa: F401
 from .problem import Problem, upload  # noqa: F401
 
 NAME = "resample"
 TITLE = "trajectory resampling (np.interp per channel, bf16)"
-
-_MODULES = {
-    "01_naive": "s01_naive",
-    "02_warp_shuffles": "s02_warp_shuffles",
-    "03_coalesced": "s03_coalesced",
-    "04_smem_windows": "s04_smem_windows",
-    "05_double_buffered": "s05_double_buffered",
-    "06_cp_async": "s06_cp_async",
-    "07_tma": "s07_tma",
-    "08_fused_gather": "s08_fused_gather",
-}
-
-
-_LADDER = Ladder(__name__, _MODULES, "stage")
-STAGES = _LADDER.stages
-
-
-def stage(name):
-    """The module of a stage, by its name or its number ("02" or 2)."""
-    return _LADDER.stage(name)
-
-
-def unavailable(name) -> str | None:
-    """None if this machine can run the stage, else why not."""
-    return _LADDER.unavailable(name)
+MAP_TITLE = "Resampling robot trajectories: a memory-bound gather (start here)"
+LESSONS = "resample"        # its lessons: lessons/resample/ (the workbook's setup and map sit at the top)
+_LADDER = face(globals(), ("01_naive", "02_warp_shuffles", "03_coalesced", "04_smem_windows", "05_double_buffered",
+                           "06_cp_async", "07_tma", "08_fused_gather"))
 
 
 def run(stage_name, src_times, src_feats, tgt_times, **params):
@@ -80,7 +64,7 @@ def grading_cases(stage_name=None):
     """[(name, (src_times, src_feats, tgt_times), label)] on fresh random data. A stage whose lab kernel needs D
     a multiple of k (its LAB_D_MULTIPLE) gets D rounded up."""
     from .. import SIMULATOR
-    k = getattr(stage(stage_name), "LAB_D_MULTIPLE", 1) if stage_name else 1
+    k = getattr(_LADDER.stage(stage_name), "LAB_D_MULTIPLE", 1) if stage_name else 1
     out = []
     for name, B, S, T, D, is_sorted in (_CASES_SIM if SIMULATOR else _CASES_GPU):
         D = -(-D // k) * k
@@ -92,9 +76,14 @@ def judge(got, src_times, src_feats, tgt_times):
     """The Verdict on an output [B, T, D] against the float64 reference of these inputs."""
     import numpy as np
 
-    from .checking import compare
     ref, scale = inputs.reference_with_scale(src_times, src_feats, tgt_times)
     return compare(got, ref, scale, targets=np.asarray(tgt_times), times=np.asarray(src_times), feats=src_feats)
 
 
 from . import benchmark as bench  # noqa: E402,F401  (the track's workloads, ceiling, peers and table)
+
+
+def demo_size():
+    """Sizes the lessons use: small in the simulator, benchmark-sized on a GPU."""
+    from .. import SIMULATOR
+    return dict(B=2, S=24, T=20, D=8) if SIMULATOR else dict(bench.BENCH_SIZE)

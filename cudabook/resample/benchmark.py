@@ -11,15 +11,19 @@ from __future__ import annotations
 import numpy as np
 
 from .. import bench
-from . import inputs
+from . import inputs, peers as torch_peers
 from .inputs import random_problem
 from .problem import upload
 
-WORKLOADS = [dict(bench.BENCH_SIZE, sorted_targets=True)]
+BENCH_SIZE = dict(B=64, S=4096, T=4096, D=256)
+WORKLOADS = [dict(BENCH_SIZE, sorted_targets=True)]
 COLUMNS = [("µs", "median_us", "{:,.1f}"), ("GB/s", "GBps", "{:,.0f}"), ("% of copy", "pct_of_copy", "{:.1f}"),
            ("% of needed", "pct_of_needed", "{:.1f}")]
 REQUIRED = ("median_us", "GBps", "pct_of_copy", "correct")
 PLOT_KEY, PLOT_LABEL = "pct_of_copy", "% of copy bandwidth"
+SIZE_PLAN = dict(x=("D",), values=(64, 128, 256, 512), workloads="first")   # cudabook.sizes: D from 64 to 512
+RECORD_KEYS = ("copy_GBps",)       # the ceiling also at a record's top level, where the first records kept it
+IMAGE_NAME = "{gpu}.png"           # results/H200.png: the first track's plot has had that name since the start
 
 
 def workload_name(B, S, T, D, sorted_targets=True):
@@ -70,12 +74,10 @@ def metrics(problem, median_us, ctx) -> dict:
 def peers(args, problem, ctx, *, repeats=25, progress=print) -> dict:
     """torch eager and torch.compile on the same data, timed the same way (skipped, saying why, without torch)."""
     from .. import peers as peer_mod
-    why = peer_mod.available()
-    if why:
-        progress(f"peers skipped: {why}")
+    if peer_mod.skipped(progress):
         return {}
     ref, scale = inputs.reference_with_scale(*args)
-    rows = peer_mod.measure(*args, ref, scale, repeats=repeats)
+    rows = torch_peers.measure(*args, ref, scale, repeats=repeats)
     for v in rows.values():
         if "median_us" in v:
             v.update(metrics(problem, v["median_us"], ctx))

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-try:
-    import ml_dtypes
-    BF16 = np.dtype(ml_dtypes.bfloat16)
-except ImportError:  # pragma: no cover - ml_dtypes is a dependency
-    BF16 = None
+from ..kit.host_arrays import BF16
 
 
 class InputError(ValueError):

@@ -9,7 +9,7 @@ import numpy as np
 from numba import cuda
 
 from ..bits import bf16_to_f32, f32_to_bf16, lerp
-from ..track import check_launch
+from ..kit.params import check_settings
 
 NAME = "01_naive"
 TITLE = "one thread per target"
@@ -57,7 +57,7 @@ def resample_naive(times, feats, targets, out):
 
 def launch(p, kernel=resample_naive, threads=PARAMS["threads"]):
     B, S, T, D = p.shape
-    check_launch(NAME, threads=threads, grid_y=B)
+    check_settings(NAME, threads=threads, grid_y=B)
     if T == 0:
         return
     grid = ((T + threads - 1) // threads, B)

@@ -11,9 +11,9 @@ How to load 16 bytes at once from Numba:
   and the GPU support `.view()` on device arrays.
 - 16 bytes: Numba has no 128-bit integer, and neither a pair of uint64 loads nor a complex128 array gives
   one instruction (NVVM emits two 8-byte loads, since it cannot know the pair is 16-byte aligned). A small
-  `numba.cuda.extending.intrinsic` does: it loads a `<4 x i32>` LLVM vector through a pointer it promises is
-  16-byte aligned, which becomes `ld.global.v4.u32` in PTX and LDG.E.128 in SASS (stores: STG.E.128).
-  In the simulator the same functions are plain Python.
+  `numba.cuda.extending.intrinsic` (from cudabook.vectors) does: it loads a `<4 x i32>` LLVM vector through a
+  pointer it promises is 16-byte aligned, which becomes `ld.global.v4.u32` in PTX and LDG.E.128 in SASS
+  (stores: STG.E.128). In the simulator the same functions are plain Python.
 
 Alignment: a wide access must start at an address that is a multiple of its width. Row r of feats starts
 r * D * 2 bytes into the buffer, so every row is aligned for a width only when D * 2 is a multiple of it.
@@ -26,6 +26,7 @@ from numba import cuda
 
 from .. import SIMULATOR
 from ..bits import bf16_to_f32, f32_to_bf16, lerp
+from ..vectors import loader, storer
 from . import s02_warp_shuffles as s02
 from .s02_warp_shuffles import WARP, warp_and_lane, warp_find_interval, warp_weight
 
@@ -37,57 +38,10 @@ WIDTHS = (16, 8, 4, 2)
 LAB_D_MULTIPLE = 8            # the lab's kernel moves 16 bytes (8 channels) per access: the grader's D fit that
 
 # ----------------------------------------------------------------------------------------------------------
-# 16-byte loads and stores: four consecutive uint32 words as one access
+# 16-byte loads and stores: four consecutive uint32 words as one access (the intrinsics of cudabook.vectors)
 # ----------------------------------------------------------------------------------------------------------
-if SIMULATOR:
-    from ..simalign import check as _aligned16
-
-    def load_u32x4(a, b, r, i):
-        """Words a[b, r, i:i+4] (i a multiple of 4): one 16-byte load on the GPU."""
-        _aligned16(a, (b, r, i), 16, "load")
-        return a[b, r, i], a[b, r, i + 1], a[b, r, i + 2], a[b, r, i + 3]
-
-    def store_u32x4(a, b, r, i, w0, w1, w2, w3):
-        """a[b, r, i:i+4] = w0, w1, w2, w3 (i a multiple of 4): one 16-byte store on the GPU."""
-        _aligned16(a, (b, r, i), 16, "store")
-        a[b, r, i] = w0
-        a[b, r, i + 1] = w1
-        a[b, r, i + 2] = w2
-        a[b, r, i + 3] = w3
-else:  # pragma: no cover - GPU only
-    from llvmlite import ir
-    from numba.cuda import cgutils, types
-    from numba.cuda.extending import intrinsic
-
-    _V4 = ir.VectorType(ir.IntType(32), 4)
-
-    def _vector_pointer(context, builder, array_type, array, indices):
-        ary = context.make_array(array_type)(context, builder, array)
-        ptr = cgutils.get_item_pointer(context, builder, array_type, ary, indices, wraparound=False)
-        return builder.bitcast(ptr, _V4.as_pointer())
-
-    @intrinsic
-    def load_u32x4(typingctx, a, b, r, i):
-        sig = types.UniTuple(types.uint32, 4)(a, types.intp, types.intp, types.intp)
-
-        def codegen(context, builder, signature, args):
-            vec = builder.load(_vector_pointer(context, builder, signature.args[0], args[0], args[1:]), align=16)
-            words = [builder.extract_element(vec, ir.Constant(ir.IntType(32), k)) for k in range(4)]
-            return context.make_tuple(builder, signature.return_type, words)
-        return sig, codegen
-
-    @intrinsic
-    def store_u32x4(typingctx, a, b, r, i, w0, w1, w2, w3):
-        sig = types.void(a, types.intp, types.intp, types.intp, types.uint32, types.uint32, types.uint32,
-                         types.uint32)
-
-        def codegen(context, builder, signature, args):
-            vec = ir.Constant(_V4, ir.Undefined)
-            for k in range(4):
-                vec = builder.insert_element(vec, args[4 + k], ir.Constant(ir.IntType(32), k))
-            builder.store(vec, _vector_pointer(context, builder, signature.args[0], args[0], args[1:4]), align=16)
-            return context.get_dummy_value()
-        return sig, codegen
+load_u32x4 = loader(4, 3)      # load_u32x4(a, b, r, i): words a[b, r, i:i+4] (i a multiple of 4), one 16-byte load
+store_u32x4 = storer(4, 3)     # store_u32x4(a, b, r, i, w0, w1, w2, w3): a[b, r, i:i+4] = w0..w3, one 16-byte store
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -21,18 +21,18 @@ from DRAM; the 50 MB L2 of an H100 already does that for neighbouring targets. S
      (SMs x blocks_per_sm) walks the groups, so many warps per SM keep even more loads in flight.
 Targets in any order take the same path (each target's search is its own), so there is no fallback.
 
-Everything of buffers="shared" (work items, windows, run bounds, fallback, layout) is stage 04's, imported.
+Everything of buffers="shared" (work items, windows, run bounds, fallback, layout) is stage 04's: the steps
+that use a window come from s04_smem_windows, the rest from windows.py (what stages 04 and 05 build on).
 """
 import numpy as np
 from numba import cuda, float32, int32, uint32
 
 from .. import SIMULATOR
 from .s01_naive import find_interval, weight
-from .s04_smem_windows import (BATCH, UNROLL, _aligned, _launch, batch_bounds, buffer_words, compiled, fill_rest,
-                               fill_window, grid_size, interpolate_window, lerp2, load_batch, load_element,
-                               load_targets, load_times, locate_targets, per_target, store_batch, store_element,
-                               window_of, window_start, window_weight, with_register_cap, words,
-                               work_item)
+from .s04_smem_windows import fill_window, interpolate_window, locate_targets, window_weight
+from .windows import (BATCH, UNROLL, aligned, batch_bounds, buffer_words, compiled, fill_rest, grid_size,
+                      launch_windows, lerp2, load_batch, load_element, load_targets, load_times, per_target,
+                      store_batch, store_element, window_of, window_start, words, work_item)
 
 NAME = "05_double_buffered"
 TITLE = "double buffering"
@@ -318,7 +318,7 @@ def vec_words(p, vec_bytes):
     D = p.shape[3]
     Dc = D if D % 2 else D // 2
     vec = 1 if D % 2 else vec_bytes // 4
-    while vec > 1 and (Dc % vec or not (_aligned(p.feats, 4 * vec) and _aligned(p.out, 4 * vec))):
+    while vec > 1 and (Dc % vec or not (aligned(p.feats, 4 * vec) and aligned(p.out, 4 * vec))):
         vec //= 2
     return vec
 
@@ -353,7 +353,7 @@ def launch(p, kernel=None, buffers=PARAMS["buffers"], threads=PARAMS["threads"],
     if buffers == "registers":
         launch_in_flight(p, kernel or resample_in_flight, threads, blocks_per_sm, vec_bytes, blocks)
     elif buffers == "shared":
-        _launch(p, kernel or resample_double, 2, threads, targets_per_block, window_rows, chunk_cols,
-                blocks_per_sm, vec_bytes, max_registers, blocks)
+        launch_windows(p, kernel or resample_double, 2, threads, targets_per_block, window_rows, chunk_cols,
+                       blocks_per_sm, vec_bytes, max_registers, blocks, stage="04_smem_windows")  # 04's launch
     else:
         raise ValueError(f"buffers must be 'registers' or 'shared', got {buffers!r}")

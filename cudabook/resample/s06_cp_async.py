@@ -23,7 +23,8 @@ import ctypes
 import math
 import pathlib
 
-from .. import device, nvrtc
+from .. import device
+from ..kit.rung import CudaRung
 
 NAME = "06_cp_async"
 TITLE = "cp.async pipeline"
@@ -49,23 +50,8 @@ SOURCE = KERNEL_DIR / "cp_async.cu"
 KERNEL = "resample_cp_async"
 FALLBACK = "resample_generic"
 GEN_T = 64                    # targets per block of the fallback kernel (resample_common.cuh)
-
-
-def source() -> str:
-    """The kernel's CUDA C++ source (the lesson shows it; labs are cut from its `// >>> lab` regions).
-    Re-read when the file changes, so an edited kernel is picked up."""
-    return nvrtc.source_text(SOURCE)
-
-
-def unavailable() -> str | None:
-    return device.requirement_unmet(MIN_CC, NAME)
-
-
-def require_gpu():
-    why = unavailable()
-    if why:
-        from . import StageUnavailable
-        raise StageUnavailable(why)
+RUNG = CudaRung(NAME, SOURCE, min_cc=MIN_CC)
+source, unavailable, require_gpu = RUNG.source, RUNG.unavailable, RUNG.require
 
 
 def vector_width(D: int) -> int:
@@ -105,36 +91,16 @@ def smem_bytes(cfg: dict) -> int:
 def compile_cubin(arch: str | None = "sm_90a", D: int = 256, source_text: str | None = None, **params) -> bytes:
     """The cubin for D channels (needs no GPU: arch defaults to sm_90a; None means this GPU's)."""
     cfg = config(D, **{k: v for k, v in params.items() if k in _CONFIG_KEYS})
-    return nvrtc.compile(source_text if source_text is not None else source(), arch=arch, name="cp_async.cu",
-                         include_path=[KERNEL_DIR], defines=cfg)
+    return RUNG.compile(cfg, arch=arch, source_text=source_text)
 
 
 _CONFIG_KEYS = ("targets_per_item", "window_rows", "stages", "threads", "d_chunk", "schedule", "bf16_cvt")
-_prepared: dict = {}
 
 
-def _prepare(text, cfg, blocks_per_sm):
-    """Compile (cached), load, allow the shared memory, and size the persistent grid."""
-    key = (hash(text), tuple(sorted(cfg.items())), blocks_per_sm)
-    if key in _prepared:
-        return _prepared[key]
-    gpu = device.gpu()
-    smem = smem_bytes(cfg)
-    if smem > gpu.smem_per_block_optin:
-        raise ValueError(f"{NAME}: this configuration needs {smem} bytes of shared memory per block, and this GPU "
-                         f"allows {gpu.smem_per_block_optin}: lower stages, window_rows or d_chunk")
-    cubin = nvrtc.compile(text, name="cp_async.cu", include_path=[KERNEL_DIR], defines=cfg)
-    kern = nvrtc.load(cubin, KERNEL)
-    kern.set_max_dynamic_shared(smem)
-    fits = kern.blocks_per_sm(cfg["NT"], smem)
-    if fits < 1:
-        raise ValueError(f"{NAME}: not even one block of {cfg['NT']} threads with {smem} bytes of shared memory "
-                         f"fits on an SM")
-    bps = min(fits, blocks_per_sm) if blocks_per_sm else fits
-    prepared = dict(kernel=kern, fallback=nvrtc.load(cubin, FALLBACK), smem=smem, slots=bps * gpu.sms,
-                    blocks_per_sm=bps, cubin=cubin)
-    _prepared[key] = prepared
-    return prepared
+def _prepare(text, cfg):
+    """Compile (cached), load both kernels, allow the shared memory, count the blocks that fit on an SM."""
+    return RUNG.prepare(text, cfg, (KERNEL, FALLBACK), smem=smem_bytes(cfg), threads=cfg["NT"],
+                        advice="lower stages, window_rows or d_chunk")
 
 
 def _pointers(p):
@@ -167,15 +133,12 @@ def launch(p, kernel=None, **params):
     if T == 0:
         return
     require_gpu()
-    unknown = set(params) - set(PARAMS)
-    if unknown:
-        raise TypeError(f"{NAME}: unknown parameter(s) {sorted(unknown)}; the parameters are {sorted(PARAMS)}")
-    params = {**PARAMS, **params}
+    params = RUNG.params(PARAMS, params)
     cfg = config(D, **{k: params[k] for k in _CONFIG_KEYS})
-    prep = _prepare(nvrtc.kernel_text(kernel, SOURCE, NAME), cfg, params["blocks_per_sm"])
+    prep = _prepare(RUNG.text(kernel), cfg)
     if not vector_width(D):
-        launch_fallback(p, prep["fallback"])
+        launch_fallback(p, prep[FALLBACK])
         return
     items = B * math.ceil(T / cfg["TW"]) * math.ceil(D / cfg["DC"])
-    grid = min(items, params["blocks"] or prep["slots"])
-    prep["kernel"].launch(grid, cfg["NT"], _pointers(p) + [B, S, T, D], ARG_TYPES, shared=prep["smem"])
+    grid = min(items, params["blocks"] or prep.slots(params["blocks_per_sm"]))
+    prep[KERNEL].launch(grid, cfg["NT"], _pointers(p) + [B, S, T, D], ARG_TYPES, shared=prep.smem)

@@ -33,7 +33,7 @@ ring would. The lesson times them all.
 The tensor map reaches the kernel as a `const __grid_constant__` 128-byte parameter. Two ways to get it there:
     tensor_map="driver"     cuLaunchKernel, the CUtensorMap passed by value (its getPtr())
     tensor_map="cuda_core"  cuda.core's StridedMemoryView.as_tensor_map and cuda.core.launch
-Both give the same output (tests/test_s06_s07.py checks).
+Both give the same output (tests/resample/test_s06_s07.py checks).
 
 TMA needs every row stride to be a multiple of 16 bytes: D % 8 == 0 for bf16. Other D take a plain fallback
 kernel (correct, slower). With search="inline", times_tma=True brings the window's source times with a second
@@ -48,6 +48,7 @@ import math
 import numpy as np
 
 from .. import device, nvrtc
+from ..kit.rung import CudaRung
 from . import s06_cp_async as s06
 
 NAME = "07_tma"
@@ -105,23 +106,8 @@ PRE_NT, PRE_PER = 256, 4      # the prepass: threads per block, targets per thre
 OWN_ROWS = 128                # source times an own search (self_search_blocks) loads around its guess (tma.cu)
 _CONFIG_KEYS = ("search", "targets_per_item", "window_rows", "box_rows", "stages", "consumer_warps", "d_chunk",
                 "tma_store", "streaming_stores", "schedule", "times_tma", "bf16_cvt", "persistent")
-
-
-def source() -> str:
-    """The kernel's CUDA C++ source (the lesson shows it; labs are cut from its `// >>> lab` regions).
-    Re-read when the file changes, so an edited kernel is picked up."""
-    return nvrtc.source_text(SOURCE)
-
-
-def unavailable() -> str | None:
-    return device.requirement_unmet(MIN_CC, NAME)
-
-
-def require_gpu():
-    why = unavailable()
-    if why:
-        from . import StageUnavailable
-        raise StageUnavailable(why)
+RUNG = CudaRung(NAME, SOURCE, min_cc=MIN_CC)
+source, unavailable, require_gpu = RUNG.source, RUNG.unavailable, RUNG.require
 
 
 def tma_ok(D: int) -> bool:
@@ -189,8 +175,7 @@ def smem_bytes(cfg: dict) -> int:
 def compile_cubin(arch: str | None = "sm_90a", D: int = 256, source_text: str | None = None, **params) -> bytes:
     """The cubin for D channels (needs no GPU: arch defaults to sm_90a; None means this GPU's)."""
     cfg = config(D, **{k: v for k, v in params.items() if k in _CONFIG_KEYS})
-    return nvrtc.compile(source_text if source_text is not None else source(), arch=arch, name="tma.cu",
-                         include_path=[KERNEL_DIR], defines=cfg)
+    return RUNG.compile(cfg, arch=arch, source_text=source_text)
 
 
 # ------------------------------------------------------------------------------------------ tensor maps
@@ -275,30 +260,11 @@ def core_map(array, box, l2_promotion="256B", bf16=True):
 
 # ------------------------------------------------------------------------------------------ launching
 
-_prepared: dict = {}
-
-
-def _prepare(text, cfg, blocks_per_sm):
-    key = (hash(text), tuple(sorted(cfg.items())), blocks_per_sm)
-    if key in _prepared:
-        return _prepared[key]
-    gpu = device.gpu()
-    smem = smem_bytes(cfg)
-    if smem > gpu.smem_per_block_optin:
-        raise ValueError(f"{NAME}: this configuration needs {smem} bytes of shared memory per block, and this GPU "
-                         f"allows {gpu.smem_per_block_optin}: lower stages, window_rows or d_chunk")
-    cubin = nvrtc.compile(text, name="tma.cu", include_path=[KERNEL_DIR], defines=cfg)
-    kern = nvrtc.load(cubin, KERNEL)
-    kern.set_max_dynamic_shared(smem)
-    fits = kern.blocks_per_sm(threads(cfg), smem)
-    if fits < 1:
-        raise ValueError(f"{NAME}: not even one block fits on an SM with {smem} bytes of shared memory")
-    bps = min(fits, blocks_per_sm) if blocks_per_sm else fits
-    prepared = dict(kernel=kern, fallback=nvrtc.load(cubin, FALLBACK),
-                    intervals=nvrtc.load(cubin, INTERVALS) if cfg["SEARCH"] == 1 else None, smem=smem,
-                    slots=bps * gpu.sms, blocks_per_sm=bps, cubin=cubin, core=None)
-    _prepared[key] = prepared
-    return prepared
+def _prepare(text, cfg):
+    """Compile (cached), load the kernels, allow the shared memory, count the blocks that fit on an SM."""
+    kernels = (KERNEL, FALLBACK) + ((INTERVALS,) if cfg["SEARCH"] == 1 else ())
+    return RUNG.prepare(text, cfg, kernels, smem=smem_bytes(cfg), threads=threads(cfg),
+                        advice="lower stages, window_rows or d_chunk")
 
 
 _scratch: dict = {}
@@ -321,12 +287,12 @@ ARG_TYPES = (None, None, None) + (ctypes.c_void_p,) * 5 + (ctypes.c_int,) * 5
 PRE_ARG_TYPES = (ctypes.c_void_p,) * 3 + (ctypes.c_int,) * 3
 
 
-def _grid(p, cfg, prep, blocks, persistent=True):
+def _grid(p, cfg, prep, blocks, blocks_per_sm, persistent=True):
     """Blocks of the persistent grid: every slot the GPU has (or `blocks`), no more than there is work for;
     not persistent: one block per item."""
     B, S, T, D = p.shape
     work = B * T if cfg["SCHED"] else B * math.ceil(T / cfg["TW"]) * math.ceil(D / cfg["DC"])   # slices, items
-    return min(work, blocks or (prep["slots"] if persistent else work))
+    return min(work, blocks or (prep.slots(blocks_per_sm) if persistent else work))
 
 
 def plan(p, **params) -> dict:
@@ -381,10 +347,7 @@ def parts(p, kernel=None, **params) -> dict:
 
 def _parts(p, kernel, params) -> dict:
     B, S, T, D = p.shape
-    unknown = set(params) - set(PARAMS)
-    if unknown:
-        raise TypeError(f"{NAME}: unknown parameter(s) {sorted(unknown)}; the parameters are {sorted(PARAMS)}")
-    params = {**PARAMS, **params}
+    params = RUNG.params(PARAMS, params)
     if params["self_search_blocks"] != "auto":
         self_search_blocks(params["self_search_blocks"], None, False)    # (refuses a bad value on every path)
     if T == 0:
@@ -393,19 +356,20 @@ def _parts(p, kernel, params) -> dict:
     if params["tensor_map"] not in ("driver", "cuda_core"):
         raise ValueError(f"{NAME}: tensor_map must be 'driver' or 'cuda_core', got {params['tensor_map']!r}")
     cfg = config(D, S=S, **{k: params[k] for k in _CONFIG_KEYS})
-    text = nvrtc.kernel_text(kernel, SOURCE, NAME)
-    prep = _prepare(text, cfg, params["blocks_per_sm"])
+    text = RUNG.text(kernel)
+    prep = _prepare(text, cfg)
     ptrs = s06._pointers(p)      # (the closures below hold pointers and maps, never the problem's arrays)
     if not tma_ok(D):
-        fallback, nblocks = prep["fallback"], B * math.ceil(T / s06.GEN_T)
+        fallback, nblocks = prep[FALLBACK], B * math.ceil(T / s06.GEN_T)
         return {"fallback": lambda: fallback.launch(nblocks, 256, ptrs + [B, S, T, D], s06.ARG_TYPES)}
-    grid = _grid(p, cfg, prep, params["blocks"], params["persistent"])
+    grid = _grid(p, cfg, prep, params["blocks"], params["blocks_per_sm"], params["persistent"])
     # programmatic dependent launch: asked for, a prepass to overlap, the driver path, and a streaming kernel
     # that waits for the prepass (a learner's source without griddepcontrol.wait would race it: launched the
     # ordinary way)
     pdl = (bool(params["pdl"]) and cfg["SEARCH"] == 1 and params["tensor_map"] == "driver"
            and nvrtc.waits_for_prerequisite(text, KERNEL))
-    own = self_search_blocks(params["self_search_blocks"], prep, pdl and not params["persistent"])
+    own = self_search_blocks(params["self_search_blocks"], prep.slots(params["blocks_per_sm"]),
+                             pdl and not params["persistent"])
     if pdl:
         # the last block always waits for the prepass: so the streaming kernel cannot end before the prepass has,
         # and what waits for the streaming kernel (the next call's prepass, launched with PDL, waits only for the
@@ -418,7 +382,7 @@ def _parts(p, kernel, params) -> dict:
         pdl_prepass = bool(params["pdl"]) and nvrtc.waits_before_trigger(text, INTERVALS)
         buf = pairs_buffer(B * T)
         pairs = device.address(buf)
-        intervals, nblocks = prep["intervals"], B * math.ceil(T / (PRE_NT * PRE_PER))
+        intervals, nblocks = prep[INTERVALS], B * math.ceil(T / (PRE_NT * PRE_PER))
         out["prepass"] = lambda buf=buf: intervals.launch(nblocks, PRE_NT, [ptrs[0], ptrs[2], pairs, B, S, T],
                                                           PRE_ARG_TYPES, pdl=pdl_prepass)   # (buf: kept alive)
     else:
@@ -428,20 +392,20 @@ def _parts(p, kernel, params) -> dict:
         tmap = times_map(p, cfg, params["l2_promotion"]) if cfg["TIMES_TMA"] else fmap
         omap = output_map(p, cfg) if cfg["OUT_TMA"] else fmap
         args = [fmap, tmap, omap] + ptrs + [pairs, B, S, T, D, own]
-        kern, nthreads, smem = prep["kernel"], threads(cfg), prep["smem"]
+        kern, nthreads, smem = prep[KERNEL], threads(cfg), prep.smem
         out["main"] = lambda: kern.launch(grid, nthreads, args, ARG_TYPES, shared=smem, pdl=pdl)
     else:
         out["main"] = _cuda_core_launcher(p, cfg, prep, grid, ptrs + [pairs], params["l2_promotion"], own)
     return out
 
 
-def self_search_blocks(value, prep, early: bool) -> int:
+def self_search_blocks(value, slots, early: bool) -> int:
     """How many leading blocks find their own pairs: an int as given (on any path: with pdl=False, persistent=True
     or tensor_map="cuda_core" too, where they only add searches), or "auto": the blocks that fit on the GPU at
     once (the first wave) when the streaming kernel starts early (pdl, one block per item), else none. (With pdl
     the launch then leaves the grid's last block out: it always waits for the prepass.)"""
     if value == "auto":
-        return prep["slots"] if early else 0
+        return slots if early else 0
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
         raise ValueError(f"{NAME}: self_search_blocks must be \"auto\" or a whole number >= 0 (blocks that find "
                          f"their own pairs instead of waiting for the prepass), got {value!r}")
@@ -453,13 +417,11 @@ def _cuda_core_launcher(p, cfg, prep, grid, ptrs, l2_promotion, own=0):
     from cuda.core import LaunchConfig
     from cuda.core import launch as core_launch
     B, S, T, D = p.shape
-    if prep["core"] is None:
-        prep["core"] = nvrtc.core_kernel(prep["cubin"], KERNEL, prep["smem"])
     fmap = core_map(p.feats, (1, cfg["BOXR"], cfg["DC"]), l2_promotion)
     tmap = core_map(p.times, (1, cfg["WMAX"] + 4), l2_promotion, bf16=False) if cfg["TIMES_TMA"] else fmap
     omap = core_map(p.out, (1, cfg["TW"], cfg["DC"]), "none") if cfg["OUT_TMA"] else fmap
-    config_ = LaunchConfig(grid=grid, block=threads(cfg), shmem_size=prep["smem"])
-    kernel, stream = prep["core"], _legacy_stream()
+    config_ = LaunchConfig(grid=grid, block=threads(cfg), shmem_size=prep.smem)
+    kernel, stream = prep.core_kernel(), _legacy_stream()
     sizes = (np.int32(B), np.int32(S), np.int32(T), np.int32(D), np.int32(own))
     return lambda: core_launch(stream, config_, kernel, fmap, tmap, omap, *ptrs, *sizes)
 

@@ -28,7 +28,7 @@ import numbers
 import re
 
 from .. import device, nvrtc
-from ..track import StageUnavailable
+from ..kit.rung import CudaRung
 from . import s06_cp_async as s06
 
 NAME = "08_fused_gather"
@@ -79,16 +79,8 @@ LAB_TEXT_HINTS = [(_shuffles_from_own_lane,
                    "i's values; an element of target i must get them from lane i: __shfl_sync(0xffffffffu, value, i)")]
 KERNEL = "resample_fused"
 FIND = "resample_find"        # the prepass kernel (search="prepass")
-
-
-def source() -> str:
-    """The kernel's CUDA C++ source (the lesson shows it; the lab is cut from its `// >>> lab` region)."""
-    return nvrtc.source_text(SOURCE)
-
-
-def unavailable() -> str | None:
-    """None if this machine's GPU runs the stage, else why not."""
-    return device.requirement_unmet(MIN_CC, NAME)
+RUNG = CudaRung(NAME, SOURCE, min_cc=MIN_CC)
+source, unavailable = RUNG.source, RUNG.unavailable
 
 
 def vector_width(D: int) -> int:
@@ -149,19 +141,7 @@ _CONFIG_KEYS = ("search", "targets_per_warp", "unroll", "threads", "min_blocks",
 def compile_cubin(arch: str | None = "sm_90a", D: int = 256, source_text: str | None = None, **params) -> bytes:
     """The cubin for D channels (needs no GPU: arch defaults to sm_90a; None means this GPU's)."""
     cfg = config(D, **{k: v for k, v in params.items() if k in _CONFIG_KEYS})
-    return nvrtc.compile(source_text if source_text is not None else source(), arch=arch, name="fused_gather.cu",
-                         include_path=[KERNEL_DIR], defines=cfg)
-
-
-_prepared: dict = {}
-
-
-def _kernels(text, cfg):
-    key = (hash(text), tuple(sorted(cfg.items())))
-    if key not in _prepared:
-        cubin = nvrtc.compile(text, name="fused_gather.cu", include_path=[KERNEL_DIR], defines=cfg)
-        _prepared[key] = (nvrtc.load(cubin, KERNEL), nvrtc.load(cubin, FIND))
-    return _prepared[key]
+    return RUNG.compile(cfg, arch=arch, source_text=source_text)
 
 
 ARG_TYPES = (ctypes.c_void_p,) * 4 + (ctypes.c_int,) * 3 + (ctypes.c_void_p,)
@@ -192,9 +172,7 @@ def launch(p, kernel=None, **params):
     kernels/fused_gather.cu (a learner's version with the same kernel name), compiled with this stage's
     constants."""
     B, S, T, D = p.shape
-    unknown = set(params) - set(PARAMS)
-    if unknown:
-        raise TypeError(f"{NAME}: unknown parameter(s) {sorted(unknown)}; the parameters are {sorted(PARAMS)}")
+    params = RUNG.params(PARAMS, params)
     vectors = B * max(S, T) * vectors_per_row(D)
     if vectors >= 2 ** 31:
         raise ValueError(f"{NAME}: feats or out holds B * max(S, T) * D = {B * max(S, T) * D:,} elements, "
@@ -202,12 +180,11 @@ def launch(p, kernel=None, **params):
                          f"vectors must stay below 2**31")
     if T == 0:
         return
-    if unavailable():
-        raise StageUnavailable(unavailable())
-    params = {**PARAMS, **params}
+    RUNG.require()
     cfg = config(D, **{k: params[k] for k in _CONFIG_KEYS})
-    text = nvrtc.kernel_text(kernel, SOURCE, NAME)
-    kern, find = _kernels(text, cfg)
+    text = RUNG.text(kernel)
+    prep = RUNG.prepare(text, cfg, (KERNEL, FIND))
+    kern, find = prep[KERNEL], prep[FIND]
     grid = blocks(B, T, cfg)
     # programmatic dependent launch needs Hopper (sm_90): griddepcontrol.wait exists only there. A kernel is
     # launched with it only when its source waits (a learner's copy without griddepcontrol.wait would race the

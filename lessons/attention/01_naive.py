@@ -29,7 +29,7 @@ print(cudabook.where())
 
 import numpy as np
 import matplotlib.pyplot as plt
-from cudabook import SIMULATOR, attention, lesson
+from cudabook import SIMULATOR, attention
 from cudabook.attention import s01_naive
 from cudabook.attention.problem import Problem
 
@@ -196,7 +196,7 @@ print(f"at d = 64 instead: {small_d.flops / (s_traffic + small_d.min_bytes):.1f}
 # runs here) measured in the same process on the same data. Without a GPU it shows the records in `results/`.
 
 # %%
-record = lesson.ladder_so_far("01_naive", peers=True, track="attention")
+record = attention.ladder_so_far("01_naive", peers=True)
 
 # %% [markdown]
 # Both intensities on the roofline of an H100 SXM (spec-sheet peaks, `cudabook.gemm.s01_naive.H100_SXM`), with
@@ -246,7 +246,7 @@ if star:
 # time goes into moving S. Without a GPU the sweep checks that every setting is correct.
 
 # %%
-lesson.sweep("01_naive", "threads", [32, 64] if SIMULATOR else [64, 128, 256, 512, 1024], track="attention")
+attention.sweep("01_naive", "threads", [32, 64] if SIMULATOR else [64, 128, 256, 512, 1024])
 
 # %% [markdown]
 # Next: [02 · online softmax](02_online_softmax.ipynb): one pass over the keys per query row, and no S at all.

@@ -18,7 +18,7 @@ print(cudabook.where())
 import math
 import numpy as np
 import matplotlib.pyplot as plt
-from cudabook import SIMULATOR, attention, lesson
+from cudabook import SIMULATOR, attention
 from cudabook.attention import inputs, s02_online_softmax as s02
 from cudabook.attention.problem import Problem
 
@@ -194,7 +194,7 @@ from cudabook.attention.s02_online_softmax import FULL_MASK, PER_LANE, WARP
 # scores that overflow float32 without the shift:
 
 # %%
-from cudabook.track import check_case
+from cudabook.check import check_case
 
 for name, args, label in attention.grading_cases("02_online_softmax"):
     verdict = check_case("attention", lambda p: s02.launch(p, kernel=attention_online), args)
@@ -278,7 +278,7 @@ print(f"one head's K and V: {2 * N * d * 2 / 1e6:.1f} MB")
 # attention measured in the same process; without one it shows the records in `results/`.
 
 # %%
-record = lesson.ladder_so_far("02_online_softmax", peers=True, track="attention")
+record = attention.ladder_so_far("02_online_softmax", peers=True)
 
 # %% [markdown]
 # ## Experiment: warps per block
@@ -288,8 +288,7 @@ record = lesson.ladder_so_far("02_online_softmax", peers=True, track="attention"
 # setting is correct.
 
 # %%
-lesson.sweep("02_online_softmax", "warps_per_block", [1, 2, 4] if SIMULATOR else [1, 2, 4, 8, 16],
-             track="attention")
+attention.sweep("02_online_softmax", "warps_per_block", [1, 2, 4] if SIMULATOR else [1, 2, 4, 8, 16])
 
 # %% [markdown]
 # Write the online-softmax update yourself: [lab 02](../../labs/attention/02_online_softmax.ipynb) (the completed

@@ -33,14 +33,14 @@ import math
 import numpy as np
 from numba import cuda, float32
 from cudabook.bits import bf16_to_f32, f32_to_bf16
-from cudabook.labs import grade
+from cudabook.attention import grade
 from cudabook.attention.s02_online_softmax import FULL_MASK, PER_LANE, WARP, warp_sum
 
 # %%
 #! kernel attention.s02_online_softmax attention_online
 
 # %%
-grade("02_online_softmax", attention_online, track="attention")
+grade("02_online_softmax", attention_online)
 
 # %% [markdown]
 # Passed? Try the mistakes the grader knows, one at a time, and read what it says: scale by `1 / d`, forget

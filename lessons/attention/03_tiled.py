@@ -24,7 +24,7 @@ import math
 import numpy as np
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
-from cudabook import SIMULATOR, attention, lesson
+from cudabook import SIMULATOR, attention
 from cudabook.attention import inputs, s03_tiled as s03
 from cudabook.attention.problem import Problem
 
@@ -172,7 +172,7 @@ from cudabook.attention.s03_tiled import BK, BQ, D, KSTRIDE, OACC, PER_LANE, ROW
 # block shapes (the causal skip and the diagonal fall elsewhere):
 
 # %%
-from cudabook.track import check_case
+from cudabook.check import check_case
 
 for name, args, label in attention.grading_cases("03_tiled"):
     verdict = check_case("attention", lambda p: s03.launch(p, kernel=attention_tiled), args)
@@ -236,7 +236,7 @@ for what, a, b in rows:
 # attention in the same process; without one it shows the records in `results/`.
 
 # %%
-record = lesson.ladder_so_far("03_tiled", peers=True, track="attention")
+record = attention.ladder_so_far("03_tiled", peers=True)
 
 # %% [markdown]
 # ## Compute-bound, and still far below the roof
@@ -290,8 +290,8 @@ print(f"GEMM rung 03 ({TM} + {TN} values for {TM} x {TN} FMAs): {(TM + TN) / (TM
 # memory it would need (try it). Without a GPU the sweep checks that every setting is correct.
 
 # %%
-lesson.sweep("03_tiled", "rows_per_warp", [1, 2, 3] if SIMULATOR else [1, 2, 4],
-             fixed={"warps": 2 if SIMULATOR else 4}, track="attention")
+attention.sweep("03_tiled", "rows_per_warp", [1, 2, 3] if SIMULATOR else [1, 2, 4],
+                fixed={"warps": 2 if SIMULATOR else 4})
 
 # %% [markdown]
 # Write the tile loop yourself: [lab 03](../../labs/attention/03_tiled.ipynb) (the completed version:

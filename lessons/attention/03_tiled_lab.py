@@ -41,7 +41,7 @@ import math
 import numpy as np
 from numba import cuda, float32
 from cudabook.bits import bf16_to_f32, f32_to_bf16
-from cudabook.labs import grade
+from cudabook.attention import grade
 from cudabook.attention.s02_online_softmax import FULL_MASK, WARP, warp_sum
 from cudabook.attention.s03_tiled import (BK, BQ, D, KSTRIDE, OACC, PER_LANE, ROWS, THREADS, WARPS,
                                           warp_max)
@@ -50,10 +50,10 @@ from cudabook.attention.s03_tiled import (BK, BQ, D, KSTRIDE, OACC, PER_LANE, RO
 #! kernel attention.s03_tiled attention_tiled
 
 # %%
-grade("03_tiled", attention_tiled, track="attention")
+grade("03_tiled", attention_tiled)
 
 # %% [markdown]
 # Passed? Grade it with other block shapes too, where the causal skip and the diagonal fall elsewhere:
-# `grade("03_tiled", attention_tiled, track="attention", warps=3, rows_per_warp=3)`. Then take out one of the two
+# `grade("03_tiled", attention_tiled, warps=3, rows_per_warp=3)`. Then take out one of the two
 # barriers and grade again: the simulator shows the race as a result that differs between two runs. The next
 # rungs do the same tile loop on tensor cores, in CUDA C++.

@@ -18,8 +18,8 @@
 # - S of a tile (16 x bkv floats a warp) never touches shared memory: the accumulator layout of `mma.sync` is,
 #   key for key, the A-operand layout of the next `mma.sync`, so P is S rounded to bf16 **in place**.
 #
-# The kernel is CUDA C++ (`cudabook/attention/kernels/flash_mma.cu`) on the GEMM track's pieces
-# (`gemm/kernels/mma_sync.cuh`), compiled at run time by NVRTC. It needs sm_80 or newer; without a GPU it still
+# The kernel is CUDA C++ (`cudabook/attention/kernels/flash_mma.cu`) on the kit's tensor-core pieces
+# (`kit/include/mma_sync.cuh`), compiled at run time by NVRTC. It needs sm_80 or newer; without a GPU it still
 # compiles here, and the workbook's emulator runs it on the CPU. PTX ISA:
 # [mma.m16n8k16 fragments](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#warp-level-matrix-fragment-mma-16816-float),
 # [ldmatrix](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#warp-level-matrix-instructions-ldmatrix),
@@ -338,7 +338,7 @@ else:
 # in `results/`.
 
 # %%
-lesson.ladder_so_far("04_mma_cp_async", peers=True, track="attention")
+attention.ladder_so_far("04_mma_cp_async", peers=True)
 
 # %% [markdown]
 # Every attention record in `results/`, rung 04 beside its peers of the same run (TFLOP/s count 4 B H N² d, half
@@ -384,9 +384,9 @@ if not shown:
 # so.)
 
 # %%
-lesson.sweep("04_mma_cp_async", "bkv", [32, 64, 128], track="attention")
-lesson.sweep("04_mma_cp_async", "stages", [2, 3], track="attention")
-lesson.sweep("04_mma_cp_async", "warps", [2, 4, 8], track="attention")
+attention.sweep("04_mma_cp_async", "bkv", [32, 64, 128])
+attention.sweep("04_mma_cp_async", "stages", [2, 3])
+attention.sweep("04_mma_cp_async", "warps", [2, 4, 8])
 
 # %% [markdown]
 # Write the pipeline step yourself: [lab 04](../../labs/attention/04_mma_cp_async.ipynb) (the completed version:

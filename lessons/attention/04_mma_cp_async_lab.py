@@ -39,7 +39,7 @@ import cudabook
 print(cudabook.where())
 from cudabook import lesson
 from cudabook.attention import s04_mma_cp_async as s04
-from cudabook.labs import grade
+from cudabook.attention import grade
 
 # %% [markdown]
 # The code around your lines: the ring's helpers and the prologue, then what follows your region (the first
@@ -56,7 +56,7 @@ lesson.show_region(s04.source(), start="everyone is done with stage s", end="cp_
 #! region attention/kernels/flash_mma.cu PIPELINE
 
 # %%
-grade("04_mma_cp_async", PIPELINE, track="attention")
+grade("04_mma_cp_async", PIPELINE)
 
 # %% [markdown]
 # Passed? Make the mistakes this step invites, one at a time, and read what the grader says:

@@ -21,8 +21,8 @@
 #     __syncthreads; thread 0 refills slot s with the tile STAGES ahead
 # ```
 #
-# The kernel is `cudabook/attention/kernels/wgmma_tma.cu` on the GEMM track's Hopper pieces
-# (`gemm/kernels/hopper.cuh`: tensor maps, mbarriers, `Wgmma`, `WgmmaRS`). It needs sm_90a (H100, H200); without
+# The kernel is `cudabook/attention/kernels/wgmma_tma.cu` on the kit's Hopper pieces
+# (`kit/include/hopper.cuh`: tensor maps, mbarriers, `Wgmma`, `WgmmaRS`). It needs sm_90a (H100, H200); without
 # one it still compiles here. PTX ISA: [wgmma](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#asynchronous-warpgroup-level-matrix-instructions),
 # [its register fragments](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#asynchronous-warpgroup-level-matrix-register-fragment),
 # [the matrix descriptor](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#asynchronous-warpgroup-level-matrix-shared-memory-layout-matrix-descriptor),
@@ -153,7 +153,7 @@ lesson.show_region(source, start="// >>> lab", end="wgmma_keep(sc);")
 
 # %%
 lesson.show_region(source, start="uint32_t pa[BKV / 16][4];", end="wgmma_keep_a(pa[ps])")
-lesson.show_region((s05.GEMM_DIR / "hopper.cuh").read_text(), start="template <> struct WgmmaRS<64>",
+lesson.show_region((nvrtc.INCLUDE / "hopper.cuh").read_text(), start="template <> struct WgmmaRS<64>",
                    end='"{%32, %33, %34, %35}, %36, p, 1, 1, %38; }"')
 
 # %% [markdown]
@@ -267,7 +267,7 @@ plt.show()
 # elsewhere it shows the records in `results/`.
 
 # %%
-lesson.ladder_so_far("05_wgmma_tma", peers=True, track="attention")
+attention.ladder_so_far("05_wgmma_tma", peers=True)
 
 # %% [markdown]
 # From the records: rung 05 against rung 04 and the fastest SDPA backend, and **the causal speed-up**. A causal
@@ -321,9 +321,9 @@ if not shown:
 # waits for its own products anyway. (Without an H100 or H200 there is nothing to time: the sweeps say so.)
 
 # %%
-lesson.sweep("05_wgmma_tma", "bkv", [64, 128], track="attention")
-lesson.sweep("05_wgmma_tma", "stages", [2, 3], track="attention")
-lesson.sweep("05_wgmma_tma", "warpgroups", [1, 2, 3], track="attention")
+attention.sweep("05_wgmma_tma", "bkv", [64, 128])
+attention.sweep("05_wgmma_tma", "stages", [2, 3])
+attention.sweep("05_wgmma_tma", "warpgroups", [1, 2, 3])
 
 # %% [markdown]
 # Write the S product and the rescale yourself: [lab 05](../../labs/attention/05_wgmma_tma.ipynb) (the completed

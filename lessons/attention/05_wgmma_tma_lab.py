@@ -39,7 +39,7 @@ print(cudabook.where())
 from cudabook import lesson
 from cudabook.attention import s05_wgmma_tma as s05
 from cudabook.gemm import wgmma
-from cudabook.labs import grade
+from cudabook.attention import grade
 print(wgmma.explain(wgmma.descriptor(0x400, lbo=16, sbo=1024)))
 
 # %% [markdown]
@@ -56,7 +56,7 @@ lesson.show_region(s05.source(), start="<<< lab", end="wgmma_keep_a(pa[ps])")
 #! region attention/kernels/wgmma_tma.cu QK_RESCALE
 
 # %%
-grade("05_wgmma_tma", QK_RESCALE, track="attention")
+grade("05_wgmma_tma", QK_RESCALE)
 
 # %% [markdown]
 # Passed (on a Hopper GPU)? Make the mistakes this step invites, one at a time, and read what the grader says:

@@ -21,7 +21,7 @@
 # ```
 #
 # The kernel is `cudabook/attention/kernels/warp_specialized.cu` (its header comment is the summary above), on
-# the same Hopper pieces as rung 05 (`gemm/kernels/hopper.cuh`, `attention/kernels/attention.cuh`). The GEMM
+# the same Hopper pieces as rung 05 (`kit/include/hopper.cuh`, `attention/kernels/attention.cuh`). The GEMM
 # track built the producer/consumer split first: [GEMM 06](../gemm/06_warp_specialized.ipynb) explains the
 # mbarrier phase bit and what `setmaxnreg` asks of a kernel; this lesson does not repeat them. PTX ISA:
 # [bar.sync / bar.arrive](https://docs.nvidia.com/cuda/parallel-thread-execution/#parallel-synchronization-and-communication-instructions-bar-barrier),
@@ -251,8 +251,8 @@ show("auto step = [&]", "  };")
 # path between one P V and the next issue; writing `2^x` as `ex2.approx.ftz` (`exp2_ftz`) instead of `exp2f`
 # dropped the range fix-up ptxas wraps around a `MUFU.EX2` whose subnormal results must survive (a compare and
 # two multiplies per score; with `.ftz` they are flushed to zero, which no P rounded against l >= 1 can see).
-# Measured while the rung was built (H100, one run of tools/sweep_attention.py's kind, not a record), the two
-# together gained about 5 % at d = 128; the records below measure the rung as it is now.
+# Measured while the rung was built (H100, one run of `tools/sweep_params.py --track attention`'s kind, not a
+# record), the two together gained about 5 % at d = 128; the records below measure the rung as it is now.
 #
 # Why nothing of P_{t-1} may change before `wait<0>`: `WgmmaRS` reads its A operand **from registers, while it
 # runs**. The registers `pa` hold P_{t-1} until P_{t-1} V_{t-1} has landed, so the softmax works on `sc` (S_t,
@@ -469,7 +469,7 @@ else:
 # the records in `results/`.
 
 # %%
-lesson.ladder_so_far("06_warp_specialized", peers=True, track="attention")
+attention.ladder_so_far("06_warp_specialized", peers=True)
 
 # %% [markdown]
 # From the records: rung 06 against rung 05 and the fastest SDPA backend of the same run, d = 128 and 64,
@@ -501,7 +501,7 @@ if not recorded_06:
           "results/<gpu>.json; this cell then shows it.")
 
 # %% [markdown]
-# The sweep of this rung's parameters (`tools/sweep_attention.py` on a Hopper GPU writes
+# The sweep of this rung's parameters (`tools/sweep_params.py --track attention` on a Hopper GPU writes
 # `results/sweeps/<gpu>_attention.json`): each variant checked and timed beside rung 05 and the SDPA backends
 # of the same run. A ladder is honest only if it says where a rung does not win: the cell compares rung 06's
 # defaults with rung 05 on each workload and names the fastest variant.
@@ -511,7 +511,8 @@ import json
 
 sweeps = sorted((results.RESULTS / "sweeps").glob("*_attention.json"))
 if not sweeps:
-    print("No attention sweep in results/sweeps/ yet. On an H100 or H200: `python tools/sweep_attention.py`.")
+    print("No attention sweep in results/sweeps/ yet. On an H100 or H200: "
+          "`python tools/sweep_params.py --track attention`.")
 
 
 def suggests(params):
@@ -628,11 +629,11 @@ else:
 # Without an H100 or H200 there is nothing to time: the sweeps say so.
 
 # %%
-lesson.sweep("06_warp_specialized", "pingpong", [True, False], track="attention")
-lesson.sweep("06_warp_specialized", "stages", [2, 3], track="attention")
-lesson.sweep("06_warp_specialized", "consumers", [1, 2], track="attention")
+attention.sweep("06_warp_specialized", "pingpong", [True, False])
+attention.sweep("06_warp_specialized", "stages", [2, 3])
+attention.sweep("06_warp_specialized", "consumers", [1, 2])
 if "overlap" in s06.PARAMS:            # the same kernel without the overlap inside a warpgroup
-    lesson.sweep("06_warp_specialized", "overlap", [True, False], track="attention")
+    attention.sweep("06_warp_specialized", "overlap", [True, False])
 
 # %% [markdown]
 # ## Across problem sizes

@@ -16,7 +16,7 @@ print(cudabook.where())
 
 import numpy as np
 import matplotlib.pyplot as plt
-from cudabook import SIMULATOR, gemm, lesson
+from cudabook import SIMULATOR, gemm
 from cudabook.gemm import s01_naive
 
 a, b = gemm.random_problem(17, 33, 20, rng=np.random.default_rng(0))
@@ -94,7 +94,7 @@ for name, M, N, K in gemm.cases():
 # there is no clock to read: it shows the records in `results/` instead, measured on real GPUs.
 
 # %%
-record = lesson.ladder_so_far("01_naive", peers=True, track="gemm")
+record = gemm.ladder_so_far("01_naive", peers=True)
 
 # %% [markdown]
 # ## Arithmetic intensity and the roofline
@@ -131,7 +131,7 @@ plt.show()
 # checks that every shape is correct.)
 
 # %%
-lesson.sweep("01_naive", "threads_y", [1, 2, 4, 8, 16], track="gemm")
+gemm.sweep("01_naive", "threads_y", [1, 2, 4, 8, 16])
 
 # %% [markdown]
 # Next: [02 · shared-memory tiles](02_smem_tiles.ipynb): load each value once per block, and use it T times.

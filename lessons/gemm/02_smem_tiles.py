@@ -17,7 +17,7 @@ print(cudabook.where())
 import numpy as np
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
-from cudabook import SIMULATOR, gemm, lesson
+from cudabook import SIMULATOR, gemm
 from cudabook.gemm import s01_naive, s02_smem_tiles as s02
 
 why = "small in the simulator, where every thread is a Python thread" if SIMULATOR else "a block of 1,024 threads"
@@ -104,7 +104,7 @@ for name, M, N, K in gemm.cases():
 # `results/`).
 
 # %%
-record = lesson.ladder_so_far("02_smem_tiles", peers=True, track="gemm")
+record = gemm.ladder_so_far("02_smem_tiles", peers=True)
 
 # %%
 points = [(s, s01_naive.intensity(s), s01_naive.measured_TFLOPs(record, s))
@@ -124,7 +124,7 @@ plt.show()
 # each size is correct.
 
 # %%
-lesson.sweep("02_smem_tiles", "tile", [8, 16, 32] if not SIMULATOR else [8, 16], track="gemm")
+gemm.sweep("02_smem_tiles", "tile", [8, 16, 32] if not SIMULATOR else [8, 16])
 
 # %% [markdown]
 # Write this kernel's tile loop yourself in `labs/gemm/02_smem_tiles.ipynb`. Next:

@@ -30,7 +30,7 @@ import numpy as np
 from numba import cuda, float32
 from cudabook.bits import bf16_to_f32, f32_to_bf16
 from cudabook.gemm.s02_smem_tiles import TILE
-from cudabook.labs import grade
+from cudabook.gemm import grade
 
 print("TILE =", TILE)
 
@@ -38,9 +38,9 @@ print("TILE =", TILE)
 #! kernel gemm.s02_smem_tiles gemm_tiled
 
 # %%
-grade("02_smem_tiles", gemm_tiled, track="gemm")
+grade("02_smem_tiles", gemm_tiled)
 
 # %% [markdown]
-# Passed? Try a second tile size: `grade("02_smem_tiles", gemm_tiled, track="gemm", tile=8)` compiles your
+# Passed? Try a second tile size: `grade("02_smem_tiles", gemm_tiled, tile=8)` compiles your
 # kernel again with `TILE = 8`. Then read the lesson (`notebooks/gemm/02_smem_tiles.ipynb`) for why this
 # kernel, whatever the tile size, cannot pass about 1/8 of the GPU's fp32 peak.

@@ -19,7 +19,7 @@ print(cudabook.where())
 import numpy as np
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
-from cudabook import SIMULATOR, gemm, lesson
+from cudabook import SIMULATOR, gemm
 from cudabook.gemm import s01_naive, s03_register_blocking as s03
 
 print({k: getattr(s03, k) for k in ("BM", "BN", "BK", "TM", "TN", "THREADS")},
@@ -133,7 +133,7 @@ for name, M, N, K in gemm.cases() + [("16-byte path", *((20, 40, 32) if SIMULATO
 # (tensor cores), in the same process; without a GPU, the records in `results/`.
 
 # %%
-record = lesson.ladder_so_far("03_register_blocking", peers=True, track="gemm")
+record = gemm.ladder_so_far("03_register_blocking", peers=True)
 
 # %%
 points = [(s, s01_naive.intensity(s), s01_naive.measured_TFLOPs(record, s))
@@ -176,4 +176,4 @@ plt.show()
 # (a multiple of 4) or `bk` (a multiple of 8) instead. Without a GPU the sweep checks each setting is correct.
 
 # %%
-lesson.sweep("03_register_blocking", "tm", [2, 4, 8, 16], track="gemm")
+gemm.sweep("03_register_blocking", "tm", [2, 4, 8, 16])

@@ -215,7 +215,7 @@ else:
 # cuBLAS on Hopper uses the next rungs' tools, TMA copies and `wgmma`, which reads shared memory itself.
 
 # %%
-lesson.ladder_so_far("04_mma_sync", peers=True, track="gemm")
+gemm.ladder_so_far("04_mma_sync", peers=True)
 
 # %% [markdown]
 # ## Experiments
@@ -226,10 +226,10 @@ lesson.ladder_so_far("04_mma_sync", peers=True, track="gemm")
 # slower.)
 
 # %%
-lesson.sweep("04_mma_sync", "swizzle", [True, False], track="gemm")
+gemm.sweep("04_mma_sync", "swizzle", [True, False])
 
 # %%
-lesson.sweep("04_mma_sync", "stages", [2, 3, 4], track="gemm")
+gemm.sweep("04_mma_sync", "stages", [2, 3, 4])
 
 # %% [markdown]
 # Every warp here still does three jobs: compute addresses and issue copies, shuffle tiles into registers

@@ -29,7 +29,7 @@ import cudabook
 print(cudabook.where())
 from cudabook import lesson
 from cudabook.gemm import s04_mma_sync as s04
-from cudabook.labs import grade
+from cudabook.gemm import grade
 
 # %% [markdown]
 # The code around your lines: the prologue and the top of the loop, then what follows your region.
@@ -43,4 +43,4 @@ lesson.show_region(s04.source(), start="<<< lab", end="rs = rs + 1 == STAGES")
 #! region gemm/kernels/mma_sync.cu PIPELINE
 
 # %%
-grade("04_mma_sync", PIPELINE, track="gemm")
+grade("04_mma_sync", PIPELINE)

@@ -132,7 +132,7 @@ print()
 print(wgmma.explain(wgmma.descriptor(b_addr, **wgmma.B_MN_MAJOR)))
 
 # %%
-lesson.show_region((s05.KERNEL_DIR / "hopper.cuh").read_text(), start="smem_desc(uint32_t", end="}")
+lesson.show_region((nvrtc.INCLUDE / "hopper.cuh").read_text(), start="smem_desc(uint32_t", end="}")
 
 # %% [markdown]
 # A k-tile (64 values of k) is four k16 steps. Where does step `kk` start? In A, k runs **along** the 128-byte
@@ -193,7 +193,7 @@ else:
 # to a warpgroup of their own and replaces the block-wide barrier with per-stage mbarriers.
 
 # %%
-lesson.ladder_so_far("05_wgmma_tma", peers=True, track="gemm")
+gemm.ladder_so_far("05_wgmma_tma", peers=True)
 
 # %% [markdown]
 # ## Experiment
@@ -202,5 +202,5 @@ lesson.ladder_so_far("05_wgmma_tma", peers=True, track="gemm")
 # reused; `stages` sets how many k-tiles are in flight. Try both.
 
 # %%
-lesson.sweep("05_wgmma_tma", "bn", [64, 128, 256], track="gemm")
-lesson.sweep("05_wgmma_tma", "stages", [2, 3, 4], track="gemm")
+gemm.sweep("05_wgmma_tma", "bn", [64, 128, 256])
+gemm.sweep("05_wgmma_tma", "stages", [2, 3, 4])

@@ -31,7 +31,7 @@
 import cudabook
 print(cudabook.where())
 from cudabook import lesson
-from cudabook.labs import grade
+from cudabook.gemm import grade
 from cudabook.gemm import s05_wgmma_tma as s05, wgmma
 print(wgmma.explain(wgmma.descriptor(0x400, lbo=16, sbo=1024, swizzle="128B")))
 
@@ -49,4 +49,4 @@ lesson.show_region(s05.source(), start="<<< lab", end="load(kt + STAGES, s)")
 #! region gemm/kernels/wgmma_tma.cu WGMMA_STEP
 
 # %%
-grade("05_wgmma_tma", WGMMA_STEP, track="gemm")
+grade("05_wgmma_tma", WGMMA_STEP)

@@ -94,7 +94,7 @@ else:
 # ## How fast?
 
 # %%
-lesson.ladder_so_far("06_warp_specialized", peers=True, track="gemm")
+gemm.ladder_so_far("06_warp_specialized", peers=True)
 
 # %% [markdown]
 # ## Experiments
@@ -104,5 +104,5 @@ lesson.ladder_so_far("06_warp_specialized", peers=True, track="gemm")
 # 65536).
 
 # %%
-lesson.sweep("06_warp_specialized", "stages", [2, 3, 4], track="gemm")
-lesson.sweep("06_warp_specialized", "group_m", [1, 4, 8, 16], track="gemm")
+gemm.sweep("06_warp_specialized", "stages", [2, 3, 4])
+gemm.sweep("06_warp_specialized", "group_m", [1, 4, 8, 16])

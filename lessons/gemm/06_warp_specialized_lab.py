@@ -34,7 +34,7 @@ import cudabook
 print(cudabook.where())
 from cudabook import lesson
 from cudabook.gemm import s06_warp_specialized as s06
-from cudabook.labs import grade
+from cudabook.gemm import grade
 
 # %%
 lesson.show_region(s06.source(), start="if (wg == 0)", end=">>> lab")
@@ -45,4 +45,4 @@ lesson.show_region(s06.source(), start="<<< lab", end="const int row")
 #! region gemm/kernels/warp_specialized.cu CONSUMER_STEP
 
 # %%
-grade("06_warp_specialized", CONSUMER_STEP, track="gemm")
+grade("06_warp_specialized", CONSUMER_STEP)

@@ -53,17 +53,17 @@ from cudabook.gemm import s07_clusters as s07
 
 # %%
 lesson.show_region(s07.source(), context=0)
-lesson.show_region((s07.SOURCE.parent / "hopper.cuh").read_text(), start="void mbar_arrive_cluster",
+lesson.show_region((nvrtc.INCLUDE / "tma.cuh").read_text(), start="void mbar_arrive_cluster",
                    end=':: "r"(bar), "r"(cta)', context=1)
 
 # %% [markdown]
 # The same kernel compiled both ways (no GPU needed): count the memory barriers ptxas emits.
 
 # %%
-hopper = (s07.SOURCE.parent / "hopper.cuh").read_text()
+hopper, copies = ((nvrtc.INCLUDE / name).read_text() for name in ("hopper.cuh", "tma.cuh"))
 for sem in ("relaxed", "release"):
-    text = s07.source().replace('#include "hopper.cuh"',
-                                hopper.replace("mbarrier.arrive.relaxed.cluster", f"mbarrier.arrive.{sem}.cluster"))
+    edited = copies.replace("mbarrier.arrive.relaxed.cluster", f"mbarrier.arrive.{sem}.cluster")
+    text = s07.source().replace('#include "hopper.cuh"', hopper.replace('#include "tma.cuh"', edited))
     found = nvrtc.sass_lines(s07.compile_cubin(source_text=text), "MEMBAR", kernel=s07.KERNEL)
     print(f".{sem}.cluster: {sum('MEMBAR.ALL.GPU' in x for x in found)} x MEMBAR.ALL.GPU, "
           f"{sum('MEMBAR.ALL.CTA' in x for x in found)} x MEMBAR.ALL.CTA")
@@ -110,7 +110,7 @@ else:
 # Measured now on a Hopper GPU, or shown from `results/` with the GPU and commit they were measured on.
 
 # %%
-lesson.ladder_so_far("07_clusters", peers=True, track="gemm")
+gemm.ladder_so_far("07_clusters", peers=True)
 
 # %% [markdown]
 # ## Which change paid?
@@ -123,6 +123,6 @@ lesson.ladder_so_far("07_clusters", peers=True, track="gemm")
 # switches at 4096: there the TMA store is about as large a step as the cluster. Check on your GPU.
 
 # %%
-lesson.sweep("07_clusters", "cluster", [1, 2, 4], track="gemm")
-lesson.sweep("07_clusters", "multicast", [0, 1, 2], track="gemm")
-lesson.sweep("07_clusters", "tma_store", [False, True], track="gemm")
+gemm.sweep("07_clusters", "cluster", [1, 2, 4])
+gemm.sweep("07_clusters", "multicast", [0, 1, 2])
+gemm.sweep("07_clusters", "tma_store", [False, True])

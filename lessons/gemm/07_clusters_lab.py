@@ -25,7 +25,7 @@ import cudabook
 print(cudabook.where())
 from cudabook import lesson
 from cudabook.gemm import s07_clusters as s07
-from cudabook.labs import grade
+from cudabook.gemm import grade
 
 # %% [markdown]
 # `release`, then the code around your lines (after the loop, the last `prev` is released once the final
@@ -42,4 +42,4 @@ lesson.show_region(s07.source(), start="<<< lab", end="release(empty + 8 * prev)
 #! region gemm/kernels/clusters.cu CLUSTER_STEP
 
 # %%
-grade("07_clusters", CLUSTER_STEP, track="gemm")
+grade("07_clusters", CLUSTER_STEP)

@@ -12,7 +12,7 @@ import cudabook
 print(cudabook.where())
 
 import matplotlib.pyplot as plt
-from cudabook import device, gemm, lesson
+from cudabook import device, gemm
 from cudabook.gemm import waves     # the arithmetic of tiles and waves
 
 # %% [markdown]
@@ -22,7 +22,7 @@ from cudabook.gemm import waves     # the arithmetic of tiles and waves
 # records in `results/` (each with the GPU, the versions and the commit it was measured with).
 
 # %%
-lesson.ladder_so_far(gemm.STAGES[-1], peers=True, track="gemm")
+gemm.ladder_so_far(gemm.STAGES[-1], peers=True)
 
 # %% [markdown]
 # ## Waves of tiles

@@ -30,7 +30,7 @@ print(cudabook.where())
 import numpy as np
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
-from cudabook import SIMULATOR, lesson, msda
+from cudabook import SIMULATOR, msda
 from cudabook.msda import benchmark, inputs
 
 size = benchmark.WORKLOADS[0]
@@ -284,7 +284,7 @@ print(f"corner loads in 01: {4 * big.samples * D:,} of 2 bytes; the same bytes i
 # real GPUs, or says there are none yet.
 
 # %%
-record = lesson.ladder_so_far("01_naive", peers=True, track="msda")
+record = msda.ladder_so_far("01_naive", peers=True)
 
 # %% [markdown]
 # ## Experiment: threads a block
@@ -293,7 +293,7 @@ record = lesson.ladder_so_far("01_naive", peers=True, track="msda")
 # the repeated work above. Without a GPU the sweep checks that every setting is correct.
 
 # %%
-lesson.sweep("01_naive", "threads", [32, 64, 128] if SIMULATOR else [64, 128, 256, 512, 1024], track="msda")
+msda.sweep("01_naive", "threads", [32, 64, 128] if SIMULATOR else [64, 128, 256, 512, 1024])
 
 # %% [markdown]
 # In the H100 record the prediction holds: 64 to 256 threads are within 2 % of each other, and 512 or 1024

@@ -34,13 +34,13 @@ import math
 import numpy as np
 from numba import cuda, float32, int32
 from cudabook.bits import bf16_to_f32, f32_to_bf16
-from cudabook.labs import grade
+from cudabook.msda import grade
 
 # %%
 #! kernel msda.s01_naive msda_naive
 
 # %%
-grade("01_naive", msda_naive, track="msda")
+grade("01_naive", msda_naive)
 
 # %% [markdown]
 # Passed? Break it on purpose and read what the grader says: replace `- float32(0.5)` by nothing and

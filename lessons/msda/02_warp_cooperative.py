@@ -22,7 +22,7 @@ print(cudabook.where())
 import numpy as np
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
-from cudabook import SIMULATOR, lesson, msda
+from cudabook import SIMULATOR, msda
 from cudabook.msda import benchmark
 from cudabook.msda import s02_warp_cooperative as s02
 
@@ -215,7 +215,7 @@ if not shown:
 # the same process (no GPU: the records in `results/`, or a note that there are none yet).
 
 # %%
-record = lesson.ladder_so_far("02_warp_cooperative", peers=True, track="msda")
+record = msda.ladder_so_far("02_warp_cooperative", peers=True)
 
 # %% [markdown]
 # ## Experiment: vector width and group size
@@ -227,9 +227,8 @@ record = lesson.ladder_so_far("02_warp_cooperative", peers=True, track="msda")
 # every setting is correct.
 
 # %%
-lesson.sweep("02_warp_cooperative", "vec_bytes", [4, 8, 16], track="msda")
-lesson.sweep("02_warp_cooperative", "lanes", [1, 2, 4] if SIMULATOR else [1, 2, 4, 8, 16], fixed={"vec_bytes": 4},
-             track="msda")
+msda.sweep("02_warp_cooperative", "vec_bytes", [4, 8, 16])
+msda.sweep("02_warp_cooperative", "lanes", [1, 2, 4] if SIMULATOR else [1, 2, 4, 8, 16], fixed={"vec_bytes": 4})
 
 # %% [markdown]
 # Both predictions hold in the H100 record. 16-byte vectors are about 2.8 times faster than 4-byte ones. At

@@ -33,17 +33,17 @@ import math
 import numpy as np
 from numba import cuda, float32, int32
 from cudabook.bits import bf16_to_f32, f32_to_bf16
-from cudabook.labs import grade
+from cudabook.msda import grade
 from cudabook.msda.s02_warp_cooperative import FULL_MASK, WARP, WORDS, add_corner, sample_corners, store_vector
 
 # %%
 #! kernel msda.s02_warp_cooperative msda_warp
 
 # %%
-grade("02_warp_cooperative", msda_warp, track="msda")
+grade("02_warp_cooperative", msda_warp)
 
 # %% [markdown]
-# Passed? Grade it at the other vector widths too: `grade("02_warp_cooperative", msda_warp, track="msda",
-# vec_bytes=4)` (and 8). With 4-byte vectors a row at D = 40 is 20 vectors, the group is 32 lanes, and 12 of
+# Passed? Grade it at the other vector widths too: `grade("02_warp_cooperative", msda_warp, vec_bytes=4)`
+# (and 8). With 4-byte vectors a row at D = 40 is 20 vectors, the group is 32 lanes, and 12 of
 # them sit past the row. Then read what the next rung gains, and loses, by staging each sample's four corners
 # in shared memory: [03 · shared tiles](../../notebooks/msda/03_smem_tiles.ipynb).

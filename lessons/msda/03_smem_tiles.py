@@ -28,7 +28,7 @@ print(cudabook.where())
 import numpy as np
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
-from cudabook import SIMULATOR, lesson, msda, results
+from cudabook import SIMULATOR, msda, results
 from cudabook.msda import benchmark
 from cudabook.msda import s03_smem_tiles as s03
 
@@ -201,7 +201,7 @@ if not shown:
 # the same process (no GPU: the records in `results/`, or a note that there are none yet).
 
 # %%
-record = lesson.ladder_so_far("03_smem_tiles", peers=True, track="msda")
+record = msda.ladder_so_far("03_smem_tiles", peers=True)
 
 # %% [markdown]
 # In the records rung 03 is slower than rung 02, on both workloads, by the factor printed above. It does every
@@ -223,8 +223,8 @@ record = lesson.ladder_so_far("03_smem_tiles", peers=True, track="msda")
 # because each warp synchronises only itself. Without a GPU the sweeps check that every setting is correct.
 
 # %%
-lesson.sweep("03_smem_tiles", "vec_bytes", [4, 8, 16], track="msda")
-lesson.sweep("03_smem_tiles", "warps_per_block", [1, 2] if SIMULATOR else [1, 2, 4, 8], track="msda")
+msda.sweep("03_smem_tiles", "vec_bytes", [4, 8, 16])
+msda.sweep("03_smem_tiles", "warps_per_block", [1, 2] if SIMULATOR else [1, 2, 4, 8])
 
 # %% [markdown]
 # In the H100 record, 16-byte vectors win again (about 3.4 times faster than 4-byte ones). 1, 2 and 4 warps a

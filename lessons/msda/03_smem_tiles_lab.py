@@ -42,7 +42,7 @@ print(cudabook.where())
 import math
 import numpy as np
 from numba import cuda, float32, int32, uint32
-from cudabook.labs import grade
+from cudabook.msda import grade
 from cudabook.msda.s03_smem_tiles import (ACC, FULL_MASK, PER_LANE, TABLE_WORDS, WARP, WORDS, add_staged,
                                           copy_vector, store_sums, zero_vector)
 
@@ -50,12 +50,12 @@ from cudabook.msda.s03_smem_tiles import (ACC, FULL_MASK, PER_LANE, TABLE_WORDS,
 #! kernel msda.s03_smem_tiles msda_tiles
 
 # %%
-grade("03_smem_tiles", msda_tiles, track="msda")
+grade("03_smem_tiles", msda_tiles)
 
 # %% [markdown]
 # Passed? Take a barrier out and read what the grader says: without the one between staging and blending the
 # D = 8 case still passes (a group of one lane stages only what it blends itself), and the D = 24 case, where
 # lanes copy for each other, fails as a race. Or drop the `zero_vector` branch: a corner off the map then
 # blends whatever the previous sample left in the tile. Grade it at the other vector widths too:
-# `grade("03_smem_tiles", msda_tiles, track="msda", vec_bytes=4)` (and 8). Then see what the copy engine makes
+# `grade("03_smem_tiles", msda_tiles, vec_bytes=4)` (and 8). Then see what the copy engine makes
 # of the same tiles: [04 · TMA boxes](../../notebooks/msda/04_tma_boxes.ipynb).

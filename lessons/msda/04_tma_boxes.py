@@ -322,7 +322,7 @@ print(tma.driver_args("float32", (1000,), (4,), (256,))["globalStrides"], "<- on
 # multiples of 16 bytes and below 2^40, box sides 1 to 256, the inner box whole 16-byte chunks, the swizzle
 # span, element strides 1 to 8, NaN fill only for floats) are the driver API's contract for every GPU of compute
 # capability 9.0 and up, SM 12.0 included, with no exception by architecture. What the validator adds from
-# measurement is narrower, and some of it may differ on another GPU or driver (see `cudabook/tma.py`, its
+# measurement is narrower, and some of it may differ on another GPU or driver (see `cudabook/tma/` (`validator.py`, `cases.py`), its
 # `CASES`, `PROBES` and comments):
 #
 # - the **total box size**: the driver on H100 and H200 rejected a 256 KiB box and accepted 228 KiB; the
@@ -362,7 +362,7 @@ for description, kw, guess in tma.PROBES:
 # whose rate.
 
 # %%
-record = lesson.ladder_so_far("04_tma_boxes", peers=True, track="msda")
+record = msda.ladder_so_far("04_tma_boxes", peers=True)
 
 # %% [markdown]
 # ## Experiments: consumers, ring depth and blocks an SM
@@ -373,9 +373,9 @@ record = lesson.ladder_so_far("04_tma_boxes", peers=True, track="msda")
 # a Hopper GPU there is nothing to time: the sweeps show the records.)
 
 # %%
-lesson.sweep("04_tma_boxes", "consumer_warps", [1, 2, 4, 8], track="msda")
-lesson.sweep("04_tma_boxes", "depth", [1, 2, 4], track="msda")
-lesson.sweep("04_tma_boxes", "blocks_per_sm", [1, 2, 4, 8, 0], track="msda")
+msda.sweep("04_tma_boxes", "consumer_warps", [1, 2, 4, 8])
+msda.sweep("04_tma_boxes", "depth", [1, 2, 4])
+msda.sweep("04_tma_boxes", "blocks_per_sm", [1, 2, 4, 8, 0])
 
 # %% [markdown]
 # The H100 record refutes the prediction. With the blocks an SM capped, the time halves from 1 block to 2 and

@@ -32,7 +32,7 @@
 import cudabook
 print(cudabook.where())
 from cudabook import lesson
-from cudabook.labs import grade
+from cudabook.msda import grade
 from cudabook.msda import s04_tma_boxes as s04
 
 # %% [markdown]
@@ -46,7 +46,7 @@ print("            ... your lines ...")
 #! region msda/kernels/tma_boxes.cu ISSUE
 
 # %%
-grade("04_tma_boxes", ISSUE, track="msda")
+grade("04_tma_boxes", ISSUE)
 
 # %% [markdown]
 # Passed? Try the mistakes a first TMA kernel makes, and read what the grader says: count `BOX_STRIDE` bytes a

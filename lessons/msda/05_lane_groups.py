@@ -205,7 +205,7 @@ else:
 # the records in `results/`, or a note that there are none yet):
 
 # %%
-record = lesson.ladder_so_far("05_lane_groups", peers=True, track="msda")
+record = msda.ladder_so_far("05_lane_groups", peers=True)
 
 # %% [markdown]
 # The records, rung 05 against the gather ceiling, PyTorch's eager implementation, and the rungs before it:
@@ -269,8 +269,8 @@ for rec in results.load_all():
 #
 # ## Branch-free, and the block size: the recorded sweep
 #
-# `tools/sweep_msda.py` timed rung 05's two knobs on the benchmark's `local` workload, with rung 02's vector
-# width beside them, every variant checked against the float64 reference. From the file it wrote:
+# `tools/sweep_params.py --track msda` timed rung 05's two knobs on the benchmark's `local` workload, with rung
+# 02's vector width beside them, every variant checked against the float64 reference. From the file it wrote:
 
 # %%
 sweeps = sorted((results.RESULTS / "sweeps").glob("*_msda_*.json"))
@@ -294,7 +294,7 @@ for path in sweeps:
     plt.tight_layout()
     plt.show()
 if not sweeps:
-    print("No sweep recorded in results/sweeps/ yet: run `python tools/sweep_msda.py` on a GPU.")
+    print("No sweep recorded in results/sweeps/ yet: run `python tools/sweep_params.py --track msda` on a GPU.")
 
 # %% [markdown]
 # Branches cost more than a larger block buys: with them fewer loads are in flight (the SASS above), though the
@@ -361,8 +361,8 @@ for rec in results.load_all():
 # capability 8.0 or newer there is nothing to time: the sweeps say so.)
 
 # %%
-lesson.sweep("05_lane_groups", "threads", [128, 256, 512], track="msda")
-lesson.sweep("05_lane_groups", "branchless", [True, False], track="msda")
+msda.sweep("05_lane_groups", "threads", [128, 256, 512])
+msda.sweep("05_lane_groups", "branchless", [True, False])
 
 # %% [markdown]
 # The H100 record half agrees. The block size matters more than predicted: 512 threads, the default, are about

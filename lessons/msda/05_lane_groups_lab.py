@@ -40,7 +40,7 @@
 import cudabook
 print(cudabook.where())
 from cudabook import lesson
-from cudabook.labs import grade
+from cudabook.msda import grade
 from cudabook.msda import s05_lane_groups as s05
 
 # %% [markdown]
@@ -55,7 +55,7 @@ lesson.show_region(s05.source(), start="<<< lab", end="pack_bf16x2(acc[8 * i + 6
 #! region msda/kernels/lane_groups.cu SAMPLES
 
 # %%
-grade("05_lane_groups", SAMPLES, track="msda")
+grade("05_lane_groups", SAMPLES)
 
 # %% [markdown]
 # Passed? Make the mistakes that deformable attention invites, one at a time, and read what the grader says:

@@ -56,6 +56,7 @@
 // STAGES, NCW consumer warps, DC (a multiple of 8, at most 256), OUT_TMA, ST_CS (streaming stores), TIMES_TMA
 // (SEARCH=0 only), BF16_CVT (resample_common.cuh) (0/1 each).
 #include "resample_common.cuh"
+#include "tma.cuh"                   // mbarriers, TMA copies (the kit's: cudabook/kit/include)
 
 #ifndef SEARCH
 #define SEARCH 1
@@ -135,65 +136,8 @@ static_assert(BOX_BYTES % 128 == 0, "each box must start 128-byte aligned in sha
 static_assert(TW % 8 == 0 && TW <= 256, "TW: a multiple of 8, at most 256");
 static_assert(NCT >= 32 && STAGES >= 1, "bad configuration");
 
-// The 128-byte CUtensorMap, passed by value as a __grid_constant__ kernel parameter (so it lives in the
-// constant parameter space and has an address the TMA unit can read). cuda.h cannot be included under NVRTC.
-struct __align__(64) TensorMap { u64 opaque[16]; };
-
-__device__ __forceinline__ u32 smem_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
-
-// ---------------------------------------------------------------------------- mbarriers
-__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(u32 bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_expect_tx(u32 bar, u32 bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-// Wait until the phase with this parity has completed (parity = how many times the barrier has completed,
-// mod 2). A phase that completed before the current one counts as completed: waiting on parity 1 of a fresh
-// barrier returns at once, which is how the producer's first pass through the ring needs no special case.
-// A watchdog: a phase that never completes (a producer that announces more bytes than it copies, or forgets to
-// arrive) would hang the GPU; after about WAIT_LIMIT clock cycles (tens of seconds) the kernel traps instead,
-// and the launch fails with an error the host can report.
-#ifndef WAIT_LIMIT
-#define WAIT_LIMIT 40000000000LL
-#endif
-__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
-    u32 done;
-    const long long start = clock64();
-    do {
-        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     " selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-        if (!done && clock64() - start > WAIT_LIMIT) __trap();
-    } while (!done);
-}
-
-// ---------------------------------------------------------------------------- TMA
-__device__ __forceinline__ void tma_load_3d(u32 dst, const TensorMap* map, int c0, int c1, int c2, u32 bar) {
-    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%2, %3, %4}], [%5];\n"
-                 ::"r"(dst), "l"(reinterpret_cast<u64>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar) : "memory");
-}
-__device__ __forceinline__ void tma_load_2d(u32 dst, const TensorMap* map, int c0, int c1, u32 bar) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%2, %3}], [%4];\n"
-                 ::"r"(dst), "l"(reinterpret_cast<u64>(map)), "r"(c0), "r"(c1), "r"(bar) : "memory");
-}
-__device__ __forceinline__ void tma_store_3d(const TensorMap* map, u32 src, int c0, int c1, int c2) {
-    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [%0, {%2, %3, %4}], [%1];\n"
-                 ::"l"(reinterpret_cast<u64>(map)), "r"(src), "r"(c0), "r"(c1), "r"(c2) : "memory");
-}
-__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void bulk_wait_read() {
-    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
-}
-template <int N> __device__ __forceinline__ void bulk_wait() {
-    asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
-}
-// Ordinary stores to shared memory must be made visible to the async proxy (the TMA unit) before it reads.
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// The mbarriers and the TMA copies (mbar_init, mbar_expect_tx, mbar_wait, tma_load_3d, tma_store_3d, bulk groups,
+// fence_proxy_async, TmaDesc: the 128-byte CUtensorMap) are the kit's, in tma.cuh: every TMA rung uses one copy.
 // A barrier for the consumer warps only (barrier 0 is __syncthreads).
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(NCT) : "memory"); }
 
@@ -303,17 +247,7 @@ resample_intervals(const float* __restrict__ times, const float* __restrict__ ta
 }
 
 // ---------------------------------------------------------------------------- work items
-struct Item { int b, t0, nT, d0; };
-
-__device__ __forceinline__ Item decode(int item, int ntc, int ndc, int T) {
-    Item it;
-    int dc = item % ndc, r = item / ndc, tc = r % ntc;
-    it.b = r / ntc;
-    it.t0 = tc * TW;
-    it.nT = min(TW, T - it.t0);
-    it.d0 = dc * DC;
-    return it;
-}
+#include "resample_items.cuh"            // Item, decode(), XPL, load_targets()
 
 // A block's walk through its items (the producer's: it tells the consumers each item in the stage's header).
 // SCHED 1 and 2: the N = B * T targets (flattened index g = b * T + t) are cut into G * R slices of equal size
@@ -374,7 +308,6 @@ __device__ __forceinline__ void walk_next(Walk& w, const Item& it, int ndc) {
 #endif
 }
 
-#define XPL ((TW + 31) / 32)                // targets per producer lane
 
 #if SEARCH == 1
 // Warp-wide: lane j loads the (lo, w) pair of the item's targets j, j + 32, ... (lo = -1 past its end). Issued
@@ -404,15 +337,6 @@ __device__ __forceinline__ void pairs_window(const int2 (&e)[XPL], int& L, int& 
 }
 #endif
 
-// Warp-wide: lane j loads targets j, j + 32, ... of the item (NaN past its end). Issued one item ahead.
-__device__ __forceinline__ void load_targets(const float* __restrict__ targets, int T, const Item& it, float (&x)[XPL]) {
-    const int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int q = 0; q < XPL; ++q) {
-        const int j = lane + 32 * q;
-        x[q] = j < it.nT ? __ldg(targets + (size_t)it.b * T + it.t0 + j) : __int_as_float(0x7fc00000);
-    }
-}
 
 // Warp-wide: the smallest and the largest of the item's targets (fminf/fmaxf skip the NaN padding).
 __device__ __forceinline__ void targets_range(const float (&x)[XPL], float& xmin, float& xmax) {
@@ -524,19 +448,19 @@ __device__ __forceinline__ void own_pairs(const float* __restrict__ times, const
 
 // ---------------------------------------------------------------------------- the streaming kernel
 extern "C" __global__ void __launch_bounds__((NCW + 1) * 32)
-resample_tma(const __grid_constant__ TensorMap fmap, const __grid_constant__ TensorMap tmap,
-             const __grid_constant__ TensorMap omap, const float* __restrict__ times,
+resample_tma(const __grid_constant__ TmaDesc fmap, const __grid_constant__ TmaDesc tmap,
+             const __grid_constant__ TmaDesc omap, const float* __restrict__ times,
              const u16* __restrict__ feats, const float* __restrict__ targets, u16* __restrict__ out,
              const int2* __restrict__ lw, int B, int S, int T, int D, int self_blocks) {
     extern __shared__ unsigned char smem_raw[];
     u32 have;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(have));
     if (have < SMEM_BYTES) __trap();                       // the host's layout disagrees with this one
-    unsigned char* smem = smem_raw + ((128 - (smem_addr(smem_raw) & 127)) & 127);
+    unsigned char* smem = smem_raw + ((128 - (smem_u32(smem_raw) & 127)) & 127);
 
     u16* fs = reinterpret_cast<u16*>(smem);
     int* hdr = reinterpret_cast<int*>(smem + OFF_HDR);
-    const u32 full0 = smem_addr(smem + OFF_BAR), empty0 = full0 + 8 * STAGES;
+    const u32 full0 = smem_u32(smem + OFF_BAR), empty0 = full0 + 8 * STAGES;
 
     const int ntc = (T + TW - 1) / TW, ndc = (D + DC - 1) / DC;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -632,13 +556,13 @@ resample_tma(const __grid_constant__ TensorMap fmap, const __grid_constant__ Ten
                 // >>> lab: announce the bytes that will land on the stage's "full" barrier, then issue one TMA copy per box of BOXR window rows
                 const int nbox = (n + BOXR - 1) / BOXR;
                 // boxes past row S-1 are zero-filled and still count their bytes
-                mbar_arrive_expect_tx(full, nbox * BOX_BYTES + (TIMES_TMA ? WT_ROWS * 4 : 0));
-                const u32 dst = smem_addr(fs) + s * FS_BYTES;
+                mbar_expect_tx(full, nbox * BOX_BYTES + (TIMES_TMA ? WT_ROWS * 4 : 0));
+                const u32 dst = smem_u32(fs) + s * FS_BYTES;
                 for (int r = 0; r < nbox; ++r)
-                    tma_load_3d(dst + r * BOX_BYTES, &fmap, it.d0, L + r * BOXR, it.b, full);
+                    tma_load_3d(dst + r * BOX_BYTES, &fmap, full, it.d0, L + r * BOXR, it.b);
                 // <<< lab
 #if TIMES_TMA
-                tma_load_2d(smem_addr(wts) + s * WT_BYTES, &tmap, L & ~3, it.b, full);   // 16-byte aligned start
+                tma_load_2d(smem_u32(wts) + s * WT_BYTES, &tmap, full, L & ~3, it.b);   // 16-byte aligned start
 #endif
             } else {
                 mbar_arrive(full);                         // (after this lane's stores to the stage)
@@ -738,7 +662,7 @@ resample_tma(const __grid_constant__ TensorMap fmap, const __grid_constant__ Ten
                 fence_proxy_async();                       // the tile's stores, visible to the TMA unit
                 consumers_sync();
                 if (ct == 0) {
-                    tma_store_3d(&omap, smem_addr(tile), it.d0, it.t0, it.b);   // rows past T, columns past D: clipped
+                    tma_store_3d(&omap, smem_u32(tile), it.d0, it.t0, it.b);   // rows past T, columns past D: clipped
                     bulk_commit();
                 }
                 ++tiles;

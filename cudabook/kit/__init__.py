@@ -1,0 +1,1 @@
+"""The kit: what every track builds on; it names no track."""

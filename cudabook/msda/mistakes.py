@@ -1,0 +1,134 @@
+"""The deformable attention track's planted mistakes: learner-style wrong answers to its labs, as edits of the real
+lab kernels (cudabook.mistakes; tests/machinery/test_lab_mistakes.py runs them through the grader).
+
+Lab 01 (Numba): each must FAIL. The checker's own planted mistakes in rungs 01 and 02 (align_corners=True,
+clamping, x/y swapped, weights or level starts left out, ...) are caught and named by the checker on one small
+problem (tests/msda/test_msda_track.py); lab 02's are only those. Lab 03 (Numba, 2 x 2 x D tiles in shared
+memory): a missing barrier, corners off the map not zeroed, corners or fractions mixed up, the wrong table entry
+or tile slot. Lab 04 (TMA boxes, C++) in the emulator on a CPU, on a Hopper GPU for real; lab 05 (lane groups,
+C++): edits of the branchless path (the default), which the grader runs.
+"""
+from ..mistakes import Mistake
+
+_LAB01 = [  # (what, edits of s01's lab region): learner-style wrong answers the lab grader must FAIL
+    ("align_corners=True positions", [("loc[n, q, m, l, p, 0] * float32(W) - float32(0.5)",
+                                       "loc[n, q, m, l, p, 0] * float32(W - 1)"),
+                                      ("loc[n, q, m, l, p, 1] * float32(H) - float32(0.5)",
+                                       "loc[n, q, m, l, p, 1] * float32(H - 1)")]),
+    ("x and y swapped", [("loc[n, q, m, l, p, 0] * float32(W)", "loc[n, q, m, l, p, 1] * float32(W)"),
+                         ("loc[n, q, m, l, p, 1] * float32(H)", "loc[n, q, m, l, p, 0] * float32(H)")]),
+    ("the level's start ignored", [("top = start + y0 * W + x0", "top = y0 * W + x0")]),
+    ("the attention weight left out", [("acc += attn[n, q, m, l, p] * v", "acc += v")]),
+    ("the bottom-right corner with the top-right's weight", [("v += fy * fx * bf16_to_f32", "v += (float32(1.0) - fy) * fx * bf16_to_f32")]),
+]
+
+
+X_POS = "x = loc[n, q, m, l, p, 0] * float32(W) - float32(0.5)"
+Y_POS = "y = loc[n, q, m, l, p, 1] * float32(H) - float32(0.5)"
+BOUNDS = "if x > float32(-1.0) and y > float32(-1.0) and x < float32(W) and y < float32(H):"
+_CHECKER = {  # {what: (stage, edits of the rung's kernel, a phrase the checker's message must hold)}
+    "align_corners=True positions": ("01_naive", [(X_POS, "x = loc[n, q, m, l, p, 0] * float32(W - 1)"),
+                                                  (Y_POS, "y = loc[n, q, m, l, p, 1] * float32(H - 1)")],
+                                     "align_corners=True"),
+    "clamped at the borders": ("01_naive", [(BOUNDS, "x = min(max(x, float32(0.0)), float32(W - 1))\n"
+                                                     "            y = min(max(y, float32(0.0)), float32(H - 1))\n"
+                                                     "            if True:")], "padding_mode='border'"),
+    "x and y swapped": ("01_naive", [("loc[n, q, m, l, p, 0] * float32(W)", "loc[n, q, m, l, p, 1] * float32(W)"),
+                                     ("loc[n, q, m, l, p, 1] * float32(H)", "loc[n, q, m, l, p, 0] * float32(H)")],
+                        "x and y swapped"),
+    "weights not applied": ("01_naive", [("acc += attn[n, q, m, l, p] * v", "acc += v")],
+                            "without their attention weights"),
+    "level start ignored": ("01_naive", [("top = start + y0 * W + x0", "top = y0 * W + x0")],
+                            "level_start_index[l]"),
+    "last channel never stored": ("01_naive", [("    out[n, q, m * D + c] = f32_to_bf16(acc)",
+                                                "    if c < D - 1:\n        out[n, q, m * D + c] = f32_to_bf16(acc)")],
+                                  "never written"),
+    "shuffle from the warp's lane t, not the group's": ("02_warp_cooperative", [("src = leader + t", "src = t")], None),
+    "last round of samples dropped": ("02_warp_cooperative", [("for j0 in range(0, samples, lanes):",
+                                                               "for j0 in range(0, samples - lanes, lanes):")], None),
+}
+
+
+RACE = "a race"
+STAGED = ("zero_vector(tile, at, WORDS)   # off the map: zeros, so the blend needs no border test\n"
+          "            cuda.syncwarp(FULL_MASK)")
+_LAB03 = [  # (what, edits of the lab region, a phrase the grader's message must hold)
+    ("no barrier between staging the tile and blending it",
+     [(STAGED, "zero_vector(tile, at, WORDS)")], RACE),
+    ("no barrier after the blend: the next sample's tile overwrites one still being read",
+     [("            cuda.syncwarp(FULL_MASK)               # everyone is done", "            # everyone is done")],
+     RACE),
+    ("no barrier between writing the table and reading it",
+     [("cuda.syncwarp(FULL_MASK)                   # the table is complete", "pass")], RACE),
+    ("corners off the map not written as zeros (the tile keeps the previous sample's)",
+     [("                else:\n                    zero_vector(tile, at, WORDS)", "")], "FAIL"),
+    ("the corner weights in the wrong order (top-right and bottom-left swapped)",
+     [("weights[mine + 1] = w01", "weights[mine + 1] = w10"), ("weights[mine + 2] = w10", "weights[mine + 2] = w01")],
+     "FAIL"),
+    ("the x and y fractions swapped",
+     [("fx = x - float32(x0)", "fx = y - float32(y0)"), ("fy = y - float32(y0)", "fy = x - float32(x0)")], "FAIL"),
+    ("every lane stages its own sample's table entry, not sample t's",
+     [("entry = TABLE + TABLE_WORDS * t", "entry = TABLE + TABLE_WORDS * g")], "FAIL"),
+    ("every corner staged into the first corner's slot of the tile",
+     [("at = TILE + c * half + v * WORDS", "at = TILE + v * WORDS")], "FAIL"),
+    ("the tile's corner slots counted in vectors, not words: 16-byte stores misaligned",
+     [("at = TILE + c * half + v * WORDS", "at = TILE + c * nvec + v * WORDS")], "misaligned"),
+    ("only the first corner staged (the loop stops at nvec)",
+     [("for e in range(g, 4 * nvec, lanes):", "for e in range(g, nvec, lanes):")], "FAIL"),
+]
+
+
+_LAB04 = [  # (what, old, new, words in the message)
+    ("the bytes of the boxes' slots, not of the boxes (BOX_STRIDE)", "(uint32_t)boxes * BOX_BYTES",
+     "(uint32_t)boxes * BOX_STRIDE", ["expect_tx says", "deliver"]),
+    ("a byte count for every sample, on the map or not", "(uint32_t)boxes * BOX_BYTES", "(uint32_t)LP * BOX_BYTES",
+     ["expect_tx says", "deliver"]),
+    ("no expect_tx: lane 0 only arrives", "if (lane == 0) mbar_expect_tx(full, (uint32_t)boxes * BOX_BYTES);",
+     "if (lane == 0) mbar_arrive(full);", ["expect_tx says 0 bytes"]),
+    ("x0 and y0 swapped in the box's coordinates", "0, m, x0s[r], y0s[r], n", "0, m, y0s[r], x0s[r], n", ["FAIL"]),
+    ("the head left out of the coordinates (always head 0)", "0, m, x0s[r], y0s[r], n", "0, 0, x0s[r], y0s[r], n",
+     ["FAIL"]),
+    ("lane 0 arrives twice, another lane never", "if (lane != 0) mbar_arrive(full);", "mbar_arrive(full);",
+     ["more arrivals"]),
+]
+
+
+_LAB05 = [  # (what, old, new): edits of the branchless path (the default), which the grader runs
+    ("align_corners=True positions (no half-pixel shift)", "s.x * W - 0.5f, y = s.y * H - 0.5f",
+     "s.x * (W - 1), y = s.y * (H - 1)"),
+    ("x and y swapped", "const float x = s.x * W - 0.5f, y = s.y * H - 0.5f",
+     "const float x = s.y * H - 0.5f, y = s.x * W - 0.5f"),
+    ("the lower corners one row down too few (row + 1 for y0 + 1)", "bottom && left ? row + W : start",
+     "bottom && left ? row + 1 : start"),
+    ("the attention weight left out of one corner", "top && left ? a * (1.f - fy) * (1.f - fx) : 0.f",
+     "top && left ? (1.f - fy) * (1.f - fx) : 0.f"),
+    ("a corner off the map read anyway (clamping, not zero padding)", "top && right ? a * (1.f - fy) * fx : 0.f",
+     "a * (1.f - fy) * fx"),
+    ("the level's points read from the wrong place (l * PV + p without the level)", "xy + l * PV + p", "xy + p"),
+]
+
+
+def _lab03(what, edits, says):
+    only = ("sim: simulator only: a GPU may not show a race, and a misaligned access ends its CUDA context for the "
+            "whole process") if says in (RACE, "misaligned") else None
+    return Mistake("03_smem_tiles", what, tuple(edits), (says,), kernel="msda_tiles", only=only)
+
+
+def _lab04(what, old, new, words):
+    only = None if "FAIL" in words else ("sim: on a GPU a barrier that never completes ends in the watchdog's "
+                                         "trap, which ends the CUDA context for the whole process: the emulator "
+                                         "tests it")
+    # (on a GPU a wrong byte count is a trap after the watchdog's time: only the verdict is pinned there)
+    return Mistake("04_tma_boxes", what, ((old, new),), tuple(words), fails=(), only=only)
+
+
+MISTAKES = (
+    [Mistake("01_naive", what, tuple(edits), fails=("FAIL",), kernel="msda_naive") for what, edits in _LAB01]
+    + [Mistake(stage, what, tuple(edits), (expect,) if expect else (), fails=(),
+               kernel="msda_naive" if stage == "01_naive" else "msda_warp", id=f"checker: {what}",
+               only="checker: the checker's own test runs it on one small problem")
+       for what, (stage, edits, expect) in _CHECKER.items()]
+    + [_lab03(*m) for m in _LAB03]
+    + [_lab04(*m) for m in _LAB04]
+    + [Mistake("05_lane_groups", what, ((old, new),), fails=("FAIL",)) for what, old, new in _LAB05]
+)

@@ -1,0 +1,4 @@
+"""python -m cudabook.profile: see cli.main."""
+from .cli import main
+
+raise SystemExit(main())

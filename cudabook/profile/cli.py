@@ -1,0 +1,89 @@
+"""The command line (python -m cudabook.profile), and the driver program that ncu profiles (--run)."""
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+
+from .measure import profile, record
+from .ncu import ROOT, ProfileUnavailable
+from .records import _stage_name, recorded
+
+
+def _drive(track, stage, info_path, size=None, params=None) -> int:
+    """Inside ncu: upload the problem, launch once (compile, warm up), then once between cuProfilerStart and
+    cuProfilerStop. Writes what it ran (workload, size, minimum traffic) or why it could not to info_path."""
+    info = {}
+    try:
+        from .. import SIMULATOR          # (the package, imported first, chose GPU or simulator)
+        from .. import track as tracks
+        if SIMULATOR:
+            raise ProfileUnavailable("the profiled program found no GPU")
+        from numba import cuda
+        t = tracks.get(track)
+        why = t.unavailable(stage)
+        if why:
+            raise ProfileUnavailable(why)
+        size = size if size is not None else dict(t.bench.WORKLOADS[0])
+        args, problem = t.bench.prepare(dict(size))
+        module = t.stage(stage)
+        params = params or {}
+        problem.poison()
+        module.launch(problem, **params)
+        cuda.synchronize()
+        cuda.profile_start()
+        module.launch(problem, **params)
+        cuda.synchronize()
+        cuda.profile_stop()
+        info = {"workload": t.bench.workload_name(**size), "size": size,
+                "min_bytes": getattr(problem, "min_bytes", None), "params": params}
+        code = 0
+    except Exception as e:  # reported through the info file, read by the parent
+        info = {"error": f"{type(e).__name__}: {e}"}
+        code = 1
+    pathlib.Path(info_path).write_text(json.dumps(info, default=str))
+    return code
+
+
+def main(argv=None) -> int:
+    """python -m cudabook.profile TRACK STAGE...             profile now and print the table
+    python -m cudabook.profile --record TRACK [STAGE...]   profile and save results/profiles/<gpu>_<track>.json
+    python -m cudabook.profile --show TRACK [STAGE...]     the recorded profile
+    (--run TRACK STAGE --info PATH [--size JSON] [--params JSON] is the driver ncu runs.)"""
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m cudabook.profile", description=main.__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--run", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--record", action="store_true")
+    ap.add_argument("--show", action="store_true")
+    ap.add_argument("--info", help=argparse.SUPPRESS)
+    ap.add_argument("--size", type=json.loads, help="the problem's size as JSON, e.g. '{\"B\": 8, ...}'")
+    ap.add_argument("--params", type=json.loads, help="the stage's launch parameters as JSON")
+    ap.add_argument("track")
+    ap.add_argument("stages", nargs="*")
+    a = ap.parse_args(argv)
+    if a.run:
+        return _drive(a.track, a.stages[0], a.info, a.size, a.params)
+    if argv is None:                   # from the shell: `timeout` sends SIGTERM; end ncu and its program too
+        import signal
+
+        def stop(signum, frame):
+            raise SystemExit(128 + signum)
+        signal.signal(signal.SIGTERM, stop)
+    try:
+        if a.record:
+            from .. import track as tracks
+            t = tracks.get(a.track)
+            params = {_stage_name(t, s): a.params for s in a.stages} if a.params else None
+            path = record(a.track, a.stages or None, size=a.size, params=params)
+            print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+        elif a.show:
+            p = recorded(a.track, *a.stages)
+            print(repr(p) if p else f"No profile of {a.track} recorded yet.")
+        else:
+            for s in a.stages:
+                print(repr(profile(a.track, s, a.size, **(a.params or {}))), "\n")
+    except ProfileUnavailable as e:
+        print(e, file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,141 @@
+"""Profile records, results/profiles/<gpu>_<track>.json: written, checked, merged, read back as a Profile."""
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+
+from ..results import RecordError, read_record, require_field
+from .ncu import ROOT
+from .table import Profile, derive
+
+
+PROFILES = ROOT / "results" / "profiles"
+SCHEMA = 1
+
+
+def _stage_name(t, stage) -> str:
+    module = t.stage(stage)
+    return next(s for s in t.STAGES if t.stage(s) is module)
+
+
+def _gpu_name():
+    from .. import device
+    g = device.gpu()
+    return g.name if g else None
+
+
+def record_path(gpu: str, track: str, folder=None) -> pathlib.Path:
+    from ..results import slug
+    return pathlib.Path(folder or PROFILES) / f"{slug(gpu)}_{track}.json"
+
+
+def _driver_release() -> str | None:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30).stdout.strip().splitlines()
+        return out[0].strip() if out else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def stage_entry(got: dict, params=None) -> dict:
+    """What a record keeps of one stage's profile: the workload, every counter read per kernel, and the
+    pedigree of the code that ran."""
+    from ..results import _pedigree
+    info, ped = got["info"], _pedigree()
+    return {"workload": info.get("workload"), "size": info.get("size"), "min_bytes": info.get("min_bytes"),
+            "params": params or {}, "ncu_args": got.get("ncu_args", []), "missing_metrics": got.get("missing", []),
+            "commit": ped["commit"], "dirty": ped["dirty"], "source_digest": ped["source_digest"],
+            "date": ped["date"],
+            "kernels": [{k: v for k, v in kern.items() if k in ("function", "kernel", "block", "grid", "metrics",
+                                                                  "units")} for kern in got["kernels"]]}
+
+
+def new_record(track: str, *, ncu_version=None, machine=None) -> dict:
+    from ..results import _pedigree
+    ped = _pedigree()
+    machine = machine or ped["machine"]
+    return {"schema": SCHEMA, "kind": "ncu profile", "track": track, "gpu": machine["gpu"], "machine": machine,
+            "driver": _driver_release(), "cuda_driver": machine.get("driver_version"), "ncu": ncu_version,
+            "commit": ped["commit"], "dirty": ped["dirty"], "source_digest": ped["source_digest"],
+            "date": ped["date"], "stages": {}}
+
+
+def validate_record(record, where="record") -> dict:
+    """Raise RecordError naming the file and the missing or malformed field."""
+    def need(obj, key, kind, at=""):
+        return require_field(where, obj, key, kind, at)
+
+    if need(record, "kind", str) != "ncu profile":
+        raise RecordError(f"{where}: kind is {record['kind']!r}, not 'ncu profile'")
+    need(record, "schema", int)
+    need(record, "gpu", str)
+    need(record, "track", str)
+    need(record, "date", str)
+    for sname, s in need(record, "stages", dict).items():
+        at = f"stages.{sname}."
+        if "skipped" in s or "error" in s:
+            continue
+        for i, k in enumerate(need(s, "kernels", list, at)):
+            need(k, "kernel", str, f"{at}kernels[{i}].")
+            for name, value in need(k, "metrics", dict, f"{at}kernels[{i}].").items():
+                if value is not None and not isinstance(value, (int, float)):
+                    raise RecordError(f"{where}: {at}kernels[{i}].metrics.{name} should be a number, got {value!r}")
+    return record
+
+
+def save_record(record, folder=None) -> pathlib.Path:
+    """Write results/profiles/<gpu>_<track>.json. Stages already in that file and not in this record stay,
+    each with its own commit and date, and so does a stage's profile where this record has only an error."""
+    validate_record(record)
+    path = record_path(record["gpu"], record["track"], folder)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        old, stages = load_record(path)["stages"], dict(record["stages"])
+        for k, v in stages.items():      # a failed try does not replace a profile measured before
+            if "error" in v and "kernels" in old.get(k, {}):
+                stages[k] = old[k]
+        record = dict(record, stages={**{k: v for k, v in old.items() if k not in stages}, **stages})
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return path
+
+
+def load_record(path) -> dict:
+    return read_record(path, validate_record)
+
+
+def load_records(track, folder=None) -> list[dict]:
+    folder = pathlib.Path(folder or PROFILES)
+    return [r for r in (load_record(p) for p in sorted(folder.glob(f"*_{track}.json"))) if r["track"] == track]
+
+
+def from_record(record, stages) -> Profile:
+    """The profile of `stages` as a record holds it (stages it lacks are left out)."""
+    rows, info = [], {}
+    for name in stages:
+        s = record["stages"].get(name)
+        if not s or "kernels" not in s:
+            continue
+        rows += [derive(k, name) for k in s["kernels"]]
+        info[name] = {k: s.get(k) for k in ("workload", "size", "min_bytes", "params", "date", "commit")}
+    dates = sorted({(s.get("date") or "")[:10] for s in info.values()} - {""})
+    when = ", ".join(dates) or (record.get("date") or "?")[:10]
+    return Profile(rows, track=record["track"], gpu=record["gpu"], ncu=record.get("ncu"), stages=info,
+                   label=f"recorded on {record['gpu']}, {when} (ncu {record.get('ncu') or '?'})",
+                   date=when)
+
+
+def recorded(track, *stages, folder=None, gpu=None) -> Profile | None:
+    """The recorded profile of `stages` (all recorded ones if none named): from this GPU's record if there is
+    one (or `gpu`'s), else from the most recent record that has them; None if nothing is recorded."""
+    from .. import track as tracks
+    t = tracks.get(track)
+    names = [_stage_name(t, s) for s in stages] or list(t.STAGES)
+    records = [r for r in load_records(t.NAME, folder) if any(n in r["stages"] and "kernels" in r["stages"][n]
+                                                               for n in names)]
+    if not records:
+        return None
+    want = gpu or _gpu_name()
+    records.sort(key=lambda r: (r["gpu"] == want, sum(n in r["stages"] for n in names), r.get("date") or ""))
+    return from_record(records[-1], names)

@@ -1,0 +1,32 @@
+# %% [markdown]
+# # Lab 04 · A window in shared memory
+#
+# The work-item loop, the window bounds and the fallback are written. Write the part that uses the window,
+# for an item whose window fits (`span <= wrows`), in this order, calling the device functions given:
+#
+# 1. `fill_window(...)`: every thread copies its share of the window's rows (16-byte loads) and times into
+#    shared memory; then `load_targets(...)` copies the item's targets.
+# 2. `cuda.syncthreads()`: nobody may read the window before everybody has written it.
+# 3. `locate_targets(...)`: each target's interval inside the window (a search in shared memory) and weight.
+# 4. `cuda.syncthreads()` again: the intervals are read by other threads than the ones that wrote them.
+# 5. `interpolate_window(...)`: every warp blends its targets from shared memory and stores 16-byte words.
+#
+# Read the argument lists in `cudabook/resample/s04_smem_windows.py` (or `help(fill_window)`). Forgetting a
+# barrier is a race: the grader catches it most of the time, not always. That is what races are like.
+
+# %%
+import cudabook
+print(cudabook.where())
+import numpy as np
+from numba import cuda, float32, int32, uint32
+from cudabook.resample.s04_smem_windows import *   # the device functions named above
+from cudabook.resample import grade
+
+# %%
+#! kernel resample/s04_smem_windows resample_windows
+
+# %%
+grade("04_smem_windows", globals().get("resample_windows"))
+
+# %% [markdown]
+# The lesson this lab belongs to: [04 · smem windows](../../notebooks/resample/04_smem_windows.ipynb).

@@ -1,0 +1,34 @@
+# %% [markdown]
+# # Lab 06 · Keep the pipeline full
+#
+# Stage 06's kernel is written, but for the three lines that make it a pipeline. Before the loop, the block
+# has already started the copies of items `0 .. STAGES-2` (one `fill` each; a `fill` issues its item's
+# `cp.async` copies and closes them into one *commit group*). Inside the loop, before item `k` is
+# interpolated from its stage, write:
+#
+# 1. `fill(k + STAGES - 1, ...)`: start the copies of the item `STAGES - 1` ahead (the same arguments as the
+#    `fill` calls before the loop), so that `STAGES - 1` items are always in flight;
+# 2. `cp_async_wait<N>()`: wait until at most `N` of this thread's commit groups are still in flight. Which `N`
+#    means "item `k` has landed, the later ones may still be flying"?
+# 3. a barrier: every thread copied a share of the window, so *everyone's* copies must have landed.
+#
+# Write C++ in the string below; the grader puts it into `kernels/cp_async.cu` in place of the lab region,
+# compiles the file with NVRTC and runs it. Without a suitable GPU it runs it on the CPU in an emulator
+# (`cudabook.emulate`), twice: once with every `cp.async` group landing only when its thread waits for it (and
+# shared memory starting as NaN, so reading a row before its copy landed shows), once with every copy landing the
+# moment it is issued. A correct pipeline is right both ways; a wait one group too shallow is not.
+# Read the lesson's loop (06 · cp.async) if you are stuck.
+
+# %%
+import cudabook
+print(cudabook.where())
+from cudabook.resample import grade
+
+# %%
+#! region resample/kernels/cp_async.cu PIPELINE
+
+# %%
+grade("06_cp_async", PIPELINE)
+
+# %% [markdown]
+# The lesson this lab belongs to: [06 · cp async](../../notebooks/resample/06_cp_async.ipynb).

@@ -1,0 +1,86 @@
+"""The GEMM track's labs: the grader takes the track; each C++ lab's solution region spliced back is the stage's
+own file; the TODO, a compile error and a machine that cannot run the stage each get their message; and on a
+GPU the solution passes. The mistakes learners make (cudabook/gemm/mistakes.py: the Numba lab's and the C++
+labs') still compile here; tests/machinery/test_lab_mistakes.py grades them, each failing with a message that
+points at it.
+"""
+import re
+import textwrap
+
+import pytest
+
+from cudabook import gemm, labs, notebooks
+from cudabook.gemm.mistakes import MISTAKES
+
+CUDA_LABS = [("04_mma_sync", "gemm/kernels/mma_sync.cu"), ("05_wgmma_tma", "gemm/kernels/wgmma_tma.cu"),
+             ("06_warp_specialized", "gemm/kernels/warp_specialized.cu"), ("07_clusters", "gemm/kernels/clusters.cu")]
+
+
+def _region(path):
+    return notebooks.strip_markers(textwrap.dedent(notebooks.region_source(path)))
+
+
+@pytest.mark.parametrize("stage,path", CUDA_LABS)
+def test_the_solution_region_spliced_back_is_the_stage_source(stage, path):
+    spliced = labs.splice(stage, _region(path), track="gemm")
+    original = (notebooks.PACKAGE / path).read_text()
+    assert notebooks.strip_markers(original).split() == spliced.split()
+
+
+@pytest.mark.parametrize("stage,path", CUDA_LABS)
+def test_the_todo_says_what_to_write(stage, path, capsys):
+    assert not labs.grade(stage, "    // TODO: whatever\n", track="gemm")
+    out = capsys.readouterr().out
+    assert "still the TODO" in out and labs.hint(stage, track="gemm") in out
+
+
+@pytest.mark.parametrize("stage,path", CUDA_LABS)
+def test_a_compile_error_is_shown_with_its_line(stage, path, capsys):
+    assert not labs.grade(stage, "int x = ;", track="gemm")
+    out = capsys.readouterr().out
+    assert "does not compile" in out and "int x = ;" in out and "expected an expression" in out
+
+
+@pytest.mark.parametrize("stage,path", CUDA_LABS)
+def test_where_it_cannot_run_it_compiles_and_says_why(stage, path, capsys):
+    if not gemm.unavailable(stage):
+        pytest.skip(f"this machine runs {stage}: the GPU test grades it for real")
+    assert not labs.grade(stage, _region(path), track="gemm")
+    out = capsys.readouterr().out
+    assert "compiles" in out and "cannot run it" in out
+
+
+def _wrong(stage):
+    """The planted mistakes of a C++ lab (cudabook/gemm/mistakes.py; tests/machinery/test_lab_mistakes.py grades
+    them)."""
+    return [m for m in MISTAKES if m.stage == stage]
+
+
+@pytest.mark.parametrize("stage,path", CUDA_LABS)
+def test_wrong_attempts_still_compile(stage, path):
+    module = gemm.stage(stage)
+    for m in _wrong(stage):
+        (old, new), = m.edits
+        source = labs.splice(stage, _region(path).replace(old, new), track="gemm")
+        assert module.compile_cubin(arch="sm_90a", source_text=source)[:4] == b"\x7fELF", m.what
+
+
+@pytest.mark.parametrize("stage,path", CUDA_LABS)
+def test_the_compiler_log_checks_do_not_flag_the_solution(stage, path):
+    """A missing wgmma wait may still give right results (ptxas inserts one, C7517): the grader reads the
+    compiler's log, so it fails the attempt everywhere, with or without a GPU (a planted mistake each), and the
+    solution is not flagged."""
+    from cudabook import nvrtc
+    module = gemm.stage(stage)
+    assert not any(re.search(p, nvrtc.compile_log(module.compile_cubin()))
+                   for p, _ in getattr(module, "COMPILE_LOG_MISTAKES", ()))
+
+
+@pytest.mark.hopper
+@pytest.mark.parametrize("stage,path", CUDA_LABS)
+def test_the_grader_passes_the_solution(stage, path, capsys):
+    why = gemm.unavailable(stage)
+    if why:
+        pytest.skip(why)
+    assert labs.grade(stage, _region(path), track="gemm"), capsys.readouterr().out
+    assert "PASS" in capsys.readouterr().out

@@ -1,0 +1,164 @@
+"""The instructor's guide and what it promises: its generated parts match the timing records and the planted
+mistakes, a card with no record is "not yet measured", the wheelhouse is built from pyproject.toml's list,
+`python -m cudabook` checks an install, `make lab` opens on a map that links every lesson, and headless runs
+stay quiet. All fast, on a CPU."""
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tools import guide, time_lessons, wheelhouse  # noqa: E402
+
+try:
+    import tomllib
+except ModuleNotFoundError:    # Python 3.10: pytest brings tomli
+    import tomli as tomllib
+
+
+def _region(text, name):
+    begin, end = guide.markers(name)
+    return text[text.index(begin) + len(begin):text.index(end)].strip("\n")
+
+
+# ---------------------------------------------------------------------------------------------- the guide
+def test_the_guide_is_linked_from_the_readme():
+    assert "(GUIDE.md)" in (ROOT / "README.md").read_text()
+
+
+def test_the_guide_timings_are_what_the_records_give():
+    text = guide.GUIDE.read_text()
+    assert _region(text, "timings") == guide.timings_table(), "GUIDE.md is stale: run python tools/guide.py"
+
+
+def test_the_guide_lists_the_mistakes_the_tests_plant():
+    text = guide.GUIDE.read_text()
+    assert _region(text, "mistakes") == guide.mistakes_list(), "GUIDE.md is stale: run python tools/guide.py"
+
+
+def test_every_lab_has_planted_mistakes_in_the_guide():
+    from cudabook import notebooks
+    labs = {(str(p.parent.relative_to(notebooks.SOURCES)), p.stem[:-len("_lab")])
+            for p in notebooks.SOURCES.glob("**/[0-9][0-9]_*_lab.py")}
+    known = {lab for lab in labs if lab[0] in guide.TRACKS and lab[0] != "attention"}   # attention: being written
+    missing = known - set(guide.planted_mistakes())
+    assert not missing, f"labs whose planted mistakes the guide does not list: {sorted(missing)}"
+
+
+def test_a_card_without_a_record_is_not_yet_measured(tmp_path):
+    """A real record of one notebook on this machine: its column has a time, the H100 column none."""
+    file = time_lessons.measure([ROOT / "notebooks" / "00_tracks.ipynb"], tmp_path, "nbclient", 300,
+                                progress=lambda *a, **k: None)
+    record = json.loads(file.read_text())
+    entry = record["notebooks"]["notebooks/00_tracks.ipynb"]
+    assert entry["ok"] and entry["wall_s"] > 0 and record["machine"]["python"]
+    table = guide.timings_table(tmp_path)
+    row = next(line for line in table.split("\n") if line.startswith("| 00_tracks |"))
+    if record["machine"]["gpu"] == "simulator":
+        assert row.split("|")[3].strip() == "not yet measured"
+        assert "**H100**: not yet measured" in table
+    assert guide.timings_table(tmp_path / "none").count("not yet measured") == len(guide.CARDS)
+
+
+def test_the_timing_tool_covers_every_lesson_and_solution():
+    paths = {p.relative_to(ROOT).as_posix() for p in time_lessons.notebooks_in([])}
+    want = {p.relative_to(ROOT).as_posix() for f in ("notebooks", "solutions")
+            for p in list((ROOT / f).glob("*.ipynb")) + list((ROOT / f).glob("*/*.ipynb"))
+            if ".ipynb_checkpoints" not in p.parts}
+    assert paths == want and "notebooks/00_setup.ipynb" in paths and "solutions/gemm/02_smem_tiles_SOLUTION.ipynb" in paths
+
+
+# ------------------------------------------------------------------------------------------ the wheelhouse
+def test_make_wheelhouse_and_its_test_exist():
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^wheelhouse:.*\n\t.*tools/wheelhouse\.py", makefile, re.M)
+    assert re.search(r"^PYTHONS \?= 3\.10 3\.11 3\.12$", makefile, re.M)
+    script = ROOT / "tools" / "test_wheelhouse.sh"
+    assert os.access(script, os.X_OK) and "--no-index" in script.read_text()
+    assert "wheelhouse/" in (ROOT / ".gitignore").read_text().split()
+
+
+def test_the_wheelhouse_is_built_from_pyproject():
+    p = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert wheelhouse.requirements() == p["project"]["dependencies"] + p["build-system"]["requires"]
+    assert any(r.replace(" ", "").startswith("numpy") and "<2.5" in r for r in wheelhouse.requirements())
+    assert wheelhouse.PYTHONS == ("3.10", "3.11", "3.12")
+    assert all(t.endswith("_x86_64") and t.startswith("manylinux") for t in wheelhouse.PLATFORMS)
+
+
+def test_every_wheelhouse_python_may_install_the_package():
+    from packaging.specifiers import SpecifierSet
+    allowed = SpecifierSet(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"])
+    assert all(f"{py}.0" in allowed for py in wheelhouse.PYTHONS)
+
+
+def test_check_install_says_versions_and_gpu():
+    done = subprocess.run([sys.executable, "-m", "cudabook", "--quick"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for name in ("Python", "numpy", "numba", "numba-cuda", "cuda-python", "install OK"):
+        assert name in done.stdout, done.stdout
+    assert "GPU:" in done.stdout or "simulator" in done.stdout
+
+
+# -------------------------------------------------------------------------------------------- quiet runs
+def test_a_headless_notebook_run_prints_no_transport_warning(tmp_path):
+    """ipykernel warns, once per kernel, when it talks over plain TCP; make workbook's kernels use CurveZMQ."""
+    import nbformat
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
+    nbformat.write(nb, tmp_path / "t.ipynb")
+    code = (f"import pathlib; from cudabook.workbook import execute; "
+            f"ok, s, err = execute(pathlib.Path({str(tmp_path / 't.ipynb')!r}), None, 120); assert ok, err")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert "without encryption" not in done.stdout + done.stderr, done.stderr
+
+
+def test_an_editable_install_needs_no_meta_path_finder():
+    """package-dir = {"" = "."}: setuptools installs the editable package with a .pth file, quietly, instead of
+    a meta-path finder it announces with a page of text on every `make` that reinstalls."""
+    p = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert p["tool"]["setuptools"]["package-dir"] == {"": "."}
+
+
+# ------------------------------------------------------------------------------------------------ the map
+def test_make_lab_opens_on_the_map():
+    lab = re.search(r"^lab:.*\n\t(.*)$", (ROOT / "Makefile").read_text(), re.M).group(1)
+    assert "jupyter lab" in lab and lab.endswith("notebooks/00_tracks.ipynb")
+    assert (ROOT / "notebooks" / "00_tracks.ipynb").exists()
+
+
+def test_the_map_links_every_lesson_lab_and_solution():
+    from cudabook import notebooks
+    at = ROOT / "notebooks"
+    text = "\n".join(c["source"] if isinstance(c["source"], str) else "".join(c["source"])
+                     for c in json.loads((at / "00_tracks.ipynb").read_text())["cells"] if c["cell_type"] == "markdown")
+    linked = {(at / link).resolve() for link in re.findall(r"\]\(([^)]+\.ipynb)\)", text)}
+    want = set(notebooks.targets()) - {(at / "00_tracks.ipynb").resolve()}
+    assert want - linked == set(), f"not on the map: {sorted(str(p.relative_to(ROOT)) for p in want - linked)}"
+    assert linked - want == set(), f"the map links notebooks that have no source: {linked - want}"
+
+
+def test_the_map_follows_the_sources(tmp_path, monkeypatch):
+    """A new lesson appears on the map at the next build, with its lab and solution."""
+    from cudabook import notebooks
+    (tmp_path / "zz").mkdir()
+    (tmp_path / "01_a.py").write_text("# %% [markdown]\n# # 01 · First\n")
+    (tmp_path / "zz" / "02_b.py").write_text("# %% [markdown]\n# # ZZ 02 · Second thing\n")
+    (tmp_path / "zz" / "02_b_lab.py").write_text("# %% [markdown]\n# # ZZ lab 02 · Do it\n")
+    monkeypatch.setattr(notebooks, "SOURCES", tmp_path)
+    text = notebooks.tracks_map(notebooks.ROOT / "notebooks")
+    assert "[First](01_a.ipynb)" in text and "### zz" in text
+    assert "[Second thing](zz/02_b.ipynb) | [Do it](../labs/zz/02_b.ipynb) | " \
+           "[solution](../solutions/zz/02_b_SOLUTION.ipynb)" in text
+
+
+def test_a_cell_threshold_that_is_not_a_number_is_named():
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "run_notebooks.py")], capture_output=True, text=True,
+                          env={**os.environ, "CUDABOOK_CELL_SECONDS": "ten"}, timeout=60)
+    assert done.returncode == 1 and "CUDABOOK_CELL_SECONDS must be a number of seconds" in done.stderr
+    assert "'ten'" in done.stderr

@@ -1,0 +1,277 @@
+"""cudabook.profile without a GPU: ncu's CSV read into the table, the messages for a missing or forbidden ncu
+(a fake ncu on PATH), the record's round trip, and show() with and without a record.
+
+The ncu output used here is a SYNTHETIC fixture (tests/fixtures/ncu_synthetic_resample_naive.csv): ncu's format,
+made-up numbers, never a measurement."""
+import json
+import os
+import pathlib
+import stat
+import sys
+import textwrap
+
+import pytest
+
+from cudabook import profile
+
+FIXTURE = pathlib.Path(__file__).parents[1] / "fixtures" / "ncu_synthetic_resample_naive.csv"
+
+PERMISSION_TEXT = (
+    "==PROF== Connected to process 11156 (/usr/bin/python3)\n"
+    "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters "
+    "on the target device 0. For instructions on enabling permissions and to get more information see "
+    "https://developer.nvidia.com/ERR_NVGPUCTRPERM\n"
+    "==PROF== Disconnected from process 11156\n")
+
+
+def fake_ncu(folder, body):
+    """An executable `ncu` in `folder` running the Python `body` (sys.argv holds ncu's arguments)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "ncu"
+    path.write_text(f"#!{sys.executable}\nimport json, sys\n" + textwrap.dedent(body))
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+@pytest.fixture
+def no_ncu_anywhere(tmp_path, monkeypatch):
+    monkeypatch.delenv("CUDABOOK_NCU", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(profile.ncu, "PLACES", [str(tmp_path / "nowhere" / "ncu")])   # (read where find_ncu is)
+    monkeypatch.setattr(profile.ncu, "_QUERIED", {})
+
+
+# ------------------------------------------------------------------------------------------------------- parsing
+
+def test_the_synthetic_csv_is_read_into_one_kernel():
+    kernels = profile.parse_csv(FIXTURE.read_text())
+    assert len(kernels) == 1
+    k = kernels[0]
+    assert k["kernel"] == "resample_naive" and k["block"] == "(128, 1, 1)" and k["grid"] == "(32, 64, 1)"
+    assert k["metrics"]["gpu__time_duration.sum"] == 3_212_544          # thousands separators gone, base unit
+    assert k["units"]["gpu__time_duration.sum"] == "nsecond"
+    row = profile.derive(k, "01_naive")
+    assert row["duration_us"] == pytest.approx(3212.544)
+    assert row["sectors_per_request"] == pytest.approx(40_108_032 / 2_228_224)
+    assert row["dram_read_MB"] == pytest.approx(152.829952) and row["dram_write_MB"] == pytest.approx(134.283264)
+    assert row["dram_GBps"] == pytest.approx(89.37251, rel=1e-6)
+    assert (row["l2_hit_pct"], row["occupancy_pct"], row["registers"]) == (71.93, 83.41, 40)
+    assert list(row["stalls"])[:2] == ["long_scoreboard", "lg_throttle"]   # largest first
+    assert "selected" not in row["stalls"]                                  # issuing is not a stall
+    assert row["stall_unit"] == "% of warp cycles"
+
+
+def test_auto_scaled_units_become_base_units():
+    assert profile.to_base(1.5, "Mbyte") == (1.5e6, "byte")
+    assert profile.to_base(2.0, "usecond") == (2000.0, "nsecond")
+    assert profile.to_base(3.0, "Tbyte/second") == (3e12, "byte/second")
+    assert profile.to_base(2.5, "Gbyte/usecond")[0] == pytest.approx(2.5e15)
+    assert profile.to_base(40.0, "register/thread") == (40.0, "register/thread")
+
+
+def test_the_wide_form_with_two_kernels_gives_a_row_each():
+    """--page raw: one line per kernel, a second line of units (synthetic numbers)."""
+    text = "\n".join([
+        '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",'
+        '"Device","CC","gpu__time_duration.sum","dram__bytes.sum","l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",'
+        '"l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"',
+        '"","","","","","","","","","","","usecond","Mbyte","sector",""',
+        '"0","7","python3","host","find_intervals(Array<float, 2>)","1","7","(256, 1, 1)","(64, 1, 1)","0","9.0",'
+        '"7.50","2.10","10,000","1,000"',
+        '"1","7","python3","host","resample_in_flight","1","7","(128, 1, 1)","(1056, 1, 1)","0","9.0",'
+        '"62.25","270.50","4,000,000","250,000"',
+        "==PROF== Disconnected from process 7"])
+    rows = [profile.derive(k, "05_double_buffered") for k in profile.parse_csv(text)]
+    assert [r["kernel"] for r in rows] == ["find_intervals", "resample_in_flight"]
+    assert rows[1]["duration_us"] == pytest.approx(62.25) and rows[1]["sectors_per_request"] == 16
+    assert rows[0]["dram_MB"] == pytest.approx(2.1)
+    p = profile.Profile(rows, label="synthetic")
+    assert p.kernel("05_double_buffered")["kernel"] == "resample_in_flight"     # the longest by default
+    assert p.kernel(5, name="find")["kernel"] == "find_intervals"
+    assert "resample_in_flight" in repr(p) and "<table>" in p._repr_html_()
+
+
+def test_output_without_csv_gives_no_kernels():
+    assert profile.parse_csv("==PROF== Connected\n==WARNING== No kernels were profiled.\n") == []
+
+
+def test_kernel_names_are_shortened():
+    assert profile.short_name("_ZN6cudapy8cudabook8resample9s01_naive14resample_naiveB2v1B94cw51cE5Array") \
+        == "resample_naive"
+    assert profile.short_name("void resample_tma<8>(CUtensorMap_st, float const*)") == "resample_tma"
+    assert profile.short_name("resample_intervals") == "resample_intervals"
+
+
+def test_metric_names_follow_what_this_gpu_offers():
+    offered = {"gpu__time_duration", "dram__bytes_op_read", "dram__bytes_op_write", "dram__bytes",
+               "smsp__warp_issue_stalled_long_scoreboard_per_warp_active",
+               "smsp__warp_issue_stalled_barrier_per_warp_active"}
+    names = profile.metric_names(offered)
+    assert "dram__bytes_op_read.sum" in names and "dram__bytes_read.sum" not in names
+    assert [n for n in names if "stalled" in n] == ["smsp__warp_issue_stalled_barrier_per_warp_active.pct",
+                                                    "smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct"]
+    assert "smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct" in profile.metric_names(None)
+
+
+# ------------------------------------------------------------------------------------------- missing or forbidden
+
+def test_a_missing_ncu_says_where_it_lives_and_how_to_name_it(no_ncu_anywhere):
+    assert profile.find_ncu() is None
+    with pytest.raises(profile.NcuMissing) as e:
+        profile.require_ncu()
+    assert "CUDABOOK_NCU" in str(e.value) and "CUDA toolkit" in str(e.value)
+    assert e.value._render_traceback_() == [f"NcuMissing: {e.value}"]   # a notebook shows the message, no traceback
+
+
+def test_a_wrong_cudabook_ncu_is_named(no_ncu_anywhere, monkeypatch, tmp_path):
+    monkeypatch.setenv("CUDABOOK_NCU", str(tmp_path / "no" / "ncu"))
+    with pytest.raises(profile.NcuMissing, match="CUDABOOK_NCU names .*not an executable file"):
+        profile.require_ncu()
+
+
+def test_a_forbidden_ncu_explains_the_permission(no_ncu_anywhere, monkeypatch, tmp_path):
+    bin_ = tmp_path / "bin"
+    fake_ncu(bin_, f"sys.stdout.write({PERMISSION_TEXT!r})\nsys.exit(1)\n")
+    monkeypatch.setenv("PATH", str(bin_))
+    ncu = profile.find_ncu()
+    assert ncu == str(bin_ / "ncu")
+    with pytest.raises(profile.NcuForbidden) as e:
+        profile.collect(ncu, "resample", "01_naive")
+    message = str(e.value)
+    assert "ERR_NVGPUCTRPERM" in message and "NVreg_RestrictProfilingToAdminUsers=0" in message
+    assert "root" in message and "Traceback" not in message
+
+
+FAKE_NCU = f"""
+args = sys.argv[1:]
+if "--version" in args:
+    print("NVIDIA (R) Nsight Compute Command Line Profiler\\nVersion 2099.1.0.0 (build 1) (public-release)")
+    sys.exit(0)
+if "--query-metrics" in args:
+    sys.exit(1)
+if "dram__bytes_read.sum" in args[args.index("--metrics") + 1]:
+    print("==ERROR== Failed to find metric regex:^dram__bytes_read\\\\.(sum|avg)$")
+    sys.exit(1)
+info = args[args.index("--info") + 1]
+open(info, "w").write(json.dumps({{"workload": "resample B=64 S=4096 T=4096 D=256 sorted",
+                                   "min_bytes": 270532608, "size": {{}}, "params": {{}}}}))
+sys.stdout.write(open({str(FIXTURE)!r}).read())
+"""
+
+
+def test_an_unknown_metric_is_dropped_and_the_rest_measured(no_ncu_anywhere, monkeypatch, tmp_path):
+    """A fake ncu that does not know dram__bytes_read, then prints the synthetic fixture and the driver's info."""
+    fake_ncu(tmp_path / "bin", FAKE_NCU)
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    got = profile.collect(profile.find_ncu(), "resample", "01_naive")
+    assert got["missing"] == ["dram__bytes_read.sum"]
+    assert [k["kernel"] for k in got["kernels"]] == ["resample_naive"]
+    assert got["info"]["min_bytes"] == 270532608
+    assert "--profile-from-start" in got["ncu_args"] and "--metrics" in got["ncu_args"]
+    assert profile.ncu_version(profile.find_ncu()) == "2099.1.0.0"
+
+
+def test_record_writes_the_file_stage_by_stage(no_ncu_anywhere, monkeypatch, tmp_path):
+    """record() end to end with the fake ncu (as if on a GPU): the file, its pedigree, its kernels."""
+    fake_ncu(tmp_path / "bin", FAKE_NCU)
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    monkeypatch.setattr("cudabook.SIMULATOR", False)
+    lines = []
+    path = profile.record("resample", ["01"], folder=tmp_path / "profiles", progress=lines.append)
+    record = profile.load_record(path)
+    assert record["ncu"] == "2099.1.0.0" and record["track"] == "resample"
+    assert record["stages"]["01_naive"]["missing_metrics"] == ["dram__bytes_read.sum"]
+    assert record["stages"]["01_naive"]["kernels"][0]["kernel"] == "resample_naive"
+    assert any("resample_naive" in line for line in lines)
+
+
+def test_profile_without_a_gpu_says_so(monkeypatch):
+    monkeypatch.setattr("cudabook.SIMULATOR", True)
+    with pytest.raises(profile.ProfileUnavailable, match="needs a GPU"):
+        profile.profile("resample", "01_naive")
+
+
+def test_the_command_line_prints_the_reason_not_a_traceback(capsys, monkeypatch):
+    monkeypatch.setattr("cudabook.SIMULATOR", True)
+    assert profile.main(["--record", "resample", "01"]) == 2
+    err = capsys.readouterr().err
+    assert "needs a GPU" in err and "Traceback" not in err
+
+
+# -------------------------------------------------------------------------------------------------------- records
+
+def _record(stage="01_naive", gpu="NVIDIA Testcard"):
+    kernels = profile.parse_csv(FIXTURE.read_text())
+    got = {"kernels": kernels, "info": {"workload": "resample B=64 S=4096 T=4096 D=256 sorted",
+                                        "size": {"B": 64, "S": 4096, "T": 4096, "D": 256, "sorted_targets": True},
+                                        "min_bytes": 270532608},
+           "ncu_args": ["--csv"], "missing": []}
+    machine = {"gpu": gpu, "driver_version": "13.0"}
+    record = profile.new_record("resample", ncu_version="2099.1.0.0", machine=machine)
+    record["stages"][stage] = profile.stage_entry(got)
+    return json.loads(json.dumps(record))
+
+
+def test_a_record_round_trips_and_keeps_other_stages(tmp_path):
+    record = _record()
+    path = profile.save_record(record, tmp_path)
+    assert path == tmp_path / "Testcard_resample.json"
+    assert profile.load_record(path) == record
+    for key in ("gpu", "machine", "driver", "cuda_driver", "ncu", "commit", "date", "stages"):
+        assert key in record
+    stage = record["stages"]["01_naive"]
+    assert stage["workload"].startswith("resample B=64") and stage["kernels"][0]["metrics"]
+    profile.save_record(_record("03_coalesced"), tmp_path)
+    assert set(profile.load_record(path)["stages"]) == {"01_naive", "03_coalesced"}
+    failed = _record("03_coalesced")
+    failed["stages"]["03_coalesced"] = {"error": "ncu did not finish"}
+    profile.save_record(failed, tmp_path)                  # a failed try keeps the profile measured before
+    assert profile.load_record(path)["stages"]["03_coalesced"]["kernels"]
+
+
+@pytest.mark.parametrize("breakage, message", [
+    (lambda r: r.pop("gpu"), "missing field gpu"),
+    (lambda r: r.update(kind="gemm sizes"), "not 'ncu profile'"),
+    (lambda r: r["stages"]["01_naive"].pop("kernels"), r"missing field stages\.01_naive\.kernels"),
+    (lambda r: r["stages"]["01_naive"]["kernels"][0]["metrics"].update({"dram__bytes.sum": "lots"}),
+     r"stages\.01_naive\.kernels\[0\]\.metrics\.dram__bytes\.sum should be a number"),
+])
+def test_a_malformed_record_names_the_field(tmp_path, breakage, message):
+    record = _record()
+    breakage(record)
+    (tmp_path / "bad.json").write_text(json.dumps(record))
+    with pytest.raises(profile.RecordError, match=message):
+        profile.load_record(tmp_path / "bad.json")
+
+
+def test_recorded_profile_is_labelled_with_the_card(tmp_path):
+    profile.save_record(_record(), tmp_path)
+    p = profile.recorded("resample", "01", folder=tmp_path)
+    assert p.label.startswith("recorded on NVIDIA Testcard, ") and "ncu 2099.1.0.0" in p.label
+    assert p.kernel("01_naive")["kernel"] == "resample_naive"
+    assert p.min_bytes("01_naive") == 270532608
+    assert p.workload == "resample B=64 S=4096 T=4096 D=256 sorted"
+    assert profile.recorded("resample", "07_tma", folder=tmp_path) is None
+
+
+def test_show_without_a_record_says_nothing_is_recorded(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("cudabook.SIMULATOR", True)
+    assert profile.show("resample", "01_naive", folder=tmp_path) is None
+    out = capsys.readouterr().out
+    assert "No profile of resample 01_naive recorded yet" in out and "--record resample" in out
+
+
+def test_show_draws_the_record_without_a_gpu(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("cudabook.SIMULATOR", True)
+    profile.save_record(_record(), tmp_path)
+    p = profile.show("resample", "01_naive", folder=tmp_path)
+    out = capsys.readouterr().out
+    assert "recorded on NVIDIA Testcard" in out and "resample_naive" in out and "long_scoreboard" in out
+    assert p.kernel()["registers"] == 40
+
+
+def test_no_profiles_are_recorded_under_results_by_these_tests():
+    folder = profile.PROFILES
+    names = sorted(p.name for p in folder.glob("*.json")) if folder.exists() else []
+    assert not any("Testcard" in n for n in names)
+    assert os.path.basename(str(FIXTURE)).startswith("ncu_synthetic")

@@ -1,0 +1,125 @@
+"""A track's fast rungs, their parameters swept on this GPU at the benchmark's size: each variant checked against
+the float64 reference, timed with CUDA events (back-to-back launches, median). Writes results/sweeps/.
+
+    python tools/sweep_params.py --track attention [--d 128 64]
+    python tools/sweep_params.py --track msda [--locations local]
+    python tools/sweep_params.py --list                 the variants of each track (any machine)
+
+attention: rungs 05 and 06 (B=4 H=16 N=4096, d = 128 and 64, causal and not), each variant judged by
+attention.judge (a sample of heads and rows), beside the fastest SDPA backend of the same run; writes
+results/sweeps/<gpu>_attention.json.
+msda: rung 05's block size, branchless loads and vectors a lane, rung 02's vector width, on the benchmark's
+`local` (or `uniform`) workload, each variant's largest error on image 0; writes
+results/sweeps/<gpu>_msda_<locations>.json.
+"""
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _variants() -> dict:
+    """{track: [(stage, params)]}: each track's own bench.SWEEP_VARIANTS, for the tracks that have them."""
+    from cudabook import track as tracks
+    return {name: tracks.get(name).bench.SWEEP_VARIANTS for name in tracks.TRACKS
+            if hasattr(tracks.get(name).bench, "SWEEP_VARIANTS")}
+
+
+VARIANTS = _variants()
+
+
+def _write(record, name):
+    from cudabook import results
+    out = results.RESULTS / "sweeps" / name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {out}")
+
+
+def attention(gpu, dims):
+    import numpy as np
+    from cudabook import attention, bench, results
+    from cudabook.attention import benchmark
+    rows = []
+    for size in benchmark.WORKLOADS:
+        if size["d"] not in dims:
+            continue
+        name = benchmark.workload_name(**size)
+        args, problem = benchmark.prepare(size, rng=np.random.default_rng(0))
+        ctx = benchmark.context(problem)
+        peers = benchmark.peers(args, problem, ctx, repeats=10, progress=lambda *a: None)
+        print(f"{name}: {benchmark.summary(ctx)}")
+        for stage, params in VARIANTS["attention"]:
+            module = attention.stage(stage)
+            try:
+                problem.poison()
+                module.launch(problem, **params)
+                ok = attention.judge(problem.result(), *args).ok
+                ms = bench.time_ms(lambda: module.launch(problem, **params), repeats=10, batch=5)
+            except Exception as e:  # a variant that does not fit is reported, not fatal
+                print(f"  {stage:22s} {str(params):34s} not run: {type(e).__name__}: {e}")
+                continue
+            row = {"workload": name, "stage": stage, "params": params, "median_us": round(ms * 1e3, 1),
+                   "correct": ok, **benchmark.metrics(problem, ms * 1e3, ctx)}
+            rows.append(row)
+            print(f"  {stage:22s} {str(params):34s} {ms * 1e3:9.1f} us {row['TFLOPs']:7.1f} TFLOP/s "
+                  f"{row.get('pct_of_sdpa', float('nan')):6.1f} % of SDPA  {'ok' if ok else 'WRONG'}")
+        rows += [{"workload": name, "stage": k, **v} for k, v in peers.items()]
+    record = {"gpu": gpu.name, "commit": results._commit(), "source_digest": results.source_digest(), "rows": rows}
+    _write(record, f"{results.slug(gpu.name)}_attention.json")
+
+
+def msda(gpu, locations):
+    import numpy as np
+    from cudabook import bench, msda, results
+    from cudabook.msda import benchmark
+    size = dict(benchmark.WORKLOADS[0], locations=locations)
+    args, problem = benchmark.prepare(size, rng=np.random.default_rng(0))
+    few = tuple(a[:1] if i in (0, 3, 4) else a for i, a in enumerate(args))          # image 0: the check
+    want = msda.to_bf16(msda.reference(*few)).astype(np.float32)
+    rows = []
+    for stage, params in VARIANTS["msda"]:
+        module = msda.stage(stage)
+        problem.poison()
+        module.launch(problem, **params)
+        got = problem.result()[:1].astype(np.float32)
+        err = float(np.nanmax(np.abs(got - want))) if not np.isnan(got).any() else float("nan")
+        ms = bench.time_ms(lambda: module.launch(problem, **params), repeats=15)
+        rows.append({"stage": stage, "params": params, "median_us": round(ms * 1e3, 1),
+                     "max_abs_err_image0": err})
+        print(f"{stage:22s} {str(params):40s} {ms * 1e3:10.1f} us   max |err| on image 0: {err:.3g}")
+    record = {"gpu": gpu.name, "workload": benchmark.workload_name(**size), "commit": results._commit(),
+              "source_digest": results.source_digest(), "rows": rows}
+    _write(record, f"{results.slug(gpu.name)}_msda_{locations}.json")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--track", choices=sorted(VARIANTS), help="the track whose rungs are swept")
+    parser.add_argument("--d", type=int, nargs="+", default=[128, 64], help="attention: the head dims (128 64)")
+    parser.add_argument("--locations", choices=("local", "uniform"), default="local",
+                        help="msda: the benchmark workload's sampling locations (local)")
+    parser.add_argument("--list", action="store_true", help="print the variants, run nothing")
+    args = parser.parse_args(argv)
+    if args.list:
+        for track in [args.track] if args.track else sorted(VARIANTS):
+            for stage, params in VARIANTS[track]:
+                print(f"{track} {stage} {params}")
+        return
+    if not args.track:
+        parser.error("name the track: --track " + "|".join(sorted(VARIANTS)))
+    from cudabook import device
+    gpu = device.gpu()
+    if gpu is None:
+        sys.exit(f"needs a GPU: {device.why_no_gpu()}")
+    if args.track == "attention":
+        attention(gpu, args.d)
+    else:
+        msda(gpu, args.locations)
+
+
+if __name__ == "__main__":
+    main()
