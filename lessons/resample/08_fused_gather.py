@@ -320,8 +320,8 @@ lesson.show_region(s08.source(), start="// The warp gathers its nt targets' rows
 # more follow (the probes, then their window). An earlier version of this stage started with the probes, and
 # loaded them alongside `x` too (in its SASS they issue with `x`'s load), so its common path was no deeper.
 # What the guess saves is 64 scattered loads a warp, replaced by two that every warp of a batch row shares, and
-# the ballots. The gain is small: in one H100 run (CUDA events, back to back, with the block-shared search
-# described under "How fast?"), 89.0 µs with the guess and 89.7 µs without.
+# the ballots. The gain is small: a scratch run that timed it with and without found little between them (its
+# timings are with the other readings, linked under "How fast?").
 
 # %%
 lesson.show_region(s08.source(), start="// Copy WIN source times", end="return j >= 0;")
@@ -435,7 +435,7 @@ for tpw in (1, 2, 4, 8, 16, 32):
 # At TPW = 32 the whole grid fits in one wave. The warps all start together, so they search at about the same
 # moment, with few row loads in flight, and then they all stream at once and finish together. At TPW = 1 the
 # search is paid for every target. 4 sits between the two. The sweep at the end measures all six; on the H100
-# it has its minimum at 4, TPW = 1 about 37 % slower, and a climb from 8 to 32 (5 % to 11 % slower).
+# it has its minimum at 4, TPW = 1 about 39 % slower, and a climb from 8 to 32 (5 % to 11 % slower).
 #
 # What matters is less the number of targets than how long a warp lives: how many vectors it moves. At D = 64
 # four targets are a quarter of the work of four at D = 256, and at D = 512 twice as much. So the default,
@@ -496,10 +496,8 @@ except nvrtc.ToolMissing as e:
 # `unroll=2` spills under the cap and needs 40 registers, so 12 blocks an SM, to keep its values in registers.
 # `vectors_per_lane=2` fits the 32 registers with nothing spilled. Four vectors a lane (eight loads) spill again.
 # The sweep at the end measures all three: on the H100 at D = 256, two vectors a lane take 1 % less time than one,
-# and four take 6 % more. The gain is larger on the H200 and at other D. One run of both on an H200 (readings, not
-# records): 66.5 against 63.8 µs at D = 256. One run on the H100 across D, one vector a lane against two: 88.6
-# against 87.7 µs at D = 256, 175.3 against 169.8 at D = 512, 48.2 against 46.8 at D = 128, 27.5 against 26.3
-# at D = 64.
+# and four take 6 % more. In scratch runs the gain was larger on the H200 and at the other D, where a warp's
+# loads are fewer or longer-lived.
 #
 # ### Programmatic dependent launch
 #
@@ -683,45 +681,41 @@ for record in results.load_all():
 # In both records stage 08 is the fastest resampler of this workbook, and the only rung of the ladder that
 # takes less time than `torch.compile` in the same run. In both the margin (printed above) passes the 5 % this
 # workbook aims for, on the H100 narrowly. The last step there was not in the kernel at all: launching the
-# gather with programmatic dependent launch (above), about 1.5 µs. The compiler's draw helped too: 91.1 µs in the
-# first H100 record of this version, 90.3 in the one before, and against 90.3 stage 08's 86.4 would miss the
-# aim by 0.6 µs. The aim is close to the wall: the line "the aim" above gives 5 % under the compiler's time as
-# a share of the needed-bytes ceiling, about 96 % on the H100, and the profile below shows that stage 08 moves
-# no more bytes than it must.
+# gather with programmatic dependent launch (above), about 1.5 µs. The compiler's draw counts too: earlier H100
+# records caught other draws of its time, about a microsecond apart, the size of stage 08's lead past the aim.
+# The aim is close to the wall: the line "the aim" above gives 5 % under the compiler's time as a share of the
+# needed-bytes ceiling (printed above), and the profile below shows that stage 08 moves no more bytes than it
+# must.
 #
 # How far ahead also depends on the compiler's run. Inductor's autotuner times a few tile shapes for the gather
-# when it first compiles and keeps the fastest, and which one wins changes from process to process. Four fresh
-# processes on one H200, each with an empty inductor cache (readings, not records): `torch.compile` took 67.5,
-# 68.2, 68.9 and 71.0 µs, and 67.8 to 69.1 µs with `mode="max-autotune-no-cudagraphs"`; stage 08, in its earlier
-# version (one vector a lane, 4 targets a warp at every D), took 66.6 µs in every one. A single record catches one
-# draw of the compiler's tiles, so a margin of a few percent needs several runs before it means anything. A draw
-# may also stick to a machine: the generated code above carries `'autotune_local_cache': True`, so inductor keeps
-# its pick in an on-disk cache for later processes there. Two processes one after the other on one H200 machine
-# both gave `torch.compile` about 72.5 µs, and stage 08 (before it was launched with PDL) 64.4. Three H200
-# machines started separately gave the compiler 67.3 to 67.5 µs. Stage 08, again before PDL, ran on one of those
-# three, in 63.7 to 63.9 µs. The H200 record above comes from a later machine (its figures are printed above).
+# when it first compiles and keeps the fastest, and which one wins changes from process to process: in fresh
+# processes with an empty inductor cache, `torch.compile`'s time moved by a few percent while stage 08's stayed
+# put. A single record catches one draw of the compiler's tiles, so a margin of a few percent needs several runs
+# before it means anything. A draw may also stick to a machine: the generated code above carries
+# `'autotune_local_cache': True`, so inductor keeps its pick in an on-disk cache for later processes there (two
+# processes one after the other on one machine drew the same slow time, which machines started separately did
+# not). Those scratch runs, and the others this lesson mentions, are written down with their cards and
+# conditions as [readings, not records](../../results/readings/08_fused_gather.md). The H200 record above comes
+# from a later machine (its figures are printed above).
 #
 # Around the defaults, the sweeps at the end of this lesson show each parameter on its own, recorded on that
 # H100 (`results/sweeps/H100_80GB_HBM3_lessons.json`; on a machine without a GPU `resample.sweep` prints them).
 #
-# Two other ways to pay for the search were written, measured and dropped; they are not in the code. These are
-# readings from one H100 run, timed back to back with CUDA events at the benchmark's size, not records:
+# Two other ways to pay for the search were written, measured and dropped; they are not in the code (their
+# timings are in the readings linked above):
 #
 # - **A block-shared search**: the block's first warp searches for all the block's warps and hands them the
-#   intervals through shared memory. Before the interpolation guess existed it helped: 90.5 µs, against 93.0
-#   for each warp searching its own window. Once the guess made each warp's own search cheap, it no longer did:
-#   89.0 to 89.5 µs against 88.7 for the per-warp window, in the same run. (That run also timed the guess on
-#   and off, with the block-shared search: 89.0 µs with it, 89.7 without.)
+#   intervals through shared memory. Before the interpolation guess existed it helped. Once the guess made each
+#   warp's own search cheap, it no longer did: it was a little slower than the per-warp window.
 # - **A persistent search-ahead**: long-lived blocks in which one warp searches the next chunk of targets while
-#   the others gather the current one: 95 to 105 µs. Long-lived blocks give up the many short waves of point 2,
+#   the others gather the current one: clearly slower. Long-lived blocks give up the many short waves of point 2,
 #   which is the most likely reason.
 # - **Persistent warps that search ahead**: only as many warps as fit on the GPU at once, each taking every
 #   W-th group of targets (W warps in all, so the warps still advance together through memory). While a warp
 #   gathers one group, the loads for its next search are already in flight: the window around the next group's
-#   guess into registers, and the targets of the group after. Its search is then shared-memory work only. On an
-#   H200, in one run: 73.0 µs at best (10 blocks an SM, 48 registers) against 66.6 µs for stage 08 (its earlier
-#   version); 85.6 to 101 µs at 12 and 16 blocks an SM, where the extra registers spill. Hiding the search did not
-#   pay for giving up short-lived warps.
+#   guess into registers, and the targets of the group after. Its search is then shared-memory work only. At its
+#   best setting it was still slower than stage 08, and much slower with more blocks an SM, where the extra
+#   registers spill. Hiding the search did not pay for giving up short-lived warps.
 #
 # ## What the profiler says
 #
@@ -751,14 +745,14 @@ if k:
     print(f"08 wrote {k['dram_write_MB']:.1f} MB to DRAM during the kernel; the output is {out_MB:.1f} MB")
 
 # %% [markdown]
-# Two things in stage 08's profile are worth a second look. Its DRAM reads are about 3 % above the needed reads
-# (the rows some target uses, the source times and the targets): some bytes come from DRAM twice, but few, so there
-# is little left to save in bytes; what is left is time. And it writes less than its output: L2 holds written lines
-# and writes them back to DRAM later, so at the end of the kernel part of the output (about 20 MB in the H100
-# profile, of a 50 MB L2) is still only in L2. In the benchmark's runs back to back, that write-back falls into the
-# next run. ncu also empties the caches before it measures a kernel, which is one reason its time differs from the
-# record's. (The
-# profile cell says which card and commit.)
+# Two things in stage 08's profile are worth a second look. Its DRAM reads are a few percent above the needed
+# reads (the rows some target uses, the source times and the targets; the margin is printed above): some bytes
+# come from DRAM twice, but few, so there is little left to save in bytes; what is left is time. And it writes less
+# than its output: L2 holds written lines and writes them back to DRAM later, so at the end of the kernel part of
+# the output (the gap between the two figures printed above; the H100's L2 holds 50 MB) is still only in L2. In the
+# benchmark's runs back to back, that write-back falls into the next run. ncu also empties the caches before it
+# measures a kernel, which is one reason its time differs from the record's. (The profile cell says which card
+# and commit.)
 #
 # ## Experiments
 #
@@ -807,14 +801,13 @@ sizes.show("resample")
 # With today's defaults stage 08 takes less time than `torch.compile` at every D in both records. It did not
 # always, and how it got there is the point of this section. The first version of this stage gave every warp 4
 # targets and every lane one vector, at every D. Its H100 size sweep (commit b18f03b) refuted the prediction:
-# level with the compiler at D = 128, and behind it (and behind stage 07) at D = 64 and 512: 35.7 µs against
-# the compiler's 30.4 at D = 64, 209.1 against 172.0 at D = 512. The machine code ruled out spills at D = 512.
-# What changes with D is how long a warp lives. Four targets of D = 512 are eight load-then-store rounds a lane
-# where D = 256 is four, and four targets of D = 64 are a single round, so the search weighs four times as much.
-# One H100 run of `targets_per_warp` at each D (readings, not records): at D = 512, 211.3 µs with 4 targets and
-# 175.3 with 2; at D = 64, 35.9 with 4 and 27.6 with 16. The best count was the one that keeps a warp's work at
-# 128 output vectors at every D, and that is the rule `targets_per_warp="auto"` follows now. Two vectors a lane
-# then took 1 % more off at D = 256 and about 3 to 4 % at the other D.
+# level with the compiler at D = 128, and behind it (and behind stage 07) at D = 64 and 512. The machine code
+# ruled out spills at D = 512. What changes with D is how long a warp lives. Four targets of D = 512 are eight
+# load-then-store rounds a lane where D = 256 is four, and four targets of D = 64 are a single round, so the search
+# weighs four times as much. A run of `targets_per_warp` at each D found the best count was the one that keeps a
+# warp's work at 128 output vectors at every D (fewer targets at D = 512, more at D = 64), and that is the rule
+# `targets_per_warp="auto"` follows now. Two vectors a lane then took a little more off, more at the other D than
+# at D = 256. (That first sweep's and these runs' timings are in the readings.)
 #
 # A lesson for any kernel: a parameter tuned at one size is a guess at the others. The rule behind the best
 # value (here, a warp's work held constant) is what carries over.
@@ -822,31 +815,25 @@ sizes.show("resample")
 # ## What is left
 #
 # Stage 08 passes the aim in both records, on the H100 by a fraction of a microsecond (the cell under "How
-# fast?" prints by how much): within the spread of the compiler's time from run to run. (On H100s the
-# compiler's time ranged from 89.9 to 93.3 µs over two days' runs, and one machine drew 112.6 µs: that run was
-# not kept as the record: against that draw stage 08 would take 22 % less time than the compiler instead of 3 %.
-# On H200s it ranged from 66.7 to 72.5.) So the margin is real in the records and thin against the compiler's
-# luck: three fresh processes on one H100 with this version gave 1.054, 1.057 and 1.047 times the compiler's
-# speed (the last after clearing inductor's cache; readings), two on an H200 1.072 each. What was in the way, in readings (one run each, not records), before the launch with PDL closed the gap:
+# fast?" prints by how much): within the spread of the compiler's time from run to run, which over fresh
+# processes and machines was several times that margin. So the margin is real in the records and thin against
+# the compiler's luck. What was in the way before the launch with PDL closed the gap, from scratch runs (their
+# timings are in the readings linked under "How fast?"):
 #
 # - **The search is no longer the problem.** Time the gather alone: every (interval, weight) pair found
-#   beforehand, and only `resample_fused` timed, reading them. On the H100, stage 08 as it is now: 87.4 µs
-#   against 87.8 for the whole stage, so the search costs half a percent. (On an H200, the earlier version with
-#   one vector a lane: 65.0 against 66.5.) Even a free search would not reach the aim on the H100: the gather
-#   itself is at 95 % of the needed-bytes ceiling there, and the aim asks for 96. What did reach it is outside
-#   the kernel: the launch, set up during the last kernel's tail.
-# - **L1 earns its keep.** The same loads with `ld.global.nc.L1::no_allocate` (not kept in L1) took 105 µs
-#   against 87.8 on the H100: neighbouring targets in one warp share rows, and L1 serves the second read. Hints
-#   for a larger L2 fetch (`.L2::128B`, `.L2::256B`) changed nothing.
+#   beforehand, and only `resample_fused` timed, reading them. The search turned out to be a small fraction of
+#   the stage's time, and even a free search would not have reached the aim on the H100: the gather alone was
+#   still short of it. What did reach it is outside the kernel: the launch, set up during the last kernel's tail.
+# - **L1 earns its keep.** The same loads with `ld.global.nc.L1::no_allocate` (not kept in L1) were much slower:
+#   neighbouring targets in one warp share rows, and L1 serves the second read. Hints for a larger L2 fetch
+#   (`.L2::128B`, `.L2::256B`) changed nothing.
 # - **Tried and dropped: an L2 prefetch of the guessed rows** (on an H200, the earlier version). Each lane
 #   computes where its own target's guess falls and prefetches that row pair into L2
 #   (`cp.async.bulk.prefetch.L2`, or `prefetch.global.L2` line by line) before the window search, so that the
-#   gather's first loads find L2. 68.1 and 67.6 µs against 66.5: the prefetches cost more than the latency they
-#   hid.
-# - **Evict-first stores at small D.** At D = 64 on the H200, 32 targets a warp with `streaming_stores=True`
-#   took 17.7 µs against 20.3 with ordinary stores (16 or 32 targets). On the H100 the same change moves D = 64
-#   by under 1 %, and at D = 256 it costs a little (88.0 against 87.7 µs), so the default leaves them off. When
-#   they help, and why on one card only, is the next experiment.
+#   gather's first loads find L2. It was slower than without: the prefetches cost more than the latency they hid.
+# - **Evict-first stores at small D.** At D = 64 on the H200, 32 targets a warp with `streaming_stores=True` took
+#   clearly less time than ordinary stores. On the H100 the same change barely moves D = 64 and costs a little at
+#   D = 256, so the default leaves them off. When they help, and why on one card only, is the next experiment.
 # - **A better guess.** A per-row index of a few probes, computed once for each batch row instead of once for
 #   each warp, would put the first window in the right place on uneven times too, where the NumPy model above
 #   has about half the warps paying three rounds. On the benchmark's times the guess already holds nearly
