@@ -402,6 +402,7 @@ def _ptx_elsewhere(vec, cc, params):
     import sys
     root = str(pathlib.Path(__file__).resolve().parents[2])
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "CUDABOOK_SET_CUDASIM")}
+    env["CUDABOOK_COMPILE_ONLY"] = "1"      # the child decides "no simulator" when device is imported, not after
     done = subprocess.run([sys.executable, "-c", _CHILD.format(root=root, vec=vec, cc=tuple(cc), params=params)],
                           capture_output=True, text=True, env=env, timeout=300)
     if done.returncode != 0:
