@@ -5,7 +5,7 @@ Both compile here with the instructions they are about and without spills; rung 
 validator. Rung 04 runs on the CPU in the emulator (cudabook.emulate) on ragged shapes with every tile size,
 pipeline depth and warp count the tests name, against the float64 reference. Lab 04's planted mistakes fail
 with a message that points at them (in the emulator, or by the grader's reading of the text: the mistakes are
-cudabook/attention/mistakes.py's, graded by tests/machinery/test_lab_mistakes.py), and its solution passes. Lab
+cudabook/attention/mistakes.py's, graded by tests/attention/test_attention_mistakes.py), and its solution passes. Lab
 05 (wgmma) cannot be emulated: on a CPU the grader compiles it and says that a Hopper GPU grades it; on a Hopper
 GPU its solution passes (and its planted mistakes fail).
 """
@@ -212,7 +212,7 @@ def _grade_04(region, capsys, text_checks=True):
     return done.returncode == 0, done.stdout + done.stderr[-2000:]
 
 
-# The lab's planted mistakes (cudabook/attention/mistakes.py; tests/machinery/test_lab_mistakes.py grades them):
+# The lab's planted mistakes (cudabook/attention/mistakes.py; tests/attention/test_attention_mistakes.py grades them):
 # those the grader names from the text (LAB_TEXT_MISTAKES), before any run.
 TEXT_04 = [m for m in MISTAKES if m.stage == "04_mma_cp_async" and "Not graded yet" in m.says]
 

@@ -2,7 +2,7 @@
 tile), the Numba rungs: right in the simulator at d = 64 and 128, causal and not, with ragged and single-key
 problems, Nq != Nk and scores that overflow float32 without the max; bad parameters refused with the rule; the
 labs' solutions (the stages' own kernels) pass the lab grader, on the real cases (the learner-style mistakes in
-the lab regions are cudabook/attention/mistakes.py's, graded by tests/machinery/test_lab_mistakes.py); the labs
+the lab regions are cudabook/attention/mistakes.py's, graded by tests/attention/test_attention_mistakes.py); the labs
 and solutions are the kernels with the region cut out; the kernels compile for a GPU without local memory or
 float64.
 """
@@ -106,7 +106,7 @@ def test_the_solution_passes_the_grader_and_compiles_for_a_gpu(stage, capsys):
         assert "compiles for a GPU (sm_90)" in out, out
 
 
-# The labs' planted mistakes (cudabook/attention/mistakes.py) are graded by tests/machinery/test_lab_mistakes.py, on
+# The labs' planted mistakes (cudabook/attention/mistakes.py) are graded by tests/attention/test_attention_mistakes.py, on
 # a smaller version of the grader's cases.
 
 

@@ -1,7 +1,7 @@
 """The GEMM track's labs: the grader takes the track; each C++ lab's solution region spliced back is the stage's
 own file; the TODO, a compile error and a machine that cannot run the stage each get their message; and on a
 GPU the solution passes. The mistakes learners make (cudabook/gemm/mistakes.py: the Numba lab's and the C++
-labs') still compile here; tests/machinery/test_lab_mistakes.py grades them, each failing with a message that
+labs') still compile here; tests/gemm/test_gemm_mistakes.py grades them, each failing with a message that
 points at it.
 """
 import re
@@ -51,7 +51,7 @@ def test_where_it_cannot_run_it_compiles_and_says_why(stage, path, capsys):
 
 
 def _wrong(stage):
-    """The planted mistakes of a C++ lab (cudabook/gemm/mistakes.py; tests/machinery/test_lab_mistakes.py grades
+    """The planted mistakes of a C++ lab (cudabook/gemm/mistakes.py; tests/gemm/test_gemm_mistakes.py grades
     them)."""
     return [m for m in MISTAKES if m.stage == stage]
 

@@ -1,6 +1,6 @@
 """The CPU emulation of CUDA C++ stages (cudabook.emulate) and the tiled-load arithmetic it shares with the
 lessons (cudabook.tma.load_box, swizzle_offsets): the C++ labs graded without a GPU (their planted mistakes,
-cudabook/resample/mistakes.py, fail with pointed messages in tests/machinery/test_lab_mistakes.py), and the
+cudabook/resample/mistakes.py, fail with pointed messages in tests/resample/test_resample_mistakes.py), and the
 emulator's own limits (time, faults, what it cannot run)."""
 import ctypes
 import shutil

@@ -1,7 +1,7 @@
 """Deformable attention rung 03 (2 x 2 x D tiles staged in shared memory): right in the simulator on the grading
 cases, at D = 8, 24, 40 and 128 with every vector width, on border-heavy inputs, bit-exact on exact inputs; bad
 parameters refused with the rule; an unedited copy of its kernel passes (the learner-style mistakes in its lab
-region are cudabook/msda/mistakes.py's, graded in tests/machinery/test_lab_mistakes.py); and the kernel compiles for a GPU with 16-byte shared-memory accesses and warp barriers.
+region are cudabook/msda/mistakes.py's, graded in tests/msda/test_msda_mistakes.py); and the kernel compiles for a GPU with 16-byte shared-memory accesses and warp barriers.
 """
 
 import numpy as np
@@ -93,7 +93,7 @@ def test_a_replacement_kernel_really_runs():
 # ------------------------------------------------------------------------------------ learner mistakes
 
 # The lab's planted mistakes (a missing barrier, corners off the map not zeroed, corners or fractions mixed up,
-# the wrong table entry or tile slot): cudabook/msda/mistakes.py, graded by tests/machinery/test_lab_mistakes.py.
+# the wrong table entry or tile slot): cudabook/msda/mistakes.py, graded by tests/msda/test_msda_mistakes.py.
 
 
 def test_an_unedited_copy_passes():

@@ -1,6 +1,6 @@
 """Deformable attention rung 05 (lane groups, C++ for sm_80+): compiled for a GPU everywhere, run on a CPU by the
 emulator, on a GPU for real, with branches and without; its lab's solution region passes the grader (the planted
-mistakes, cudabook/msda/mistakes.py, fail it in tests/machinery/test_lab_mistakes.py)."""
+mistakes, cudabook/msda/mistakes.py, fail it in tests/msda/test_msda_mistakes.py)."""
 import numpy as np
 import pytest
 

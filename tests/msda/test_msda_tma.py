@@ -1,6 +1,6 @@
 """Deformable attention rung 04 (TMA boxes, sm_90a): compiled for Hopper everywhere, run on a CPU by the
 emulator (copies landing late and early), and on a Hopper GPU for real; its lab's solution region passes (its
-planted mistakes: cudabook/msda/mistakes.py, graded in tests/machinery/test_lab_mistakes.py)."""
+planted mistakes: cudabook/msda/mistakes.py, graded in tests/msda/test_msda_mistakes.py)."""
 import shutil
 
 import numpy as np

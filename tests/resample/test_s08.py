@@ -4,7 +4,7 @@ CPU: the kernel compiles for sm_80 and sm_90a with no spills and the instruction
 LDGs, F2FP, no LDGSTS or TMA: nothing is staged), the host's checks refuse bad parameters and problems too large
 for 32-bit offsets with the rule, and the emulator runs every search on awkward cases (rows longer than the
 window's first round, sparse targets that leave the window, any D). The lab's planted mistakes
-(cudabook/resample/mistakes.py) fail in tests/machinery/test_lab_mistakes.py.
+(cudabook/resample/mistakes.py) fail in tests/resample/test_resample_mistakes.py.
 GPU: the edge cases every stage passes, random cases, every search and parameter variant, the prepass's pairs,
 the benchmark size, and programmatic dependent launch against a plain launch.
 """
