@@ -10,6 +10,30 @@ import cudabook  # noqa: E402  (decides simulator or GPU before numba is importe
 from cudabook import device  # noqa: E402
 
 
+def _notebook_kernels_over_unix_sockets():
+    """nbval starts each notebook's kernel on TCP ports that it picks as free and the kernel binds a moment later;
+    two xdist workers starting kernels at once can pick the same port, and the loser waits out the startup timeout
+    (seen in CI: "Kernel didn't respond in 60 seconds" for every cell of one lab). Unix sockets in a folder of this
+    process's own cannot collide."""
+    try:
+        import nbval.kernel
+    except ImportError:
+        return
+    import atexit
+    import shutil
+    import tempfile
+    folder = tempfile.mkdtemp(prefix="cudabook-kernels-")
+    atexit.register(shutil.rmtree, folder, True)
+
+    class UnixSocketKernelManager(nbval.kernel.KernelManager):
+        def __init__(self, **kwargs):
+            super().__init__(transport="ipc", ip=os.path.join(folder, "kernel"), **kwargs)
+    nbval.kernel.KernelManager = UnixSocketKernelManager
+
+
+_notebook_kernels_over_unix_sockets()
+
+
 def pytest_collection_modifyitems(config, items):
     gpu = device.gpu()
     for item in items:
