@@ -84,9 +84,12 @@ def check_case(track, launch, inputs, *, rerun=True, time_limit=None, **params):
     track = get(track)
     problem = track.upload(*inputs)
     problem.poison()
+    poisoned = problem.result()
     launch_within(launch, problem, time_limit, **params)
     first = problem.result()
     verdict = track.judge(first, *inputs)
+    if not verdict.ok:
+        verdict.unwritten = _still_poisoned(first, poisoned)
     if not verdict.ok and rerun:
         problem.poison()
         launch_within(launch, problem, time_limit, **params)
@@ -95,3 +98,14 @@ def check_case(track, launch, inputs, *, rerun=True, time_limit=None, **params):
             lines = [line for line in verdict.message.split("\n") if not line.startswith("Hint: ")]
             verdict.message = "\n".join(lines + ["Hint: " + RACE_HINT])   # the one hint that is certain
     return verdict
+
+
+def _still_poisoned(result, poisoned) -> int | None:
+    """How many elements of `result` hold, bit for bit, what the poisoned output held before the launch (None
+    when the two cannot be compared element by element)."""
+    import numpy as np
+    a, b = np.ascontiguousarray(result), np.ascontiguousarray(poisoned)
+    if a.shape != b.shape or a.dtype != b.dtype or a.size == 0:
+        return None
+    same = a.view(np.uint8).reshape(a.size, -1) == b.view(np.uint8).reshape(b.size, -1)
+    return int(same.all(axis=1).sum())

@@ -21,8 +21,12 @@ GPU, edge cases in both; the verdict from the track's `judge` (float64 reference
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import pathlib
 import re
+import subprocess
+import sys
 import time
 
 from . import SIMULATOR, check, gpucompile, notebooks, nvrtc
@@ -87,11 +91,11 @@ def _grade_cuda(stage_name, region, say, track) -> bool | None:
             f"{why.rstrip('.')}. (On a CPU the grader emulates cp.async, TMA copies, mma.sync and ldmatrix, but "
             f"not wgmma, stmatrix or clusters, which this stage uses: a GPU grades it, of compute capability 9.0.)")
         return False
-    if why and not SIMULATOR:
-        say(f"Your code compiles (sm_90a cubin), but this GPU cannot run it, so it is not graded: {why}. The "
-            f"grader's CPU emulator works on host memory: start the notebook with CUDABOOK_SIMULATOR=1 set (before "
-            f"`import cudabook`) to grade it there.")
-        return False
+    if why and not SIMULATOR:      # a GPU that cannot run this stage: the CPU emulator grades it instead
+        say(f"Your code compiles (sm_90a cubin), but this GPU cannot run it: {why.rstrip('.')}. So the CPU "
+            f"emulator grades it.")
+        verdict = _emulated_in_child(t, stage_name, region, {}, say)
+        return verdict if verdict is not None else False
     return None
 
 
@@ -132,6 +136,7 @@ def grade(stage_name, kernel, *, track=None, quiet=False, **params) -> bool:
         kernel = splice(stage_name, kernel, track)
         if t.unavailable(stage_name):      # no GPU that runs it: emulated on the CPU (cudabook.emulate)
             return _grade_emulated(t, module, stage_name, kernel, track, params, say)
+        region = _run_cases.region
     with (gpucompile.recording() if SIMULATOR and not isinstance(kernel, str) else contextlib.nullcontext({})) \
             as launches:
         if not _run_cases(t, module, stage_name, kernel, track, params, say):
@@ -152,10 +157,81 @@ def grade(stage_name, kernel, *, track=None, quiet=False, **params) -> bool:
             say("Your kernel gives the right answers in the simulator, which runs it as plain Python, but Numba "
                 "cannot compile it for a GPU:\n" + problem)
             return False
+    also = ""
+    if isinstance(kernel, str) and not SIMULATOR and getattr(module, "EMULATED", False):
+        # the GPU's answer is right; a race it happened not to show still fails in the emulator
+        notes = []
+        emulated = _emulated_in_child(t, stage_name, region, params, notes.append)
+        if emulated is False:
+            say(f"On this GPU your kernel gives the right answer on every case ({len(graded)} fresh random cases), "
+                f"but run by the CPU emulator, where copies land as late and as early as your waits allow, it "
+                f"does not. The GPU happened not to show the mistake; another run, size or GPU would. The "
+                f"emulator's verdict:")
+            for note in notes:
+                say("  " + note.replace("\n", "\n  "))
+            return False
+        also = ("; and the CPU emulator agrees, with the copies landing as late and as early as your waits allow"
+                if emulated else "; (" + " ".join(notes).strip() + ")")
     say(f"PASS: {stage_name} is correct on {len(graded)} fresh random cases: "
         + "; ".join(f"{name} ({label})" for name, _, label in graded)
-        + ("; and it compiles for a GPU (sm_90)" if compiled else ""))
+        + ("; and it compiles for a GPU (sm_90)" if compiled else "") + also)
     return True
+
+
+EMULATED_CHILD_TIMEOUT_S = 180
+PASSED, FAILED, NOT_GRADED = 0, 3, 4     # the child's exit status (1 would be a Python error of its own)
+
+
+def _emulated_in_child(t, stage_name, region, params, say) -> bool | None:
+    """Grade a C++ lab region in the CPU emulator from a process that has a GPU: in a child process started in the
+    simulator (the emulator runs kernels on host memory, which a process holding the GPU does not give its arrays).
+    True or False: the emulator's verdict (its lines said); None: it could not grade here (why said)."""
+    try:
+        payload = json.dumps({"track": t.NAME, "stage": stage_name, "region": region, "params": params})
+    except TypeError:
+        say(f"not also run by the CPU emulator: a launch parameter is not plain data ({sorted(params)})")
+        return None
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "CUDABOOK_SET_CUDASIM")}
+    env.update(CUDABOOK_SIMULATOR="1", CUDA_VISIBLE_DEVICES="")
+    try:
+        done = subprocess.run([sys.executable, "-m", "cudabook.labs", "--emulated"], input=payload, text=True,
+                              capture_output=True, env=env, timeout=EMULATED_CHILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        say(f"not also run by the CPU emulator: it took more than {EMULATED_CHILD_TIMEOUT_S} s")
+        return None
+    lines = done.stdout.strip("\n")
+    if done.returncode == PASSED:
+        return True
+    if done.returncode == FAILED:
+        say(lines)
+        return False
+    reason = (lines.splitlines() or done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+    say(f"not also run by the CPU emulator: {reason}")
+    return None
+
+
+def _emulated_main():
+    """The child of _emulated_in_child: grade the region read from stdin in the emulator; exit PASSED, FAILED, or
+    NOT_GRADED when it could not be graded here (the last line says why)."""
+    job = json.loads(sys.stdin.read())
+    t = _track.get(job["track"])
+    if not SIMULATOR:
+        print("the child process did not start in the simulator")
+        sys.exit(NOT_GRADED)
+    lines = []
+    module = t.stage(job["stage"])
+    if not getattr(module, "EMULATED", False):
+        print(f"the emulator does not model the instructions stage {job['stage']} uses")
+        sys.exit(NOT_GRADED)
+    source = splice(job["stage"], job["region"], t.NAME)
+    ok = _grade_emulated(t, module, job["stage"], source, t.NAME, job["params"], lines.append)
+    failed = getattr(_run_cases, "failed", None) or ("",)
+    if not ok and failed[0] in ("cannot emulate", "no host compiler"):
+        print(failed[1])
+        sys.exit(NOT_GRADED)
+    print("\n".join(lines))
+    sys.exit(PASSED if ok else FAILED)
+
 
 
 LATE = ("copies landing at the last moment your waits allow (a cp.async group when its thread waits for it, a "
@@ -183,6 +259,7 @@ def _grade_emulated(t, module, stage_name, source, track, params, say) -> bool:
             with emulate.emulating(landing, timeout_s=WATCHDOG_EMULATED_S):
                 ok = _run_cases(t, module, stage_name, source, track, params, notes.append)
         except emulate.HostCompilerMissing as e:
+            _run_cases.failed = ("no host compiler", str(e), None)
             say(f"Your code compiles (sm_90a cubin), but it is not graded: {e}")
             return False
         if ok:
@@ -236,6 +313,8 @@ def _run_cases(t, module, stage_name, kernel, track, params, say) -> bool:
                     region = getattr(_run_cases, "region", None)
                     say(f"Your code does not compile:\n{your_lines(str(e), kernel, region) if region else e}")
                     return False
+                if type(e).__name__ == "CannotEmulate":
+                    _run_cases.failed = ("cannot emulate", f"the emulator does not model {e}", variant)
                 if type(e).__name__ in ("EmulationError", "CannotEmulate"):
                     say(f"Case '{name}' ({label}): the emulated kernel stopped:\n{e}")
                     return False
@@ -261,8 +340,12 @@ def _run_cases(t, module, stage_name, kernel, track, params, say) -> bool:
                 for shows, text in getattr(module, "LAB_TEXT_HINTS", ()) if region else ():
                     if shows(code):
                         say("Hint (from your code): " + text)
-                if verdict.nan == verdict.total:
+                if verdict.nan == verdict.total and verdict.unwritten in (None, verdict.total):
                     say(f"It looks like the kernel body is still the TODO. What to write: {hint(stage_name, track)}.")
+                elif verdict.nan == verdict.total:
+                    say(f"Every output is NaN, and {verdict.total - verdict.unwritten:,} of them were written so by "
+                        f"the kernel: it computed NaN (a 0/0, an infinity minus an infinity, or a read of memory "
+                        f"that was never filled, which the CPU emulator fills with NaN).")
                 return False
     return True
 
@@ -270,3 +353,7 @@ def _run_cases(t, module, stage_name, kernel, track, params, say) -> bool:
 def _first_line(e):
     text = str(e).strip().split("\n")
     return text[-1] if text else ""
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--emulated"]:
+    _emulated_main()

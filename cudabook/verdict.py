@@ -69,6 +69,7 @@ class Verdict:
     shape: tuple
     message: str
     first: list = dataclasses.field(default_factory=list)   # the first wrong elements: (index..., expected, got)
+    unwritten: int | None = None    # outputs that still hold the poison (check_case counts them); None: not counted
 
     def __bool__(self):
         return self.ok

@@ -7,7 +7,6 @@ hints that would name a cause the data rules out). A mistake only the checker ca
 checker test; every table's edits must still apply to the lab they edit, on any machine.
 """
 import importlib
-import os
 import pathlib
 import shutil
 import subprocess
@@ -58,15 +57,14 @@ def wrong_attempt(name, m):
 
 def _grade_elsewhere(name, m, text, tmp_path):
     """Grade in a fresh process: a kernel that traps or faults leaves its CUDA context unusable. A mistake only the
-    emulator shows is graded there in a child that asks for the simulator (CUDABOOK_SIMULATOR=1)."""
+    emulator shows is graded as a learner's would be on this GPU: the GPU's run passes, and the grader's own run in
+    the CPU emulator (labs._emulated_in_child) must fail it."""
     file = tmp_path / "region.cu"
     file.write_text(text)
     code = ("import pathlib, cudabook; from cudabook import labs; "
             f"ok = labs.grade({m.stage!r}, pathlib.Path({str(file)!r}).read_text(), track={name!r}); "
             "raise SystemExit(0 if ok else 3)")
-    env = {**os.environ, "CUDABOOK_SIMULATOR": "1"} if m.where == "emulator" else None
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env,
-                          cwd=ROOT)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT)
     return done.returncode == 0, done.stdout + done.stderr[-2000:]
 
 

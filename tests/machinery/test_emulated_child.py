@@ -1,0 +1,39 @@
+"""On a GPU machine the grader also runs a C++ lab in the CPU emulator, in a child process that starts in the
+simulator (labs._emulated_in_child), so that a race the GPU happened not to show still fails. These tests run
+that child from here (no GPU needed); the GPU side is run by the planted mistakes marked `only="emulator"` in
+each track's table, graded on a GPU by tests/mistakes_grading.py."""
+import shutil
+
+import pytest
+
+from cudabook import labs, track
+from mistakes_grading import region, table, wrong_attempt
+
+pytestmark = pytest.mark.skipif(not (shutil.which("g++") or shutil.which("clang++") or shutil.which("c++")),
+                                reason="the emulator needs a host C++ compiler")
+
+
+def child(track_name, stage, text):
+    notes = []
+    return labs._emulated_in_child(track.get(track_name), stage, text, {}, notes.append), "\n".join(notes)
+
+
+def test_the_child_passes_a_right_region():
+    verdict, said = child("msda", "04_tma_boxes", region(track.get("msda").stage("04_tma_boxes")))
+    assert verdict is True, said
+
+
+def test_the_child_fails_a_race_with_the_timing_hint():
+    late = next(m for m in table("attention") if m.where == "emulator")
+    verdict, said = child("attention", "04_mma_cp_async", wrong_attempt("attention", late))
+    assert verdict is False
+    assert "copies landing at the last moment your waits allow" in said and "WHEN it is read is not" in said
+    assert "still the TODO" not in said           # the kernel computed the NaN: the verdict says so
+    assert "written so by the kernel" in said
+
+
+def test_a_stage_the_emulator_does_not_model_is_not_graded_there():
+    stage = next(name for t in [track.get("gemm")] for name in t.STAGES
+                 if hasattr(t.stage(name), "SOURCE") and not getattr(t.stage(name), "EMULATED", False))
+    verdict, said = child("gemm", stage, region(track.get("gemm").stage(stage)))
+    assert verdict is None and "the emulator does not model" in said, said
