@@ -10,16 +10,28 @@
 #   waits on it before it refills the stage.
 #
 # An mbarrier has a *phase* that flips each time it completes; `mbar_wait(bar, parity)` returns once the phase
-# with that parity has completed. Both sides walk the ring with a stage index `s` and a phase bit that flips
-# each time `s` wraps around. Write the consumer's loop body for one k-tile:
+# with that parity has completed. Both sides walk the ring with a stage index `s` and a phase bit `phase` that
+# starts at 0 and flips each time `s` wraps around. Write the consumer's loop body for one k-tile:
 #
-# 1. wait until stage `s` is full (which parity, on the first lap?);
+# 1. wait until stage `s` is full: `mbar_wait(full + 8 * s, parity)`. Which parity? Work it out from the picture
+#    below: on the first lap the wait must block until the first fill has landed, on the second lap until the
+#    second, and so on;
 # 2. run the k-tile: `mma_k_tile(d, a + cw * 64 * 128, a + A_BYTES)` with `a` the stage's address
 #    (`base + s * STAGE_BYTES`);
 # 3. wait for the wgmmas to finish reading (`wgmma_wait<0>()`);
-# 4. one thread of the warpgroup (`tid % 128 == 0`) arrives on `empty[s]` with `mbar_arrive` (the barrier
-#    counts one arrival per consumer warpgroup: more arrivals complete the phase too early);
+# 4. tell the producer the stage is free: arrive on `empty[s]` with `mbar_arrive`. The barrier completes after
+#    the number of arrivals its `mbar_init` names (printed below). Which threads of your warpgroup should arrive,
+#    then? (Too many arrivals complete the phase before the other warpgroup is done reading.)
 # 5. step `s`, flipping `phase` when it wraps.
+#
+# What `mbar_wait(bar, p)` does, lap by lap, for a barrier that one fill completes:
+#
+# ```
+#                     fresh    after fill 1   after fill 2   after fill 3
+# current phase bit     0           1              0              1
+# mbar_wait(bar, 0)   blocks     returns         blocks        returns
+# mbar_wait(bar, 1)   returns    blocks          returns       blocks
+# ```
 #
 # Barriers are 8 bytes each: `full + 8 * s` and `empty + 8 * s` are stage `s`'s. The code around your lines
 # is printed below.
@@ -37,6 +49,8 @@ from cudabook.gemm import s06_warp_specialized as s06
 from cudabook.gemm import grade
 
 # %%
+lesson.show_region(s06.source(), start="mbar_init(full", end="mbar_init(empty")
+print()
 lesson.show_region(s06.source(), start="if (wg == 0)", end=">>> lab")
 print("        ... your lines ...")
 lesson.show_region(s06.source(), start="<<< lab", end="const int row")

@@ -10,7 +10,7 @@
 # k-tile `kt`, `wgmma_wait<1>()` returns once every group **but the newest** is done, so the stage of the
 # previous k-tile (`prev`) can be released, not the current one. Write the consumer's loop body:
 #
-# 1. wait for stage `s` to be full (parity `phase`);
+# 1. wait for stage `s` to be full (which parity? the picture below says what each one waits for);
 # 2. issue its k-tile: `mma_k_tile(d, a + cw * 64 * 128, a + A_BYTES)`, `a` the stage's address;
 # 3. `wgmma_wait<1>()`; then the warpgroup's `leader` releases stage `prev` (if there is one, `prev >= 0`)
 #    and `prev = s`;
@@ -19,6 +19,16 @@
 # (The `#if MMA_DEPTH` branches of the solution keep the simpler `MMA_DEPTH 0` path too; you may write only
 # the depth-1 path.) A stage released too early is overwritten while the tensor cores read it: wrong results.
 # A stage never released hangs the producer: the watchdog traps after about 20 seconds.
+#
+# `phase` starts at 0 and flips each time `s` wraps. What `mbar_wait(bar, p)` does, for a barrier that one fill
+# completes:
+#
+# ```
+#                     fresh    after fill 1   after fill 2   after fill 3
+# current phase bit     0           1              0              1
+# mbar_wait(bar, 0)   blocks     returns         blocks        returns
+# mbar_wait(bar, 1)   returns    blocks          returns       blocks
+# ```
 
 # %%
 import cudabook
