@@ -342,10 +342,6 @@ def _run_cases(t, module, stage_name, kernel, track, params, say) -> bool:
                         say("Hint (from your code): " + text)
                 if verdict.nan == verdict.total and verdict.unwritten in (None, verdict.total):
                     say(f"It looks like the kernel body is still the TODO. What to write: {hint(stage_name, track)}.")
-                elif verdict.nan == verdict.total:
-                    say(f"Every output is NaN, and {verdict.total - verdict.unwritten:,} of them were written so by "
-                        f"the kernel: it computed NaN (a 0/0, an infinity minus an infinity, or a read of memory "
-                        f"that was never filled, which the CPU emulator fills with NaN).")
                 return False
     return True
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import threading
 
+from . import simrace
+
 WARP = 32
 FULL_MASK = 0xFFFFFFFF
 _POLL_S = 0.002
@@ -135,6 +137,7 @@ def ballot_sync(mask, predicate):
 def syncwarp(mask=FULL_MASK):
     lane, _ = _exchange(None)
     _check_mask("syncwarp", mask, lane)
+    simrace.passed_syncwarp()
 
 
 def activemask():
@@ -157,6 +160,7 @@ def install() -> None:
     """Teach the simulator's fake `cuda` module the warp operations (idempotent)."""
     from numba.cuda.simulator import kernel, kernelapi
 
+    simrace.install()
     if getattr(kernel.BlockThread, "_cudabook_registered", False):
         return
     original_init = kernel.BlockThread.__init__
@@ -189,10 +193,12 @@ def _run_block_politely(self, grid_point, *args):
     from numba.cuda.simulator import kernel
 
     threads, live, blocked = set(), set(), set()
+    block = simrace.new_block()          # shared memory is the block's own: its race log starts afresh
     for block_point in np.ndindex(*self._block_dim):
         def target():
             self._f(*args)
         t = kernel.BlockThread(target, self, grid_point, block_point, self._debug)
+        t._cudabook_block = block
         t.start()
         threads.add(t)
         live.add(t)

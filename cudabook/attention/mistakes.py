@@ -12,10 +12,9 @@ from ..mistakes import Mistake, phrases
 
 KERNELS = {"02_online_softmax": "attention_online", "03_tiled": "attention_tiled"}
 RACE = "a race"
-# A missing barrier after the tile loads: scores read tile slots other warps have not written yet. Mostly the two
-# runs differ and the grader says "a race"; but the simulator's fresh shared memory (memory NumPy reuses) often
-# holds NaN bit patterns, and then both runs give the same NaN rows and the grader can only say they are NaN.
-RACE_OR_NAN = (RACE, "are NaN")
+# A missing barrier: the simulator's shared arrays (cudabook.simrace) stop the first access that no barrier orders
+# after another thread's, whatever order the threads ran in: "a race on shared memory".
+RACE_OR_NAN = RACE
 RAGGED = "out of bounds for axis 2"      # the simulator's IndexError: a key row past Nk was read
 SMALL_CASES = [
     ("causal, ragged, d=64", dict(B=1, H=1, Nq=12, Nk=12, d=64, causal=True)),
@@ -50,6 +49,11 @@ _NUMBA = [  # (stage, what, edits of the lab region, a phrase the grader's messa
      [("        for r in range(ROWS):                       # o = o * alpha + P V, for my channels of my rows\n"
        "            for c in range(PER_LANE):\n                o[r * PER_LANE + c] *= alpha[r]\n", "")],
      "accumulator was not rescaled when the running max grew (the output matches key tiles of 32)"),
+    ("03_tiled", "no syncwarp between writing P to shared memory and reading it",
+     [("        cuda.syncwarp(FULL_MASK)                    # every lane's p is in Ps\n", "")],
+     ("a race on shared memory", "cuda.syncwarp()")),
+    ("02_online_softmax", "p taken against the old max (exp(s - m), not exp(s - m_new))",
+     [("p = math.exp(s - m_new)", "p = math.exp(s - m)")], "is the max subtracted before exp?"),
     ("03_tiled", "the causal mask off by one in the diagonal tiles (keys j < i)",
      [("(not causal or j <= i0 + w * ROWS + r)", "(not causal or j < i0 + w * ROWS + r)")], "hides the diagonal"),
 ]

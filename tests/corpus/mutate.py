@@ -5,6 +5,7 @@ the module's namespace (plus any names you override, such as a mutated device fu
 changes, its planted bugs follow; an edit that no longer applies fails loudly instead of testing nothing.
 """
 import importlib
+import linecache
 
 from cudabook import notebooks
 
@@ -19,5 +20,7 @@ def mutant(module_name, function, edits=(), **names):
                                  f"source, not once: the stage changed, update this planted bug")
         src = src.replace(old, new)
     namespace = dict(vars(module), **names)
-    exec(compile(src, f"<mutant of {module_name}.{function}>", "exec"), namespace)
+    filename = f"<mutant of {module_name}.{function}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)   # its lines, as a cell's are
+    exec(compile(src, filename, "exec"), namespace)
     return namespace[function]
