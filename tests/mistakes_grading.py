@@ -82,8 +82,10 @@ def grader_fails(name, m, capsys, monkeypatch, tmp_path):
         pytest.skip("the emulator needs a host C++ compiler")
     if m.cases_sim and SIMULATOR:
         monkeypatch.setattr(t.checking, "_CASES_SIM", list(m.cases_sim))
+        if hasattr(t.checking, "_CASES_SIM_BY_STAGE"):          # per-stage cases give way to the mistake's too
+            monkeypatch.setattr(t.checking, "_CASES_SIM_BY_STAGE", {})
     wrong = wrong_attempt(name, m)
-    if m.where == "hopper" or (m.where == "emulator" and not SIMULATOR):
+    if m.where == "hopper" or (m.kernel is None and not SIMULATOR):     # a C++ lab on a GPU
         ok, out = _grade_elsewhere(name, m, wrong, tmp_path)
     else:
         ok, out = labs.grade(m.stage, wrong, track=name), capsys.readouterr().out

@@ -49,9 +49,28 @@ _CASES_GPU = [
 ]
 
 
-def cases(simulator=None):
-    """[(name, random_problem's keyword arguments)]: small in the simulator, larger on a GPU."""
-    return list(_CASES_SIM if (SIMULATOR if simulator is None else simulator) else _CASES_GPU)
+# Rungs 01 and 02 take the keys one at a time (02 with five warp shuffles a key, each a rendezvous of 32 Python
+# threads in the simulator, about 3 ms): in the simulator they get the same kinds of case at sizes that need no
+# tiles (the sizes above are there for 03's tiles of 32 keys: ragged at 37, four tiles at 100). A fifth of the
+# query-key pairs: grading 02 in the simulator took about a minute.
+_CASES_SIM_KEY_BY_KEY = [
+    ("causal, ragged, d=64", dict(B=1, H=1, Nq=13, Nk=13, d=64, causal=True)),
+    ("Nq != Nk, d=128", dict(B=1, H=1, Nq=7, Nk=19, d=128)),
+    ("one key, d=64", dict(B=2, H=1, Nq=5, Nk=1, d=64)),
+    ("large scores (spread 4), causal, d=128", dict(B=1, H=1, Nq=9, Nk=9, d=128, causal=True, spread=4.0)),
+    ("more queries than keys, d=64", dict(B=1, H=2, Nq=12, Nk=7, d=64)),
+    ("many keys, rising scores, d=64", dict(B=1, H=1, Nq=4, Nk=40, d=64, rise=0.5)),   # an unrescaled key shows
+    ("small scores (spread 1/4), ragged, d=64", dict(B=1, H=1, Nq=6, Nk=13, d=64, spread=0.25)),
+]
+_CASES_SIM_BY_STAGE = {"01_naive": _CASES_SIM_KEY_BY_KEY, "02_online_softmax": _CASES_SIM_KEY_BY_KEY}
+
+
+def cases(simulator=None, stage_name=None):
+    """[(name, random_problem's keyword arguments)]: small in the simulator (smaller for the rungs that take one
+    key at a time), larger on a GPU."""
+    if not (SIMULATOR if simulator is None else simulator):
+        return list(_CASES_GPU)
+    return list(_CASES_SIM_BY_STAGE.get(stage_name, _CASES_SIM))
 
 
 def label(B, H, Nq, Nk, d, causal=False, spread=1.0, rise=0.0, **_):
@@ -61,7 +80,7 @@ def label(B, H, Nq, Nk, d, causal=False, spread=1.0, rise=0.0, **_):
 
 def grading_cases(stage_name=None):
     """[(name, (q, k, v, causal), label)] on fresh random data: the grader's and the checker's cases."""
-    return [(name, random_problem(**kw), label(**kw)) for name, kw in cases()]
+    return [(name, random_problem(**kw), label(**kw)) for name, kw in cases(stage_name=stage_name)]
 
 
 # ----------------------------------------------------------------------------------------------------------
