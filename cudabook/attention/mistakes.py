@@ -6,7 +6,7 @@ silently there). The simulator runs every thread as a Python thread and rung 02 
 they are graded on a smaller version of the grader's cases (the same kinds: a causal ragged case, then Nq != Nk
 over four tiles of keys). Lab 04 (C++, mma.sync and a cp.async ring): the grader names most mistakes from the
 text, before any run; a wait one group too shallow only the emulator shows, with the copies landing as late as
-the waits allow. Lab 05 (wgmma) cannot be emulated: its mistakes fail on a Hopper GPU.
+the waits allow. Lab 05 (wgmma and TMA): graded on a Hopper GPU and in the emulator, which runs wgmma too.
 """
 from ..mistakes import Mistake, phrases
 
@@ -85,6 +85,9 @@ _LAB05 = [
     ("the k16 step 16 bytes instead of 32", "const uint32_t off = 32 * (kk % 4);",
      "const uint32_t off = 16 * (kk % 4);", None),
     ("the causal mask off by one (j >= row)", "(CAUSAL && j > r)", "(CAUSAL && j >= r)", "diagonal"),
+    ("LBO and SBO swapped in Q's descriptor", "smem_desc(q_rows + (kk / 4) * Q_BOX + off, 16, 1024)",
+     "smem_desc(q_rows + (kk / 4) * Q_BOX + off, 1024, 16)", None),
+    ("the row sum l not rescaled (O is)", "l[h] = l[h] * alpha + sum;", "l[h] = l[h] + sum;", "row sum l"),
 ]
 
 MISTAKES = (
@@ -100,7 +103,6 @@ MISTAKES = (
                ("copies landing at the last moment your waits allow", "FAIL", "WHEN it is read is not",
                 "a wait one group too shallow"), fails=(), gpu_says=True, every=True,
                only="emulator: the copies' late landing is the emulator's")]
-    + [Mistake("05_wgmma_tma", what, ((old, new),), (phrase,) if phrase else (), gpu_says=True, every=True,
-               only="hopper: wgmma cannot be emulated; graded where the stage runs, in a fresh process")
+    + [Mistake("05_wgmma_tma", what, ((old, new),), (phrase,) if phrase else (), gpu_says=True, every=True)
        for what, old, new, phrase in _LAB05]
 )

@@ -98,6 +98,23 @@ def start_launch(p, stage: str, defaults: dict, params: dict, why_not: str | Non
     return {**defaults, **params} if B * H * Nq else None
 
 
+def rule_broken(name: str, value, allowed, said: str, *, whole: bool = False) -> str | None:
+    """None, or "<name> must be <said>, got <value>" when `value` is not in `allowed`. A bool never passes (True
+    is not 1 here); with whole=True nothing but an int does."""
+    if isinstance(value, bool) or (whole and not isinstance(value, int)) or value not in allowed:
+        return f"{name} must be {said}, got {value!r}"
+    return None
+
+
+def check_config(stage: str, d: int, head_dims, *problems):
+    """What a C++ rung's config() checks: a ValueError naming every problem found (the messages among
+    `problems`, None where a rule holds), a head dimension d not in head_dims first; nothing when all hold."""
+    found = [f"d must be one of {', '.join(map(str, head_dims))}, got {d}"] if d not in head_dims else []
+    found += [problem for problem in problems if problem]
+    if found:
+        raise ValueError(f"{stage}: " + "; ".join(found))
+
+
 def upload(q, k, v, causal=False) -> Problem:
     """Validate the inputs and put them on the device with an output (not yet poisoned)."""
     q, k, v, causal = validate(q, k, v, causal)

@@ -16,7 +16,7 @@ import pathlib
 
 from .. import device
 from ..kit.rung import CudaRung
-from .problem import start_launch
+from .problem import check_config, rule_broken, start_launch
 
 NAME = "04_mma_cp_async"
 TITLE = "tensor cores (mma.sync) and a cp.async K/V ring (C++)"
@@ -61,19 +61,13 @@ source, unavailable = RUNG.source, RUNG.unavailable
 
 def config(d: int, causal: bool, warps=PARAMS["warps"], bkv=PARAMS["bkv"], stages=PARAMS["stages"]) -> dict:
     """The kernel's -D constants (checked)."""
-    problems = []
-    if d not in HEAD_DIMS:
-        problems.append(f"d must be one of {', '.join(map(str, HEAD_DIMS))}, got {d}")
-    if isinstance(warps, bool) or warps not in (1, 2, 4, 8):
-        problems.append(f"warps must be 1, 2, 4 or 8, got {warps!r}")
-    elif (16 * warps * d // 8) % (32 * warps) or (bkv * d // 8) % (32 * warps):
-        problems.append(f"the Q tile and a {bkv}-key tile must split into 16-byte chunks evenly over the threads")
-    if isinstance(bkv, bool) or not isinstance(bkv, int) or bkv < 16 or bkv % 16 or bkv > 256:
-        problems.append(f"bkv (keys a tile) must be a multiple of 16 from 16 to 256, got {bkv!r}")
-    if isinstance(stages, bool) or not isinstance(stages, int) or not 2 <= stages <= 4:
-        problems.append(f"stages must be 2, 3 or 4, got {stages!r}")
-    if problems:
-        raise ValueError(f"{NAME}: " + "; ".join(problems))
+    bad_warps = rule_broken("warps", warps, (1, 2, 4, 8), "1, 2, 4 or 8")
+    uneven = not bad_warps and ((16 * warps * d // 8) % (32 * warps) or (bkv * d // 8) % (32 * warps))
+    check_config(NAME, d, HEAD_DIMS, bad_warps,
+                 uneven and f"the Q tile and a {bkv}-key tile must split into 16-byte chunks evenly over the threads",
+                 rule_broken("bkv (keys a tile)", bkv, range(16, 257, 16), "a multiple of 16 from 16 to 256",
+                             whole=True),
+                 rule_broken("stages", stages, (2, 3, 4), "2, 3 or 4", whole=True))
     return dict(D=int(d), WARPS=int(warps), BKV=int(bkv), STAGES=int(stages), CAUSAL=int(bool(causal)))
 
 

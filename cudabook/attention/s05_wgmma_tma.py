@@ -15,7 +15,7 @@ import pathlib
 
 from .. import device
 from ..kit.rung import WGMMA_LOG_MISTAKES, CudaRung, tensor_map
-from .problem import start_launch
+from .problem import check_config, rule_broken, start_launch
 
 NAME = "05_wgmma_tma"
 TITLE = "TMA tiles and wgmma for both products (C++, sm_90a)"
@@ -32,22 +32,15 @@ KERNEL = "attention_wgmma"
 ARG_TYPES = (None, None, None, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_float)
 COMPILE_LOG_MISTAKES = WGMMA_LOG_MISTAKES   # what ptxas says when wgmma accumulators are touched too early
 RUNG = CudaRung(NAME, SOURCE, sm90a=True)
+EMULATED = True               # without a GPU the lab grader runs this kernel on the CPU (cudabook.emulate: TMA, wgmma)
 source, unavailable = RUNG.source, RUNG.unavailable
 
 
 def config(d: int, causal: bool, warpgroups=PARAMS["warpgroups"], bkv=PARAMS["bkv"], stages=PARAMS["stages"]) -> dict:
-    problems = []
     bkv = (128 if d == 128 else 64) if bkv is None else bkv
-    if d not in HEAD_DIMS:
-        problems.append(f"d must be one of {', '.join(map(str, HEAD_DIMS))}, got {d}")
-    if isinstance(warpgroups, bool) or warpgroups not in (1, 2, 3):
-        problems.append(f"warpgroups must be 1, 2 or 3, got {warpgroups!r}")
-    if isinstance(bkv, bool) or bkv not in (64, 128):
-        problems.append(f"bkv must be 64 or 128, got {bkv!r}")
-    if isinstance(stages, bool) or not isinstance(stages, int) or not 1 <= stages <= 4:
-        problems.append(f"stages must be 1 to 4, got {stages!r}")
-    if problems:
-        raise ValueError(f"{NAME}: " + "; ".join(problems))
+    check_config(NAME, d, HEAD_DIMS, rule_broken("warpgroups", warpgroups, (1, 2, 3), "1, 2 or 3"),
+                 rule_broken("bkv", bkv, (64, 128), "64 or 128"),
+                 rule_broken("stages", stages, range(1, 5), "1 to 4", whole=True))
     return dict(D=int(d), WGS=int(warpgroups), BKV=int(bkv), STAGES=int(stages), CAUSAL=int(bool(causal)))
 
 

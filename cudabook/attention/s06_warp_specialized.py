@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..kit.rung import CudaRung
 from . import s05_wgmma_tma as _s05
-from .problem import start_launch
+from .problem import check_config, rule_broken, start_launch
 
 NAME = "06_warp_specialized"
 TITLE = "a producer warpgroup and two consumers in ping-pong (C++, sm_90a)"
@@ -38,20 +38,11 @@ source, unavailable = RUNG.source, RUNG.unavailable
 
 def config(d: int, causal: bool, consumers=PARAMS["consumers"], bkv=PARAMS["bkv"], stages=PARAMS["stages"],
            pingpong=PARAMS["pingpong"], overlap=PARAMS["overlap"]) -> dict:
-    problems = []
-    if d not in HEAD_DIMS:
-        problems.append(f"d must be one of {', '.join(map(str, HEAD_DIMS))}, got {d}")
-    if isinstance(consumers, bool) or consumers not in (1, 2):
-        problems.append(f"consumers must be 1 or 2, got {consumers!r}")
-    if isinstance(bkv, bool) or bkv not in (64, 128):
-        problems.append(f"bkv must be 64 or 128, got {bkv!r}")
-    if isinstance(stages, bool) or not isinstance(stages, int) or not 1 <= stages <= 4:
-        problems.append(f"stages must be 1 to 4, got {stages!r}")
-    for name, flag in (("pingpong", pingpong), ("overlap", overlap)):
-        if not isinstance(flag, bool):
-            problems.append(f"{name} must be True or False, got {flag!r}")
-    if problems:
-        raise ValueError(f"{NAME}: " + "; ".join(problems))
+    check_config(NAME, d, HEAD_DIMS, rule_broken("consumers", consumers, (1, 2), "1 or 2"),
+                 rule_broken("bkv", bkv, (64, 128), "64 or 128"),
+                 rule_broken("stages", stages, range(1, 5), "1 to 4", whole=True),
+                 *(f"{name} must be True or False, got {flag!r}"
+                   for name, flag in (("pingpong", pingpong), ("overlap", overlap)) if not isinstance(flag, bool)))
     cfg = dict(D=int(d), CONSUMERS=int(consumers), BKV=int(bkv), STAGES=int(stages), CAUSAL=int(bool(causal)),
                PINGPONG=int(pingpong), OVERLAP=int(overlap))
     return cfg

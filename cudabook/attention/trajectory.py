@@ -50,28 +50,32 @@ import math
 # is only the nearest position, not the same technique. Each step states TFLOP/s and a speed-up over the step
 # before; the speed-ups do not all agree with the TFLOP/s (step 3: 3-4 x 10-15 would be 30-60, it says 30-40),
 # and the TFLOP/s are what is drawn. Steps 3 to 5 state their targets at d = 64.
+
+
+def _step(seed, step, rung, status, tflops, quote, speedup=None, over=None, d=None) -> dict:
+    """One entry of PREDICTIONS (the fields above; a speed-up, the step it is over and d where the seed states them)."""
+    return dict(seed=seed, step=step, rung=rung, status=status, tflops=tflops, speedup=speedup, over=over, d=d,
+                quote=quote)
+
+
 PREDICTIONS = (
-    dict(seed="001", step="phase 1: scalar, single buffer", rung="03_tiled", status="claimed",
-         tflops=(0.65, 0.65), speedup=None, over=None, d=None,
-         quote="Phase 1 (Baseline) ... Compute: Scalar loops (no Tensor Cores) ... TFLOPS: 0.65"),
-    dict(seed="001", step="phase 2: async double buffer", rung="04_mma_cp_async", status="predicted",
-         tflops=(10.0, 20.0), speedup=(15.0, 30.0), over="phase 1: scalar, single buffer", d=None,
-         quote="Goal: 10-20 TFLOPS (15-30× speedup over Phase 1)"),
-    dict(seed="003", step="step 1: single WGMMA", rung="03_tiled", status="claimed",
-         tflops=(3.0, 4.0), speedup=None, over=None, d=None,
-         quote="Starting Point: 3-4 TFLOPS (Step 1 validated)"),
-    dict(seed="003", step="step 2: WGMMA loop, synchronous loads", rung="03_tiled", status="predicted",
-         tflops=(10.0, 15.0), speedup=(3.0, 4.0), over="step 1: single WGMMA", d=None,
-         quote="Goal: 10-15 TFLOPS (3-4× Step 1)"),
-    dict(seed="003", step="step 3: cp.async software pipeline", rung="04_mma_cp_async", status="predicted",
-         tflops=(30.0, 40.0), speedup=(3.0, 4.0), over="step 2: WGMMA loop, synchronous loads", d=64,
-         quote="Goal: 30-40 TFLOPS (3-4× Step 2)"),
-    dict(seed="003", step="step 4: TMA", rung="05_wgmma_tma", status="predicted",
-         tflops=(45.0, 55.0), speedup=(1.3, 1.5), over="step 3: cp.async software pipeline", d=64,
-         quote="Goal: 45-55 TFLOPS (~1.3-1.5× Step 3)"),
-    dict(seed="003", step="step 5: thread-block clusters", rung="06_warp_specialized", status="predicted",
-         tflops=(55.0, 65.0), speedup=(1.15, 1.25), over="step 4: TMA", d=64,
-         quote="Goal: 55-65 TFLOPS (~1.15-1.25× Step 4)"),
+    _step("001", "phase 1: scalar, single buffer", "03_tiled", "claimed", (0.65, 0.65),
+          "Phase 1 (Baseline) ... Compute: Scalar loops (no Tensor Cores) ... TFLOPS: 0.65"),
+    _step("001", "phase 2: async double buffer", "04_mma_cp_async", "predicted", (10.0, 20.0),
+          "Goal: 10-20 TFLOPS (15-30× speedup over Phase 1)", speedup=(15.0, 30.0),
+          over="phase 1: scalar, single buffer"),
+    _step("003", "step 1: single WGMMA", "03_tiled", "claimed", (3.0, 4.0),
+          "Starting Point: 3-4 TFLOPS (Step 1 validated)"),
+    _step("003", "step 2: WGMMA loop, synchronous loads", "03_tiled", "predicted", (10.0, 15.0),
+          "Goal: 10-15 TFLOPS (3-4× Step 1)", speedup=(3.0, 4.0), over="step 1: single WGMMA"),
+    _step("003", "step 3: cp.async software pipeline", "04_mma_cp_async", "predicted", (30.0, 40.0),
+          "Goal: 30-40 TFLOPS (3-4× Step 2)", speedup=(3.0, 4.0), over="step 2: WGMMA loop, synchronous loads",
+          d=64),
+    _step("003", "step 4: TMA", "05_wgmma_tma", "predicted", (45.0, 55.0),
+          "Goal: 45-55 TFLOPS (~1.3-1.5× Step 3)", speedup=(1.3, 1.5), over="step 3: cp.async software pipeline",
+          d=64),
+    _step("003", "step 5: thread-block clusters", "06_warp_specialized", "predicted", (55.0, 65.0),
+          "Goal: 55-65 TFLOPS (~1.15-1.25× Step 4)", speedup=(1.15, 1.25), over="step 4: TMA", d=64),
 )
 SEEDS = ("001", "003")
 SEED_TITLES = {"001": "001 async double-buffer plan", "003": "003 WGMMA roadmap"}

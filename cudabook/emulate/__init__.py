@@ -11,8 +11,17 @@ driver's rules) and encoded for the emulator, and TMA boxes are filled by cudabo
 Arrays are the simulator's (host memory).
 
 landing="lazy": copies land at the latest moment the program's waits allow; "eager": at once. A correct
-kernel is right both ways (the grader runs both). What cannot be emulated (tensor-core instructions,
-clusters) raises CannotEmulate with the instruction's name.
+kernel is right both ways (the grader runs both). The tensor cores: mma.sync.m16n8k16, ldmatrix and stmatrix as
+warp operations; wgmma.mma_async (m64nNk16, bf16, A from shared memory or registers) as a warpgroup operation whose
+results land at the wgmma.wait_group that covers them, with either landing (runtime.cpp says what it checks).
+TMA stores (cp.async.bulk.tensor global <- shared, bulk groups): the source is read any time until the
+cp.async.bulk.wait_group(.read) that covers the store, which checks it did not change; the box is clipped at
+the tensor's edges; a generic-proxy shared write (st.shared, stmatrix) that a TMA store or a wgmma reads with no
+fence.proxy.async between is reported. Named barriers, setmaxnreg (checked, then ignored), griddepcontrol.
+Thread-block clusters (__cluster_dims__, or launch(..., cluster=)): the blocks of a cluster run together,
+interleaved; %cluster_ctarank and friends, mapa (distributed shared memory), remote mbarrier arrivals,
+multicast TMA loads and the cluster barrier. What cannot be emulated (other tensor-core shapes and types,
+im2col TMA, ...) raises CannotEmulate with the instruction's name.
 """
 from __future__ import annotations
 
@@ -215,7 +224,8 @@ def _library(image: bytes):
         lib = ctypes.CDLL(path)
         lib.emu_launch.restype = ctypes.c_int
         lib.emu_launch.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)] + [ctypes.c_uint] * 6 + [
-            ctypes.c_ulonglong, ctypes.c_int, ctypes.c_double, ctypes.c_char_p, ctypes.c_int]
+            ctypes.c_ulonglong, ctypes.c_int, ctypes.c_double, ctypes.c_char_p, ctypes.c_int] + [ctypes.c_uint] * 3 + [
+            ctypes.c_int]
         lib.emu_set_tma_handler.argtypes = [ctypes.c_void_p]
         lib.emu_set_tma_handler(ctypes.cast(_TMA_CALLBACK, ctypes.c_void_p))
         _libs[path] = lib
@@ -228,7 +238,15 @@ def load(image: bytes, kernel_name: str) -> "EmulatedKernel":
         entry = getattr(lib, f"emu_entry_{kernel_name}")
     except AttributeError:
         raise EmulationError(f"no extern \"C\" __global__ kernel named {kernel_name!r} in the source") from None
-    return EmulatedKernel(kernel_name, lib, ctypes.cast(entry, ctypes.c_void_p).value)
+    cluster = None
+    dims_fn = getattr(lib, f"emu_cluster_{kernel_name}", None)
+    if dims_fn is not None:                  # declared with __cluster_dims__(X, Y, Z)
+        dims = (ctypes.c_uint * 3)()
+        dims_fn.argtypes = [ctypes.c_void_p]
+        dims_fn(dims)
+        cluster = tuple(int(d) for d in dims)
+    static_shared = ctypes.c_int.in_dll(lib, "emu_static_shared").value if hasattr(lib, "emu_static_shared") else 0
+    return EmulatedKernel(kernel_name, lib, ctypes.cast(entry, ctypes.c_void_p).value, cluster, bool(static_shared))
 
 
 @dataclasses.dataclass
@@ -237,6 +255,8 @@ class EmulatedKernel:
     name: str
     lib: object
     entry: int
+    cluster: tuple | None = None      # __cluster_dims__ of the kernel
+    static_shared: bool = False       # the source declares static __shared__ variables
 
     def set_max_dynamic_shared(self, nbytes: int):
         pass
@@ -247,9 +267,21 @@ class EmulatedKernel:
     def attribute(self, name: str) -> int:
         return 0
 
-    def launch(self, grid, block, args, types, *, shared: int = 0, stream: int = 0, pdl: bool = False):
+    def launch(self, grid, block, args, types, *, shared: int = 0, stream: int = 0, pdl: bool = False,
+               cluster=None):
         # (pdl: launches run one after another here, so programmatic dependent launch changes nothing)
+        # cluster: the launch's cluster shape (cuLaunchKernelEx's attribute), for a kernel without __cluster_dims__
         settings = _active or _Settings("lazy", DEFAULT_TIMEOUT_S)
+        if cluster is not None:
+            cluster = (tuple(cluster) + (1, 1))[:3] if not isinstance(cluster, int) else (cluster, 1, 1)
+            if self.cluster is not None and tuple(self.cluster) != cluster:
+                raise EmulationError(f"launch of {self.name}: the kernel is declared with __cluster_dims__"
+                                     f"{self.cluster}, and the launch asks for clusters of {cluster}")
+        cluster = cluster or self.cluster
+        if cluster is not None and cluster[0] * cluster[1] * cluster[2] > 1 and self.static_shared:
+            raise CannotEmulate(f"{self.name}: static __shared__ variables in a kernel launched in clusters (the "
+                                f"emulator gives each block of a cluster its own dynamic shared memory only; use "
+                                f"extern __shared__)")
         gx, gy, gz = (tuple(grid) + (1, 1))[:3] if not isinstance(grid, int) else (grid, 1, 1)
         bx, by, bz = (tuple(block) + (1, 1))[:3] if not isinstance(block, int) else (block, 1, 1)
         if min(gx, gy, gz, bx, by, bz) < 1 or bx * by * bz > 1024:
@@ -264,13 +296,13 @@ class EmulatedKernel:
         try:
             for address in fenced:
                 fenced[address] = _Fenced(address, _buffers[address])
-            self._run(args, types, fenced, settings, (gx, gy, gz), (bx, by, bz), shared)
+            self._run(args, types, fenced, settings, (gx, gy, gz), (bx, by, bz), shared, cluster)
         finally:
             for f in fenced.values():
                 if f is not None:
                     f.release()
 
-    def _run(self, args, types, fenced, settings, grid, block, shared):
+    def _run(self, args, types, fenced, settings, grid, block, shared, cluster=None):
         gx, gy, gz = grid
         bx, by, bz = block
         keep, ptrs = [], []
@@ -291,7 +323,7 @@ class EmulatedKernel:
         main = threading.current_thread() is threading.main_thread()   # only there may Interrupt stop it
         rc = self.lib.emu_launch(self.entry, argv, gx, gy, gz, bx, by, bz, int(shared),
                                  int(settings.landing == "lazy") | (2 if main else 0), settings.timeout_s, err,
-                                 len(err))
+                                 len(err), *(cluster or (1, 1, 1)), int(cluster is not None))
         if rc:
             message = err.value.decode(errors="replace")
             if message == "INTERRUPTED":

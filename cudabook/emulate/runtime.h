@@ -5,7 +5,8 @@
 // C++ compiler against this header, which is light (the kernel is compiled for every lab attempt); the
 // runtime itself (runtime.cpp) is compiled once and linked in. Each CUDA thread of a block is a fiber (ucontext); one host thread runs
 // them in turn, switching only where a thread must wait for others: __syncthreads and named barriers, warp
-// operations (shuffles, ballots, redux), mbarrier waits. Blocks run one after another.
+// operations (shuffles, ballots, redux), warpgroup ones (wgmma), mbarrier waits. Blocks run one after another
+// (the blocks of a cluster together).
 //
 // The asynchronous copies are what this header is for. cp.async, TMA bulk tensor copies and TMA stores are
 // queued, and land either at the LATEST moment the program's waits allow (landing "lazy": a cp.async group
@@ -17,8 +18,12 @@
 // threads all wait for something that can never happen is reported with what each one waits on.
 // TMA boxes are filled by cudabook.tma (one implementation, in Python): the host passes a handler.
 // Of the tensor-core instructions, mma.sync.m16n8k16 (bf16 in, float32 accumulators) and ldmatrix are
-// emulated as warp operations; wgmma, stmatrix and clusters are not: emu::ptx stops with a message that names
-// the instruction.
+// emulated as warp operations, and wgmma.mma_async (m64nNk16, bf16, float32 accumulators) as a warpgroup
+// operation: asynchronous, its results landing at the wgmma.wait_group that covers it, its matrix descriptors
+// decoded as the hardware does (runtime.cpp, "warpgroup MMA"); stmatrix as a warp operation. Thread-block
+// clusters (__cluster_dims__): the blocks of a cluster run together, their threads interleaved, with distributed
+// shared memory (mapa), remote mbarrier arrivals, multicast TMA loads and the cluster barrier (runtime.cpp,
+// "clusters"). What is not modelled makes emu::ptx stop with a message that names the instruction.
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -33,6 +38,8 @@
 #define __forceinline__ inline
 #define __noinline__
 #define __launch_bounds__(...)
+#define __cluster_dims__(...)
+#define __maxnreg__(...)
 #define __grid_constant__
 #define __align__(n) alignas(n)
 #define __shared__ static

@@ -5,7 +5,8 @@ Three rewrites, each keeping the line count so the compiler's messages keep the 
     extern __shared__ T name[];                          ->  T* name = (T*)::emu::dynamic_smem();
     quoted #include "file" from the include path         ->  the file's text, between #line markers
 and, for each `extern "C" __global__` kernel, an entry point emu_entry_<name>(void** args) that unpacks the
-launch's argument pointers.
+launch's argument pointers (and, for a kernel declared with __cluster_dims__(X, Y, Z), emu_cluster_<name>, which
+gives the cluster's shape: the launch runs the blocks of each cluster together).
 """
 from __future__ import annotations
 
@@ -144,16 +145,30 @@ def rewrite_shared(text: str) -> str:
     return _DYNAMIC.sub(lambda m: f"{m.group(1)}* {m.group(2)} = ({m.group(1)}*)::emu::dynamic_smem();", text)
 
 
-_KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s*\()?')
+_ATTRIBUTES = ("__launch_bounds__", "__cluster_dims__", "__maxnreg__")
 
 
 def kernels(text: str) -> list[tuple[str, list[str]]]:
     """[(name, [parameter type, ...])] of the extern "C" __global__ kernels."""
+    return [(name, types) for name, types, _ in kernel_declarations(text)]
+
+
+def kernel_declarations(text: str) -> list[tuple[str, list[str], tuple | None]]:
+    """[(name, [parameter type, ...], cluster dims)] of the extern "C" __global__ kernels; the cluster dims are
+    the three expressions of a __cluster_dims__(X, Y, Z) attribute (missing ones "1"), or None."""
     found = []
     for m in re.finditer(r'extern\s+"C"\s+__global__\s+void\s+', text):
         i = m.end()
-        if text.startswith("__launch_bounds__", i):
-            i = _matching_paren(text, text.index("(", i)) + 1
+        cluster = None
+        while True:                                   # attributes between `void` and the name, in any order
+            at = re.compile(r"\s*(\w+)\s*\(").match(text, i)
+            if not at or at.group(1) not in _ATTRIBUTES:
+                break
+            close = _matching_paren(text, at.end() - 1)
+            if at.group(1) == "__cluster_dims__":
+                dims = [d.strip() for d in _split_top(text[at.end():close], ",") if d.strip()]
+                cluster = tuple((dims + ["1", "1", "1"])[:3])
+            i = close + 1
         name_m = re.compile(r"\s*(\w+)\s*\(").match(text, i)
         if not name_m:
             continue
@@ -166,7 +181,7 @@ def kernels(text: str) -> list[tuple[str, list[str]]]:
                 continue
             pm = re.fullmatch(r"(.*?)(\w+)\s*", p)
             types.append(pm.group(1).strip() if pm else p)
-        found.append((name_m.group(1), types))
+        found.append((name_m.group(1), types, cluster))
     return found
 
 
@@ -179,9 +194,15 @@ def host_source(text: str, name: str, include_path) -> str:
     body = _FIXED_WIDTH.sub("", inline_includes(text, name, include_path))
     body = rewrite_shared(rewrite_asm(body))
     entries = []
-    for kname, types in kernels(body):
+    for kname, types, cluster in kernel_declarations(body):
         unpack = ", ".join(f"*(emu_t{i}*)args[{i}]" for i in range(len(types)))
         aliases = "".join(f"    typedef {t} emu_t{i};\n" for i, t in enumerate(types))
         entries.append(f'extern "C" void* emu_entry_{kname}(void** args) {{\n{aliases}    {kname}({unpack});\n'
                        f"    return nullptr;\n}}\n")
+        if cluster is not None:                       # __cluster_dims__: its expressions, evaluated by the compiler
+            entries.append(f'extern "C" void emu_cluster_{kname}(unsigned* d) {{\n'
+                           + "".join(f"    d[{i}] = (unsigned)({e});\n" for i, e in enumerate(cluster)) + "}\n")
+    code = re.sub(r"//[^\n]*|/\*.*?\*/", "", body, flags=re.S)
+    static = int(bool(re.search(r"\b__shared__\b", code)))     # (the extern ones are rewritten by now)
+    entries.append(f'extern "C" {{ int emu_static_shared = {static}; }}\n')
     return '#include "runtime.h"\n' + body + "\n" + "\n".join(entries)

@@ -17,17 +17,30 @@ _CASES_SIM = [("square, ragged", 17, 33, 20), ("K not a multiple of 8", 9, 16, 1
               ("one long row", 3, 40, 37)]
 _CASES_GPU = [("square, ragged", 333, 517, 200), ("K not a multiple of 8", 130, 250, 77),
               ("1 x 1 x 1", 1, 1, 1), ("tall, K long", 1000, 72, 1000), ("tile multiples", 256, 256, 256)]
+# Cases one stage needs on top of those (in the simulator; the GPU's K = 1000 already is long). 04's ring holds
+# `stages` slices of BK = 32: with K <= 40 the loop ends before any stage is refilled, so a mistake in the refill
+# (the wrong stage, the wrong slice, a wait one group short) has nothing to break. K = 300 is 10 slices: the ring
+# of 4 stages turns twice and more, each stage refilled at least twice (and K is not a multiple of 8 either).
+# 05's to 07's TMA rings hold `stages` k-tiles of BK = 64: K = 600 is 10 of them, so a ring of 2 to 4 turns.
+_RING_TURNS = [("K long: the TMA ring turns", 20, 36, 600)]
+_STAGE_CASES_SIM = {
+    "04_mma_sync": [("K long: the copy ring turns", 20, 36, 300)],
+    "05_wgmma_tma": _RING_TURNS, "06_warp_specialized": _RING_TURNS, "07_clusters": _RING_TURNS,
+}
 
 
-def cases(simulator=None):
-    """[(name, M, N, K)]: small in the simulator, larger on a GPU; edge cases in both."""
-    return list(_CASES_SIM if (SIMULATOR if simulator is None else simulator) else _CASES_GPU)
+def cases(simulator=None, stage_name=None):
+    """[(name, M, N, K)]: small in the simulator, larger on a GPU; edge cases in both; with `stage_name`, also
+    the cases that stage alone needs."""
+    sim = SIMULATOR if simulator is None else simulator
+    extra = _STAGE_CASES_SIM.get(stage_name, []) if sim else []
+    return list(_CASES_SIM if sim else _CASES_GPU) + list(extra)
 
 
 def grading_cases(stage_name=None):
     """[(name, (a, b), label)] on fresh random data: the grader's and the checker's cases."""
     from .inputs import random_problem
-    return [(name, random_problem(M, N, K), f"M={M}, N={N}, K={K}") for name, M, N, K in cases()]
+    return [(name, random_problem(M, N, K), f"M={M}, N={N}, K={K}") for name, M, N, K in cases(stage_name=stage_name)]
 
 
 def compare(got, ref, bound, *, show=5, a=None, b=None) -> Verdict:
@@ -83,8 +96,10 @@ def missing_k(got, ref, tol, bad, a, b) -> str | None:
 
 
 def _k_terms(got, ref, tol, fa, fb) -> str | None:
-    """If C is the sum over K with some values of k left out (or counted twice), anywhere in K, say which: a
-    least-squares fit of C's error to the K terms a[:, k] b[k, :] (a few thousand elements of C suffice)."""
+    """If C is the sum over K with some values of k left out, counted twice, or both (a tile loaded from the
+    wrong k, or a stage read while it still holds an older tile), anywhere in K, say which: a least-squares fit
+    of C's error to the K terms a[:, k] b[k, :] (a few thousand elements of C suffice). Each k's fitted
+    coefficient is 1 - (how many times C counts it)."""
     M, K = fa.shape
     N = fb.shape[1]
     if K < 2 or K > 512 or M * N < 2 * K:
@@ -94,34 +109,55 @@ def _k_terms(got, ref, tol, fa, fb) -> str | None:
     terms = fa[i, :] * fb[:, j].T                                   # [elements, K]
     coef = np.linalg.lstsq(terms, (ref - got).reshape(-1)[pick], rcond=None)[0]
     whole = np.round(coef)
-    if np.abs(coef - whole).max() > 0.2 or not whole.any():
+    if np.abs(coef - whole).max() > 0.2 or not whole.any() or (1 - whole).min() < 0:
         return None
-    for value in (1, -1):
-        if set(np.unique(whole)) <= {0, value}:
-            ks = np.nonzero(whole)[0]
-            part = fa[:, ks] @ fb[ks]
-            if np.mean(np.abs(got - (ref - value * part)) <= tol) <= 0.99:
-                return None
-            if value == -1:
-                return (f"C is the sum over K with the term(s) k = {index_ranges(ks)} counted twice: a tile's values used "
-                        f"again. Check that every K tile is loaded in full, with zeros past the end of K (an element "
-                        f"left unwritten keeps the previous tile's value), and that no loop over K visits them twice")
-            hint = f"C is the sum over K without the term(s) k = {index_ranges(ks)}"
-            for tile in (8, 16, 32, 64):
-                for r, what in ((tile - 1, "last"), (0, "first")):
-                    cls = np.arange(r, K, tile)
-                    if cls.size and np.array_equal(ks, cls) and tile < K:
-                        return (hint + f": the {what} k of every {tile}-wide tile of K. Does the loop over a tile's "
-                                f"k run over all {tile} of them (range(TILE), not range(TILE - 1) or range(1, TILE))?")
-            return hint + ": check the bounds and the step of the loops over K (the tiles and the k within one)"
-    return None
+    explained = ref - terms_sum(fa, fb, whole)
+    if np.mean(np.abs(got - explained) <= tol) <= 0.99:
+        return None
+    times = (1 - whole).astype(int)                                  # how many times C counts each k
+    missing, extra = np.nonzero(times == 0)[0], np.nonzero(times > 1)[0]
+    if missing.size and extra.size:
+        return (f"C is a sum over the wrong values of k: k = {index_ranges(missing)} left out, and "
+                f"k = {index_ranges(extra)} counted {'twice' if times.max() == 2 else 'twice or more'}. So whole "
+                f"K tiles are loaded from the wrong k, or a tile is read from shared memory while it still holds an "
+                f"older tile's values: check the k each tile is loaded from (tile t starts at k = t times the "
+                f"tile's depth), and that every K tile is loaded before it is used")
+    if extra.size:
+        return (f"C is the sum over K with the term(s) k = {index_ranges(extra)} counted "
+                f"{'twice' if times.max() == 2 else 'twice or more'}: a tile's values used "
+                f"again. Check that every K tile is loaded in full, with zeros past the end of K (an element "
+                f"left unwritten keeps the previous tile's value), and that no loop over K visits them twice")
+    ks = missing
+    hint = f"C is the sum over K without the term(s) k = {index_ranges(ks)}"
+    for tile in (8, 16, 32, 64):
+        for r, what in ((tile - 1, "last"), (0, "first")):
+            cls = np.arange(r, K, tile)
+            if cls.size and np.array_equal(ks, cls) and tile < K:
+                return (hint + f": the {what} k of every {tile}-wide tile of K. Does the loop over a tile's "
+                        f"k run over all {tile} of them (range(TILE), not range(TILE - 1) or range(1, TILE))?")
+    for tile in (16, 32, 64):
+        for h in range(1, tile - 1):
+            if K > tile + h and np.array_equal(ks, np.nonzero(np.arange(K) % tile >= h)[0]):
+                return (hint + f": k = {h} .. {tile - 1} of every {tile}-wide tile of K, as if the loop over a "
+                        f"tile's k stopped at {h}. Does it run over all of them, range(TILE), with the tile's size "
+                        f"nowhere written as a number ({h} is right for one tile size only)?")
+    return hint + ": check the bounds and the step of the loops over K (the tiles and the k within one)"
+
+
+def terms_sum(fa, fb, coef):
+    """sum over k of coef[k] a[:, k] b[k, :] (the k with coef 0 skipped)."""
+    ks = np.nonzero(coef)[0]
+    return (fa[:, ks] * coef[ks]) @ fb[ks]
 
 
 def diagnose(bad, nan, ref, got) -> str | None:
     """A guess at the kind of bug from where the wrong elements are and what they hold."""
     M, N = bad.shape
     if nan.all():
-        return "no element of C was written at all: does the kernel store to `c`, and is it launched?"
+        return ("every element of C is NaN: none was written, or each was computed from NaN. Does the kernel store "
+                "to `c`, and is it launched? A kernel that reads shared memory before the copies into it have "
+                "landed reads NaN there in the emulator (its shared memory starts as NaN): a tile read from a stage "
+                "nothing was copied into, or before the wait for its copies")
     if not nan.any() and not got.any() and ref.any():
         return "C is all zeros: nothing was added to the sums (is the loop body still the TODO?)"
     if not nan.any() and bad.mean() > 0.3:

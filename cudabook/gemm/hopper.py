@@ -4,7 +4,8 @@ compiler messages the lab grader reads, and one launch path.
 TMA rows must be multiples of 16 bytes, so K and N are padded to multiples of 8 bf16 (Problem.aligned) and C's
 [M, N] corner is copied back after the kernel. `map_args` describes the maps as check_tiled arguments;
 `enqueue` merges a rung's parameters, refuses where this GPU cannot run it, and runs the launch closure that
-`build` makes once per (problem, kernel text, parameters).
+`build` makes once per (problem, kernel text, parameters); `warp_specialized` makes that closure for 06 and 07,
+which differ only in their constants, their maps and their grid.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import ctypes
 import hashlib
 import weakref
 
+from .. import device
 from ..kit.rung import WGMMA_LOG_MISTAKES, cached_launch, tensor_map
 
 BK = 64
@@ -43,7 +45,8 @@ def map_args(M, N, K, *, bm, bn, padded_rows=True, store_box=None, l2_promotion=
 
 
 def pointer(array) -> int:
-    return array.device_ctypes_pointer.value
+    """An array's device address (the host address of a simulator array while the CPU emulator runs)."""
+    return device.address(array)
 
 
 def check_registers(stage: str, consumers: int, producer_regs: int, consumer_regs: int):
@@ -75,6 +78,19 @@ def prepare(rung, kernel_name, p, kernel, cfg, smem, *, bm, bn, store_box=None):
     maps = map_args(M, N, K, bm=bm, bn=bn, store_box=store_box)
     encoded = [tensor_map(maps[name], pointer(x)) for name, x in (("A", a), ("B", b), ("C", c)) if name in maps]
     return kern, c, Kp, Np, encoded
+
+
+def warp_specialized(rung, kernel_name, arg_types, p, kernel, cfg, smem, grid, *, store_box=None):
+    """The launch closure of a warp-specialised rung (06, 07): a producer warpgroup and cfg["CONSUMERS"]
+    consumer warpgroups a block (BM = 64 * CONSUMERS rows of C), prepared as `prepare` does, on the grid that
+    grid(kernel, M, Np) gives; the arguments are the maps, C, M, Np and Kp."""
+    M, N, K = p.shape
+    kern, c, Kp, Np, maps = prepare(rung, kernel_name, p, kernel, cfg, smem, bm=64 * cfg["CONSUMERS"],
+                                    bn=cfg["BN"], store_box=store_box)
+    blocks = grid(kern, M, Np)
+    args = [*maps, pointer(c), M, Np, Kp]
+    threads = 128 * (cfg["CONSUMERS"] + 1)
+    return launcher(p, c, lambda: kern.launch(blocks, threads, args, arg_types, shared=smem))
 
 
 def launcher(p, c_padded, launch_fn):

@@ -2,10 +2,12 @@
 that the grader must fail (cudabook.mistakes; tests/machinery/test_lab_mistakes.py runs them).
 
 The Numba lab, 02_smem_tiles: edits of gemm_tiled. The grader's simulator cases have K = 20, 13, 1 and 37 with
-TILE = 16: two or three K tiles, the last one partial. The C++ labs (04-07): edits of the solution region, graded
-on a GPU that runs the stage (a fresh process each: a trapped kernel or an illegal address leaves the CUDA context
-of its process unusable); the mistakes the grader reads from the compiler's log or the code's text fail on any
-machine (a missing wgmma wait may still give right results: ptxas inserts one, C7517).
+TILE = 16: two or three K tiles, the last one partial; the grader also runs tiles of 8, so that a loop hard-coded
+to the simulator's 16 fails there too. The C++ labs: edits of the solution region. Lab 04 (mma.sync) is graded on
+every machine, in the CPU emulator where no GPU runs it (its table, _LAB04, says where each is caught); labs 05-07
+(wgmma) on a GPU that runs the stage (a fresh process each: a trapped kernel or an illegal address leaves the CUDA
+context of its process unusable); the mistakes the grader reads from the compiler's log or the code's text fail on
+any machine (a missing wgmma wait may still give right results: ptxas inserts one, C7517).
 """
 from ..mistakes import Mistake
 
@@ -14,7 +16,8 @@ INDEXING = "check the indexing of a and b"
 NUMBA_HINTS = ("without the last", "without the first", "without the term(s)", "counted twice",
                "rounding inside the loop", "too small in magnitude", INDEXING, "never written", RACE, "still the TODO")
 OUT_OF_BOUNDS = "sim: the simulator checks indices; on a GPU the read lands in memory nobody checks"
-# (what, edits of gemm_tiled, a phrase the message must hold, why only the simulator shows it or None)
+# (what, edits of gemm_tiled, a phrase the message must hold (or a tuple: each of them), why only the simulator
+# shows it or None)
 _NUMBA = [
     ("the k loop of a tile stops one short (range(TILE - 1))", [("for k in range(TILE):", "for k in range(TILE - 1):")],
      "the last k of every", None),
@@ -36,6 +39,8 @@ _NUMBA = [
        "            As[ty, tx] = bf16_to_f32(a[m, k0 + tx])"),
       ("            b_val = bf16_to_f32(b[k0 + ty, n])\n        Bs[ty, tx] = b_val",
        "            Bs[ty, tx] = bf16_to_f32(b[k0 + ty, n])")], "counted twice", None),
+    ("the k loop hard-coded to 16, the simulator's tile (range(16), not range(TILE))",
+     [("for k in range(TILE):", "for k in range(16):")], ("TILE = 8", "written as a number"), None),
     ("A's tile loaded with ty along K (the B pattern), its guard left on tx",
      [("a_val = bf16_to_f32(a[m, k0 + tx])", "a_val = bf16_to_f32(a[m, k0 + ty])")], "IndexError", OUT_OF_BOUNDS),
 ]
@@ -43,16 +48,6 @@ _NUMBA = [
 
 # The mistakes learners make, as edits of the solution region: (what, old, new, a phrase the grader must say).
 _CUDA = {
-    "04_mma_sync": [
-        ("K-loop tail forgotten: the last slice is never loaded (its stage keeps an older slice)",
-         "if (kt + STAGES - 1 < KT)", "if (kt + STAGES - 1 < KT - 1)", "every K tile is loaded"),
-        ("a slice skipped: copies run one slice too far ahead", "(kt + STAGES - 1) * BK", "(kt + STAGES) * BK",
-         "wrong"),
-        ("a wait one commit group short: slice kt+1 may still be in flight", "cp_async_wait<STAGES - 2>();",
-         "cp_async_wait<STAGES - 1>();", None),
-        ("the commit only when a slice was issued: the group count is off at the end of K",
-         "cp_async_commit();", "if (kt + STAGES - 1 < KT) cp_async_commit();", "cp_async_commit() sits under an if"),
-    ],
     "05_wgmma_tma": [
         ("A's k16 step of 16 bytes instead of 32 (16 bf16 are 32 bytes)", "a + 32 * kk", "a + 16 * kk", "wrong"),
         ("B treated as K-major: its k16 step along the row, not 16 rows down", "b + 2048 * kk", "b + 32 * kk",
@@ -63,24 +58,87 @@ _CUDA = {
          "(smem_desc(a + 32 * kk, 16, 1024) & ~(3ull << 62) | 2ull << 62)", "wrong"),
         ("no wait: the stage is refilled while the wgmmas may still read it", "wgmma_wait<0>();", "",
          "the compiler had to step in"),
+        ("no wgmma_fence before the wgmmas", "wgmma_fence();", "", "wgmma.fence"),
     ],
     "06_warp_specialized": [
         ("full barrier waited with the wrong parity (phase off by one)", "mbar_wait(full + 8 * s, phase);",
          "mbar_wait(full + 8 * s, phase ^ 1);", None),
         ("the stage is released before the wgmmas finished reading it", "wgmma_wait<0>();", "",
          "the compiler had to step in"),
+        ("every thread of the warpgroup arrives on empty[s] (it counts one arrival a warpgroup)",
+         "if (tid % 128 == 0) mbar_arrive(empty + 8 * s);", "mbar_arrive(empty + 8 * s);", None),
+        ("the phase never flips: the second lap waits for a phase that already completed",
+         "if (++s == STAGES) { s = 0; phase ^= 1; }", "if (++s == STAGES) { s = 0; }", None),
+        ("the arrival on full[s], not empty[s]", "mbar_arrive(empty + 8 * s);", "mbar_arrive(full + 8 * s);", None),
+        ("every k-tile read from stage 0 (the stage's address not advanced)", "const uint32_t a = base + s * STAGE_BYTES;",
+         "const uint32_t a = base;", None),
     ],
     "07_clusters": [
         ("the phase never flips: the second lap reads stages that are not full yet",
          "if (++s == STAGES) { s = 0; phase ^= 1; }", "if (++s == STAGES) { s = 0; }", None),
         ("the full barrier waited with the wrong parity", "mbar_wait(full + 8 * s, phase);",
          "mbar_wait(full + 8 * s, phase ^ 1);", None),
+        ("wgmma_wait<2>: the previous k-tile's wgmmas may still read the stage it releases", "wgmma_wait<1>();",
+         "wgmma_wait<2>();", None),
+        ("the current stage released, not the previous one", "release(empty + 8 * prev);",
+         "release(empty + 8 * s);", None),
+        ("prev never set: no stage is ever released", "        prev = s;\n", "", None),
+        ("every thread releases the stage, not the warpgroup's leader", "if (leader && prev >= 0)",
+         "if (prev >= 0)", None),
     ],
 }
 
 
+# Lab 04 (mma.sync, a cp.async ring): graded on any machine, in the emulator where no GPU runs it. Its simulator
+# cases include K = 300 (checking._STAGE_CASES_SIM): 10 slices, so the ring of 2, 3 or 4 stages turns and every
+# stage is refilled. (what, edits of the region, the phrases the message must hold, where).
+#   where: None, graded everywhere, and its phrases checked on a GPU too (they come from the text or the data's
+#   pattern, the same there); "any": read from the text before any run (every machine); "emulator": graded in
+#   the emulator only (a race a GPU rarely shows, or a shared-memory write past the block's, which on a GPU ends
+#   the process's CUDA context).
+PIPELINE = "if (kt + STAGES - 1 < KT)              // the stage of slice kt-1: nobody reads it any more"
+BARRIER = "__syncthreads();                       // ...and everyone's: the next step may read them"
+_LAB04 = [
+    ("K-loop tail forgotten: the last slice is never loaded (its stage keeps an older slice)",
+     [("if (kt + STAGES - 1 < KT)", "if (kt + STAGES - 1 < KT - 1)")],
+     ("left out", "counted twice", "every K tile is loaded"), None),
+    ("a slice skipped: copies run one slice too far ahead", [("(kt + STAGES - 1) * BK", "(kt + STAGES) * BK")],
+     ("without the term(s) k = ",), None),
+    ("a k16 step where a slice starts: (kt + STAGES - 1) * 16, not * BK",
+     [("(kt + STAGES - 1) * BK", "(kt + STAGES - 1) * 16")], ("not a multiple of BK", "counted twice"), None),
+    ("the copies into the stage this pass reads (rs), not the free one (ws)",
+     [("stage_a(ws), stage_b(ws)", "stage_a(rs), stage_b(rs)")], ("your copies go into stage rs",), None),
+    ("the ring index not wrapping: the copies into stage kt + STAGES - 1, past the ring",
+     [("stage_a(ws), stage_b(ws)", "stage_a(kt + STAGES - 1), stage_b(kt + STAGES - 1)")],
+     ("outside the block's", "shared memory"), "emulator"),
+    ("a wait one commit group short: slice kt+1 may still be in flight",
+     [("cp_async_wait<STAGES - 2>();", "cp_async_wait<STAGES - 1>();")],
+     ("WHEN it is read", "a wait one group too shallow"), "emulator"),
+    ("the commit only when a slice was issued: the group count is off at the end of K",
+     [("cp_async_commit();", "if (kt + STAGES - 1 < KT) cp_async_commit();")],
+     ("Not graded yet", "cp_async_commit() sits under an if"), "any"),
+    ("the commit before the copies: they join the next pass's group",
+     [(PIPELINE, "cp_async_commit();\n" + PIPELINE),
+      ("cp_async_commit();                     // always commit", "                     // always commit")],
+     ("Not graded yet", "cp_async_commit() comes before load_slice"), "any"),
+    ("the barrier moved before the copies: none after the wait",
+     [(PIPELINE, "__syncthreads();\n" + PIPELINE), (BARRIER, "// (the barrier is above now)")],
+     ("Not graded yet", "no __syncthreads() after cp_async_wait"), "any"),
+]
+
+
+def _lab04(what, edits, says, where):
+    if where == "any":
+        return Mistake("04_mma_sync", what, tuple(edits), says, fails=("Not graded yet",), gpu_says=True)
+    if where == "emulator":
+        return Mistake("04_mma_sync", what, tuple(edits), says, CUDA_FAILS + ("the emulated kernel stopped",),
+                       only="emulator: a race a GPU rarely shows, or a write past the block's shared memory, which "
+                            "on a GPU ends the CUDA context of the process")
+    return Mistake("04_mma_sync", what, tuple(edits), says, CUDA_FAILS, gpu_says=True)
+
+
 # what a C++ lab's grader says when it fails an attempt: a wrong output, an error, or a check before any run
-CUDA_FAILS = ("FAIL", "raised an error", "the compiler had to step in", "Not graded yet")
+CUDA_FAILS = ("FAIL", "raised an error", "the compiler had to step in", "Not graded yet", "the emulated kernel stopped")
 # graded on any machine: the grader reads them from the compiler's log or the code's text, before any launch
 ANY_MACHINE = {"the compiler had to step in": ("C7517", "wgmma_wait<0>()"), "cp_async_commit() sits under an if": ()}
 
@@ -90,11 +148,17 @@ def _cuda(stage, what, old, new, phrase):
         return Mistake(stage, what, ((old, new),), (phrase, *ANY_MACHINE[phrase]), CUDA_FAILS, gpu_says=True,
                        every=True)
     return Mistake(stage, what, ((old, new),), (phrase,) if phrase else (), CUDA_FAILS, gpu_says=True, every=True,
-                   only="hopper: graded where the stage runs, in a fresh process")
+                   only=None if stage in EMULATED else "hopper: graded where the stage runs, in a fresh process")
+
+
+# the stages the CPU emulator runs (their EMULATED): graded on every machine; the others where a Hopper GPU is
+EMULATED = ("05_wgmma_tma", "06_warp_specialized", "07_clusters")
 
 
 MISTAKES = (
-    [Mistake("02_smem_tiles", what, tuple(edits), (says,), kernel="gemm_tiled", only=sim_only, rules_out=NUMBA_HINTS)
+    [Mistake("02_smem_tiles", what, tuple(edits), (says,) if isinstance(says, str) else says, kernel="gemm_tiled",
+             only=sim_only, rules_out=NUMBA_HINTS)
      for what, edits, says, sim_only in _NUMBA]
+    + [_lab04(*wrong) for wrong in _LAB04]
     + [_cuda(stage, *wrong) for stage, attempts in _CUDA.items() for wrong in attempts]
 )

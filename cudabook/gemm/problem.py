@@ -71,8 +71,12 @@ class Problem:
         return self._aligned[multiple]
 
     def copy_back(self, c_padded):
-        """Copy the [M, N] corner of a padded C (row length Np) into `c` (a 2-D device-to-device copy)."""
+        """Copy the [M, N] corner of a padded C (row length Np) into `c` (a 2-D device-to-device copy; the
+        simulator's arrays, which the CPU emulator writes, are host memory: a plain copy)."""
         if c_padded is self.c:
+            return
+        if getattr(c_padded, "device_ctypes_pointer", None) is None:
+            self.c.copy_to_device(np.ascontiguousarray(c_padded.copy_to_host()[:, :self.shape[1]]))
             return
         from cuda.bindings import driver as drv
         M, N, _ = self.shape

@@ -179,29 +179,25 @@ def load_run(dst, off, src, s, k, start, n):
 
 
 @cuda.jit(device=True, inline=True)
+def guarded_word(a, r, col, cols):
+    """a[r, col:col+2] as one word (col in the low half), each element zero where its column >= cols."""
+    w = np.uint32(0)
+    if col < cols:
+        w = np.uint32(a[r, col])
+    if col + 1 < cols:
+        w |= np.uint32(a[r, col + 1]) << np.uint32(16)
+    return w
+
+
+@cuda.jit(device=True, inline=True)
 def load_bf16x8_guarded(a, r, col, rows, cols):
     """a[r, col:col+8] as four words, element by element: zero where r >= rows or the column >= cols."""
-    w0 = np.uint32(0)
-    w1 = np.uint32(0)
-    w2 = np.uint32(0)
-    w3 = np.uint32(0)
+    w0 = w1 = w2 = w3 = np.uint32(0)
     if r < rows:
-        if col < cols:
-            w0 = np.uint32(a[r, col])
-        if col + 1 < cols:
-            w0 |= np.uint32(a[r, col + 1]) << np.uint32(16)
-        if col + 2 < cols:
-            w1 = np.uint32(a[r, col + 2])
-        if col + 3 < cols:
-            w1 |= np.uint32(a[r, col + 3]) << np.uint32(16)
-        if col + 4 < cols:
-            w2 = np.uint32(a[r, col + 4])
-        if col + 5 < cols:
-            w2 |= np.uint32(a[r, col + 5]) << np.uint32(16)
-        if col + 6 < cols:
-            w3 = np.uint32(a[r, col + 6])
-        if col + 7 < cols:
-            w3 |= np.uint32(a[r, col + 7]) << np.uint32(16)
+        w0 = guarded_word(a, r, col, cols)
+        w1 = guarded_word(a, r, col + 2, cols)
+        w2 = guarded_word(a, r, col + 4, cols)
+        w3 = guarded_word(a, r, col + 6, cols)
     return w0, w1, w2, w3
 
 

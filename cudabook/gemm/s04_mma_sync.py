@@ -1,7 +1,9 @@
 """04 mma.sync: the tensor cores, fed by ldmatrix from a swizzled cp.async ring (sm_80 and newer).
 
 The kernel is CUDA C++ in kernels/mma_sync.cu, compiled at run time by NVRTC (cudabook.nvrtc) and launched
-on the problem's Numba device arrays. Three instructions do the work:
+on the problem's Numba device arrays (their addresses through cudabook.device.address). It needs compute
+capability 8.0 (sm_80) and nothing of Hopper's; without such a GPU the lab grader runs it on the CPU in
+cudabook.emulate, which has all three of its instructions. Three instructions do the work:
 
     cp.async     16 bytes global -> shared without passing through registers; STAGES-1 k-slices in flight
     ldmatrix     a warp reads four 8 x 8 bf16 matrices from shared memory straight into mma fragments
@@ -20,7 +22,9 @@ from __future__ import annotations
 
 import ctypes
 import pathlib
+import re
 
+from .. import device
 from ..kit.rung import CudaRung
 
 NAME = "04_mma_sync"
@@ -37,6 +41,7 @@ PARAMS = {
     "group_m": 8,       # blocks walk GROUP_M tile-rows column by column (L2 reuse); 1: plain row order
 }
 MIN_CC = (8, 0)
+EMULATED = True               # without a GPU the lab grader runs this kernel on the CPU (cudabook.emulate)
 KERNEL_DIR = pathlib.Path(__file__).parent / "kernels"
 SOURCE = KERNEL_DIR / "mma_sync.cu"
 KERNEL = "gemm_mma_sync"
@@ -47,16 +52,62 @@ source, unavailable = RUNG.source, RUNG.unavailable
 # skipped at the end of K, reads a slice still in flight, and that shows most at 2 stages (nothing else is in
 # flight to hide it) and at 4 (more groups outstanding at the tail).
 GRADING_VARIANTS = [{}, {"stages": 2}, {"stages": 4}]
-# Mistakes the lab grader reads in the learner's text (comments removed), because a GPU almost never shows them:
-# a commit only when copies were issued leaves fewer groups than slices at the end of K, so the wait there lets
-# the last slice still be in flight (measured: right results on an H100 at 2, 3 and 4 stages, a race all the same).
+# Mistakes the lab grader reads in the learner's text (comments removed), because a run almost never shows them:
+# - a commit only when copies were issued leaves fewer groups than slices at the end of K, so the wait there lets
+#   the last slice still be in flight (measured: right results on an H100 at 2, 3 and 4 stages, a race all the
+#   same);
+# - the commit before the copies: the copies join the next pass's group, so the wait counts one group short, and
+#   the last slice's copies are never committed (a GPU mostly shows nothing);
+# - no barrier after the wait: each thread waits for its own copies only. The emulator runs a block's threads in
+#   turn and switches at warp operations, so every thread has passed its wait before any warp's next ldmatrix or
+#   mma: it cannot show this race, and a GPU rarely does.
 LAB_TEXT_MISTAKES = [
     (r"\bif\s*\((?:[^()]|\([^()]*\))*\)\s*(?:\{[^}]*)?cp_async_commit\s*\(|\belse\b\s*(?:\{[^}]*)?cp_async_commit\s*\(",
      "cp_async_commit() sits under an if. Commit on every pass, even when no copy was issued: then commit group "
      "g is always slice g, and cp_async_wait<N> counts right at the end of K too (otherwise the last slices "
      "can be read while still in flight: a race that a GPU rarely shows, so the grader looks for it here)"),
+    (r"\A(?:(?!\bload_slice\b).)*\bcp_async_commit\s*\((?:(?!\bcp_async_commit\b).)*\bload_slice\s*\("
+     r"(?:(?!\bcp_async_commit\b).)*\Z",
+     "cp_async_commit() comes before load_slice(...), and no commit after it. A commit closes the group of the "
+     "copies issued BEFORE it: yours close an empty group, and slice kt + STAGES - 1's copies join the next "
+     "pass's group, so cp_async_wait<STAGES - 2> lets slice kt + 1 still be in flight (and the last slice's copies "
+     "are never committed at all). Issue the copies, then commit"),
+    (r"\A(?=.*\bcp_async_wait\b)(?!.*\bcp_async_wait\b.*\b__syncthreads\s*\()",
+     "no __syncthreads() after cp_async_wait. The wait covers this thread's own copies only, and every thread "
+     "copied a share of the slice: the barrier after it is what makes everyone's copies of slice kt + 1 visible "
+     "before any warp reads them with ldmatrix. (A barrier before the copies is needed too, and the one after "
+     "the wait is it: it also tells every warp that slice kt - 1's stage is no longer read)"),
 ]
 
+
+def _copies_into_read_stage(code: str) -> bool:
+    return re.search(r"\bload_slice\s*\(\s*stage_a\s*\(\s*(?:rs|\(?\s*kt\s*\)?\s*%\s*STAGES)\s*\)", code) is not None
+
+
+def _ring_index_unwrapped(code: str) -> bool:
+    m = re.search(r"\bload_slice\s*\(\s*stage_a\s*\(([^;]*?)\)\s*,", code)
+    return m is not None and re.search(r"\bkt\b", m.group(1)) is not None and "%" not in m.group(1)
+
+
+def _slice_start_without_bk(code: str) -> bool:
+    call = re.search(r"\bload_slice\s*\(([^;]*)\)\s*;", code)
+    return call is not None and re.search(r"\bBK\b", call.group(1)) is None
+
+
+# Hints the grader adds to a failed case when the learner's text shows a likely cause the wrong outputs alone
+# do not name: (test of the region's code, hint).
+LAB_TEXT_HINTS = [
+    (_copies_into_read_stage,
+     "your copies go into stage rs (= kt % STAGES), the stage this pass reads: slice kt + STAGES - 1 belongs in "
+     "stage ws (= (kt + STAGES - 1) % STAGES), the one slice kt - 1 used, which nobody reads any more; the ring's "
+     "last stage is then never filled"),
+    (_ring_index_unwrapped,
+     "your stage index counts slices without wrapping: the ring has STAGES stages, so slice t goes into stage "
+     "t % STAGES (ws keeps that count for you)"),
+    (_slice_start_without_bk,
+     "the k your load_slice(...) starts at is not a multiple of BK: slice t covers k = t * BK .. t * BK + BK - 1 "
+     "(one slice is BK deep, not one k16 step), so slice kt + STAGES - 1 starts at (kt + STAGES - 1) * BK"),
+]
 
 
 def config(**params) -> dict:
@@ -119,8 +170,8 @@ def launch(problem, kernel=None, **params):
     M, N, K = problem.shape
     a, b, c, Kp, Np = problem.aligned(8)          # the problem's own arrays when K and N are multiples of 8
     grid = -(-M // cfg["BM"]) * -(-Np // cfg["BN"])
-    kern.launch(grid, threads(cfg), [a.device_ctypes_pointer.value, b.device_ctypes_pointer.value,
-                                     c.device_ctypes_pointer.value, M, Np, Kp], ARG_TYPES, shared=smem)
+    kern.launch(grid, threads(cfg), [device.address(a), device.address(b), device.address(c), M, Np, Kp],
+                ARG_TYPES, shared=smem)
     problem.copy_back(c)
 
 

@@ -29,11 +29,15 @@ PARAMS = {
     "warpgroups": 2,   # warpgroups of 128 threads; the tile is BM = 64 * warpgroups rows
     "stages": 4,       # depth of the TMA ring (each stage BM*64*2 + 64*BN*2 bytes of shared memory)
 }
+# the grader runs each case twice: the lab region reads the tile's sizes (BN, the warpgroup's rows, the stage's
+# bytes), each at two values
+GRADING_VARIANTS = [{}, {"bn": 64, "warpgroups": 1, "stages": 2}]
 MIN_CC = (9, 0)
 KERNEL_DIR = pathlib.Path(__file__).resolve().parent / "kernels"
 SOURCE = KERNEL_DIR / "wgmma_tma.cu"
 KERNEL = "gemm_wgmma_tma"
 RUNG = CudaRung(NAME, SOURCE, sm90a=True)
+EMULATED = True               # without a GPU the lab grader runs this kernel on the CPU (cudabook.emulate: TMA, wgmma)
 source, unavailable = RUNG.source, RUNG.unavailable
 
 

@@ -36,6 +36,7 @@ ARG_TYPES = hopper.ARG_TYPES
 COMPILE_LOG_MISTAKES = hopper.COMPILE_LOG_MISTAKES   # the lab grader reads what ptxas says about the wgmmas
 WATCHDOG_S = hopper.WATCHDOG_S
 RUNG = CudaRung(NAME, SOURCE, sm90a=True)
+EMULATED = True               # without a GPU the lab grader runs this kernel on the CPU (cudabook.emulate)
 source, unavailable = RUNG.source, RUNG.unavailable
 
 
@@ -75,13 +76,9 @@ def launch(p, kernel=None, **params):
 
 
 def _build(p, kernel, params):
-    M, N, K = p.shape
     cfg = config(**params)
-    smem = smem_bytes(cfg)
     bm = 64 * cfg["CONSUMERS"]
-    kern, c, Kp, Np, (ma, mb) = hopper.prepare(RUNG, KERNEL, p, kernel, cfg, smem, bm=bm, bn=cfg["BN"])
-    tiles = math.ceil(M / bm) * math.ceil(Np / cfg["BN"])
-    grid = min(tiles, params["blocks"] or device.gpu().sms)
-    args = [ma, mb, hopper.pointer(c), M, Np, Kp]
-    threads = 128 * (cfg["CONSUMERS"] + 1)
-    return hopper.launcher(p, c, lambda: kern.launch(grid, threads, args, ARG_TYPES, shared=smem))
+
+    def grid(kern, M, Np):      # one block per SM (no more than there are tiles), or exactly `blocks`
+        return min(math.ceil(M / bm) * math.ceil(Np / cfg["BN"]), params["blocks"] or device.gpu().sms)
+    return hopper.warp_specialized(RUNG, KERNEL, ARG_TYPES, p, kernel, cfg, smem_bytes(cfg), grid)

@@ -212,21 +212,28 @@ def _float64(value):
     return value.astype(np.float64)
 
 
+def _arrays(value, spatial_shapes, level_start_index, sampling_locations, attention_weights):
+    """The inputs as NumPy arrays: value as bf16 values (from its uint16 bits too), the shapes and starts int64."""
+    value = np.asarray(value)
+    return (value.view(BF16) if value.dtype == np.uint16 else value, np.asarray(spatial_shapes, np.int64),
+            np.asarray(level_start_index, np.int64), np.asarray(sampling_locations), np.asarray(attention_weights))
+
+
 def sample(value, spatial_shapes, level_start_index, sampling_locations, attention_weights, *, bound=False,
-           align_corners=False, padding="zeros", swap_xy=False, weighted=True, use_starts=True):
+           align_corners=False, padding="zeros", swap_xy=False, weighted=True, use_starts=True, truncate=False,
+           edge_le=""):
     """The sampling in float64, vectorised over queries, heads and points: out [N, Lq, M * D], and with
     bound=True also the tolerance's two arithmetic terms (see the module's docstring).
 
     The keyword arguments other than `bound` describe mistakes, for the checker's hints: align_corners=True
     arithmetic (x * (W - 1)), padding="border" (corners clamped onto the map instead of reading zero), x and
-    y swapped, weights left out, every level read from row 0 of value."""
-    value = np.asarray(value)
-    if value.dtype == np.uint16:
-        value = value.view(BF16)
-    shapes = np.asarray(spatial_shapes, np.int64)
-    starts = np.asarray(level_start_index, np.int64)
-    loc = np.asarray(sampling_locations)
-    attn = np.asarray(attention_weights)
+    y swapped, weights left out, every level read from row 0 of value, truncate=True ((int)x, rounding toward
+    zero, where floor belongs: a position in (-1, 0) becomes pixel 0 and its fraction negative; samples that do
+    not touch the map are still skipped), edge_le "x", "y" or "xy" (the right neighbour tested x0 + 1 <= W, the
+    lower one y0 + 1 <= H: the corner one past the row, or past the level's last row, is read as the row-major
+    offset gives, the next row's first pixel or the next level's)."""
+    value, shapes, starts, loc, attn = _arrays(value, spatial_shapes, level_start_index, sampling_locations,
+                                               attention_weights)
     N, S, M, D = value.shape
     Lq, L, P = loc.shape[1], loc.shape[3], loc.shape[4]
     out = np.zeros((N, Lq, M, D))
@@ -251,20 +258,36 @@ def sample(value, spatial_shapes, level_start_index, sampling_locations, attenti
                 else:
                     px, py = x * Wl - 0.5, y * Hl - 0.5
                 px, py = np.clip(px, -2.0, Wl + 1.0), np.clip(py, -2.0, Hl + 1.0)     # far outside reads zero anyway
-                x0, y0 = np.floor(px), np.floor(py)
+                x0, y0 = (np.trunc(px), np.trunc(py)) if truncate else (np.floor(px), np.floor(py))
                 fx, fy = px - x0, py - y0
                 x0, y0 = x0.astype(np.int64), y0.astype(np.int64)
+                touch = (px > -1) & (py > -1) & (px < Wl) & (py < Hl)      # (implied by the corners, with floor)
+                if truncate or edge_le:      # a sample on the touch test's edge: with these mistakes its outcome
+                    eps = 1e-6 * (max(Wl, Hl) + 2)      # jumps, and float32 may land either side: unknown (NaN)
+                    edgy = ((np.abs(px + 1) < eps) | (np.abs(px - Wl) < eps) | (np.abs(py + 1) < eps)
+                            | (np.abs(py - Hl) < eps)).any(axis=-1)                 # [q, M]
+                    if edgy.any():
+                        out[n, qs] += np.where(edgy, np.nan, 0.0)[..., None]
+                wx_end, hy_end = Wl + ("x" in edge_le), Hl + ("y" in edge_le)
                 for dy, wy in ((0, 1.0 - fy), (1, fy)):
                     for dx, wx in ((0, 1.0 - fx), (1, fx)):
                         cx, cy = x0 + dx, y0 + dy
                         if padding == "border":
                             inside = np.ones(cx.shape, bool)
                         else:
-                            inside = (cx >= 0) & (cx < Wl) & (cy >= 0) & (cy < Hl)
-                        rows = start + np.clip(cy, 0, Hl - 1) * Wl + np.clip(cx, 0, Wl - 1)
+                            inside = (cx >= 0) & (cx < wx_end) & (cy >= 0) & (cy < hy_end)
+                        if truncate or edge_le:
+                            inside &= touch
+                        rows = start + np.clip(cy, 0, hy_end - 1) * Wl + np.clip(cx, 0, wx_end - 1)
                         w = np.where(inside, a * wx * wy, 0.0)                       # [q, M, P]
+                        past = None
+                        if edge_le:                  # past the end of value: no telling what a kernel reads (NaN)
+                            past = ((rows > S - 1) & (w != 0)).any(axis=-1)          # [q, M]
+                            rows = np.minimum(rows, S - 1)
                         v = vn[rows, heads]                                          # [q, M, P, D]
                         out[n, qs] += np.einsum("qmp,qmpd->qmd", w, v)
+                        if past is not None and past.any():
+                            out[n, qs] += np.where(past, np.nan, 0.0)[..., None]
                         if bound:
                             summed[n, qs] += np.einsum("qmp,qmpd->qmd", np.abs(w), np.abs(v))
                 if bound:
@@ -292,3 +315,62 @@ def reference(value, spatial_shapes, level_start_index, sampling_locations, atte
 def reference_with_bound(value, spatial_shapes, level_start_index, sampling_locations, attention_weights):
     """(reference, bound): the bound is the tolerance less the output's own bf16 rounding."""
     return sample(value, spatial_shapes, level_start_index, sampling_locations, attention_weights, bound=True)
+
+
+CORNERS = ("top-left (x0, y0)", "top-right (x0 + 1, y0)", "bottom-left (x0, y0 + 1)", "bottom-right (x0 + 1, y0 + 1)")
+SIDES = ("left", "right", "top", "bottom")
+
+
+def parts(value, spatial_shapes, level_start_index, sampling_locations, attention_weights):
+    """The reference taken apart, for the checker's hints: (families, sides). families: {"level": [L, N, Lq, M * D],
+    "point": [P, ...], "corner": [4, ...] (in CORNERS' order)}, each family summing to the reference, and "weights": [16, ...], corner c
+    blended with corner k's bilinear weight at 4 c + k (the diagonal sums to the reference); and "knife": [N, Lq,
+    M * D] bool, the outputs of items with a sample on the map at a whole pixel position (x or y within float32's
+    reach of an integer), where floor may go either way: a mistake whose output jumps there cannot be told; sides: [4, N,
+    Lq, M] bool (in SIDES' order), True where the item (n, q, m) has a sample on the map with a nonzero weight on a
+    corner off the map on that side (x0 = -1, x0 + 1 = W, y0 = -1, y0 + 1 = H). Small problems only (the
+    grader's): everything is held in float64."""
+    value, shapes, starts, loc, attn = _arrays(value, spatial_shapes, level_start_index, sampling_locations,
+                                               attention_weights)
+    N, S, M, D = value.shape
+    Lq, L, P = loc.shape[1], loc.shape[3], loc.shape[4]
+    weighed = np.zeros((4, 4, N, Lq, M, D))          # corner c blended with corner w's bilinear weight
+    level = np.zeros((L, N, Lq, M, D))
+    point = np.zeros((P, N, Lq, M, D))
+    corner = np.zeros((4, N, Lq, M, D))
+    sides = np.zeros((4, N, Lq, M), bool)
+    knife = np.zeros((N, Lq, M), bool)
+    heads = np.arange(M)[None, :, None]
+    for n in range(N):
+        vn = value[n].astype(np.float32)
+        for l in range(L):
+            Hl, Wl, start = int(shapes[l, 0]), int(shapes[l, 1]), int(starts[l])
+            px = np.clip(loc[n, :, :, l, :, 0].astype(np.float64) * Wl - 0.5, -2.0, Wl + 1.0)     # [Lq, M, P]
+            py = np.clip(loc[n, :, :, l, :, 1].astype(np.float64) * Hl - 0.5, -2.0, Hl + 1.0)
+            a = attn[n, :, :, l, :].astype(np.float64)
+            x0, y0 = np.floor(px), np.floor(py)
+            fx, fy = px - x0, py - y0
+            x0, y0 = x0.astype(np.int64), y0.astype(np.int64)
+            on = (px > -1) & (py > -1) & (px < Wl) & (py < Hl)
+            eps = 1e-5 * (max(Wl, Hl) + 2)
+            knife[n] |= (on & ((np.abs(px - np.round(px)) < eps) | (np.abs(py - np.round(py)) < eps))).any(axis=-1)
+            bilinear = ((1 - fy) * (1 - fx), (1 - fy) * fx, fy * (1 - fx), fy * fx)
+            for c, (dy, wy, dx, wx) in enumerate(((0, 1 - fy, 0, 1 - fx), (0, 1 - fy, 1, fx), (1, fy, 0, 1 - fx),
+                                                  (1, fy, 1, fx))):
+                cx, cy = x0 + dx, y0 + dy
+                inside = (cx >= 0) & (cx < Wl) & (cy >= 0) & (cy < Hl)
+                w = np.where(inside, a * wx * wy, 0.0)
+                weighty = on & ~inside & (a * wx * wy != 0)
+                for s, off in enumerate((cx < 0, cx >= Wl, cy < 0, cy >= Hl)):
+                    sides[s, n] |= (weighty & off).any(axis=-1)
+                rows = start + np.clip(cy, 0, Hl - 1) * Wl + np.clip(cx, 0, Wl - 1)
+                v = vn[rows, heads]                                              # [Lq, M, P, D]
+                contrib = w[..., None] * v
+                for k in range(4):
+                    weighed[c, k, n] += np.einsum("qmp,qmpd->qmd", np.where(inside, a * bilinear[k], 0.0), v)
+                level[l, n] += contrib.sum(axis=2)
+                point[:, n] += np.moveaxis(contrib, 2, 0)
+                corner[c, n] += contrib.sum(axis=2)
+    flat = lambda x: x.reshape(x.shape[0], N, Lq, M * D)
+    return {"level": flat(level), "point": flat(point), "corner": flat(corner),
+            "weights": weighed.reshape(16, N, Lq, M * D), "knife": np.repeat(knife, D, axis=-1).reshape(N, Lq, M * D)}, sides

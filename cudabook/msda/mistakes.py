@@ -5,8 +5,10 @@ Lab 01 (Numba): each must FAIL. The checker's own planted mistakes in rungs 01 a
 clamping, x/y swapped, weights or level starts left out, ...) are caught and named by the checker on one small
 problem (tests/msda/test_msda_track.py); lab 02's are only those. Lab 03 (Numba, 2 x 2 x D tiles in shared
 memory): a missing barrier, corners off the map not zeroed, corners or fractions mixed up, the wrong table entry
-or tile slot. Lab 04 (TMA boxes, C++) in the emulator on a CPU, on a Hopper GPU for real; lab 05 (lane groups,
-C++): edits of the branchless path (the default), which the grader runs.
+or tile slot. Lab 04 (TMA boxes, C++) in the emulator on a CPU, on a Hopper GPU for real; its cases include one of
+L * P = 40 samples, so a producer without the loop over rounds of 32 samples fails (a deadlock the emulator ends and
+explains). Lab 05 (lane groups, C++): the grader runs both paths of the region (branchless, the default, and
+branchless=False, with branches); edits of each.
 """
 from ..mistakes import Mistake
 
@@ -90,6 +92,11 @@ _LAB04 = [  # (what, old, new, words in the message)
      ["FAIL"]),
     ("lane 0 arrives twice, another lane never", "if (lane != 0) mbar_arrive(full);", "mbar_arrive(full);",
      ["more arrivals"]),
+    ("no loop over rounds of 32 samples: each lane asks for the box of sample `lane` only",
+     "for (int r = 0; r < (LP + 31) / 32; ++r) {\n                const int i = r * 32 + lane;\n"
+     "                if (on[r])",
+     "{\n                const int i = lane, r = 0;\n                if (on[r])",
+     ["expect_tx says", "deliver", "forty samples"]),
 ]
 
 
@@ -105,6 +112,16 @@ _LAB05 = [  # (what, old, new): edits of the branchless path (the default), whic
     ("a corner off the map read anyway (clamping, not zero padding)", "top && right ? a * (1.f - fy) * fx : 0.f",
      "a * (1.f - fy) * fx"),
     ("the level's points read from the wrong place (l * PV + p without the level)", "xy + l * PV + p", "xy + p"),
+]
+_LAB05_BRANCHES = [  # (what, old, new, words): edits of the path with branches (branchless=False), graded too
+    ("(int)x, not floorf: a position in (-1, 0) truncated to pixel 0 (branches)",
+     "const float fx0 = floorf(x), fy0 = floorf(y), fx = x - fx0, fy = y - fy0;\n"
+     "                const int x0 = (int)fx0, y0 = (int)fy0;",
+     "const int x0 = (int)x, y0 = (int)y;\n                const float fx = x - x0, fy = y - y0;",
+     ["branchless=False", "floorf"]),
+    ("the right neighbour tested with <= W: a corner one past the row read (branches)",
+     "left = x0 >= 0, right = x0 + 1 < W,", "left = x0 >= 0, right = x0 + 1 <= W,",
+     ["branchless=False", "x0 + 1 < W"]),
 ]
 
 
@@ -131,4 +148,9 @@ MISTAKES = (
     + [_lab03(*m) for m in _LAB03]
     + [_lab04(*m) for m in _LAB04]
     + [Mistake("05_lane_groups", what, ((old, new),), fails=("FAIL",)) for what, old, new in _LAB05]
+    + [Mistake("05_lane_groups", what, ((old, new),), tuple(words), fails=("FAIL", "the emulated kernel stopped"),
+               only=None if "floorf" in words else
+               "emulator: the last row's right corner is read past the end of value, which on a GPU may be past "
+               "the allocation: an illegal address ends the process's CUDA context")
+       for what, old, new, words in _LAB05_BRANCHES]
 )

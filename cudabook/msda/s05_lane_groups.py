@@ -24,8 +24,13 @@ PARAMS = {
     "branchless": True,    # load every corner (off-map ones from a pixel on the map, weight 0): the loads of a
                            # level's points can all be issued early; False skips off-map corners by branches
 }
+# The lab grader runs its cases with both settings of `branchless`: the lab region holds both paths (#if
+# BRANCHLESS ... #else ... #endif), and a mistake in the one a single setting skips would pass.
+GRADING_VARIANTS = [{}, {"branchless": False}]
 MIN_CC = (8, 0)
 EMULATED = True            # without a GPU the lab grader runs this kernel on the CPU (cudabook.emulate)
+ASYNC_COPIES = False       # no cp.async, no TMA, no shared memory: the grader runs it once, and its messages do not
+                           # speak of copies landing late or early
 MAX_LEVELS = 8
 KERNEL_DIR = pathlib.Path(__file__).parent / "kernels"
 SOURCE = KERNEL_DIR / "lane_groups.cu"        # on the kit's hopper.cuh: pack_bf16x2

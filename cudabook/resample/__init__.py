@@ -32,7 +32,7 @@ def run(stage_name, src_times, src_feats, tgt_times, **params):
 
 # ------------------------------------------------------------------------------- the track's face for the machinery
 
-# (name, B, S, T, D, sorted): small in the simulator, larger on a GPU; the edge cases are in both. Every loop a lab
+# (name, sorted, (B, S, T, D) in the simulator, (B, S, T, D) on a GPU): the edge cases are in both. Every loop a lab
 # writes must run more than once and every tail must matter: S = 200 needs two rounds of a 32-way warp search, D =
 # 37 is more than one sweep of a warp's 32 lanes and not a multiple of any vector width, "wide rows" is more than
 # one 16-byte sweep (32 lanes x 8 channels = 256), and unsorted targets leave any window. The totals B * T (42, 133,
@@ -46,18 +46,12 @@ def run(stage_name, src_times, src_feats, tgt_times, **params):
 # leaves a tail of the warp's last sweep. "dense sorted targets" puts about three targets in every source interval,
 # so each of stage 04's windows holds several intervals and its last interval always holds a target that is neither
 # a knot nor outside the range: a window searched one row short fails there, whatever the draw.
-_CASES_SIM = [("random, sorted targets", 2, 200, 21, 37, True),
-              ("random, unsorted targets", 2, 200, 21, 37, False),
-              ("S = 2, D = 1", 1, 2, 133, 1, True),
-              ("odd D, one batch row", 1, 23, 19, 7, False),
-              ("wide rows", 1, 60, 17, 272, True),
-              ("dense sorted targets", 1, 24, 80, 9, True)]
-_CASES_GPU = [("random, sorted targets", 8, 1000, 3000, 256, True),
-              ("random, unsorted targets", 8, 1000, 3000, 129, False),
-              ("S = 2, D = 1", 3, 2, 333, 1, True),
-              ("odd D, one batch row", 1, 777, 1501, 37, False),
-              ("wide rows", 2, 600, 333, 520, True),
-              ("dense sorted targets", 2, 300, 2000, 64, True)]
+_CASES = [("random, sorted targets", True, (2, 200, 21, 37), (8, 1000, 3000, 256)),
+          ("random, unsorted targets", False, (2, 200, 21, 37), (8, 1000, 3000, 129)),
+          ("S = 2, D = 1", True, (1, 2, 133, 1), (3, 2, 333, 1)),
+          ("odd D, one batch row", False, (1, 23, 19, 7), (1, 777, 1501, 37)),
+          ("wide rows", True, (1, 60, 17, 272), (2, 600, 333, 520)),
+          ("dense sorted targets", True, (1, 24, 80, 9), (2, 300, 2000, 64))]
 
 
 def grading_cases(stage_name=None):
@@ -66,7 +60,8 @@ def grading_cases(stage_name=None):
     from .. import SIMULATOR
     k = getattr(_LADDER.stage(stage_name), "LAB_D_MULTIPLE", 1) if stage_name else 1
     out = []
-    for name, B, S, T, D, is_sorted in (_CASES_SIM if SIMULATOR else _CASES_GPU):
+    for name, is_sorted, sim, gpu in _CASES:
+        B, S, T, D = sim if SIMULATOR else gpu
         D = -(-D // k) * k
         out.append((name, random_problem(B, S, T, D, sorted_targets=is_sorted), f"B={B}, S={S}, T={T}, D={D}"))
     return out

@@ -158,6 +158,13 @@ _EMULATED = [  # (stage, what, old, new, words the message must hold)
      "        __syncthreads();", "__syncthreads();\n        cp_async_wait<STAGES - 1>();", ["WHEN it is read"]),
     ("06_cp_async", "no wait at all", "cp_async_wait<STAGES - 1>();", "", ["WHEN it is read"]),
     ("06_cp_async", "the copies of an item too far ahead", "fill(k + STAGES - 1,", "fill(k + STAGES,", ["FAIL"]),
+    ("06_cp_async", "the item ahead written for two stages (k + 1)", "fill(k + STAGES - 1,", "fill(k + 1,",
+     ["FAIL", "stages=3"]),
+    ("06_cp_async", "the wait before the copies are started",
+     "fill(k + STAGES - 1, nitems, ntc, ndc, times, feats, targets, S, T, D, smem, x, win);  // (its barrier frees the stage)\n"
+     "        cp_async_wait<STAGES - 1>();",
+     "cp_async_wait<STAGES - 1>();\n"
+     "        fill(k + STAGES - 1, nitems, ntc, ndc, times, feats, targets, S, T, D, smem, x, win);", ["WHEN it is read"]),
     ("07_tma", "a wrong byte count", "nbox * BOX_BYTES", "nbox * BOX_BYTES / 2", ["expect_tx says", "deliver"]),
     ("07_tma", "the bytes of the window's rows, not of its boxes", "nbox * BOX_BYTES", "n * DC * 2",
      ["expect_tx says", "deliver"]),

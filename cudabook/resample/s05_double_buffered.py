@@ -139,6 +139,13 @@ def resample_double(times, feats, feats64, targets, out, is_sorted, vec, tpb, wr
 # ----------------------------------------------------------------------------------------------------------
 # buffers="registers": a prepass for the searches, then four targets' loads in flight a warp
 # ----------------------------------------------------------------------------------------------------------
+@cuda.jit(device=True, inline=True)
+def store_below(st, j, n, v):
+    """st[j] = v where j < n (the loads past the row's end were clamped to its last element: not stored)."""
+    if j < n:
+        st[j] = v
+
+
 @cuda.jit(device=True)
 def copy_times_row(times, b, st, tid, nthr):
     """Row b of the source times to shared memory: eight loads in flight a thread before the first store (a
@@ -155,20 +162,13 @@ def copy_times_row(times, b, st, tid, nthr):
         v6 = times[b, min(i + 6 * nthr, S - 1)]
         v7 = times[b, min(i + 7 * nthr, S - 1)]
         st[i] = v0
-        if i + nthr < S:
-            st[i + nthr] = v1
-        if i + 2 * nthr < S:
-            st[i + 2 * nthr] = v2
-        if i + 3 * nthr < S:
-            st[i + 3 * nthr] = v3
-        if i + 4 * nthr < S:
-            st[i + 4 * nthr] = v4
-        if i + 5 * nthr < S:
-            st[i + 5 * nthr] = v5
-        if i + 6 * nthr < S:
-            st[i + 6 * nthr] = v6
-        if i + 7 * nthr < S:
-            st[i + 7 * nthr] = v7
+        store_below(st, i + nthr, S, v1)
+        store_below(st, i + 2 * nthr, S, v2)
+        store_below(st, i + 3 * nthr, S, v3)
+        store_below(st, i + 4 * nthr, S, v4)
+        store_below(st, i + 5 * nthr, S, v5)
+        store_below(st, i + 6 * nthr, S, v6)
+        store_below(st, i + 7 * nthr, S, v7)
         i += 8 * nthr
 
 

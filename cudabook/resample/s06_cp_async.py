@@ -42,6 +42,9 @@ PARAMS = {
     "bf16_cvt": True,         # round to bf16 with cvt.rn.bf16x2.f32 (one instruction for two values); False:
                               # the integer recipe of cudabook/bits.py (same results, ~2x the arithmetic)
 }
+# the grader runs each case at two ring depths: the lab's slot arithmetic (% STAGES, the wait's depth) at one
+# depth only could be right by accident
+GRADING_VARIANTS = [{}, {"stages": 3}]
 MIN_CC = (8, 0)
 EMULATED = True               # without a GPU the lab grader runs this kernel on the CPU (cudabook.emulate)
 LAB_D_MULTIPLE = 2            # odd D takes the fallback kernel, which has no lab region: the grader's D are even

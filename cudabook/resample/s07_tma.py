@@ -94,6 +94,9 @@ PARAMS = {
                                # first wave), one block per item with pdl; else 0. With pdl the grid's last block
                                # waits whatever the count (so the kernel cannot end before the prepass)
 }
+# the grader runs each case twice: the lab region reads BOXR and, with the times brought by TMA, TIMES_TMA (the
+# expected bytes include them): both at their two values
+GRADING_VARIANTS = [{}, {"box_rows": 4, "search": "inline", "times_tma": True}]
 MIN_CC = (9, 0)
 EMULATED = True               # without a GPU the lab grader runs this kernel on the CPU (cudabook.emulate)
 LAB_D_MULTIPLE = 8            # rows the TMA box can take (D * 2 bytes a multiple of 16); others take the fallback

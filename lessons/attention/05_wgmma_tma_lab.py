@@ -28,10 +28,11 @@
 #
 # After your lines the kernel rounds `sc` to bf16 in place as P and runs `O += P V` on wgmma.
 #
-# The grader compiles your region into `kernels/wgmma_tma.cu` for sm_90a. `wgmma` runs on a Hopper GPU only
-# (H100, H200): the workbook's CPU emulator runs `mma.sync` but not `wgmma`. So without one the grader
-# compiles your code (a compile error is shown with your line) and stops there; on a Hopper GPU it runs the
-# grader's ragged cases, d = 64 and 128, causal and not. The lesson: [05 · TMA and wgmma](../../notebooks/attention/05_wgmma_tma.ipynb).
+# The grader compiles your region into `kernels/wgmma_tma.cu` for sm_90a and runs its ragged cases, d = 64 and
+# 128, causal and not. On a Hopper GPU (H100, H200) it runs them there, then again in the workbook's CPU emulator,
+# which runs `wgmma` as the PTX ISA defines it (the results land at the `wgmma_wait` that covers them) and TMA
+# copies landing as late and as early as your waits allow. Without a Hopper GPU the emulator alone grades it:
+# small cases, slower, and no timing. The lesson: [05 · TMA and wgmma](../../notebooks/attention/05_wgmma_tma.ipynb).
 
 # %%
 import cudabook
@@ -59,7 +60,7 @@ lesson.show_region(s05.source(), start="<<< lab", end="wgmma_keep_a(pa[ps])")
 grade("05_wgmma_tma", QK_RESCALE)
 
 # %% [markdown]
-# Passed (on a Hopper GPU)? Make the mistakes this step invites, one at a time, and read what the grader says:
+# Passed? Make the mistakes this step invites, one at a time, and read what the grader says:
 #
 # - **the scale 1/d**: use `scale_log2 * rsqrtf((float)D)` in place of `scale_log2`. The grader names it.
 # - **no rescale of O when the max grows**: leave out the two `*= alpha` lines. The output matches attention
@@ -68,5 +69,5 @@ grade("05_wgmma_tma", QK_RESCALE)
 #   and 24 instead of 0, 16, 32 and 48: some channels count twice, others never.
 # - **the causal mask off by one**: `j >= row`. Each query loses its own key.
 #
-# Without a Hopper GPU each of these still compiles; only a GPU tells them apart. Then back to the lesson:
+# The grader tells each of them apart, on a GPU or in the emulator. Then back to the lesson:
 # why every step of this kernel still waits, and what rung 06 does about it.

@@ -19,7 +19,8 @@
 #
 # Run the kernel cell, then the grading cell. The grader launches your kernel on fresh random matrices with
 # mostly ragged shapes (most sizes not a multiple of `TILE`, some K not a multiple of 8, 1 x 1 x 1) and tells
-# you what is wrong.
+# you what is wrong. It runs them at two tile sizes, `TILE` and a second one (8 in the simulator, where `TILE`
+# is 16; 16 on a GPU, where it is 32): write `TILE` wherever the tile's size belongs, never the number.
 # Without a GPU it runs in Numba's simulator, which checks every index: reading past the end of a row
 # raises an `IndexError` there (on a GPU it would silently read the next row).
 
@@ -41,6 +42,6 @@ print("TILE =", TILE)
 grade("02_smem_tiles", gemm_tiled)
 
 # %% [markdown]
-# Passed? Try a second tile size: `grade("02_smem_tiles", gemm_tiled, tile=8)` compiles your
-# kernel again with `TILE = 8`. Then read the lesson (`notebooks/gemm/02_smem_tiles.ipynb`) for why this
+# Passed? It passed at two tile sizes; try a third: `grade("02_smem_tiles", gemm_tiled, tile=4)` compiles your
+# kernel again with `TILE = 4`. Then read the lesson (`notebooks/gemm/02_smem_tiles.ipynb`) for why this
 # kernel, whatever the tile size, cannot pass about 1/8 of the GPU's fp32 peak.

@@ -17,11 +17,17 @@
 # 4. a barrier: every thread copied a share of the slice, so *everyone's* copies must have landed.
 #
 # Write C++ in the string below; the grader puts it into `kernels/mma_sync.cu` in place of the lab region,
-# compiles the file with NVRTC and runs it on ragged shapes (K not a multiple of the slice, 1 x 1 x 1).
-# Without a GPU it compiles your code and says why it stops there. The lesson (GEMM 04) draws the ring.
+# compiles the file with NVRTC and runs it on ragged shapes (K not a multiple of the slice, 1 x 1 x 1, and one
+# K long enough that the ring turns more than twice, so every stage is refilled), at 3 stages and again at 2
+# and 4. It needs a GPU of compute capability 8.0 or newer (sm_80: `cp.async`, `ldmatrix`, `mma.sync`); without
+# one it runs your code **on the CPU, in an emulator** (`cudabook.emulate`), which knows these instructions:
+# once with every copy landing as late as your waits allow (and shared memory starting as NaN), once with every
+# copy landing at once. It cannot time anything: speed needs the GPU. The lesson (GEMM 04) draws the ring.
 #
 # A race passes a test run more often than not: a wait that is one group short, or a commit that is skipped
-# at the end of K, can give right answers on the grader's shapes and wrong ones elsewhere. Check your count
+# at the end of K, can give right answers on a GPU and wrong ones elsewhere. The emulator's late copies catch
+# a wait that is too shallow; some races no run shows reliably (a commit under an `if` or before the copies, no
+# barrier after the wait), so the grader reads those from your text before it runs anything. Check your count
 # by hand, not only by the grader.
 
 # %%

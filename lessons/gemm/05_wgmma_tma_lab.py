@@ -24,8 +24,9 @@
 #    add to `d` rather than overwrite it);
 # 4. `wgmma_commit()` and `wgmma_wait<0>()`: the stage may be refilled only once the wgmmas have read it.
 #
-# The grader compiles your region into `kernels/wgmma_tma.cu` for sm_90a and runs it on ragged shapes; a
-# machine without an H100/H200 gets the compile and the reason. Read GEMM lesson 05 if you are stuck.
+# The grader compiles your region into `kernels/wgmma_tma.cu` for sm_90a and runs it on ragged shapes: on an
+# H100/H200, and in the workbook's CPU emulator (which runs `wgmma` and TMA as the PTX ISA defines them); without
+# a Hopper GPU, in the emulator alone. Read GEMM lesson 05 if you are stuck.
 
 # %%
 import cudabook

@@ -36,10 +36,11 @@
 # Barriers are 8 bytes each: `full + 8 * s` and `empty + 8 * s` are stage `s`'s. The code around your lines
 # is printed below.
 #
-# A wrong parity or a missing arrival does not crash: it waits forever. The kernel's waits carry a watchdog
-# that traps after about 20 seconds instead; the grader then reports a failed launch
-# (`CUDA_ERROR_LAUNCH_FAILED`). Suspect your waits and arrivals, and restart the notebook's kernel before the
-# next try.
+# A wrong parity or a missing arrival does not crash: it waits forever. On a GPU the kernel's waits carry a
+# watchdog that traps after about 20 seconds instead; the grader then reports a failed launch
+# (`CUDA_ERROR_LAUNCH_FAILED`): suspect your waits and arrivals, and restart the notebook's kernel before the
+# next try. In the CPU emulator (where there is no Hopper GPU, and after a GPU's run) a wait that can never end
+# is named at once, with the barrier, its phase and who was expected to arrive.
 
 # %%
 import cudabook

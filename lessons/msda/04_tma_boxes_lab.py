@@ -16,7 +16,10 @@
 #    `boxes * BOX_BYTES`: not the slots' stride, not one box per sample. Then `__syncwarp()`.
 # 2. **Ask for the boxes.** Each lane, for each of its samples `r` with `on[r]`:
 #    `tma_load_5d(dst, map, full, c0, c1, c2, c3, c4)`, coordinates **innermost first**: channel `0`, head `m`,
-#    column `x0s[r]`, row `y0s[r]`, image `n` (the map describes value as `[N, H, W, M, D]`).
+#    column `x0s[r]`, row `y0s[r]`, image `n` (the map describes value as `[N, H, W, M, D]`). An item has
+#    `LP = L * P` samples, and there may be more than the warp's 32 lanes: the samples come in rounds of 32,
+#    lane `lane`'s sample of round `r` is `i = r * 32 + lane`, and there are `(LP + 31) / 32` rounds (one of the
+#    grader's cases has L * P = 40: two rounds, the second with 8 samples).
 # 3. **Arrive.** The barrier counts 32 arrivals, lane 0's expect_tx included: every other lane arrives once
 #    (`mbar_arrive(full)`), after its weights and copies.
 #
@@ -24,7 +27,9 @@
 # **on the CPU, in an emulator** (`cudabook.emulate`): every CUDA thread is a small coroutine, and each TMA box
 # is filled from the tensor map by `cudabook.tma.load_box` (zeros outside the level). It counts the mbarriers'
 # arrivals and bytes, and runs every case twice: with the copies landing as late as the waits allow, and as
-# early as they could. A correct kernel is right both ways. It cannot time anything: speed needs the GPU.
+# early as they could. A correct kernel is right both ways. A barrier that can never complete (bytes announced
+# that no box delivers, an arrival missing) does not hang it: it stops the kernel and says which barrier waits
+# for what. It cannot time anything: speed needs the GPU.
 #
 # The lesson: [04 · TMA boxes](../../notebooks/msda/04_tma_boxes.ipynb).
 

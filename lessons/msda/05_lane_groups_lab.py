@@ -27,12 +27,15 @@
 #    `(1 - fy) fx`, `fy (1 - fx)`, `fy fx` for `(y0, x0)`, `(y0, x0 + 1)`, `(y0 + 1, x0)`, `(y0 + 1, x0 + 1)`,
 #    and weight `0.f` for a corner off the map.
 #
-# The stage compiles with `BRANCHLESS=1`; its own file keeps a version with branches after `#else` (write it
-# too if you like, inside `#if BRANCHLESS ... #else ... #endif`, and grade it with `branchless=False`). The
-# grader compiles your code into `kernels/lane_groups.cu` for the shapes of each case. Without a GPU of compute
-# capability 8.0 or newer it then runs it **on the CPU, in an emulator** (`cudabook.emulate`): every CUDA thread
-# is a small coroutine, with the grader's fresh random cases (D = 8, 24 and 40, several levels, a quarter of
-# the coordinates on edges). It cannot time anything: speed needs the GPU.
+# The stage compiles with `BRANCHLESS=1` by default; its own file keeps a version with branches after `#else`
+# (`branchless=False`: a sample off the map, and each corner off it, skipped by an `if`). Write it too if you
+# like, inside `#if BRANCHLESS ... #else ... #endif`: the grader runs every case with both settings, so both
+# halves are graded (a region without `#if` is the same code both times). It compiles your code into
+# `kernels/lane_groups.cu` for the shapes of each case. Without a GPU of compute capability 8.0 or newer it then
+# runs it **on the CPU, in an emulator** (`cudabook.emulate`): every CUDA thread is a small coroutine, with the
+# grader's fresh random cases (D = 8, 24 and 40, several levels, 40 samples an item in one, a quarter of the
+# coordinates on edges). This kernel has no asynchronous copies and no shared memory: each case runs once. It
+# cannot time anything: speed needs the GPU.
 #
 # The lesson: [05 · lane groups](../../notebooks/msda/05_lane_groups.ipynb).
 
@@ -66,6 +69,9 @@ grade("05_lane_groups", SAMPLES)
 # - **clamping instead of zeros**: keep an off-map corner's weight (`a * (1.f - fy) * fx` whatever `right`
 #   says), so the pixel it was redirected to counts. Every output with a sample near a border goes wrong (in
 #   the grader's edge-heavy cases, nearly all of them), and the grader lists the first few.
+# - **`(int)x` for the corner**, not `floorf`: `(int)` rounds toward zero, so a position just left of the first
+#   pixel centre lands on pixel 0. The grader names it.
+# - **`x0 + 1 <= W` for the right neighbour**: the corner one past the row is read. The grader names this too.
 #
 # Then back to the lesson's last sections: what the branch-free loads buy on a GPU, and what is left between
 # this kernel and the gather ceiling.

@@ -7,11 +7,14 @@ points at it.
 import re
 import textwrap
 
+import shutil
+
 import pytest
 
-from cudabook import gemm, labs, notebooks
+from cudabook import SIMULATOR, gemm, labs, notebooks
 from cudabook.gemm.mistakes import MISTAKES
 
+HOST_CXX = bool(shutil.which("g++") or shutil.which("clang++") or shutil.which("c++"))
 CUDA_LABS = [("04_mma_sync", "gemm/kernels/mma_sync.cu"), ("05_wgmma_tma", "gemm/kernels/wgmma_tma.cu"),
              ("06_warp_specialized", "gemm/kernels/warp_specialized.cu"), ("07_clusters", "gemm/kernels/clusters.cu")]
 
@@ -45,9 +48,35 @@ def test_a_compile_error_is_shown_with_its_line(stage, path, capsys):
 def test_where_it_cannot_run_it_compiles_and_says_why(stage, path, capsys):
     if not gemm.unavailable(stage):
         pytest.skip(f"this machine runs {stage}: the GPU test grades it for real")
+    if getattr(gemm.stage(stage), "EMULATED", False) and SIMULATOR:
+        pytest.skip(f"{stage} is graded in the CPU emulator here (test_the_emulator_grades_lab_04)")
     assert not labs.grade(stage, _region(path), track="gemm")
     out = capsys.readouterr().out
     assert "compiles" in out and "cannot run it" in out
+
+
+def test_lab_04_is_emulated_and_needs_sm_80():
+    """Lab 04 uses cp.async, ldmatrix and mma.sync (sm_80), which the emulator has; nothing of Hopper's."""
+    s04 = gemm.stage("04_mma_sync")
+    assert s04.EMULATED and s04.MIN_CC == (8, 0) and not s04.RUNG.sm90a
+    source = s04.source()
+    assert not any(word in source for word in ("wgmma", "stmatrix", "cluster", "mbar_", "cp.async.bulk"))
+
+
+@pytest.mark.skipif(not SIMULATOR or not HOST_CXX, reason="the emulator runs where Numba's simulator does, with a "
+                                                          "host C++ compiler")
+def test_the_emulator_grades_lab_04(capsys):
+    """Without a GPU the solution of lab 04 passes in the emulator, on cases where the copy ring turns: K = 300 is
+    10 slices of 32, more than twice the deepest ring graded (4 stages), so every stage is refilled."""
+    assert labs.grade("04_mma_sync", _region("gemm/kernels/mma_sync.cu"), track="gemm")
+    out = capsys.readouterr().out
+    assert "PASS" in out and "run on the CPU by the emulator" in out and "cannot run it" not in out
+    from cudabook.gemm import s04_mma_sync as s04
+    stages = max(v.get("stages", s04.PARAMS["stages"]) for v in s04.GRADING_VARIANTS)
+    slices = max(-(-K // s04.PARAMS["bk"]) for _, _, _, K in gemm.cases(simulator=True, stage_name="04_mma_sync"))
+    assert slices > 2 * stages
+    for stages in {v.get("stages", s04.PARAMS["stages"]) for v in s04.GRADING_VARIANTS}:
+        assert f"K=300{'' if stages == s04.PARAMS['stages'] else f', stages={stages}'})" in out
 
 
 def _wrong(stage):
@@ -60,8 +89,11 @@ def _wrong(stage):
 def test_wrong_attempts_still_compile(stage, path):
     module = gemm.stage(stage)
     for m in _wrong(stage):
-        (old, new), = m.edits
-        source = labs.splice(stage, _region(path).replace(old, new), track="gemm")
+        region = _region(path)
+        for old, new in m.edits:
+            assert old in region, m.what
+            region = region.replace(old, new)
+        source = labs.splice(stage, region, track="gemm")
         assert module.compile_cubin(arch="sm_90a", source_text=source)[:4] == b"\x7fELF", m.what
 
 

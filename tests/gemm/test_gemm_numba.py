@@ -11,6 +11,7 @@ import pytest
 
 from cudabook import SIMULATOR, gemm
 from cudabook.check import check_case
+from cudabook.simrace import SharedRace
 
 NUMBA_STAGES = ("01_naive", "02_smem_tiles", "03_register_blocking")
 KERNELS = {"01_naive": "gemm_naive", "02_smem_tiles": "gemm_tiled", "03_register_blocking": "gemm_blocked"}
@@ -158,6 +159,8 @@ def _catch(module):
         v = check_case("gemm", module.launch, (a, b))
     except IndexError as e:          # the simulator checks every index
         return f"raised IndexError: {e}"
+    except SharedRace as e:          # ... and every shared-memory access against the barriers (cudabook.simrace)
+        return f"raised SharedRace: {e}"
     return None if v.ok else v.message
 
 

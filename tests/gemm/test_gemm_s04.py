@@ -3,7 +3,8 @@
 CPU (no GPU needed): the kernel compiles for sm_80 and sm_90a; its SASS has the tensor-core instruction
 (HMMA.16816.F32.BF16), ldmatrix (LDSM) and cp.async (LDGSTS); no register spills; the bank picture says the
 swizzled layout is conflict-free and the plain one is not; the lab region is there and splicing its lines
-back gives the same kernel; without a GPU, run() says what the stage needs.
+back gives the same kernel; without a GPU, run() says what the stage needs (compute capability 8.0), and the
+stage's own launch runs in the CPU emulator (cudabook.emulate) at several tile shapes and pipeline depths.
 GPU: the checker's ragged cases plus 1x1x1, 129x257x72 and K = 7, once at 4096^3; both swizzle settings;
 2, 3 and 4 stages; other tile shapes; compute-sanitizer memcheck and racecheck on a small problem.
 """
@@ -101,6 +102,25 @@ def test_lab_region_and_splice():
         "sm_90a", source_text=notebooks.strip_markers(text))
 
 
+def test_the_text_checks_flag_the_mistakes_not_the_solution():
+    """The lab grader reads some mistakes from the region's text (LAB_TEXT_MISTAKES) and adds hints from it to a
+    failed case (LAB_TEXT_HINTS): none fires on the solution, each on its mistake (cudabook/gemm/mistakes.py)."""
+    import re
+    solution = notebooks.strip_markers(notebooks.region_source(REGION))
+    code = lambda text: "\n".join(line.split("//", 1)[0] for line in text.split("\n"))
+    assert not any(re.search(p, code(solution), re.S) for p, _ in s04.LAB_TEXT_MISTAKES)
+    assert not any(shows(code(solution)) for shows, _ in s04.LAB_TEXT_HINTS)
+    wrong = {"rs": solution.replace("stage_a(ws), stage_b(ws)", "stage_a(rs), stage_b(rs)"),
+             "kt": solution.replace("stage_a(ws), stage_b(ws)", "stage_a(kt + STAGES - 1), stage_b(kt + STAGES - 1)"),
+             "16": solution.replace("(kt + STAGES - 1) * BK", "(kt + STAGES - 1) * 16")}
+    assert [shows(code(wrong["rs"])) for shows, _ in s04.LAB_TEXT_HINTS] == [True, False, False]
+    assert [shows(code(wrong["kt"])) for shows, _ in s04.LAB_TEXT_HINTS] == [False, True, False]
+    assert [shows(code(wrong["16"])) for shows, _ in s04.LAB_TEXT_HINTS] == [False, False, True]
+    wrapped = solution.replace("stage_a(ws), stage_b(ws)",
+                               "stage_a((kt + STAGES - 1) % STAGES), stage_b((kt + STAGES - 1) % STAGES)")
+    assert not any(shows(code(wrapped)) for shows, _ in s04.LAB_TEXT_HINTS)      # the ring index, wrapped: right
+
+
 def test_bad_params():
     with pytest.raises(TypeError, match="blok_m"):
         s04.config(blok_m=64)
@@ -125,6 +145,27 @@ def test_run_without_gpu_says_what_is_needed():
         gemm.run("04_mma_sync", a, b)
     message = str(info.value)
     assert "04_mma_sync" in message and "compute capability 8.0" in message and "this machine has none" in message
+
+
+# ------------------------------------------------------------------------------------------ CPU: the emulator
+
+@pytest.mark.skipif(not device.SIMULATOR or not shutil.which("g++") and not shutil.which("clang++"),
+                    reason="the emulator runs where Numba's simulator does, with a host C++ compiler")
+@pytest.mark.parametrize("params", [{"swizzle": False}, {"stages": 2, "group_m": 1},
+                                    {"bk": 64, "bn": 128, "warps_n": 4, "stages": 3},
+                                    {"bm": 64, "bn": 64, "warps_m": 2, "warps_n": 2, "stages": 4}])
+def test_emulated_on_the_cpu(params):
+    """Without a GPU the stage's own launch runs in cudabook.emulate (device.address gives the simulator arrays'
+    host addresses; a padded C is copied back on the host): right on a problem whose K is ragged (not a multiple
+    of 8: the padded path) and long enough that the ring turns, with two blocks of C at 64 x 64 tiles."""
+    from cudabook import emulate
+    a, b = gemm.random_problem(70, 60, 300)
+    p = gemm.upload(a, b)
+    p.poison()
+    with emulate.emulating("lazy"):
+        s04.launch(p, **params)
+    verdict = gemm.judge(p.result(), a, b)
+    assert verdict.ok, f"{params}:\n{verdict}"
 
 
 # ------------------------------------------------------------------------------------------ GPU

@@ -134,9 +134,10 @@ def test_a_wild_write_is_reported_not_a_crash():
 
 @needs_simulator
 def test_tensor_core_instructions_are_named_as_not_emulated():
-    src = 'extern "C" __global__ void k(int* out) { asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory"); }'
+    src = ('extern "C" __global__ void k(int* out) { unsigned a = 0, r = 0; asm volatile('
+           '"stmatrix.sync.aligned.m16n8.x1.trans.shared.b8 [%0], {%1};\\n" :: "r"(a), "r"(r) : "memory"); }')
     out = np.zeros(1, np.int32)
-    with pytest.raises(emulate.CannotEmulate, match="wgmma.fence.sync.aligned"):
+    with pytest.raises(emulate.CannotEmulate, match="stmatrix"):
         _run(src, "k", 1, 128, [out.ctypes.data], [ctypes.c_void_p])
 
 

@@ -31,8 +31,15 @@ def test_the_child_fails_a_race_with_the_timing_hint():
     assert "still the TODO" not in said           # the kernel computed the NaN (check_case counts what it wrote)
 
 
-def test_a_stage_the_emulator_does_not_model_is_not_graded_there():
-    stage = next(name for t in [track.get("gemm")] for name in t.STAGES
-                 if hasattr(t.stage(name), "SOURCE") and not getattr(t.stage(name), "EMULATED", False))
-    verdict, said = child("gemm", stage, region(track.get("gemm").stage(stage)))
-    assert verdict is None and "the emulator does not model" in said, said
+def test_a_stage_the_emulator_does_not_model_is_not_graded_there(monkeypatch, capsys):
+    """The child's own answer (run here, in-process) for a stage not marked EMULATED: not graded, and why."""
+    import io
+    import json
+    gemm = track.get("gemm")
+    monkeypatch.setattr(gemm.stage("07_clusters"), "EMULATED", False)
+    job = {"track": "gemm", "stage": "07_clusters", "region": region(gemm.stage("07_clusters")), "params": {}}
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(job)))
+    with pytest.raises(SystemExit) as done:
+        labs._emulated_main()
+    assert done.value.code == labs.NOT_GRADED
+    assert "the emulator does not model" in capsys.readouterr().out

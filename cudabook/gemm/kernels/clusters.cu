@@ -85,6 +85,15 @@ __device__ __forceinline__ void mma_k_tile(float (&d)[BN / 2], uint32_t a, uint3
   wgmma_commit();
 }
 
+// This block's corner (m0, n0) of the cluster's unit of work t: the unit's place in the grouped order (GROUP_M
+// unit rows at a time), then this block's BM rows (its rank) of the unit's CLUSTER * BM.
+__device__ __forceinline__ void block_corner(int t, int tiles_m, int tiles_n, int rank, int& m0, int& n0) {
+  int tm, tn;
+  grouped_tile(t, tiles_m, tiles_n, GROUP_M, tm, tn);
+  m0 = (tm * CLUSTER + rank) * BM;
+  n0 = tn * BN;
+}
+
 // A consumer warpgroup is done with stage `bar`'s data: tell the producer of every block of the cluster.
 __device__ __forceinline__ void release(uint32_t empty_bar) {
 #if CLUSTER == 1 || MULTICAST == 0
@@ -126,9 +135,8 @@ gemm_clusters(const __grid_constant__ TmaDesc map_a, const __grid_constant__ Tma
       int s = 0;
       uint32_t phase = 0;
       for (int t = cluster; t < tiles; t += clusters) {
-        int tm, tn;
-        grouped_tile(t, tiles_m, tiles_n, GROUP_M, tm, tn);
-        const int m0 = (tm * CLUSTER + rank) * BM, n0 = tn * BN;
+        int m0, n0;
+        block_corner(t, tiles_m, tiles_n, rank, m0, n0);
         for (int kt = 0; kt < k_tiles; ++kt) {
           mbar_wait(empty + 8 * s, phase ^ 1);
           const uint32_t a = base + s * STAGE_BYTES, b = a + A_BYTES, bar = full + 8 * s;
@@ -161,9 +169,8 @@ gemm_clusters(const __grid_constant__ TmaDesc map_a, const __grid_constant__ Tma
     int s = 0;
     uint32_t phase = 0;
     for (int t = cluster; t < tiles; t += clusters) {
-      int tm, tn;
-      grouped_tile(t, tiles_m, tiles_n, GROUP_M, tm, tn);
-      const int m0 = (tm * CLUSTER + rank) * BM, n0 = tn * BN;
+      int m0, n0;
+      block_corner(t, tiles_m, tiles_n, rank, m0, n0);
       float d[BN / 2];
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;

@@ -81,23 +81,25 @@ __device__ __forceinline__ int swz(int row, int chunk, int cpr) {
 
 // ------------------------------------------------------------------------------------------ one slice
 
+// Start the copies of one operand's slice, CHUNKS 16-byte chunks of CPR a row, from row r0 and column c0 of X
+// [rows][cols] into a swizzled tile at dst (chunks past the matrix's edges zero-filled: src-size 0).
+template <int CHUNKS, int CPR>
+__device__ __forceinline__ void load_tile(u32 dst, const u16* __restrict__ X, int rows, int cols, int r0, int c0,
+                                          int tid) {
+#pragma unroll
+    for (int i = 0; i < CHUNKS / NT; ++i) {
+        const int c = tid + i * NT, row = c / CPR, ch = c % CPR;
+        const int gr = r0 + row, gc = c0 + ch * 8;
+        const bool in = gr < rows && gc < cols;
+        cp_async16(dst + swz(row, ch, CPR) * 16, in ? X + (size_t)gr * cols + gc : X, in ? 16 : 0);
+    }
+}
+
 // Start the copies of the k-slice starting at k0 into one stage of the ring (A: BM x BK, B: BK x BN).
 __device__ __forceinline__ void load_slice(u32 sa, u32 sb, const u16* __restrict__ A, const u16* __restrict__ B,
                                            int M, int N, int K, int m0, int n0, int k0, int tid) {
-#pragma unroll
-    for (int i = 0; i < A_CHUNKS / NT; ++i) {
-        const int c = tid + i * NT, row = c / A_CPR, ch = c % A_CPR;
-        const int gm = m0 + row, gk = k0 + ch * 8;
-        const bool in = gm < M && gk < K;
-        cp_async16(sa + swz(row, ch, A_CPR) * 16, in ? A + (size_t)gm * K + gk : A, in ? 16 : 0);
-    }
-#pragma unroll
-    for (int i = 0; i < B_CHUNKS / NT; ++i) {
-        const int c = tid + i * NT, row = c / B_CPR, ch = c % B_CPR;
-        const int gk = k0 + row, gn = n0 + ch * 8;
-        const bool in = gk < K && gn < N;
-        cp_async16(sb + swz(row, ch, B_CPR) * 16, in ? B + (size_t)gk * N + gn : B, in ? 16 : 0);
-    }
+    load_tile<A_CHUNKS, A_CPR>(sa, A, M, K, m0, k0, tid);
+    load_tile<B_CHUNKS, B_CPR>(sb, B, K, N, k0, n0, tid);
 }
 
 // ------------------------------------------------------------------------------------------ the kernel

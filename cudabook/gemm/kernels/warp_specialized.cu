@@ -107,7 +107,7 @@ gemm_warp_specialized(const __grid_constant__ TmaDesc map_a, const __grid_consta
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
       for (int kt = 0; kt < k_tiles; ++kt) {
-        // >>> lab: wait until stage s is full (which parity?), run its k-tile, wait for the wgmmas, let one thread of the warpgroup arrive on empty[s], then step s and flip phase at the end of the ring
+        // >>> lab: wait until stage s is full (which parity?), run its k-tile, wait for the wgmmas, arrive on empty[s] (how many arrivals does it count?), then step s and flip phase at the end of the ring
         mbar_wait(full + 8 * s, phase);
         const uint32_t a = base + s * STAGE_BYTES;
         mma_k_tile(d, a + cw * 64 * 128, a + A_BYTES);
