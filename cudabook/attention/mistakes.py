@@ -101,8 +101,10 @@ MISTAKES = (
     # that the timing is what is wrong
     + [Mistake("04_mma_cp_async", "a wait one group too shallow", ((WAIT, "cp_async_wait<STAGES>();"),),
                ("copies landing at the last moment your waits allow", "FAIL", "WHEN it is read is not",
-                "a wait one group too shallow"), fails=(), gpu_says=True, every=True,
+                "a wait one group too shallow"), fails=(), gpu_says=False, every=True,
                only="emulator: the copies' late landing is the emulator's")]
+    # (on a GPU the hardware may show the race itself, and the grader says "a race"; read on an H200: it did.
+    # Where it does not, the grader's emulator run gives the message above)
     + [Mistake("05_wgmma_tma", what, ((old, new),), (phrase,) if phrase else (), gpu_says=True, every=True)
        for what, old, new, phrase in _LAB05]
 )

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from cudabook import labs, track
+from cudabook import SIMULATOR, labs, track
 from mistakes_grading import region, table, wrong_attempt
 
 pytestmark = pytest.mark.skipif(not (shutil.which("g++") or shutil.which("clang++") or shutil.which("c++")),
@@ -31,6 +31,7 @@ def test_the_child_fails_a_race_with_the_timing_hint():
     assert "still the TODO" not in said           # the kernel computed the NaN (check_case counts what it wrote)
 
 
+@pytest.mark.skipif(not SIMULATOR, reason="the child's code runs in the simulator (here it would say it is not)")
 def test_a_stage_the_emulator_does_not_model_is_not_graded_there(monkeypatch, capsys):
     """The child's own answer (run here, in-process) for a stage not marked EMULATED: not graded, and why."""
     import io
