@@ -3,7 +3,7 @@ lab kernels (cudabook.mistakes; tests/machinery/test_lab_mistakes.py runs them t
 
 Lab 01 (Numba): each must FAIL. The checker's own planted mistakes in rungs 01 and 02 (align_corners=True,
 clamping, x/y swapped, weights or level starts left out, ...) are caught and named by the checker on one small
-problem (tests/msda/test_msda_track.py); lab 02's are only those. Lab 03 (Numba, 2 x 2 x D tiles in shared
+problem (tests/msda/test_msda_track.py); lab 02 has its own too. Lab 03 (Numba, 2 x 2 x D tiles in shared
 memory): a missing barrier, corners off the map not zeroed, corners or fractions mixed up, the wrong table entry
 or tile slot. Lab 04 (TMA boxes, C++) in the emulator on a CPU, on a Hopper GPU for real; its cases include one of
 L * P = 40 samples, so a producer without the loop over rounds of 32 samples fails (a deadlock the emulator ends and
@@ -22,6 +22,21 @@ _LAB01 = [  # (what, edits of s01's lab region): learner-style wrong answers the
     ("the level's start ignored", [("top = start + y0 * W + x0", "top = y0 * W + x0")]),
     ("the attention weight left out", [("acc += attn[n, q, m, l, p] * v", "acc += v")]),
     ("the bottom-right corner with the top-right's weight", [("v += fy * fx * bf16_to_f32", "v += (float32(1.0) - fy) * fx * bf16_to_f32")]),
+    ("the lower corners one pixel right, not one row down (top + 1 for top + W)",
+     [("bf16_to_f32(value[n, top + W, m, c])", "bf16_to_f32(value[n, top + 1, m, c])")]),
+]
+
+
+_LAB02 = [  # (what, edits of s02's lab region): learner-style wrong answers the lab grader must FAIL
+    ("shuffle from the warp's lane t, not the group's leader + t", [("src = leader + t", "src = t")]),
+    ("the last round of samples dropped", [("for j0 in range(0, samples, lanes):",
+                                            "for j0 in range(0, samples - lanes, lanes):")]),
+    ("each lane blends its own sample's weights, not sample t's (no shuffle)",
+     [("c00 = cuda.shfl_sync(FULL_MASK, w00, src)", "c00 = w00")]),
+    ("the level's width from the lane's own sample, not from sample j0 + t", [("W = shapes[(j0 + t) // P, 1]",
+                                                                              "W = shapes[j // P, 1]")]),
+    ("the lower-left corner one pixel right, not one row down", [("(top + W) * M + m, i, c10", "(top + 1) * M + m, i, c10")]),
+    ("the head's column left out of the top-left corner's row", [("top * M + m, i, c00", "top * M, i, c00")]),
 ]
 
 
@@ -141,6 +156,8 @@ def _lab04(what, old, new, words):
 
 MISTAKES = (
     [Mistake("01_naive", what, tuple(edits), fails=("FAIL",), kernel="msda_naive") for what, edits in _LAB01]
+    + [Mistake("02_warp_cooperative", what, tuple(edits), fails=("FAIL", "raised an error"), kernel="msda_warp")
+       for what, edits in _LAB02]
     + [Mistake(stage, what, tuple(edits), (expect,) if expect else (), fails=(),
                kernel="msda_naive" if stage == "01_naive" else "msda_warp", id=f"checker: {what}",
                only="checker: the checker's own test runs it on one small problem")
