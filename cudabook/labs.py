@@ -15,6 +15,11 @@ mistakes visible in the text itself (LAB_TEXT_MISTAKES) that a GPU almost never 
 end of a pipeline. LAB_TEXT_HINTS, (test of the region's code, hint) pairs, add a hint to a failed case when the
 text shows a likely cause that the wrong outputs alone do not name.
 
+On a GPU, a lab the GPU passes is graded once more where a race cannot hide, in a child process started in the
+simulator: a C++ lab in the CPU emulator (the copies landing as late and as early as the waits allow), a Numba lab
+in Numba's simulator (every shared-memory access checked against the barriers, cudabook.simrace). A mistake only
+that run shows fails, and the verdict says which run found it.
+
 The cases come from the track (`grading_cases`): fresh random inputs, small in the simulator and larger on a
 GPU, edge cases in both; the verdict from the track's `judge` (float64 reference, the arithmetic's tolerance).
 """
@@ -157,24 +162,69 @@ def grade(stage_name, kernel, *, track=None, quiet=False, **params) -> bool:
                 "cannot compile it for a GPU:\n" + problem)
             return False
     also = ""
-    if isinstance(kernel, str) and not SIMULATOR and getattr(module, "EMULATED", False):
-        # the GPU's answer is right; a race it happened not to show still fails in the emulator
+    if not SIMULATOR and (not isinstance(kernel, str) or getattr(module, "EMULATED", False)):
+        # the GPU's answer is right; a race it happened not to show still fails where every access is checked
         notes = []
-        emulated = _emulated_in_child(t, stage_name, region, params, notes.append)
-        if emulated is False:
+        if isinstance(kernel, str):
+            again = _emulated_in_child(t, stage_name, region, params, notes.append)
+            where = "by the CPU emulator, where copies land as late and as early as your waits allow"
+            agrees = "the CPU emulator agrees, with the copies landing as late and as early as your waits allow"
+        else:
+            again = _simulated_in_child(t, stage_name, kernel, params, notes.append)
+            where = "in Numba's simulator, which checks every shared-memory access against the barriers"
+            agrees = "Numba's simulator agrees, every shared-memory access checked against the barriers"
+        if again is False:
             say(f"On this GPU your kernel gives the right answer on every case ({len(graded)} fresh random cases), "
-                f"but run by the CPU emulator, where copies land as late and as early as your waits allow, it "
-                f"does not. The GPU happened not to show the mistake; another run, size or GPU would. The "
-                f"emulator's verdict:")
+                f"but run {where}, it does not. The GPU happened not to show the mistake; another run, size or GPU "
+                f"would. The verdict there:")
             for note in notes:
                 say("  " + note.replace("\n", "\n  "))
             return False
-        also = ("; and the CPU emulator agrees, with the copies landing as late and as early as your waits allow"
-                if emulated else "; (" + " ".join(notes).strip() + ")")
+        also = f"; and {agrees}" if again else "; (" + " ".join(notes).strip() + ")"
     say(f"PASS: {stage_name} is correct on {len(graded)} fresh random cases: "
         + "; ".join(f"{name} ({label})" for name, _, label in graded)
         + ("; and it compiles for a GPU (sm_90)" if compiled else "") + also)
     return True
+
+
+def _simulated_in_child(t, stage_name, kernel, params, say) -> bool | None:
+    """Grade a Numba kernel in the simulator from a process that has a GPU: its source, run in a child process
+    started in the simulator, in the namespace of the stage's module (the helpers a lab kernel calls). True or
+    False: the simulator's verdict (its lines said); None: it could not be run there (why said)."""
+    import inspect
+    import textwrap
+    fn = getattr(kernel, "py_func", None) or kernel
+    try:
+        source = textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError) as e:
+        say(f"not also run in the simulator: the kernel's source cannot be read ({e})")
+        return None
+    return _in_child(t, stage_name, {"source": source, "name": fn.__name__}, params, say, "in the simulator")
+
+
+def _in_child(t, stage_name, job, params, say, where) -> bool | None:
+    try:
+        payload = json.dumps({"track": t.NAME, "stage": stage_name, "params": params, **job})
+    except TypeError:
+        say(f"not also run {where}: a launch parameter is not plain data ({sorted(params)})")
+        return None
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "CUDABOOK_SET_CUDASIM")}
+    env.update(CUDABOOK_SIMULATOR="1", CUDA_VISIBLE_DEVICES="")
+    try:
+        done = subprocess.run([sys.executable, "-m", "cudabook.labs", "--in-child"], input=payload, text=True,
+                              capture_output=True, env=env, timeout=EMULATED_CHILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        say(f"not also run {where}: it took more than {EMULATED_CHILD_TIMEOUT_S} s")
+        return None
+    lines = done.stdout.strip("\n")
+    if done.returncode == PASSED:
+        return True
+    if done.returncode == FAILED:
+        say(lines)
+        return False
+    reason = (lines.splitlines() or done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+    say(f"not also run {where}: {reason}")
+    return None
 
 
 EMULATED_CHILD_TIMEOUT_S = 180
@@ -185,33 +235,13 @@ def _emulated_in_child(t, stage_name, region, params, say) -> bool | None:
     """Grade a C++ lab region in the CPU emulator from a process that has a GPU: in a child process started in the
     simulator (the emulator runs kernels on host memory, which a process holding the GPU does not give its arrays).
     True or False: the emulator's verdict (its lines said); None: it could not grade here (why said)."""
-    try:
-        payload = json.dumps({"track": t.NAME, "stage": stage_name, "region": region, "params": params})
-    except TypeError:
-        say(f"not also run by the CPU emulator: a launch parameter is not plain data ({sorted(params)})")
-        return None
-    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "CUDABOOK_SET_CUDASIM")}
-    env.update(CUDABOOK_SIMULATOR="1", CUDA_VISIBLE_DEVICES="")
-    try:
-        done = subprocess.run([sys.executable, "-m", "cudabook.labs", "--emulated"], input=payload, text=True,
-                              capture_output=True, env=env, timeout=EMULATED_CHILD_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        say(f"not also run by the CPU emulator: it took more than {EMULATED_CHILD_TIMEOUT_S} s")
-        return None
-    lines = done.stdout.strip("\n")
-    if done.returncode == PASSED:
-        return True
-    if done.returncode == FAILED:
-        say(lines)
-        return False
-    reason = (lines.splitlines() or done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-    say(f"not also run by the CPU emulator: {reason}")
-    return None
+    return _in_child(t, stage_name, {"region": region}, params, say, "by the CPU emulator")
 
 
-def _emulated_main():
-    """The child of _emulated_in_child: grade the region read from stdin in the emulator; exit PASSED, FAILED, or
-    NOT_GRADED when it could not be graded here (the last line says why)."""
+def _child_main():
+    """The child of _in_child: grade what stdin holds (a C++ lab region, in the emulator; or a Numba kernel's
+    source, in the simulator); exit PASSED, FAILED, or NOT_GRADED when it could not be graded here (the last line
+    says why)."""
     job = json.loads(sys.stdin.read())
     t = _track.get(job["track"])
     if not SIMULATOR:
@@ -219,18 +249,27 @@ def _emulated_main():
         sys.exit(NOT_GRADED)
     lines = []
     module = t.stage(job["stage"])
-    if not getattr(module, "EMULATED", False):
-        print(f"the emulator does not model the instructions stage {job['stage']} uses")
-        sys.exit(NOT_GRADED)
-    source = splice(job["stage"], job["region"], t.NAME)
-    ok = _grade_emulated(t, module, job["stage"], source, t.NAME, job["params"], lines.append)
-    failed = getattr(_run_cases, "failed", None) or ("",)
-    if not ok and failed[0] in ("cannot emulate", "no host compiler"):
-        print(failed[1])
-        sys.exit(NOT_GRADED)
+    if "source" in job:
+        namespace = dict(vars(module))
+        try:
+            exec(compile(job["source"], "<your kernel>", "exec"), namespace)
+            kernel = namespace[job["name"]]
+        except Exception as e:
+            print(f"its source does not run on its own here ({type(e).__name__}: {e})")
+            sys.exit(NOT_GRADED)
+        ok = _run_cases(t, module, job["stage"], kernel, t.NAME, job["params"], lines.append)
+    else:
+        if not getattr(module, "EMULATED", False):
+            print(f"the emulator does not model the instructions stage {job['stage']} uses")
+            sys.exit(NOT_GRADED)
+        source = splice(job["stage"], job["region"], t.NAME)
+        ok = _grade_emulated(t, module, job["stage"], source, t.NAME, job["params"], lines.append)
+        failed = getattr(_run_cases, "failed", None) or ("",)
+        if not ok and failed[0] in ("cannot emulate", "no host compiler"):
+            print(failed[1])
+            sys.exit(NOT_GRADED)
     print("\n".join(lines))
     sys.exit(PASSED if ok else FAILED)
-
 
 
 LATE = ("copies landing at the last moment your waits allow (a cp.async group when its thread waits for it, a "
@@ -353,5 +392,5 @@ def _first_line(e):
     return text[-1] if text else ""
 
 
-if __name__ == "__main__" and sys.argv[1:] == ["--emulated"]:
-    _emulated_main()
+if __name__ == "__main__" and sys.argv[1:] == ["--in-child"]:
+    _child_main()

@@ -1,5 +1,6 @@
-"""On a GPU machine the grader also runs a C++ lab in the CPU emulator, in a child process that starts in the
-simulator (labs._emulated_in_child), so that a race the GPU happened not to show still fails. These tests run
+"""On a GPU machine the grader also runs a C++ lab in the CPU emulator, and a Numba lab in Numba's simulator (whose
+shared arrays check every access against the barriers), in a child process that starts in the simulator
+(labs._emulated_in_child, labs._simulated_in_child), so that a race the GPU happened not to show still fails. These tests run
 that child from here (no GPU needed); the GPU side is run by the planted mistakes marked `only="emulator"` in
 each track's table, graded on a GPU by tests/mistakes_grading.py."""
 import shutil
@@ -41,6 +42,53 @@ def test_a_stage_the_emulator_does_not_model_is_not_graded_there(monkeypatch, ca
     job = {"track": "gemm", "stage": "07_clusters", "region": region(gemm.stage("07_clusters")), "params": {}}
     monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(job)))
     with pytest.raises(SystemExit) as done:
-        labs._emulated_main()
+        labs._child_main()
     assert done.value.code == labs.NOT_GRADED
     assert "the emulator does not model" in capsys.readouterr().out
+
+
+def test_the_simulator_child_passes_a_right_numba_kernel():
+    from cudabook.gemm.s02_smem_tiles import gemm_tiled
+    notes = []
+    assert labs._simulated_in_child(track.get("gemm"), "02_smem_tiles", gemm_tiled, {}, notes.append) is True, notes
+
+
+def test_the_simulator_child_fails_a_race_a_gpu_may_hide():
+    from cudabook.attention.mistakes import MISTAKES
+    syncwarp = next(m for m in MISTAKES if "syncwarp" in m.what)
+    notes = []
+    verdict = labs._simulated_in_child(track.get("attention"), "03_tiled", wrong_attempt("attention", syncwarp), {},
+                                       notes.append)
+    assert verdict is False and "a race on shared memory" in "\n".join(notes), notes
+
+
+def test_a_kernel_whose_source_cannot_be_read_is_not_run_there():
+    notes = []
+    kernel = eval("lambda: None")
+    assert labs._simulated_in_child(track.get("gemm"), "02_smem_tiles", kernel, {}, notes.append) is None
+    assert "cannot be read" in notes[0]
+
+
+def _gpu_run_that_passes(monkeypatch):
+    """Stand in for a GPU: labs.grade's own run of the cases passes them all, as a GPU that hides a race would."""
+    def gpu_run(t, module, stage_name, kernel, track, params, say):
+        gpu_run.graded = [("a case", None, "as a GPU ran it")]
+        return True
+    monkeypatch.setattr(labs, "SIMULATOR", False)
+    monkeypatch.setattr(labs, "_run_cases", gpu_run)
+
+
+def test_on_a_gpu_a_numba_race_the_gpu_hid_fails_in_the_simulator(monkeypatch, capsys):
+    from cudabook.attention.mistakes import MISTAKES
+    _gpu_run_that_passes(monkeypatch)
+    syncwarp = next(m for m in MISTAKES if "syncwarp" in m.what)
+    assert not labs.grade("03_tiled", wrong_attempt("attention", syncwarp), track="attention")
+    out = capsys.readouterr().out
+    assert "On this GPU your kernel gives the right answer" in out and "a race on shared memory" in out, out
+
+
+def test_on_a_gpu_a_right_numba_kernel_passes_both(monkeypatch, capsys):
+    from cudabook.gemm.s02_smem_tiles import gemm_tiled
+    _gpu_run_that_passes(monkeypatch)
+    assert labs.grade("02_smem_tiles", gemm_tiled, track="gemm")
+    assert "and Numba's simulator agrees" in capsys.readouterr().out
