@@ -27,10 +27,11 @@ unit roundoff), A_ij = sum_c |q_ic| |k_jc|, w the exact softmax weights, and |v|
    Normalising removes any error common to the row; what is left moves out[i] by at most
        sum_j w_ij |v_j| tau_ij + T_i sum_j w_ij |v_j|,      T_i = sum_j w_ij tau_ij,
    divided by 1 - T_i.
-3. P in bf16. The tensor-core rungs round P = exp(s - m), in [0, 1], to bf16 before P @ V: 2^-9 relatively when
-   rounded to nearest. We allow 2^-8 (1 + 2^-8): that also covers a kernel that truncates P, or one that sums
-   the row sum l from the rounded P (then the errors of numerator and denominator add up). The row sum l
-   itself is summed in float32.
+3. P in bf16. The tensor-core rungs round P = exp(s - m), in [0, 1], to bf16 before P @ V: at most 2^-8
+   relatively when rounded to nearest (bf16 keeps 8 significant bits: u = 2^-8). We allow 2^-8 (1 + 2^-8): one
+   rounding to nearest, with the row sum l summed in float32 from the unrounded p. A kernel that truncates P
+   (up to 2^-7) or sums l from the rounded P (the two errors add up) has no such room as a worst case; it passes
+   only where its errors happen to cancel.
 4. float32 sums. P @ V and l over Nk keys in any order, the R_i rescales, and the final division O / l:
    (4 Nk + 4 R_i + 12) u, relative to sum_j w_ij |v_j|.
 5. The output is rounded to bf16 once: half a bf16 ulp of max(|ref|, |got|).
@@ -64,7 +65,7 @@ POISON = np.uint16(0xFFC1)         # a bf16 NaN: an output nobody wrote can neve
                                    # kernel computes has other bits (the hardware's and NumPy's are 0x7FFF, 0x7FC0)
 U32 = 2.0 ** -24                   # float32 unit roundoff
 EXP_ERROR = 2.0 ** -21             # exp / exp2 in float32, relative
-P_ROUNDING = 2.0 ** -8 * (1 + 2.0 ** -8)   # bf16 P (see the docstring: twice round-to-nearest's 2^-9)
+P_ROUNDING = 2.0 ** -8 * (1 + 2.0 ** -8)   # bf16 P (see the docstring: one round-to-nearest, u = 2^-8)
 ARGS = ("q", "k", "v", "causal")
 _AXES = {"q": "[B, H, Nq, d]", "k": "[B, H, Nk, d]", "v": "[B, H, Nk, d]"}
 

@@ -46,15 +46,14 @@ WGMMA_LOG_MISTAKES = [
 def hopper_unavailable(name: str) -> str | None:
     """None on a compute capability 9.0 GPU; else why not. sm_90a ("a": architecture-specific) code, which
     wgmma, setmaxnreg and multicast need, runs on 9.0 only: not on Blackwell (10.x, 12.x) either."""
-    why = device.requirement_unmet((9, 0), name)
-    if why:
-        return why
     g = device.gpu()
-    if g.compute_capability != (9, 0):
-        return (f"{name} is compiled for sm_90a (wgmma.mma_async, setmaxnreg, TMA multicast), which runs only on "
-                f"compute capability 9.0 (H100, H200, GH200); this GPU ({g.name}) is {g.cc}, and sm_90a code "
-                f"does not run on later architectures (Blackwell replaced wgmma by tcgen05)")
-    return None
+    if g is not None and g.compute_capability == (9, 0):
+        return None
+    have = (f"this machine has none ({device.why_no_gpu()}). It still compiles: see the lesson's SASS" if g is None
+            else f"this GPU ({g.name}) is {g.cc}, and sm_90a code does not run on later architectures (Blackwell "
+                 f"replaced wgmma by tcgen05)")
+    return (f"{name} is compiled for sm_90a (wgmma.mma_async, setmaxnreg, TMA multicast), which needs an NVIDIA GPU "
+            f"of compute capability 9.0 exactly (H100, H200, GH200); {have}.")
 
 
 @dataclasses.dataclass

@@ -214,7 +214,7 @@ print(f"{'spread = 4 (scores past exp limit)':40s}", verdict.message)
 #   relative ones;
 # - **exp** itself (float32, about `2⁻²¹` relatively), and **every rescale** `α`, once per record of the max
 #   (the harmonic number above: a handful, not N);
-# - **P in bf16**: the tensor-core rungs (04 and up) round `P` to bf16 before `P V`, `2⁻⁹` relatively. The
+# - **P in bf16**: the tensor-core rungs (04 and up) round `P` to bf16 before `P V`, `2⁻⁸` relatively. The
 #   tolerance allows that for every rung, so the same judge serves the whole ladder; a Numba rung keeps P in
 #   float32 and sits well inside;
 # - **the float32 sums** over Nk keys, and finally **one bf16 rounding** of the output (half a bf16 ulp).

@@ -25,7 +25,8 @@
 # - **`setmaxnreg`**: registers are allotted per warp at launch, the same for all. The producer needs a few
 #   dozen, a consumer with a 64 x 256 fp32 accumulator needs 128 for it alone. `setmaxnreg.dec` gives the
 #   producer's back, `setmaxnreg.inc` hands them to the consumers ([PTX ISA](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#miscellaneous-instructions-setmaxnreg)).
-#   It works only under a launch-bounds register cap, and only when each role is one branch of an if/else.
+#   Here it compiled as wanted only under a launch-bounds register cap, with each role one branch of an
+#   if/else: what ptxas did with this kernel (NVRTC 13.0), not a rule the PTX ISA states.
 # - **a bigger tile**, 128 x 256 with two consumer warpgroups: each byte brought from memory feeds more FLOPs.
 # - **a persistent grid**: one block per SM walks many tiles, in a *grouped* order (`GROUP_M` tile rows at a
 #   time) so that the tiles being worked on at once share rows of A and columns of B in L2.

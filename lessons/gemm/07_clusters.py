@@ -5,8 +5,8 @@
 # L2 more often than they need to, and an epilogue during which a warpgroup stores instead of multiplying.
 # This rung changes three things, each measured:
 #
-# 1. **Thread-block clusters** (sm_90): blocks launched as a group of 2 on neighbouring SMs, guaranteed to run
-#    at the same time, able to read and signal each other's shared memory (*distributed shared memory*).
+# 1. **Thread-block clusters** (sm_90): blocks launched as a group of 2, scheduled together on SMs of one GPC
+#    (graphics processing cluster), guaranteed to run at the same time, able to read and signal each other's shared memory (*distributed shared memory*).
 #    The two blocks of a cluster take tiles one above the other, so they need **the same B tile**.
 # 2. **TMA multicast**: each block's producer loads only its half of B's boxes and TMA delivers every box
 #    into **both** blocks' shared memory (`.multicast::cluster` with a mask of the receiving blocks). B crosses

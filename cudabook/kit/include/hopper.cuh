@@ -33,7 +33,9 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint3
 }
 
 // Before the first wgmma that reads accumulator registers written by ordinary instructions (and between
-// those writes and a later wgmma): orders register and shared-memory accesses with the async tensor cores.
+// those writes and a later wgmma): orders this warpgroup's accesses to the accumulator and A-fragment registers
+// with the async tensor cores. It does not order shared-memory writes: a generic-proxy store to shared memory
+// that a wgmma reads needs fence.proxy.async (TMA writes are already in the async proxy).
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 // Close the group of wgmma instructions issued since the last commit.
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
