@@ -84,12 +84,12 @@ def check_case(track, launch, inputs, *, rerun=True, time_limit=None, **params):
     track = get(track)
     problem = track.upload(*inputs)
     problem.poison()
-    poisoned = problem.result()
     launch_within(launch, problem, time_limit, **params)
     first = problem.result()
     verdict = track.judge(first, *inputs)
     if not verdict.ok:
-        verdict.unwritten = _still_poisoned(first, poisoned)
+        problem.poison()                   # what an element nobody wrote holds (read only when something failed)
+        verdict.unwritten = _still_poisoned(first, problem.result())
     if not verdict.ok and rerun:
         problem.poison()
         launch_within(launch, problem, time_limit, **params)

@@ -67,7 +67,7 @@ def _unwritten(region: str) -> bool:
     return not any(code)
 
 
-def _grade_cuda(stage_name, region, say, track) -> bool | None:
+def _grade_cuda(stage_name, region, say, track, params) -> bool | None:
     """The C++ checks before any launch: None to go on and run the cases, else the verdict."""
     t = _track.get(track)
     module = t.stage(stage_name)
@@ -98,7 +98,7 @@ def _grade_cuda(stage_name, region, say, track) -> bool | None:
     if why and not SIMULATOR:      # a GPU that cannot run this stage: the CPU emulator grades it instead
         say(f"Your code compiles (sm_90a cubin), but this GPU cannot run it: {why.rstrip('.')}. So the CPU "
             f"emulator grades it.")
-        verdict = _emulated_in_child(t, stage_name, region, {}, say)
+        verdict = _emulated_in_child(t, stage_name, region, params, say)
         return verdict if verdict is not None else False
     return None
 
@@ -134,7 +134,7 @@ def grade(stage_name, kernel, *, track=None, quiet=False, **params) -> bool:
         return False
     _run_cases.region = kernel if isinstance(kernel, str) else None
     if isinstance(kernel, str):            # CUDA C++: the learner's lab region
-        early = _grade_cuda(stage_name, kernel, say, track)
+        early = _grade_cuda(stage_name, kernel, say, track, params)
         if early is not None:
             return early
         kernel = splice(stage_name, kernel, track)

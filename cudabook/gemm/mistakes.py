@@ -148,11 +148,14 @@ def _cuda(stage, what, old, new, phrase):
         return Mistake(stage, what, ((old, new),), (phrase, *ANY_MACHINE[phrase]), CUDA_FAILS, gpu_says=True,
                        every=True)
     return Mistake(stage, what, ((old, new),), (phrase,) if phrase else (), CUDA_FAILS, gpu_says=True, every=True,
-                   only=None if stage in EMULATED else "hopper: graded where the stage runs, in a fresh process")
+                   only=None if _emulated(stage) else "hopper: graded where the stage runs, in a fresh process")
 
 
-# the stages the CPU emulator runs (their EMULATED): graded on every machine; the others where a Hopper GPU is
-EMULATED = ("05_wgmma_tma", "06_warp_specialized", "07_clusters")
+def _emulated(stage) -> bool:
+    """The stage's own EMULATED: the CPU emulator runs it, so its mistakes are graded on every machine (the
+    others where a Hopper GPU is)."""
+    from importlib import import_module
+    return getattr(import_module(f"{__package__}.s{stage}"), "EMULATED", False)
 
 
 MISTAKES = (
