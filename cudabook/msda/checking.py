@@ -36,7 +36,7 @@ _CASES_GPU = [
                                          locations="uniform", borders=0.2)),
     ("D=8, many points", dict(N=3, Lq=257, M=3, levels=((16, 11), (8, 6)), P=9, D=8, borders=0.2)),
     ("D=40, odd sizes", dict(N=1, Lq=333, M=5, levels=((13, 17), (7, 9), (4, 5)), P=3, D=40, borders=0.2)),
-    ("forty samples: two rounds of 32", dict(N=2, Lq=150, M=4, levels=((12, 10), (6, 5)), P=20, D=32,
+    ("forty samples: two rounds of 32", dict(N=2, Lq=150, M=4, levels=((12, 10), (6, 5)), P=20, D=128,
                                              borders=0.2)),
 ]
 

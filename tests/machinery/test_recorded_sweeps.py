@@ -38,6 +38,13 @@ def figures(monkeypatch):
 
 
 @pytest.fixture
+def cannot_run(monkeypatch):
+    """The attention stages cannot run here, as on a machine without Hopper (a GPU machine would sweep live)."""
+    from cudabook import attention
+    monkeypatch.setattr(attention, "unavailable", lambda stage: "this machine has no Hopper GPU")
+
+
+@pytest.fixture
 def results_dir(tmp_path, monkeypatch):
     monkeypatch.setattr(results, "RESULTS", tmp_path)
     (tmp_path / "sweeps").mkdir()
@@ -136,7 +143,7 @@ def test_a_timed_sweep_is_recorded_when_asked(tmp_path, monkeypatch, capsys, fig
     assert wrong["correct"] is False and failed == {"value": 99, "error": "ValueError: too much shared memory"}
 
 
-def test_a_recorded_sweep_is_drawn_where_the_stage_cannot_run(results_dir, capsys, figures):
+def test_a_recorded_sweep_is_drawn_where_the_stage_cannot_run(results_dir, cannot_run, capsys, figures):
     lesson.save_sweep(results_dir / "sweeps" / "H100_80GB_HBM3_lessons.json", _entry(), pedigree=PEDIGREE)
     lesson.save_sweep(results_dir / "sweeps" / "H100_80GB_HBM3_lessons.json", _entry(param="stages"),
                       pedigree=PEDIGREE)
@@ -196,7 +203,7 @@ def test_recorded_sweeps_match_on_fixed_but_not_on_values(results_dir):
     assert lesson.recorded_sweeps("attention", "03_tiled", "warps", {"warps": 2}) == []
 
 
-def test_without_a_record_the_message_says_how_to_record(results_dir, capsys, figures):
+def test_without_a_record_the_message_says_how_to_record(results_dir, cannot_run, capsys, figures):
     assert lesson.sweep("05_wgmma_tma", "bkv", [64, 128], track="attention") is None
     out = capsys.readouterr().out
     assert "Nothing to sweep on this machine" in out
