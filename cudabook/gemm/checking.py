@@ -44,7 +44,7 @@ def grading_cases(stage_name=None):
 
 
 def compare(got, ref, bound, *, show=5, a=None, b=None) -> Verdict:
-    """Compare C `got` (bf16 [M, N]) with the float64 reference and its float32 summation bound."""
+    """Compare C `got` (bf16 [M, N]) with the float64 reference and the bound on its float32 sums (inputs.py)."""
     got = np.asarray(got)
     if got.shape != ref.shape:
         return Verdict(False, ref.size, ref.size, 0, ref.shape, f"FAIL: C has shape {got.shape}, expected {ref.shape}")
