@@ -86,8 +86,10 @@ PARAMS = {
                                # blocks, each walking the items it gets through its ring (tests use few)
     "tensor_map": "driver",    # "driver" (cuTensorMapEncodeTiled + cuLaunchKernel) or "cuda_core"
     "pdl": True,               # (search="prepass") programmatic dependent launch: the streaming kernel
-                               # (tensor_map="driver") starts during the prepass, and the prepass's blocks are set
-                               # up during the tail of the kernel before it (the last call's streaming kernel).
+                               # (tensor_map="driver") starts during the prepass (which triggers at its start),
+                               # and the prepass is launched once the last block of the kernel before it (the
+                               # last call's streaming kernel, which never triggers) has exited, while that kernel
+                               # completes: the gap between them is hidden, not its tail.
                                # pdl=False also turns "auto" own searches off
     "self_search_blocks": "auto",  # (search="prepass", pdl) the first this-many blocks find their own pairs instead
                                # of waiting for the prepass. "auto": as many blocks as fit on the GPU at once (the

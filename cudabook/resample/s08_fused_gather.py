@@ -38,9 +38,11 @@ PARAMS = {
                                # window around an interpolation guess, else where 64 probes point); "lane": each
                                # lane binary-searches the whole row; "prepass": a first kernel finds them all (as
                                # torch.compile does)
-    "pdl": True,               # programmatic dependent launch (Hopper): a kernel's blocks are set up during the
-                               # tail of the kernel before it (the last call's, or the prepass) and wait for it
-                               # (griddepcontrol.wait) before they read anything
+    "pdl": True,               # programmatic dependent launch (Hopper): a kernel is launched once every block of
+                               # the kernel before it has triggered (run launch_dependents, or exited) and waits
+                               # for it (griddepcontrol.wait) before it reads anything. The last call's gather
+                               # never triggers, so this hides the gap after it, not its tail; the prepass
+                               # triggers at its start, so the gather's blocks may run beside the search
     "targets_per_warp": "auto",  # TPW: consecutive targets a warp owns (1..32: one a lane). Few keep warps
                                # short-lived, so many waves of blocks stream through memory; the search is paid
                                # per TPW. "auto": 128 vectors a warp, 4 a lane (TPW 4 at D = 256, 16 at 64, 2 at 512)

@@ -235,15 +235,24 @@ gemm.ladder_so_far("04_mma_sync", peers=True)
 # ## Experiments
 #
 # The swizzle off: the same products, now with 4- and 8-way conflicts on every `ldmatrix`. Then the pipeline
-# depth: with 2 stages the copies of the next slice have only one slice's work to hide behind.
-# (Prediction to test: the swizzle costs more than a factor of two; 3 and 4 stages are close, 2 is clearly
-# slower.)
+# depth. This kernel waits early, in the same step that starts the copies (the ring above): it starts slice
+# `kt+STAGES-1`, then waits until at most `STAGES-2` groups are in flight. With 2 stages that is
+# `wait_group 0`, right after the copies of slice `kt+1` are started: they are waited for as soon as they are
+# issued, and none of the block's own work hides them. Nor does another block's: at 254 registers a thread
+# (printed above) an SM holds one block of 256 threads. With 3 stages each slice's copies were started one
+# whole slice earlier, with 4 two slices. (Prediction to test: the swizzle costs more than a factor of two;
+# 2 stages are far slower than 3, and 4 adds little to 3.)
 
 # %%
 gemm.sweep("04_mma_sync", "swizzle", [True, False])
 
 # %%
 gemm.sweep("04_mma_sync", "stages", [2, 3, 4])
+
+# %% [markdown]
+# In the H100 sweep (`results/sweeps/H100_80GB_HBM3_lessons.json`), 2 stages reach 32 % of cuBLAS, 3 and 4
+# about 53 % (4 about a point above 3): at 2 stages every slice's copies are waited for in full, and one slice
+# of work ahead already hides nearly all of them.
 
 # %% [markdown]
 # Every warp here still does three jobs: compute addresses and issue copies, shuffle tiles into registers

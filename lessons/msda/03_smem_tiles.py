@@ -205,11 +205,36 @@ record = msda.ladder_so_far("03_smem_tiles", peers=True)
 
 # %% [markdown]
 # In the records rung 03 is slower than rung 02, on both workloads, by the factor printed above. It does every
-# load rung 02 does, and then a store, a load back and barriers for every vector. The barriers also change who
-# waits for whom: rung 02's lanes wait for each sample's loads too, but each lane only for its own; here the
-# whole warp waits for the slowest lane's load, and again for the slowest lane's blend, before the next
-# sample's loads can start. What staging buys is small: a blend with no branches, and idle lanes that help copy, of which
-# D = 32 has none.
+# load rung 02 does, and then a store, a load back and barriers for every vector. Waiting for a load is not
+# what changed: in both rungs a warp waits for a load at its first use, and for the whole warp (the hardware
+# tracks a load instruction per warp, so the warp stalls until every lane's data has arrived). What changed:
+#
+# - **the barriers put the samples in single file.** Each sample's copies feed shared-memory stores, a barrier
+#   follows, then the blend, then another barrier, and only after it come the next sample's loads: the
+#   compiler does not move memory accesses across a barrier, so a warp has at most one sample's loads out
+#   at a time. Rung 02 has no barrier between samples;
+# - **more shared-memory traffic than there are corner loads** (the table of counts above), and with it more
+#   time waiting for shared memory;
+# - **more registers a thread**, so fewer warps an SM.
+#
+# The last two are in the H100 profile recorded in `results/profiles/` (the `local` workload; on a GPU with ncu
+# the cell profiles now):
+
+# %%
+from cudabook import profile
+
+prof = profile.show("msda", "02_warp_cooperative", "03_smem_tiles")
+for stage in ("02_warp_cooperative", "03_smem_tiles"):
+    k = prof.kernel(stage) if prof else None
+    if k:
+        print(f"{stage}: {k['registers']:.0f} registers a thread, at most {k['theoretical_occupancy_pct']:.1f} % of "
+              f"an SM's warp slots; waiting for shared memory or shuffles (short scoreboard) "
+              f"{k['stalls'].get('short_scoreboard', 0):.1f} % of warp cycles, for global memory (long scoreboard) "
+              f"{k['stalls'].get('long_scoreboard', 0):.1f} %")
+
+# %% [markdown]
+# What staging buys is small: a blend with no branches, and idle lanes that help copy, of which D = 32 has
+# none.
 #
 # So the plan's "optimized" kernel was a pessimisation, and the honest ladder keeps it, measured. Staging in
 # shared memory is worth its cost when data is reused across threads; for data used once it can only add

@@ -21,14 +21,17 @@
 # **prepass**) finds every target's interval and weight (2 MB for the benchmark), so the main kernel's
 # producer knows each work item's window at once and the consumers never search: the main kernel becomes a
 # pure stream of box copies in and 16-byte stores out. The two kernels overlap a little: the main one is
-# launched with **programmatic dependent launch** (`pdl=True`, the default), so its blocks start and set up
-# their barriers while the prepass still runs, and its producer waits (`griddepcontrol.wait`) only before it
-# reads the first pair. Lesson 08 takes that mechanism apart; here it is a line or two in each kernel. The blocks
+# launched with **programmatic dependent launch** (`pdl=True`, the default), and every block of the prepass runs
+# `griddepcontrol.launch_dependents` as soon as it starts, so the main kernel's blocks start and set up their
+# barriers while the prepass still runs, and its producer waits (`griddepcontrol.wait`) only before it reads
+# the first pair. Lesson 08 takes that mechanism apart; here it is a line or two in each kernel. The blocks
 # that start early have nothing to do until the prepass ends, so the first wave of them
 # (`self_search_blocks`) do not wait at all: their producer finds its own pairs (stage 08's interpolation
 # guess first, a full search where it misses) and streams while the prepass still runs. The prepass is
 # launched the same way: it waits (`griddepcontrol.wait`, its first instruction) for whatever kernel ran before
-# it on the stream, so what overlaps is its launch, not its reads.
+# it on the stream. That kernel (the last call's main kernel) never runs `launch_dependents`, so the prepass is
+# launched only once its last block has exited: what overlaps is the prepass's launch with that kernel's
+# completion, not that kernel's tail, and none of the prepass's reads.
 #
 # References: PTX ISA: [mbarrier](https://docs.nvidia.com/cuda/parallel-thread-execution/#parallel-synchronization-and-communication-instructions-mbarrier),
 # [cp.async.bulk.tensor](https://docs.nvidia.com/cuda/parallel-thread-execution/#data-movement-and-conversion-instructions-cp-async-bulk-tensor),
@@ -407,27 +410,37 @@ for record in results.load_all():
 #
 # Waiting costs nothing: by the time the second wave starts, the prepass has long finished. The prepass's work
 # beside the stream costs 0.8 µs. The largest part, 2.2 µs, is a second kernel being there at all: a kernel
-# launched the ordinary way starts only once everything before it on the stream has finished, so between two
-# calls the GPU lets the last main kernel drain, then brings up the prepass's blocks, and only then (by PDL) the
-# main kernel's.
+# launched the ordinary way starts only once everything before it on the stream has completed, so between two
+# calls the GPU lets the last main kernel drain and complete, then launches the prepass and brings up its
+# blocks, and only then (by PDL) the main kernel's.
+#
+# The picture below is a schematic, drawn by hand to show the order of events, not a measurement: nothing in
+# it is to scale (the gaps between kernels, a microsecond or two, are drawn far too wide next to the kernels).
+# `▓▒░` is a kernel's tail, its last blocks running while SMs go idle; `|` is its last block exiting;
+# `[ completion ]` is what follows, until its writes are visible and its completion is seen. The main kernel
+# never runs `launch_dependents`, so `|` is its trigger: with PDL or without, the prepass of call N+1 is
+# launched only after it, and the tail is never overlapped.
 #
 # ```text
-# the prepass launched the ordinary way (the main kernels with PDL, starting as the prepass triggers):
-#   main kernel, call N     ██████████████▓▒░
-#   prepass, call N+1                        [launch]███
-#   main kernel, call N+1                            ██████████████▓▒░
+# the prepass launched the ordinary way (the main kernels with PDL, launched as the prepass triggers):
+#   main kernel, call N   ██████████████▓▒░|[ completion ]
+#   prepass, call N+1                                     [launch]███████
+#   main kernel, call N+1                                         [launch]██████████████▓▒░|
 #
 # the prepass launched with PDL too (the fifth try):
-#   main kernel, call N     ██████████████▓▒░
-#   prepass, call N+1           [launch][wait]███
-#   main kernel, call N+1                     ██████████████▓▒░
+#   main kernel, call N   ██████████████▓▒░|[ completion ]
+#   prepass, call N+1                       [launch, wait]███████
+#   main kernel, call N+1                                 [launch]██████████████▓▒░|
 # ```
 #
-# So the fifth try, now in the code, launches the prepass with programmatic dependent launch too. Its blocks get
-# onto the SMs while the kernel before it (the previous call's main kernel, when calls follow each other) is
-# still finishing, and wait there: `griddepcontrol.wait` is their first instruction, so they read nothing early.
-# Only after it do they run `griddepcontrol.launch_dependents` and let this call's main kernel start, because
-# that kernel's first wave reads the inputs without waiting for anything. Readings, one process on each card:
+# So the fifth try, now in the code, launches the prepass with programmatic dependent launch too. It is launched
+# as soon as the last block of the kernel before it (the previous call's main kernel, when calls follow each
+# other) has exited, instead of once that kernel has completed; its launch and the set-up of its blocks run
+# while that kernel completes, and its blocks wait there: `griddepcontrol.wait` is their first instruction, so
+# they read nothing early. What this hides is the gap between the two kernels, not the main kernel's tail.
+# Only after the wait do they run `griddepcontrol.launch_dependents` and let this call's main kernel start,
+# because that kernel's first wave reads the inputs without waiting for anything. Readings, one process on each
+# card:
 #
 # | | H100 | H200 |
 # |---|---:|---:|
@@ -482,8 +495,9 @@ for stage in ("05_double_buffered", "07_tma"):
 #   built (not a results/ record): more blocks per SM beat a deeper ring, and no ring at all was fastest.
 #   Try `stages` with `persistent=True` to see it.
 # - `box_rows`: bigger boxes mean fewer copies, but a box past the window's end moves rows nobody needs.
-# - `pdl`: both kernels launched with programmatic dependent launch (the prepass while the kernel before it
-#   finishes, the main kernel while the prepass runs), or each after the one before has finished. With
+# - `pdl`: both kernels launched with programmatic dependent launch (the prepass once the kernel before it has
+#   exited its last block, while that kernel completes; the main kernel while the prepass runs), or each after
+#   the one before has completed. With
 #   `pdl=False` the first wave's own searches are off too (nothing to hide), so this sweep measures all three.
 # - `self_search_blocks`: how many of the first blocks find their own pairs instead of waiting for the
 #   prepass (0: none; `"auto"`: the first wave, only with `pdl` and one block per item; with `pdl` the last

@@ -11,10 +11,13 @@
 //                   that 64 probes of the row point to; a target outside that too searches the whole row;
 //        2 prepass  as torch.compile does: a first kernel, resample_find, writes every (interval, weight) pair
 //                   and this one reads them back.
-//   Launched with programmatic dependent launch (the host's pdl, on Hopper), a block of this kernel may be put on
-//   its SM while the kernel before it on the stream (with the prepass, resample_find; else the last call's gather)
-//   still runs, and waits (griddepcontrol.wait) before it reads anything: the launch hides under that kernel's
-//   tail, and nothing is read early.
+//   Launched with programmatic dependent launch (the host's pdl, on Hopper), this kernel may be launched before
+//   the kernel before it on the stream has completed: once every block of that one has run
+//   griddepcontrol.launch_dependents or exited (a block that never runs it triggers when it exits). With the
+//   prepass that kernel is resample_find, which triggers at its start, so this kernel's blocks may run beside
+//   the search; else it is the last call's gather, which never triggers, so this launch begins only when that
+//   gather's last block has exited: it overlaps that gather's completion, not its tail. Either way each block
+//   waits (griddepcontrol.wait) before it reads anything, so nothing is read early.
 //   2. Gather: the warp sweeps its targets' (target, slot) elements, lane-fastest. A slot is PPL vectors of a
 //      row, EPR = VPR / PPL apart, so in each load lanes side by side read 16-byte pieces side by side. Each element
 //      learns its target's interval and weight from the owning lane (a shuffle), loads its 2 x PPL pieces (all
@@ -207,8 +210,9 @@ resample_fused(const float* __restrict__ times, const u16* __restrict__ feats,
                const float* __restrict__ targets, u16* __restrict__ out, int B, int S, int T,
                const int2* __restrict__ pairs) {
 #if __CUDA_ARCH__ >= 900
-    // (PDL) nothing is read before the kernel before this one has finished (launched with programmatic
-    // dependent launch, this block may already be on its SM, set up while that kernel's last blocks ran)
+    // (PDL) nothing is read before the kernel before this one has completed (launched with programmatic
+    // dependent launch, this block may start once that kernel has triggered: resample_find at its start, the
+    // last call's gather only when its last block has exited)
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
     const int lane = threadIdx.x & 31;

@@ -22,8 +22,10 @@
 //               The prepass is launched with programmatic dependent launch too: its blocks wait
 //               (griddepcontrol.wait) for the kernel before it on the stream (the last call's streaming kernel,
 //               when calls follow each other) before they read anything, and only then let the streaming kernel
-//               start. What that saves is the launch: the prepass's blocks are set up during the tail of the
-//               kernel before, not after it. The order of everything in memory stays the stream's.
+//               start. The streaming kernel never runs launch_dependents, so the prepass is launched only once
+//               its last block has exited: what that saves is the gap between the two kernels (the prepass's
+//               launch runs while the kernel before completes, not after), not that kernel's tail. The order of
+//               everything in memory stays the stream's.
 //   2 producer  the producer warp of the streaming kernel finds them: the item's window by a warp-wide search
 //               in global memory (seeded by the last window when the items follow each other), then every
 //               target's lo by a binary search in the window's source times, which it loads into a scratch
