@@ -1,6 +1,10 @@
 """The pieces every lesson ends with: the ladder so far, and an experiment the learner can change.
 
-With a GPU both measure, at the track's first benchmark size, in this process. In the simulator there is no
+With a GPU both measure, at the track's first benchmark size, in this process, saying each step as it starts;
+the ladder measures only what the lesson teaches (its rung, the rung before, the peers it asks for) and takes the
+other rungs from this card's record in results/, marked so (full=True or CUDABOOK_FULL_LADDER=1: all measured
+now). Inputs are drawn from this machine's seed, so their float64 reference is made once on the machine and kept
+on disk (cudabook.refmemo). In the simulator there is no
 clock: the ladder shows the records in results/ (measured on real GPUs, with their pedigree), and a sweep still
 verifies that every setting is correct, on small inputs, and shows the sweeps recorded on GPUs
 (results/sweeps/*_lessons.json, written by tools/record_sweeps.py), each with its card and commit. Both take the
@@ -36,44 +40,183 @@ class Recorded(list):
         p.text(repr(self))
 
 
-_WORKLOAD: dict = {}      # the workload this process measured last: {"key", "args", "problem", "ctx", "peers"}
+FULL_ENV = "CUDABOOK_FULL_LADDER"      # =1: every lesson measures its whole ladder, as full=True does
+
+_WORKLOAD: dict = {}      # the workload this process measured last: {"key", "args", "problem", "ctx", "peers",
+#                           "peers_done" (None, the names measured, or "all"), "seed"}
 
 
-def workload(t, size, *, peers=False) -> dict:
-    """A track's workload of this size for the lesson's measurements, prepared once per process: fresh random
-    inputs uploaded, the ceilings measured (spec.context), and, where the track's figures need them first
-    (PEERS_FIRST) and `peers`, the peers measured. A later cell of the same notebook (a sweep after the ladder)
-    reuses them, so a notebook pays once for what is slow at full size: drawing the inputs, the float64
-    reference (the checker keeps the last one), the copy and gather ceilings, and PyTorch's runs (eager
-    deformable attention takes seconds a call). One workload is kept at a time, to hold GPU memory to one."""
+class Progress:
+    """What a lesson is doing, said as it starts each step and as it ends, one short line each, with the seconds
+    since the cell began: a learner never watches a silent cell."""
+
+    def __init__(self, out=None):
+        import functools
+        import time
+        self.out, self.t0 = out or functools.partial(print, flush=True), time.perf_counter()
+
+    def __call__(self, line):
+        import time
+        self.out(f"  [{time.perf_counter() - self.t0:6.1f} s] {line}")
+
+
+def _draw(spec, size):
+    """(spec.prepare(size) with its random numbers drawn from this machine's seed, the seed): a prepare that takes
+    no rng draws its own, and then there is no seed (None), and the reference is not kept on disk."""
+    import inspect
+
+    import numpy as np
+
+    from . import refmemo
+    try:
+        takes_rng = "rng" in inspect.signature(spec.prepare).parameters
+    except (TypeError, ValueError):
+        takes_rng = False
+    if not takes_rng:
+        return spec.prepare(size), None
+    seed = refmemo.machine_seed()
+    return spec.prepare(size, rng=np.random.default_rng(seed)), seed
+
+
+def _lesson_peers(spec, full):
+    """The peers a lesson measures now (None: all): the track's LESSON_PEERS, all of them for a full ladder."""
+    names = getattr(spec, "LESSON_PEERS", None)
+    return None if full or names is None else tuple(names)
+
+
+def workload(t, size, *, peers=False, progress=None, full=False) -> dict:
+    """A track's workload of this size for the lesson's measurements, prepared once per process: inputs drawn
+    from this machine's seed (refmemo.machine_seed: the float64 reference of inputs so drawn is made once on this
+    machine and kept on disk), uploaded, the ceilings measured (spec.context), and, where the track's figures
+    need them first (PEERS_FIRST) and `peers`, the peers measured (those a lesson measures, LESSON_PEERS, unless
+    `full`). A later cell of the same notebook (a sweep after the ladder) reuses them, so a notebook pays once
+    for what is slow at full size: drawing the inputs, the reference, the ceilings, and PyTorch's runs. One
+    workload is kept at a time, to hold GPU memory to one. progress(line) hears each step (default: silent)."""
+    from . import refmemo
+    say = progress or (lambda *a: None)
     spec = t.bench
     key = (t.NAME, spec.workload_name(**size))
     if _WORKLOAD.get("key") != key:
         _WORKLOAD.clear()
-        args, problem = spec.prepare(size)
-        _WORKLOAD.update(key=key, args=args, problem=problem,
-                         ctx=spec.context(problem, progress=lambda *a: None), peers=None)
-    if peers and getattr(spec, "PEERS_FIRST", False) and _WORKLOAD["peers"] is None:
-        _WORKLOAD["peers"] = spec.peers(_WORKLOAD["args"], _WORKLOAD["problem"], _WORKLOAD["ctx"], repeats=15,
-                                        progress=lambda *a: None)
+        say(f"drawing the inputs of {key[1]} …")
+        (args, problem), seed = _draw(spec, size)
+        if seed is not None:
+            refmemo.drawn(args, {"track": t.NAME, "workload": key[1], "size": results.json_plain(size),
+                                 "seed": seed})
+        say("measuring the yardstick …")
+        _WORKLOAD.update(key=key, args=args, problem=problem, ctx=spec.context(problem, progress=say), peers=None,
+                         peers_done=None, seed=seed)
+    if peers and getattr(spec, "PEERS_FIRST", False):
+        want, done = _lesson_peers(spec, full), _WORKLOAD["peers_done"]
+        if done != "all" and (done is None or want is None or not set(want) <= set(done)):
+            only = None if want is None else [n for n in want if n not in (done or ())]
+            rows = spec.peers(_WORKLOAD["args"], _WORKLOAD["problem"], _WORKLOAD["ctx"], repeats=15, progress=say,
+                              **({} if only is None else {"only": tuple(only)}))
+            _WORKLOAD["peers"] = {**(_WORKLOAD["peers"] or {}), **rows}
+            _WORKLOAD["peers_done"] = "all" if only is None else (*(done or ()), *only)
     return _WORKLOAD
 
 
-def ladder_so_far(upto: str, *, peers=False, track=None, size=None):
+def full_ladder(full=None) -> bool:
+    """Measure the whole ladder? `full` when given, else the environment's CUDABOOK_FULL_LADDER (1: yes)."""
+    import os
+    if full is not None:
+        return bool(full)
+    return os.environ.get(FULL_ENV, "").strip().lower() not in ("", "0", "no", "false")
+
+
+def live_stages(stages, upto) -> list:
+    """What a lesson measures now: its own rung and the rung before it (of those this machine can run)."""
+    i = stages.index(upto)
+    return stages[max(0, i - 1):i + 1]
+
+
+def card_record(wname, gpu):
+    """Workload `wname` (with its own commit, date and machine) of this card's record in results/ (the record
+    whose gpu is `gpu`), or None, with a line saying why where the records could not be read."""
+    try:
+        records = results.load_all()
+    except results.RecordError as e:
+        print(f"(the records in results/ could not be read: {e})")
+        return None
+    for r in records:
+        if r.get("gpu") == gpu and wname in r["workloads"]:
+            return results._with_pedigree(r["workloads"][wname], r, wname)
+    return None
+
+
+def _recorded(row, w, gpu):
+    return {**row, "recorded": {"gpu": gpu, "commit": w.get("commit"), "date": w.get("date")}}
+
+
+def merge_recorded(measured, stages, kept, gpu, *, peers=False):
+    """The workload `measured` now (some rungs, perhaps some peers) with the rest of `stages` and of the peers
+    taken from `kept` (this card's recorded workload, or None), each such row marked `recorded` with the record's
+    card, commit and date; a rung the record lacks says so. Rows in the ladder's order, then the peers."""
+    rows = {}
+    for name in stages:
+        if name in measured["stages"]:
+            rows[name] = measured["stages"][name]
+        elif kept is not None and name in kept["stages"]:
+            rows[name] = _recorded(kept["stages"][name], kept, gpu)
+        else:
+            rows[name] = {"skipped": f"not measured now, and not in {'the' if kept else 'a'} record of this card"}
+    peer_rows = dict(measured.get("peers") or {})
+    if peers and kept is not None:
+        for name, row in kept.get("peers", {}).items():
+            if name not in peer_rows:
+                peer_rows[name] = _recorded(row, kept, gpu)
+    return {**measured, "stages": rows, "peers": peer_rows}
+
+
+def ladder_so_far(upto: str, *, peers=False, track=None, size=None, full=None):
     """Measure (GPU) or show the recorded (simulator) ladder up to and including stage `upto`.
 
-    Returns what it showed, for a later cell to use: the fresh record (a dict) with a GPU, or the
+    With a GPU, at workshop pace: the rung `upto` and the rung before it are measured now (and the peers, where
+    `peers`: those the track's LESSON_PEERS name), and the other rungs (and peers) come from this card's record
+    in results/, marked as recorded, with its commit and date. Without a record for this card, only those two
+    rungs. full=True (or CUDABOOK_FULL_LADDER=1) measures the whole ladder and every peer now (`make bench` does
+    too). Every step that takes seconds is said as it starts.
+
+    Returns what it showed, for a later cell to use: the record (a dict) with a GPU, or the
     [(record, workload)] pairs read from results/ without one, or None. Either prints as one short line, so a
     cell that ends with this call shows the plot, not the record."""
     import matplotlib.pyplot as plt
     t = tracks.get(track)
     if not SIMULATOR and not t.unavailable(upto):
+        from . import device, refmemo
+        full = full_ladder(full)
+        spec = t.bench
         stages = [s for s in t.STAGES if s <= upto and not t.unavailable(s)]
-        size = size or t.bench.WORKLOADS[0]
-        w = workload(t, size, peers=peers)
-        record = results.record_of({t.bench.workload_name(**size): results.measure_workload(
-            t, size, stages=stages, peers=peers, repeats=15, progress=lambda *a: None,
-            prepared=(w["args"], w["problem"], w["ctx"], w["peers"]))})
+        size = size or spec.WORKLOADS[0]
+        wname = spec.workload_name(**size)
+        gpu = device.gpu()
+        gpu = gpu.name if gpu else "this GPU"
+        kept = None if full else card_record(wname, gpu)
+        live = stages if full else live_stages(stages, upto)
+        if full:
+            print(f"Measuring the whole ladder to {upto} now, on {gpu} ({wname}):")
+        elif kept is None:
+            print(f"No record of {wname} on {gpu} in results/: measuring {' and '.join(live)} only. "
+                  "ladder_so_far(..., full=True), or CUDABOOK_FULL_LADDER=1, measures the whole ladder; "
+                  "`make bench` records it for this card.")
+        else:
+            rest = [what for what, some in (("the other rungs", len(live) < len(stages)),
+                                            ("the other peers", peers and _lesson_peers(spec, full) is not None))
+                    if some]
+            print(f"Measuring {' and '.join(live)} now on {gpu}"
+                  + (f"; {' and '.join(rest)} from this card's record (‡). full=True, or CUDABOOK_FULL_LADDER=1, "
+                     "measures them all." if rest else ":"))
+        say = Progress()
+        with refmemo.reporting(say):
+            w = workload(t, size, peers=peers, progress=say, full=full)
+            names = _lesson_peers(spec, full)
+            measured = results.measure_workload(
+                t, size, stages=live, peers=peers, repeats=15, progress=say,
+                prepared=(w["args"], w["problem"], w["ctx"], w["peers"]), peer_names=names)
+        if w.get("seed") is not None:
+            measured["seed"] = w["seed"]
+        record = results.record_of({wname: merge_recorded(measured, stages, kept, gpu, peers=peers)})
         print(results.table(record))
         results.plot(record, upto=upto, peers=peers)
         plt.show()
@@ -139,10 +282,12 @@ def _timed_sweep(t, module, stage, param, values, fixed, size):
 
     import matplotlib.pyplot as plt
 
-    from . import device
+    from . import device, refmemo
     spec = t.bench
     used = size or spec.WORKLOADS[0]
-    w = workload(t, used, peers=True)                 # peers first where the figures need their time
+    say = Progress()
+    with refmemo.reporting(say):
+        w = workload(t, used, peers=True, progress=say)   # peers first where the figures need their time
     args, problem, ctx = w["args"], w["problem"], w["ctx"]
     gpu = device.gpu()
     print(f"Measured now on {gpu.name if gpu else 'this GPU'}, {spec.workload_name(**used)}:")
@@ -153,7 +298,8 @@ def _timed_sweep(t, module, stage, param, values, fixed, size):
         try:
             problem.poison()
             module.launch(problem, **kw)
-            ok = t.judge(problem.result(), *args).ok
+            with refmemo.reporting(say):
+                ok = t.judge(problem.result(), *args).ok
             us = results._timing(lambda: module.launch(problem, **kw), 15)
             m = spec.metrics(problem, us, ctx)
         except Exception as e:  # a value that does not fit (too much shared memory, ...) is reported, not fatal

@@ -100,28 +100,34 @@ def _timing(fn, repeats):
 
 
 def measure_workload(track, size, *, stages=None, peers=True, repeats=25, params=None, progress=print,
-                     check_cases=True, prepared=None) -> dict:
+                     check_cases=True, prepared=None, peer_names=None) -> dict:
     """One workload of a track: fresh random inputs, the yardstick and the peers measured now, then every stage
     this machine can run. A stage is `correct` when its output on the workload's data is right before and after
     the timed launches and (check_cases) it passes the grader's cases too (ragged shapes, unsorted targets).
+    progress(line) hears what is being done before each step that can take seconds, and each result after it.
 
     prepared: (args, problem, ctx, peer rows or None) made earlier in this process for this size (a lesson
-    reuses one workload across its cells); its peer rows, when given, stand for peers measured first."""
+    reuses one workload across its cells); its peer rows, when given, stand for peers measured first.
+    peer_names: measure only these peers (the track's peers(only=...)); None: all of them."""
     from . import check, track as tracks
     t = tracks.get(track)
     spec = t.bench
     params = params or {}
     if prepared is None:
+        progress(f"drawing the inputs of {spec.workload_name(**size)} …")
         args, problem = spec.prepare(size)
+        progress("measuring the yardstick …")
         ctx = spec.context(problem, progress)
         peer_rows = None
     else:
         args, problem, ctx, peer_rows = prepared
+    only = {} if peer_names is None else {"only": tuple(peer_names)}
     if peers and getattr(spec, "PEERS_FIRST", False) and peer_rows is None:
-        peer_rows = spec.peers(args, problem, ctx, repeats=repeats, progress=progress)
+        peer_rows = spec.peers(args, problem, ctx, repeats=repeats, progress=progress, **only)
     peer_rows = (peer_rows or {}) if peers else {}
     rows = {}
-    for name in stages or t.STAGES:
+    todo = list(stages or t.STAGES)
+    for i, name in enumerate(todo):
         why = t.unavailable(name)
         if why:
             progress(f"{name}: skipped: {why}")
@@ -129,6 +135,7 @@ def measure_workload(track, size, *, stages=None, peers=True, repeats=25, params
             continue
         module = t.stage(name)
         p = params.get(name, {})
+        progress(f"{name}: launching, checking and timing (rung {i + 1} of {len(todo)}) …")
         try:
             problem.poison()
             module.launch(problem, **p)
@@ -153,7 +160,7 @@ def measure_workload(track, size, *, stages=None, peers=True, repeats=25, params
                  + "  ".join(f"{k} {m[k]}" for _, k, _ in spec.COLUMNS[1:] if k in m)
                  + f"  {'correct' if verdict.ok else 'WRONG: ' + verdict.message.splitlines()[0]}")
     if peers and not getattr(spec, "PEERS_FIRST", False):
-        peer_rows = spec.peers(args, problem, ctx, repeats=repeats, progress=progress)
+        peer_rows = spec.peers(args, problem, ctx, repeats=repeats, progress=progress, **only)
     for k, v in peer_rows.items():
         progress(f"{k}: {v}")
     return {"track": t.NAME, "size": dict(size), "context": _plain(ctx), "stages": rows, "peers": peer_rows,
@@ -356,6 +363,8 @@ def table(record, workload=None) -> str:
     changed = {name: not_today(track_of(wname, w), name, s.get("params")) for name, s in w["stages"].items()}
     for name, s in list(w["stages"].items()) + list(w.get("peers", {}).items()):
         label = f"{name} †" if changed.get(name) else name
+        if s.get("recorded"):
+            label += " ‡"
         if "median_us" not in s:
             why = s.get("skipped") or s.get("error", "")
             lines.append(f"| {label} | " + "– | " * (len(columns) + 1) + f"{why} |")
@@ -366,7 +375,23 @@ def table(record, workload=None) -> str:
     notes = [f"{name}: {why}" for name, why in changed.items() if why]
     if notes:
         lines += ["", "† measured with settings other than the stage's defaults today (" + "; ".join(notes) + ")"]
+    recorded = recorded_from(w)
+    if recorded:
+        lines += ["", "‡ not measured now: from the record of " + "; ".join(recorded)]
     return "\n".join(lines)
+
+
+def recorded_from(workload) -> list[str]:
+    """Where a workload's rows marked `recorded` (a lesson's ladder: rungs it did not measure now) come from, one
+    "card at commit (date)" each, in the order met."""
+    seen = []
+    for s in list(workload["stages"].values()) + list(workload.get("peers", {}).values()):
+        r = s.get("recorded")
+        if r:
+            text = f"{r.get('gpu') or '?'} at {r.get('commit') or '?'} ({(r.get('date') or '?')[:10]})"
+            if text not in seen:
+                seen.append(text)
+    return seen
 
 
 def not_today(track, stage, params, ignore=()) -> str | None:
@@ -428,10 +453,18 @@ def plot(record, *, upto=None, workload=None, ax=None, peers=True):
         _, ax = plt.subplots(figsize=(8, 3.2))
     names = [k for k, _ in items]
     vals = [v[key] for _, v in items]
-    bars = ax.bar(names, vals, color=["#4C72B0" if k[:2].isdigit() else "#BBBBBB" for k in names])
+    live, old = ("#4C72B0", "#BBBBBB"), ("#AEC0DE", "#E2E2E2")      # rung, peer; measured now, recorded
+    bars = ax.bar(names, vals, color=[(old if v.get("recorded") else live)[0 if k[:2].isdigit() else 1]
+                                      for k, v in items])
     for bar, k in zip(bars, names):
         if not k[:2].isdigit():
             bar.set_hatch("//")
+    recorded = recorded_from({"stages": dict(items)})
+    if recorded:
+        from matplotlib.patches import Patch
+        ax.legend(handles=[Patch(color=live[0], label="measured now"),
+                           Patch(color=old[0], label="recorded: " + "; ".join(recorded))], fontsize=7,
+                  loc="upper left")
     for bar, (_, v) in zip(bars, items):
         ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height() + 1, f"{v[key]:.0f}%\n{v['median_us']:,.0f} µs",
                 ha="center", va="bottom", fontsize=7)
@@ -459,8 +492,72 @@ def _tracks_in(record):
     return seen
 
 
+RUNGS_BEGIN = re.compile(r"<!-- rungs (\w+):begin \(generated by python -m cudabook\.results readme\) -->")
+RUNGS_END = "<!-- rungs:end -->"
+
+
+def _runs_on(module) -> str:
+    """Where a stage runs, from its module: Numba (no CudaRung), or the capability its CudaRung needs."""
+    rung = getattr(module, "RUNG", None)
+    if rung is None:
+        return "Numba: GPU or simulator"
+    need = "sm_90a (H100/H200)" if rung.sm90a else f"sm_{rung.min_cc[0]}{rung.min_cc[1]}+"
+    return need + ("; no GPU: the CPU emulator" if getattr(module, "EMULATED", False) else "; no GPU: compiles only")
+
+
+def rung_table(name, records) -> str:
+    """A track's ladder for its README section: each rung's lesson (the lesson's own title) and lab, where it runs,
+    and how far it gets on each card's first recorded workload of the track (its time and the track's % figures)."""
+    from . import notebooks, track as tracks
+    t = tracks.get(name)
+    folder = getattr(t, "LESSONS", t.NAME)
+    cards = [(r, _workloads(r, t.NAME)[0]) for r in records if _workloads(r, t.NAME)]
+    time_fmt = next((f for _, k, f in t.bench.COLUMNS if k == "median_us"), "{:,.1f}")
+    shares = [(h, k, f) for h, k, f in t.bench.COLUMNS if h.startswith("%")]
+
+    def far(w, row):
+        s = w.get("stages", {}).get(row) or w.get("peers", {}).get(row) or {}
+        if "median_us" not in s:
+            return "–"
+        return " · ".join([f"{time_fmt.format(s['median_us'])} µs"] + [f"{f.format(s[k])} {h}" for h, k, f in shares
+                                                                         if k in s]) + ("" if s.get("correct") else " ✗")
+
+    def row(cells):
+        return "| " + " | ".join(cells) + " |"
+
+    lines = [row(["rung", "lesson", "lab", "runs on"] + [r["gpu"] for r, _ in cards]),
+             "|---|---|---|---|" + "---:|" * len(cards)]
+    for stage in t.STAGES:
+        lesson = notebooks.SOURCES / folder / f"{stage}.py"
+        title = notebooks._title(lesson) if lesson.exists() else stage
+        lab = (f"[lab](labs/{folder}/{stage}.ipynb)" if (notebooks.SOURCES / folder / f"{stage}_lab.py").exists()
+               else "")
+        lines.append(row([stage[:2], f"[{title}](notebooks/{folder}/{stage}.ipynb)", lab, _runs_on(t.stage(stage))]
+                         + [far(w, stage) for _, (_, w) in cards]))
+    for peer in dict.fromkeys(p for _, (_, w) in cards for p in w.get("peers", {})):
+        lines.append(row([peer, "a peer, timed in the same process", "", ""] + [far(w, peer) for _, (_, w) in cards]))
+    if not cards:
+        return "\n".join(lines) + "\n\nNo benchmark record of this track yet: `make bench` on a GPU measures it."
+    said = "; ".join(f"{r['gpu']}: {k}" for r, (k, _) in cards)
+    return "\n".join(lines) + (f"\n\nHow far each rung gets on the first workload of each record ({said}); "
+                                f"[Results](#results) has every workload, with the ceilings behind each %.")
+
+
+def _regenerate_rungs(text, records) -> str:
+    """Each `rungs <track>` block of the README filled with that track's rung_table."""
+    out, at = [], 0
+    for m in RUNGS_BEGIN.finditer(text):
+        end = text.find(RUNGS_END, m.end())
+        if end < 0:
+            raise RecordError(f"the README's rungs block for {m.group(1)} has no end marker ({RUNGS_END})")
+        out += [text[at:m.end()], "\n" + rung_table(m.group(1), records) + "\n"]
+        at = end
+    return "".join(out) + text[at:]
+
+
 def update_readme(readme=README, folder=RESULTS) -> bool:
-    """Rewrite the README's results section from the records; returns True if it changed."""
+    """Rewrite the README's results section, and each track section's rung table, from the records; returns True
+    if it changed."""
     records = load_all(folder)
     parts = []
     for r in records:
@@ -472,6 +569,7 @@ def update_readme(readme=README, folder=RESULTS) -> bool:
     if BEGIN not in text or END not in text:
         raise RecordError(f"{readme.name} has no results markers ({BEGIN} ... {END})")
     new = text[:text.index(BEGIN) + len(BEGIN)] + "\n" + body + "\n" + text[text.index(END):]
+    new = _regenerate_rungs(new, records)
     for r in records:
         save_plot(r, folder)
     if new != text:

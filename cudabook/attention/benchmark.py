@@ -108,6 +108,7 @@ def peers(args, problem, ctx, *, repeats=25, progress=print) -> dict:
     tensors = [torch.from_numpy(np.ascontiguousarray(x).view(np.int16)).to(dev).view(torch.bfloat16)
                for x in (q, k, v)]
     rows = {}
+    progress(f"SDPA backends: timing {', '.join(name for name, _ in BACKENDS)} …")
     for name, backend in BACKENDS:
         try:
             chosen = getattr(SDPBackend, backend)
@@ -128,7 +129,7 @@ def peers(args, problem, ctx, *, repeats=25, progress=print) -> dict:
             rows[name] = {"skipped": _backend_error(e)}
         progress(f"{name}: {rows[name]}")
     tensors.clear()
-    torch.cuda.empty_cache()                      # leave the memory to the stages (rung 01 stores S: gigabytes)
+    peer_mod.release()                            # leave the memory to the stages (rung 01 stores S: gigabytes)
     best = fastest(rows)
     if best:
         ctx["sdpa_best"], ctx["sdpa_us"] = best

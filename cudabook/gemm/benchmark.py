@@ -55,6 +55,7 @@ def peers(args, problem, ctx, *, repeats=25, progress=print) -> dict:
     if peer_mod.skipped(progress):
         return {}
     import torch
+    progress("cublas, cublas_sgemm: timing …")
     a, b = args
     dev = torch.device("cuda")
     ta = torch.from_numpy(a.view(np.int16)).to(dev).view(torch.bfloat16)
@@ -76,6 +77,8 @@ def peers(args, problem, ctx, *, repeats=25, progress=print) -> dict:
                 rows[name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32
+        ta = tb = fa = fb = got = None            # noqa: F841  (let the tensors go, then
+        peer_mod.release()                        # give their memory back to the card, for the stages)
     if "median_us" in rows.get("cublas", {}):
         ctx["cublas_TFLOPs"] = round(problem.flops / (rows["cublas"]["median_us"] * 1e-6) / 1e12, 1)
     for v in rows.values():

@@ -239,38 +239,62 @@ def _measure_peer(fn, args, repeats, at_once):
     return row
 
 
-def peers(args, problem, ctx, *, repeats=25, progress=print) -> dict:
-    """PyTorch eager and torch.compile of msda_torch on the same data, timed the same way (skipped, saying why,
-    without torch). Where all N images at once run out of GPU memory (eager at seed 002's size needs about 80 GB
-    for its per-level samples), the peer runs on N/2, N/4, ... images a call, back to back over all N, and the
-    row says how many (images_at_once)."""
-    import gc
+def peer_bytes(args) -> tuple[int, int]:
+    """(bytes a peer holds for all N images, bytes one image adds while a call runs), for msda_torch on these
+    inputs. Held: torch's float32 copies of value, the locations and the weights, every image's. A call, per
+    image: grid_sample's samples of every level (T = M D Lq L P float32; a record's out-of-memory message at
+    N = 48 asked for exactly 48 T: "Tried to allocate 22.59 GiB"), their stack and the weighted product (T each,
+    alive together: 3 T), and the per-level copies of value, the grid and the weights, and the output. Used for
+    torch.compile too, where it is more than enough: its out-of-memory message in the same record asked for one
+    level's samples only (48 T / L: "Tried to allocate 5.65 GiB")."""
+    value, shapes, starts, loc, attn = args
+    N, S, M, D = np.shape(value)
+    Lq, L, P = np.shape(loc)[1], np.shape(loc)[3], np.shape(loc)[4]
+    v, xy, w = S * M * D * 4, Lq * M * L * P * 2 * 4, Lq * M * L * P * 4
+    out = Lq * M * D * 4
+    return N * (v + xy + w), 3 * M * D * Lq * L * P * 4 + v + 2 * xy + w + 2 * out
 
+
+PEERS = ("torch_eager", "torch_compile")
+LESSON_PEERS = ("torch_eager",)   # what a lesson measures now; torch.compile (slower than eager on this problem in
+# the records, and compiled anew in every process) comes from the card's record, unless the lesson measures the
+# whole ladder (cudabook.lesson, full=True)
+
+
+def peers(args, problem, ctx, *, repeats=25, progress=print, only=None) -> dict:
+    """PyTorch eager and torch.compile of msda_torch (only: those named) on the same data, timed the same way
+    (skipped, saying why, without torch). A call takes as many images as the memory the lesson may use holds
+    (cudabook.peers: a third of the card, less the workload's own inputs and output, and no more than is free
+    now; peer_bytes counts it): at seed 002's size some 1.5 GiB an image, so all N = 48 at once would not fit; the
+    peer then runs on chunks of images back to back over all N, and the row says how many a call (images_at_once).
+    Nothing is tried that does not fit: a peer for which not even one image fits is skipped, saying so."""
     from .. import peers as peer_mod
     if peer_mod.skipped(progress):
         return {}
     import torch
     N = np.shape(args[0])[0]
+    held, per_image = peer_bytes(args)
+    budget = peer_mod.memory_budget(getattr(problem, "min_bytes", 0))
     rows = {}
-    for name, fn in (("torch_eager", msda_torch), ("torch_compile", torch.compile(msda_torch, dynamic=False))):
-        at_once, errors = N, []
-        while name not in rows:
-            failure = None
-            try:
-                rows[name] = _measure_peer(fn, args, min(repeats, 10), at_once)
-            except Exception as e:  # a peer that fails is reported, not fatal
-                failure = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
-            if failure is None:
-                break
-            gc.collect()                                   # outside the except block: the failed attempt's tensors
-            torch.cuda.empty_cache()                       # went with its traceback
-            errors.append(f"{at_once} images at once: {failure}")
-            if "out of memory" not in failure or at_once == 1:
-                rows[name] = {"error": "; ".join(errors)[:600]}
-            else:
-                at_once = (at_once + 1) // 2
-        if errors and "median_us" in rows[name]:
-            rows[name]["note"] = "; ".join(errors)[:300]
+    for name in PEERS:
+        if only is not None and name not in only:
+            continue
+        at_once = peer_mod.at_once(N, per_image, budget, fixed=held)
+        if not at_once:
+            rows[name] = {"skipped": f"not run: one image a call needs {peer_mod.gib(held + per_image)} (with every "
+                                     f"image's inputs); this lesson may take {peer_mod.gib(budget)} of the GPU now"}
+            progress(f"{name}: {rows[name]['skipped']}")
+            continue
+        progress(f"{name}: {at_once} of {N} images a call ({peer_mod.gib(held + at_once * per_image)} of the "
+                 f"{peer_mod.gib(budget)} this lesson may take)" + (", compiling first …" if name == "torch_compile"
+                                                                     else " …"))
+        fn = msda_torch if name == "torch_eager" else torch.compile(msda_torch, dynamic=False)
+        try:
+            rows[name] = _measure_peer(fn, args, min(repeats, 10), at_once)
+        except Exception as e:  # a peer that fails is reported, not fatal
+            rows[name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+        del fn
+        peer_mod.release()                     # outside the except block: a failed call's tensors went with it
         progress(f"{name}: {rows[name]}")
     if "median_us" in rows.get("torch_eager", {}):
         ctx["torch_eager_us"] = rows["torch_eager"]["median_us"]

@@ -76,8 +76,10 @@ def peers(args, problem, ctx, *, repeats=25, progress=print) -> dict:
     from .. import peers as peer_mod
     if peer_mod.skipped(progress):
         return {}
+    progress("torch_eager, torch_compile: timing (torch.compile compiles first) …")
     ref, scale = inputs.reference_with_scale(*args)
     rows = torch_peers.measure(*args, ref, scale, repeats=repeats)
+    peer_mod.release()                  # torch's copies of the inputs back to the card
     for v in rows.values():
         if "median_us" in v:
             v.update(metrics(problem, v["median_us"], ctx))
