@@ -76,17 +76,17 @@ def launch_within(launch, problem, seconds=None, **params):
         raise outcome["error"]
 
 
-def check_case(track, launch, inputs, *, rerun=True, time_limit=None, **params):
+def check_case(track, launch, inputs, *, rerun=True, time_limit=None, judge=None, **params):
     """Upload `inputs`, poison the output, run `launch(problem, **params)` within a time limit and judge the
-    result. A wrong result is produced a second time (rerun=True): if the two differ, the verdict says it is
-    a race."""
+    result (with `judge`, the stage's: track.judge_of; the track's by default). A wrong result is produced a
+    second time (rerun=True): if the two differ, the verdict says it is a race."""
     import numpy as np
     track = get(track)
     problem = track.upload(*inputs)
     problem.poison()
     launch_within(launch, problem, time_limit, **params)
     first = problem.result()
-    verdict = track.judge(first, *inputs)
+    verdict = (judge or track.judge)(first, *inputs)
     if not verdict.ok:
         problem.poison()                   # what an element nobody wrote holds (read only when something failed)
         verdict.unwritten = _still_poisoned(first, problem.result())

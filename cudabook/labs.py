@@ -312,7 +312,7 @@ def _grade_emulated(t, module, stage_name, source, track, params, say) -> bool:
             try:                  # the other landing may stop too (a deadlock either way): then it is no timing
                 with emulate.emulating(other, timeout_s=WATCHDOG_EMULATED_S):
                     again = check.check_case(t, lambda p: module.launch(p, kernel=source, **{**variant, **params}),
-                                              inputs, rerun=False)
+                                              inputs, rerun=False, judge=_track.judge_of(t, stage_name))
                 other_right = again.ok
             except Exception:
                 other_right = False
@@ -345,7 +345,7 @@ def _run_cases(t, module, stage_name, kernel, track, params, say) -> bool:
             start = time.monotonic()
             try:
                 verdict = check.check_case(t, lambda p: module.launch(p, kernel=kernel, **{**variant, **params}),
-                                            inputs)
+                                            inputs, judge=_track.judge_of(t, stage_name))
             except check.KernelTimeout as e:
                 say(f"Case '{name}' ({label}): {e}")
                 return False

@@ -48,3 +48,11 @@ def get(track):
             raise ValueError(f"unknown track {track!r}; the tracks are: {', '.join(TRACKS)}")
         return importlib.import_module(f"cudabook.{track}")
     return track
+
+
+def judge_of(track, stage):
+    """The function that judges a stage's output: the stage's own `judge` where it computes from inputs other
+    than the track's (GEMM 08 multiplies the e4m3-quantised matrices, with the tolerance of that arithmetic),
+    else the track's `judge`. Same signature: judge(got, *inputs) -> Verdict."""
+    t = get(track)
+    return getattr(t.stage(stage), "judge", None) or t.judge

@@ -80,15 +80,15 @@ def prepare(rung, kernel_name, p, kernel, cfg, smem, *, bm, bn, store_box=None):
     return kern, c, Kp, Np, encoded
 
 
-def warp_specialized(rung, kernel_name, arg_types, p, kernel, cfg, smem, grid, *, store_box=None):
+def warp_specialized(rung, kernel_name, arg_types, p, kernel, cfg, smem, grid, *, store_box=None, extra_args=()):
     """The launch closure of a warp-specialised rung (06, 07): a producer warpgroup and cfg["CONSUMERS"]
     consumer warpgroups a block (BM = 64 * CONSUMERS rows of C), prepared as `prepare` does, on the grid that
-    grid(kernel, M, Np) gives; the arguments are the maps, C, M, Np and Kp."""
+    grid(kernel, M, Np) gives; the arguments are the maps, C, M, Np and Kp, then extra_args."""
     M, N, K = p.shape
     kern, c, Kp, Np, maps = prepare(rung, kernel_name, p, kernel, cfg, smem, bm=64 * cfg["CONSUMERS"],
                                     bn=cfg["BN"], store_box=store_box)
     blocks = grid(kern, M, Np)
-    args = [*maps, pointer(c), M, Np, Kp]
+    args = [*maps, pointer(c), M, Np, Kp, *extra_args]
     threads = 128 * (cfg["CONSUMERS"] + 1)
     return launcher(p, c, lambda: kern.launch(blocks, threads, args, arg_types, shared=smem))
 

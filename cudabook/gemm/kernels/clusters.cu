@@ -25,6 +25,11 @@
 // Compile-time constants (NVRTC -D): BN (128 or 256), CONSUMERS (BM = 64 * CONSUMERS), STAGES, CLUSTER (1, 2 or
 // 4; divides BN / 64), GROUP_M, PRODUCER_REGS, CONSUMER_REGS, TMA_STORE (0: 06's masked register stores),
 // MMA_DEPTH (0 or 1), MULTICAST (0, 1 or 2), STMATRIX (0: 4-byte st.shared), STORE_BOXES (64 x 64 staging buffers a consumer warpgroup: 1 .. BN / 64).
+//
+// FP8 1 is rung 08: the same kernel on e4m3 inputs. A [M, K] and B stored transposed, Bt [N, K] (fp8 wgmma
+// reads both operands K-major), one byte an element: a 128-byte row holds BK = 128 of K, one wgmma covers k32,
+// and the accumulators are multiplied by `scale` (the product of the two per-tensor scales) before rounding to
+// bf16. Every byte count (stages, boxes, descriptors' strides) is the bf16 kernel's.
 #include "hopper.cuh"
 
 #ifndef BN
@@ -63,11 +68,15 @@
 #ifndef STORE_BOXES
 #define STORE_BOXES 2
 #endif
+#ifndef FP8
+#define FP8 0
+#endif
 
 constexpr int BM = 64 * CONSUMERS;
-constexpr int BK = 64;
-constexpr int A_BYTES = BM * BK * 2;
-constexpr int B_BOX_BYTES = BK * 64 * 2;
+constexpr int ELEMENT_BYTES = FP8 ? 1 : 2;
+constexpr int BK = 128 / ELEMENT_BYTES;                        // a 128-byte row of K: 64 bf16 or 128 e4m3
+constexpr int A_BYTES = BM * BK * ELEMENT_BYTES;
+constexpr int B_BOX_BYTES = BK * 64 * ELEMENT_BYTES;
 constexpr int B_BOXES = BN / 64;
 constexpr int B_BYTES = B_BOXES * B_BOX_BYTES;
 constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
@@ -79,11 +88,25 @@ static_assert(STORE_BOXES >= 1 && STORE_BOXES <= B_BOXES, "1 .. BN / 64 staging 
 
 __device__ __forceinline__ void mma_k_tile(float (&d)[BN / 2], uint32_t a, uint32_t b) {
   wgmma_fence();
+#if FP8
+#pragma unroll
+  for (int kk = 0; kk < BK / 32; ++kk)        // Bt is K-major like A: its k32 step is 32 bytes along the row too
+    WgmmaFp8<BN>::mma(d, smem_desc(a + 32 * kk, 16, 1024), smem_desc(b + 32 * kk, 16, 1024), 1);
+#else
 #pragma unroll
   for (int kk = 0; kk < BK / 16; ++kk)
     Wgmma<BN>::mma<1>(d, smem_desc(a + 32 * kk, 16, 1024), smem_desc(b + 2048 * kk, B_BOX_BYTES, 1024), 1);
+#endif
   wgmma_commit();
 }
+
+// Where B's box j of k-tile kt starts, in the tensor map's coordinates (innermost first): B [K, N] boxes are
+// 64 rows of K by 64 columns of N; Bt [N, K] (FP8) boxes 64 rows of N by BK of K.
+#if FP8
+#define B_BOX(j) kt * BK, n0 + 64 * (j)
+#else
+#define B_BOX(j) n0 + 64 * (j), kt * BK
+#endif
 
 // This block's corner (m0, n0) of the cluster's unit of work t: the unit's place in the grouped order (GROUP_M
 // unit rows at a time), then this block's BM rows (its rank) of the unit's CLUSTER * BM.
@@ -106,7 +129,8 @@ __device__ __forceinline__ void release(uint32_t empty_bar) {
 
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(128 * (CONSUMERS + 1), 1)
 gemm_clusters(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc map_b,
-              const __grid_constant__ TmaDesc map_c, uint16_t* __restrict__ c, int M, int N, int K) {
+              const __grid_constant__ TmaDesc map_c, uint16_t* __restrict__ c, int M, int N, int K,
+              float scale) {                   // scale: FP8's scale_a * scale_b (bf16 ignores it)
   extern __shared__ unsigned char smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023) & ~1023u;   // the same offset in every block of a cluster
   const uint32_t cstage = base + STAGES * STAGE_BYTES;
@@ -144,18 +168,18 @@ gemm_clusters(const __grid_constant__ TmaDesc map_a, const __grid_constant__ Tma
           tma_load_2d(a, &map_a, bar, kt * BK, m0);
 #if CLUSTER == 1 || MULTICAST == 0
 #pragma unroll
-          for (int j = 0; j < B_BOXES; ++j) tma_load_2d(b + j * B_BOX_BYTES, &map_b, bar, n0 + 64 * j, kt * BK);
+          for (int j = 0; j < B_BOXES; ++j) tma_load_2d(b + j * B_BOX_BYTES, &map_b, bar, B_BOX(j));
 #elif MULTICAST == 1
 #pragma unroll
           for (int i = 0; i < B_BOXES / CLUSTER; ++i) {   // this block's share of B, sent to every block
             const int j = rank * (B_BOXES / CLUSTER) + i;
-            tma_load_2d_multicast(b + j * B_BOX_BYTES, &map_b, bar, n0 + 64 * j, kt * BK, (1 << CLUSTER) - 1);
+            tma_load_2d_multicast(b + j * B_BOX_BYTES, &map_b, bar, B_BOX(j), (1 << CLUSTER) - 1);
           }
 #else
           if (rank == 0)
 #pragma unroll
             for (int j = 0; j < B_BOXES; ++j)
-              tma_load_2d_multicast(b + j * B_BOX_BYTES, &map_b, bar, n0 + 64 * j, kt * BK, (1 << CLUSTER) - 1);
+              tma_load_2d_multicast(b + j * B_BOX_BYTES, &map_b, bar, B_BOX(j), (1 << CLUSTER) - 1);
 #endif
           if (++s == STAGES) { s = 0; phase ^= 1; }
         }
@@ -194,6 +218,10 @@ gemm_clusters(const __grid_constant__ TmaDesc map_a, const __grid_constant__ Tma
 #if MMA_DEPTH == 1
       wgmma_wait<0>();
       if (leader && prev >= 0) release(empty + 8 * prev);
+#endif
+#if FP8
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) d[i] *= scale;   // the inputs were divided by their scales: undo it
 #endif
 #if TMA_STORE
       // Stage the warpgroup's 64 x BN bf16 results box by box (64 x 64 each) in TMA's 128B-swizzled layout, where
