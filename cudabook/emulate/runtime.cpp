@@ -51,12 +51,14 @@ struct TmaOp {
 
 // One thread's share of a wgmma.mma_async (warpgroup MMA): what the asynchronous tensor core does for it.
 struct WgmmaOp {
-    int n = 0;                      // the shape's N (m64nNk16)
+    int n = 0;                      // the shape's N (m64nNk16, or m64nNk32 for e4m3)
+    bool e4m3 = false;              // e4m3 inputs, k32 (else bf16, k16): either way 32 bytes of a row a k step
     u32 gen = 0;                    // which wgmma of its warpgroup (they count them together)
     u64 desc_a = 0, desc_b = 0;
     bool a_regs = false;            // A from registers (the rows this thread needs, captured at issue)
-    uint16_t a[2][16];              // the bf16 bits of A's two rows this thread needs (registers or shared memory)
-    uint16_t b[64][16];             // of B's n / 4 columns it needs, as read at issue
+    uint16_t a[2][16];              // the bits of A's two rows this thread needs (registers or shared memory): 16
+                                    // bf16, or 32 e4m3 as byte pairs (element 2 i in the low byte of a[.][i])
+    uint16_t b[64][16];             // of B's n / 4 columns it needs, as read at issue (the same way)
     int tnsp_a = 0, tnsp_b = 0;
     float scale_a = 1.f, scale_b = 1.f;
     bool scale_d = true;
@@ -1117,6 +1119,13 @@ static void cluster_wait() {
 // registers of A (given by value) are not checked. Products are exact; the 16 of a k16 step are summed with
 // the accumulator's input and rounded to float32 once, as the mma.sync emulation does.
 //
+// wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e4m3 (FP8): the same with one-byte e4m3 elements, A and B both
+// from shared memory and both K-major (the PTX ISA has transpose immediates for .f16/.bf16 only). A k32 step is
+// the same 32 bytes of a row as bf16's k16, and a byte pair of fp8 elements (2 i, 2 i + 1) sits exactly where the
+// bf16 element i does in every K-major layout (the core matrix is 8 rows of 16 bytes either way), so the
+// operands are read, compared and checked by the bf16 code, two elements at a time. The arithmetic is the H100's
+// as measured (e4m3_step): not float32 sums but 13 bits below the leading bit of the step's largest term.
+//
 // Matrix descriptor (PTX ISA, "Matrix Descriptor Format"): bits 0-13 start address >> 4, 16-29 leading
 // dimension byte offset (LBO) >> 4, 32-45 stride dimension byte offset (SBO) >> 4, 49-51 base offset, 62-63
 // swizzle (0 none, 1 128 B, 2 64 B, 3 32 B). The canonical layouts, for element (mn, k) of an operand (A: mn
@@ -1217,14 +1226,19 @@ static void wgmma_compare(Thread* t, const WgmmaOp& op) {
                 if (then == now) continue;
                 const int mn = which == 0 ? 16 * w + g + 8 * r : 8 * (r / 2) + 2 * tq + r % 2;
                 const Desc dd = decode_desc(which == 0 ? op.desc_a : op.desc_b);
+                u32 at = operand_address(dd, which == 0 ? op.tnsp_a : op.tnsp_b, mn, k);
+                int kk = k, was = then, is = now, digits = 4;
+                if (op.e4m3) {                   // one byte an element: name the element that changed
+                    const int hi = ((then ^ now) & 0xFF) ? 0 : 1;
+                    kk = 2 * k + hi, at += hi, was = then >> 8 * hi & 0xFF, is = now >> 8 * hi & 0xFF, digits = 2;
+                }
                 fail("the shared memory a wgmma reads changed between its issue and the wgmma_wait that covers it "
-                     "(thread %d of block %u: %s[%s %d][k %d] at shared address 0x%x was 0x%04x at the wgmma and is "
-                     "0x%04x at the wait). The tensor core reads its operands any time until the wait: either the "
+                     "(thread %d of block %u: %s[%s %d][k %d] at shared address 0x%x was 0x%0*x at the wgmma and is "
+                     "0x%0*x at the wait). The tensor core reads its operands any time until the wait: either the "
                      "data arrived after the wgmma was issued (wait for the stage's copies, its mbarrier, before "
                      "the wgmmas), or the stage was refilled or written while the wgmma may still read it "
                      "(wgmma_wait before the stage is released)", t->linear, block_idx.x, which == 0 ? "A" : "B",
-                     which == 0 ? "m" : "n", mn, k,
-                     operand_address(dd, which == 0 ? op.tnsp_a : op.tnsp_b, mn, k), then, now);
+                     which == 0 ? "m" : "n", mn, kk, at, digits, was, digits, is);
             }
     }
 }
@@ -1243,6 +1257,42 @@ static void record_reader(Thread* t, const WgmmaOp& op) {
         for (int k = 0; k < 16; ++k) span(operand_address(db, op.tnsp_b, n, k));
     B->readers.push_back({t->linear / 128, op.gen, lo, hi, B->reader_count++});
     if (B->readers.size() > 4096) B->readers.pop_front();
+}
+
+// e4m3, the "fn" variant (ml_dtypes.float8_e4m3fn): 1 sign bit, 4 exponent bits (bias 7), 3 mantissa bits,
+// subnormals (exponent field 0: m 2^-9), no infinities, 0x7F and 0xFF NaN. Every code is exact in a double.
+static double e4m3_value(unsigned char v) {
+    if ((v & 0x7F) == 0x7F) return NAN;
+    const int e = (v >> 3) & 15, m = v & 7;
+    const double mag = e ? std::ldexp(8 + m, e - 10) : std::ldexp(m, -9);
+    return (v & 0x80) ? -mag : mag;
+}
+
+// One k32 step of an e4m3 wgmma on one accumulator, as an H100 does it (measured with +-2^8 and a small q in one
+// step and across steps): the products are exact; the accumulator's input and the 32 products are aligned to the
+// largest exponent E among the nonzero ones, each keeps only the bits down to 2^(E - 13) (13 below that leading
+// bit, truncated toward zero), and the sum of those is exact (it has at most 20 bits), stored as float32 (toward
+// zero: nothing is lost at 20 bits, except below float32's subnormals). A NaN input gives NaN; an infinite
+// accumulator stays infinite (products of e4m3 are finite).
+static float e4m3_step(float acc, const double* products, int n) {
+    double plain = acc;
+    bool special = !std::isfinite(acc);
+    for (int i = 0; i < n; ++i) {
+        special |= std::isnan(products[i]);
+        plain += products[i];
+    }
+    if (special) return (float)plain;
+    int top = INT32_MIN;
+    if (acc != 0.f) top = std::ilogb(acc);
+    for (int i = 0; i < n; ++i)
+        if (products[i] != 0.0) top = std::max(top, std::ilogb(products[i]));
+    if (top == INT32_MIN) return 0.f;
+    const double quantum = std::ldexp(1.0, top - 13);
+    double sum = std::trunc((double)acc / quantum) * quantum;     // each term: an integer below 2^14 of quanta
+    for (int i = 0; i < n; ++i) sum += std::trunc(products[i] / quantum) * quantum;
+    float f = (float)sum;
+    if (std::fabs((double)f) > std::fabs(sum)) f = std::nextafter(f, 0.f);
+    return f;
 }
 
 static void wgmma_land(Thread* t, WgmmaOp& op) {
@@ -1269,20 +1319,33 @@ static void wgmma_land(Thread* t, WgmmaOp& op) {
     std::memcpy(a, op.a, sizeof a);
     std::memcpy(b, op.b, sizeof b);
     float res[128];
+    double av[2][32], bv[64][32];                 // (e4m3) the elements' values, with the immediates' signs
+    if (op.e4m3)
+        for (int r = 0; r < 2 + op.n / 4; ++r) {
+            const unsigned char* bytes = (const unsigned char*)(r < 2 ? a[r] : b[r - 2]);
+            double* v = r < 2 ? av[r] : bv[r - 2];
+            for (int k = 0; k < 32; ++k) v[k] = (r < 2 ? op.scale_a : op.scale_b) * e4m3_value(bytes[k]);
+        }
     for (int j = 0; j < op.n / 8; ++j)
         for (int e = 0; e < 2; ++e) {
             const uint16_t* bc = b[2 * j + e];
             for (int h = 0; h < 2; ++h) {
                 const int idx = 4 * j + 2 * h + e;
-                double sum = 0.0;                 // exact products, one rounding (as the mma.sync emulation)
-                for (int k = 0; k < 16; ++k)
-                    sum += (double)(op.scale_a * bf16_float(a[h][k])) * (double)(op.scale_b * bf16_float(bc[k]));
                 float cin = 0.f;
                 if (op.scale_d) {
                     u32 bits = op.c_in[idx];
                     if (op.chained[idx]) bits = t->wg_value[op.d[idx]];   // the earlier wgmma's result
                     cin = __uint_as_float(bits);
                 }
+                if (op.e4m3) {
+                    double products[32];
+                    for (int k = 0; k < 32; ++k) products[k] = av[h][k] * bv[2 * j + e][k];
+                    res[idx] = e4m3_step(cin, products, 32);
+                    continue;
+                }
+                double sum = 0.0;                 // exact products, one rounding (as the mma.sync emulation)
+                for (int k = 0; k < 16; ++k)
+                    sum += (double)(op.scale_a * bf16_float(a[h][k])) * (double)(op.scale_b * bf16_float(bc[k]));
                 res[idx] = (float)(sum + (double)cin);
             }
         }
@@ -1313,25 +1376,34 @@ static void wgmma_issue(Ctx& c, const Insn& in) {
     const std::string& op = in.op;
     Thread* t = cur;
     const size_t at = op.find(".m64n");
-    if (at == std::string::npos || !has(op, ".f32.bf16.bf16"))
-        cannot(("`" + op + "`: of wgmma.mma_async only m64nNk16 with bf16 inputs and float32 accumulators is "
-                "emulated").c_str());
+    const bool e4m3 = has(op, ".f32.e4m3.e4m3");
+    if (at == std::string::npos || !(e4m3 || has(op, ".f32.bf16.bf16")))
+        cannot(("`" + op + "`: of wgmma.mma_async only m64nNk16 with bf16 inputs and m64nNk32 with e4m3 inputs, "
+                "float32 accumulators, are emulated").c_str());
+    const char* k_shape = e4m3 ? "k32" : "k16";
     char* end = nullptr;
     const int n = (int)strtol(op.c_str() + at + 5, &end, 10);
-    if (std::strncmp(end, "k16", 3) != 0 || n < 8 || n > 256 || n % 8)
-        fail("`%s`: not a wgmma shape (m64nNk16 with N a multiple of 8 up to 256)", op.c_str());
+    if (std::strncmp(end, k_shape, 3) != 0 || n < 8 || n > 256 || n % 8)
+        fail("`%s`: not a wgmma shape (m64nN%s with N a multiple of 8 up to 256)", op.c_str(), k_shape);
     const bool a_regs = in.args.size() > 1 && in.args[1].kind == 3;
-    if (in.args.size() != (a_regs ? 7u : 8u) || in.args[0].kind != 3 || (int)in.args[0].list.size() != n / 2 ||
+    if (e4m3 && a_regs)
+        cannot(("`" + op + "` with A from registers: of the e4m3 wgmma only A and B from shared memory "
+                "(descriptors) is emulated").c_str());
+    // e4m3 has no transpose immediates (K-major only): {d}, A, B, scale-d, imm-scale-a, imm-scale-b
+    const size_t nargs = e4m3 ? 6u : a_regs ? 7u : 8u;
+    if (in.args.size() != nargs || in.args[0].kind != 3 || (int)in.args[0].list.size() != n / 2 ||
         (a_regs && in.args[1].list.size() != 4))
         fail("`%s` takes {%d accumulators}, %s, the B descriptor, scale-d, imm-scale-a, imm-scale-b%s", op.c_str(),
              n / 2, a_regs ? "{4 registers of A}" : "the A descriptor",
-             a_regs ? ", imm-trans-b" : ", imm-trans-a, imm-trans-b");
+             e4m3 ? " (no transpose immediates: e4m3 operands are K-major)"
+                  : a_regs ? ", imm-trans-b" : ", imm-trans-a, imm-trans-b");
     if (t->linear / 128 * 128 + 128 > (int)(block_dim.x * block_dim.y * block_dim.z))
         fail("wgmma.mma_async by thread %d: a warpgroup is 128 threads (threads 128 g .. 128 g + 127 of the block), "
              "and this block of %u threads has only part of one there", t->linear,
              block_dim.x * block_dim.y * block_dim.z);
     WgmmaOp w;
     w.n = n;
+    w.e4m3 = e4m3;
     w.a_regs = a_regs;
     w.desc_a = a_regs ? 0 : value(c, in.args[1]);
     w.desc_b = value(c, in.args[2]);
@@ -1341,8 +1413,8 @@ static void wgmma_issue(Ctx& c, const Insn& in) {
         fail("`%s`: imm-scale-a and imm-scale-b are 1 or -1", op.c_str());
     w.scale_a = (float)sa;
     w.scale_b = (float)sb;
-    w.tnsp_a = a_regs ? 0 : (int)value(c, in.args[6]);
-    w.tnsp_b = (int)value(c, in.args[a_regs ? 6 : 7]);
+    w.tnsp_a = a_regs || e4m3 ? 0 : (int)value(c, in.args[6]);
+    w.tnsp_b = e4m3 ? 0 : (int)value(c, in.args[a_regs ? 6 : 7]);
     if ((w.tnsp_a != 0 && w.tnsp_a != 1) || (w.tnsp_b != 0 && w.tnsp_b != 1))
         fail("`%s`: imm-trans-a and imm-trans-b are 0 or 1", op.c_str());
     for (u64 dsc : {w.desc_a, w.desc_b})
@@ -1527,8 +1599,8 @@ static void exec(Ctx& c, const Insn& in) {
     if (has(op, "wgmma") || op.rfind("mma", 0) == 0 || has(op, "ldmatrix") || has(op, "stmatrix") ||
         has(op, "tcgen05")) {
         std::string what = "`" + op + "`: of the tensor-core instructions only mma.sync.m16n8k16 (bf16), ldmatrix, "
-                           "stmatrix (m8n8 b16) and wgmma (m64nNk16, bf16) are emulated on a CPU; this part is "
-                           "graded on a GPU only";
+                           "stmatrix (m8n8 b16) and wgmma (m64nNk16 bf16, m64nNk32 e4m3) are emulated on a CPU; "
+                           "this part is graded on a GPU only";
         cannot(what.c_str());
     }
     if (op.rfind("mov.", 0) == 0) { store(c, in.args[0], value(c, in.args[1])); return; }

@@ -18,9 +18,9 @@
 // threads all wait for something that can never happen is reported with what each one waits on.
 // TMA boxes are filled by cudabook.tma (one implementation, in Python): the host passes a handler.
 // Of the tensor-core instructions, mma.sync.m16n8k16 (bf16 in, float32 accumulators) and ldmatrix are
-// emulated as warp operations, and wgmma.mma_async (m64nNk16, bf16, float32 accumulators) as a warpgroup
-// operation: asynchronous, its results landing at the wgmma.wait_group that covers it, its matrix descriptors
-// decoded as the hardware does (runtime.cpp, "warpgroup MMA"); stmatrix as a warp operation. Thread-block
+// emulated as warp operations, and wgmma.mma_async (m64nNk16 bf16 or m64nNk32 e4m3, float32 accumulators) as a
+// warpgroup operation: asynchronous, its results landing at the wgmma.wait_group that covers it, its matrix
+// descriptors decoded as the hardware does (runtime.cpp, "warpgroup MMA"); stmatrix as a warp operation. Thread-block
 // clusters (__cluster_dims__): the blocks of a cluster run together, their threads interleaved, with distributed
 // shared memory (mapa), remote mbarrier arrivals, multicast TMA loads and the cluster barrier (runtime.cpp,
 // "clusters"). What is not modelled makes emu::ptx stop with a message that names the instruction.
