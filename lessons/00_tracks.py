@@ -26,8 +26,9 @@ print(cudabook.where())
 # text, and tells you that it stops there. The cell below asks each lab's stage where it is graded on this
 # machine, and what a GPU must have to run it.
 #
-# **An H100 or H200?** Everything runs at full size, and every speed is measured against the GPU's own
-# ceilings, in the same process.
+# **An H100 or H200?** Everything runs at full size. A lesson measures its own rung and the rung before it
+# against the GPU's own ceilings, in the same process; the other rungs come from this card's record in
+# `results/`, marked ‡.
 #
 # Start with **00 · Setup and ceilings** (the first table below): it measures the ceilings every later lesson
 # compares against. Then climb a track in order; each rung builds on the one below. The GEMM and

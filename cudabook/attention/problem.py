@@ -14,12 +14,12 @@ import math
 import numpy as np
 from numba import cuda
 
+from ..kit.problem import DeviceProblem, start_launch as _start_launch
 from .inputs import BF16, POISON, validate  # noqa: F401  (POISON: problem.POISON, as before)
 
 
-
 @dataclasses.dataclass
-class Problem:
+class Problem(DeviceProblem):
     q: object
     k: object
     v: object
@@ -27,11 +27,6 @@ class Problem:
     dims: tuple                      # (B, H, Nq, Nk, d)
     causal: bool = False
     _scratch: dict = dataclasses.field(default_factory=dict, repr=False)
-
-    @property
-    def shape(self):
-        """(B, H, Nq, Nk, d)"""
-        return self.dims
 
     @property
     def scale(self) -> float:
@@ -57,11 +52,6 @@ class Problem:
         B, H, Nq, Nk, d = self.dims
         return 2 * B * H * d * (2 * Nq + 2 * Nk)
 
-    def poison(self):
-        """NaN into every output: an element the stage leaves unwritten must fail, never show an earlier
-        launch's result."""
-        self.out.copy_to_device(np.full(self.out.shape, POISON, np.uint16))
-
     def scratch(self, name: str, shape, dtype, make=None):
         """A device buffer a stage keeps between launches on this problem (made on first use, by `make()` if
         given): rung 01's scores S, for one, are gigabytes at the benchmark's size."""
@@ -71,10 +61,6 @@ class Problem:
             self._scratch.pop(name, None)
             kept = self._scratch[name] = make() if make else cuda.device_array(shape, dtype)
         return kept
-
-    def result(self):
-        """The output as a bfloat16 NumPy array [B, H, Nq, d]."""
-        return self.out.copy_to_host().view(BF16)
 
     def require_head_dim(self, stage: str, supported=(64, 128)):
         """ValueError naming the rule unless d is one the stage supports."""
@@ -88,14 +74,8 @@ def start_launch(p, stage: str, defaults: dict, params: dict, why_not: str | Non
     """What a rung's launch() checks first: parameters it knows (TypeError), a machine that runs it
     (StageUnavailable with `why_not`), a head dimension it supports (ValueError). Returns the parameters with
     their defaults, or None when there is no work (no batch, head or query)."""
-    from ..errors import StageUnavailable
-    from ..kit.params import check_params
-    check_params(params, defaults)
-    if why_not:
-        raise StageUnavailable(why_not)
-    p.require_head_dim(stage, supported)
     B, H, Nq, Nk, d = p.shape
-    return {**defaults, **params} if B * H * Nq else None
+    return _start_launch(defaults, params, why_not, B * H * Nq, p.require_head_dim, stage, supported)
 
 
 def rule_broken(name: str, value, allowed, said: str, *, whole: bool = False) -> str | None:

@@ -56,16 +56,21 @@ def require_memory(nbytes, free=None, total=None):
                           f"free{of}. S grows with the square of N; the fused rungs (02 on) never store it")
 
 
+@cuda.jit(device=True, inline=True)
+def grid_cell(H):
+    """(x, y, b, h) of this thread in a 2-D kernel's grid: its column x and row y over all blocks, and the head
+    (b, h) of its grid layer z = b * H + h."""
+    x = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    y = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
+    return x, y, cuda.blockIdx.z // H, cuda.blockIdx.z % H
+
+
 @cuda.jit
 def attention_scores(q, k, s, causal, scale):
     """s[b, h, i, j] = scale * q[b, h, i] . k[b, h, j] in float32, -inf where query i may not see key j.
     x runs along the keys j, y along the queries i, z over the heads (b, h)."""
-    H, Nq, d = q.shape[1], q.shape[2], q.shape[3]
-    Nk = k.shape[2]
-    j = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-    i = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
-    b = cuda.blockIdx.z // H
-    h = cuda.blockIdx.z % H
+    H, Nq, Nk, d = q.shape[1], q.shape[2], k.shape[2], q.shape[3]
+    j, i, b, h = grid_cell(H)
     if i >= Nq or j >= Nk:
         return                                     # the ragged edges of the grid
     if causal and j > i:
@@ -105,12 +110,8 @@ def attention_softmax(s):
 def attention_pv(p, v, out):
     """out[b, h, i, c] = sum_j p[b, h, i, j] * v[b, h, j, c], summed in float32, rounded to bf16 once.
     x runs along the channels c, y along the queries i, z over the heads (b, h)."""
-    H, Nq, Nk = p.shape[1], p.shape[2], p.shape[3]
-    d = v.shape[3]
-    c = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-    i = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
-    b = cuda.blockIdx.z // H
-    h = cuda.blockIdx.z % H
+    H, Nq, Nk, d = p.shape[1], p.shape[2], p.shape[3], v.shape[3]
+    c, i, b, h = grid_cell(H)
     if i >= Nq or c >= d:
         return
     acc = float32(0.0)

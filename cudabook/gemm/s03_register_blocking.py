@@ -201,6 +201,23 @@ def load_bf16x8_guarded(a, r, col, rows, cols):
     return w0, w1, w2, w3
 
 
+@cuda.jit(device=True, inline=True)
+def load_vector(regs, l, a, r, col, rows, cols, vec):
+    """regs[4 l : 4 l + 4] = a[r, col:col+8] as four words, zero where r >= rows or the column >= cols: one
+    16-byte load when `vec` (the kernel's VEC: cols a multiple of 8, so a vector is wholly inside or wholly
+    outside), else element by element."""
+    if vec:
+        w0 = w1 = w2 = w3 = np.uint32(0)
+        if r < rows and col < cols:
+            w0, w1, w2, w3 = load_bf16x8(a, r, col)
+    else:
+        w0, w1, w2, w3 = load_bf16x8_guarded(a, r, col, rows, cols)
+    regs[4 * l] = w0
+    regs[4 * l + 1] = w1
+    regs[4 * l + 2] = w2
+    regs[4 * l + 3] = w3
+
+
 @cuda.jit
 def gemm_blocked(a, b, c):
     As = cuda.shared.array((2, BK, BM), float32)    # two buffers; A transposed: As[s, k, m] = A[m0 + m, k0 + k]
@@ -234,33 +251,11 @@ def gemm_blocked(a, b, c):
             for l in range(A_LOADS):
                 v = tid + l * THREADS
                 if A_VECS % THREADS == 0 or v < A_VECS:
-                    r = m0 + v // (BK // 8)
-                    col = k0 + (v % (BK // 8)) * 8
-                    if VEC:                         # K % 8 == 0: a vector is wholly inside or wholly outside
-                        w0 = w1 = w2 = w3 = np.uint32(0)
-                        if r < M and col < K:
-                            w0, w1, w2, w3 = load_bf16x8(a, r, col)
-                    else:
-                        w0, w1, w2, w3 = load_bf16x8_guarded(a, r, col, M, K)
-                    ra[4 * l] = w0
-                    ra[4 * l + 1] = w1
-                    ra[4 * l + 2] = w2
-                    ra[4 * l + 3] = w3
+                    load_vector(ra, l, a, m0 + v // (BK // 8), k0 + (v % (BK // 8)) * 8, M, K, VEC)
             for l in range(B_LOADS):
                 v = tid + l * THREADS
                 if B_VECS % THREADS == 0 or v < B_VECS:
-                    r = k0 + v // (BN // 8)
-                    col = n0 + (v % (BN // 8)) * 8
-                    if VEC:
-                        w0 = w1 = w2 = w3 = np.uint32(0)
-                        if r < K and col < N:
-                            w0, w1, w2, w3 = load_bf16x8(b, r, col)
-                    else:
-                        w0, w1, w2, w3 = load_bf16x8_guarded(b, r, col, K, N)
-                    rb[4 * l] = w0
-                    rb[4 * l + 1] = w1
-                    rb[4 * l + 2] = w2
-                    rb[4 * l + 3] = w3
+                    load_vector(rb, l, b, k0 + v // (BN // 8), n0 + (v % (BN // 8)) * 8, K, N, VEC)
 
         if t > 0:
             # (2) Tile t - 1: at each step k, TM values of A and TN of B from shared memory, TM x TN FMAs.

@@ -14,14 +14,14 @@ import dataclasses
 import numpy as np
 from numba import cuda
 
-from .inputs import BF16, validate
+from ..kit.problem import POISON, DeviceProblem, start_launch as _start_launch  # noqa: F401  (problem.POISON)
+from .inputs import validate
 
-POISON = np.uint16(0xFFC1)   # a bf16 NaN: an output nobody wrote can never pass the check
 MAX_D = 128
 
 
 @dataclasses.dataclass
-class Problem:
+class Problem(DeviceProblem):
     value: object
     shapes: object
     starts: object
@@ -31,11 +31,6 @@ class Problem:
     host_shapes: np.ndarray
     dims: tuple                      # (N, S, M, D, Lq, L, P)
     _words: tuple = dataclasses.field(default=None, repr=False)
-
-    @property
-    def shape(self):
-        """(N, S, M, D, Lq, L, P)"""
-        return self.dims
 
     @property
     def samples(self) -> int:
@@ -54,15 +49,6 @@ class Problem:
     def gather_bytes(self) -> int:
         """Bytes of the corners every sample reads: 4 pixels of D bf16 channels (what the caches serve)."""
         return self.samples * 4 * self.dims[3] * 2
-
-    def poison(self):
-        """NaN into every output: an element the stage leaves unwritten must fail, never show an earlier
-        launch's result."""
-        self.out.copy_to_device(np.full(self.out.shape, POISON, np.uint16))
-
-    def result(self):
-        """The output as a bfloat16 NumPy array [N, Lq, M * D]."""
-        return self.out.copy_to_host().view(BF16)
 
     def words(self):
         """(value as uint32 [N, S * M, D / 2], out as uint32 [N, Lq, M * D / 2]): the same memory, two channels a
@@ -85,14 +71,8 @@ def start_launch(p, stage: str, defaults: dict, params: dict, why_not: str | Non
     """What a C++ rung's launch() checks first: parameters it knows (TypeError), a machine that runs it
     (StageUnavailable with `why_not`), channels the track supports (ValueError). Returns the parameters with
     their defaults, or None when there is no work (no image, query or head)."""
-    from ..errors import StageUnavailable
-    from ..kit.params import check_params
-    check_params(params, defaults)
-    if why_not:
-        raise StageUnavailable(why_not)
-    p.require_channels(stage)
     N, S, M, D, Lq, L, P = p.shape
-    return {**defaults, **params} if N * Lq * M else None
+    return _start_launch(defaults, params, why_not, N * Lq * M, p.require_channels, stage)
 
 
 def upload(value, spatial_shapes, level_start_index, sampling_locations, attention_weights) -> Problem:

@@ -107,10 +107,10 @@ def sample_corners(shapes, starts, loc, attn, n, q, m, l, p):
     if x > float32(-1.0) and y > float32(-1.0) and x < float32(W) and y < float32(H):
         x0 = int32(math.floor(x))
         y0 = int32(math.floor(y))
+        row = int32(starts[l] + y0 * W + x0)
         fx = x - float32(x0)
         fy = y - float32(y0)
         a = attn[n, q, m, l, p]
-        row = int32(starts[l] + y0 * W + x0)
         if y0 >= 0 and x0 >= 0:
             w00 = a * (float32(1.0) - fy) * (float32(1.0) - fx)
         if y0 >= 0 and x0 + 1 < W:
@@ -122,6 +122,27 @@ def sample_corners(shapes, starts, loc, attn, n, q, m, l, p):
     return w00, w01, w10, w11, row
 
 
+@cuda.jit(device=True, inline=True)
+def lane_group(lanes, N, Lq, M):
+    """Where this lane works, in groups of `lanes` lanes (a power of two), a group per head (n, q, m), heads
+    fastest: (g, n, q, m, live, gone). g: my place in my group. live: False for a spare group past the last head,
+    which gets head 0 (it takes part in the warp's shuffles and barriers, and stores nothing). gone: the whole
+    warp is past the end (the same on all its lanes)."""
+    lane = cuda.threadIdx.x % WARP
+    g = lane % lanes
+    heads = N * Lq * M
+    if (cuda.grid(1) - lane) // lanes >= heads:   # my warp's first thread is past the last head's group
+        return g, 0, 0, 0, False, True
+    group = cuda.grid(1) // lanes                  # (n, q, m) flattened, heads fastest
+    live = group < heads
+    if not live:
+        group = 0
+    m = group % M
+    q = (group // M) % Lq
+    n = group // (M * Lq)
+    return g, n, q, m, live, False
+
+
 @cuda.jit
 def msda_warp(words, shapes, starts, loc, attn, out, lanes):
     """words: value as uint32 [N, S * M, D / 2]; out: uint32 [N, Lq, M * D / 2]; lanes: G, a power of two."""
@@ -129,20 +150,10 @@ def msda_warp(words, shapes, starts, loc, attn, out, lanes):
     half = words.shape[2]                          # words in a head's row (D / 2)
     nvec = half // WORDS                           # vectors in a head's row
     samples = L * P
-    heads = N * Lq * M
-    lane = cuda.threadIdx.x % WARP
-    g = lane % lanes                               # my place in my group
-    leader = lane - g                              # my group's first lane
-    first = cuda.grid(1) - lane                    # my warp's first thread
-    if first // lanes >= heads:
+    g, n, q, m, live, gone = lane_group(lanes, N, Lq, M)
+    leader = cuda.threadIdx.x % WARP - g           # my group's first lane
+    if gone:
         return                                     # the whole warp is past the end: all its lanes leave together
-    group = cuda.grid(1) // lanes                  # (n, q, m) flattened, heads fastest
-    live = group < heads
-    if not live:
-        group = 0                                  # a spare group: takes part in the shuffles, stores nothing
-    m = group % M
-    q = (group // M) % Lq
-    n = group // (M * Lq)
     acc = cuda.local.array(8, float32)
     for v0 in range(0, nvec, lanes):               # passes over the row's vectors (one when G covers the row)
         vec = v0 + g
@@ -177,7 +188,7 @@ def msda_warp(words, shapes, starts, loc, attn, out, lanes):
             store_vector(out, n, q, m * half + vec * WORDS, acc, WORDS)
 
 
-def _pow2_at_least(k):
+def pow2_at_least(k):
     return 1 << max(0, math.ceil(math.log2(k)))
 
 
@@ -189,12 +200,19 @@ def plan(D, vec_bytes=PARAMS["vec_bytes"], lanes=None):
     words = WIDTHS[vec_bytes]
     nvec = D // 2 // words
     if lanes is None:
-        lanes = min(WARP, _pow2_at_least(nvec))
+        lanes = min(WARP, pow2_at_least(nvec))
     elif isinstance(lanes, bool) or not isinstance(lanes, (int, np.integer)) or lanes < 1 or lanes > WARP \
             or lanes & (lanes - 1):
         raise ValueError(f"{NAME}: lanes (lanes a group, one group per head) must be a power of two from 1 to 32, so "
                          f"that groups tile a warp, got {lanes!r}")
     return words, nvec, int(lanes)
+
+
+def grid_blocks(heads, lanes, threads) -> int:
+    """Blocks of `threads` threads that give each of `heads` heads a group of `lanes` lanes."""
+    groups_per_warp = WARP // lanes
+    warps = (heads + groups_per_warp - 1) // groups_per_warp
+    return (warps * WARP + threads - 1) // threads
 
 
 def block_threads(stage, wpb) -> int:
@@ -212,8 +230,6 @@ def launch(p, kernel=None, **params):
     N, S, M, D, Lq, L, P = p.shape
     words, nvec, lanes = plan(D, params.get("vec_bytes", PARAMS["vec_bytes"]), params.get("lanes"))
     value_words, out_words = p.words()
-    groups_per_warp = WARP // lanes
-    warps = (N * Lq * M + groups_per_warp - 1) // groups_per_warp
-    blocks = (warps * WARP + threads - 1) // threads
+    blocks = grid_blocks(N * Lq * M, lanes, threads)
     kernel = specialise(kernel or msda_warp, WORDS=words)
     kernel[blocks, threads](value_words, p.shapes, p.starts, p.loc, p.attn, out_words, np.int32(lanes))

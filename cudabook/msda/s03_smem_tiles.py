@@ -47,7 +47,8 @@ from numba import cuda, float32, int32, uint32
 from ..kit.numba_rung import specialise
 from ..kit.params import check_params
 from ..vectors import loader, storer
-from .s02_warp_cooperative import WIDTHS, add_word, block_threads, load2, load4, pack, store2, store4
+from .s02_warp_cooperative import (WIDTHS, add_word, block_threads, grid_blocks, lane_group, load2, load4, pack,
+                                   pow2_at_least, store2, store4)
 
 NAME = "03_smem_tiles"
 TITLE = "2x2xD tiles staged in shared memory"
@@ -131,18 +132,9 @@ def msda_tiles(words, shapes, starts, loc, attn, out, lanes):
     half = words.shape[2]                          # words in a head's row (D / 2)
     nvec = half // WORDS                           # vectors in a head's row
     samples = L * P
-    heads = N * Lq * M
-    lane = cuda.threadIdx.x % WARP
-    g = lane % lanes                               # my place in my group
-    if (cuda.grid(1) - lane) // lanes >= heads:
+    g, n, q, m, live, gone = lane_group(lanes, N, Lq, M)    # a spare group (not live) does group 0's work
+    if gone:
         return                                     # the whole warp is past the end: all its lanes leave together
-    group = cuda.grid(1) // lanes                  # (n, q, m) flattened, heads fastest
-    live = group < heads
-    if not live:
-        group = 0                                  # a spare group: does group 0's work, stores nothing
-    m = group % M
-    q = (group // M) % Lq
-    n = group // (M * Lq)
     TILE = (cuda.threadIdx.x // lanes) * (4 * half + TABLE_WORDS * lanes)    # my group's slice of shared memory
     TABLE = TILE + 4 * half
     acc = cuda.local.array(ACC, float32)
@@ -215,10 +207,6 @@ def msda_tiles(words, shapes, starts, loc, attn, out, lanes):
                 store_sums(out, n, q, m * half + v * WORDS, acc, 2 * WORDS * k, WORDS)
 
 
-def _pow2_at_least(k):
-    return 1 << max(0, math.ceil(math.log2(k)))
-
-
 def plan(D, vec_bytes=PARAMS["vec_bytes"]):
     """(words a vector, vectors a row, lanes a group, vectors each lane blends) for D channels."""
     if isinstance(vec_bytes, bool) or vec_bytes not in WIDTHS:
@@ -226,7 +214,7 @@ def plan(D, vec_bytes=PARAMS["vec_bytes"]):
                          f"four or eight bf16), got {vec_bytes!r}")
     words = WIDTHS[vec_bytes]
     nvec = D // 2 // words
-    lanes = min(WARP, _pow2_at_least(nvec))
+    lanes = min(WARP, pow2_at_least(nvec))
     return words, nvec, lanes, -(-nvec // lanes)
 
 
@@ -248,8 +236,6 @@ def launch(p, kernel=None, **params):
                          f"(a tile and a table per group of {lanes} lanes), more than the {SHARED_LIMIT:,} a block "
                          f"may have without an opt-in: use fewer warps_per_block")
     value_words, out_words = p.words()
-    groups_per_warp = WARP // lanes
-    warps = (N * Lq * M + groups_per_warp - 1) // groups_per_warp
-    blocks = (warps * WARP + threads - 1) // threads
+    blocks = grid_blocks(N * Lq * M, lanes, threads)
     kernel = specialise(kernel or msda_tiles, WORDS=words, PER_LANE=per_lane, ACC=2 * words * per_lane)
     kernel[blocks, threads, 0, smem](value_words, p.shapes, p.starts, p.loc, p.attn, out_words, np.int32(lanes))

@@ -85,6 +85,20 @@ def warp_and_lane():
     return warp, lane
 
 
+@cuda.jit(device=True, inline=True)
+def warp_target(targets):
+    """resample_warp's opening as one call, for the kernels that follow it: (b, t, x, lane), this warp's target
+    (b, t) over the flattened [B, T], its time x, and this thread's lane. b = -1 for a warp past the end, on all
+    32 of its lanes alike."""
+    T = targets.shape[1]
+    warp, lane = warp_and_lane()
+    if warp >= targets.shape[0] * T:
+        return -1, 0, np.float32(0.0), lane
+    b = warp // T
+    t = warp - b * T
+    return b, t, targets[b, t], lane
+
+
 @cuda.jit
 def resample_warp(times, feats, targets, out):
     T = targets.shape[1]
@@ -104,21 +118,22 @@ def resample_warp(times, feats, targets, out):
     # <<< lab
 
 
-@cuda.jit
-def resample_warp_lane0(times, feats, targets, out):
-    T = targets.shape[1]
-    warp, lane = warp_and_lane()
-    if warp >= targets.shape[0] * T:
-        return
-    b = warp // T
-    t = warp - b * T
-    x = targets[b, t]
-    lo = lane0_find_interval(times, b, x, lane)
+@cuda.jit(device=True, inline=True)
+def warp_lerp(times, feats, out, b, t, x, lo, lane):
+    """What resample_warp does once lo is known: lane 0's weight for every lane, the lanes striding the channels."""
     w = warp_weight(times, b, lo, x, lane)
     for d in range(lane, feats.shape[2], WARP):
         a = bf16_to_f32(feats[b, lo, d])
         c = bf16_to_f32(feats[b, lo + 1, d])
         out[b, t, d] = f32_to_bf16(lerp(a, c, w))
+
+
+@cuda.jit
+def resample_warp_lane0(times, feats, targets, out):
+    """resample_warp with seed 000's search."""
+    b, t, x, lane = warp_target(targets)
+    if b >= 0:
+        warp_lerp(times, feats, out, b, t, x, lane0_find_interval(times, b, x, lane), lane)
 
 
 KERNELS = {"ballot": resample_warp, "lane0": resample_warp_lane0}

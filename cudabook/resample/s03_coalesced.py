@@ -26,9 +26,10 @@ from numba import cuda
 
 from .. import SIMULATOR
 from ..bits import bf16_to_f32, f32_to_bf16, lerp
+from ..kit.numba_rung import specialise
 from ..vectors import loader, storer
 from . import s02_warp_shuffles as s02
-from .s02_warp_shuffles import WARP, warp_and_lane, warp_find_interval, warp_weight
+from .s02_warp_shuffles import WARP, warp_find_interval, warp_target, warp_weight
 
 NAME = "03_coalesced"
 TITLE = "wide, aligned accesses"
@@ -69,13 +70,9 @@ def lerp_quad(a, c, w):
 @cuda.jit
 def resample_vec16(times, feats, targets, out):
     """feats and out viewed as uint32 ([B, S, D/2] and [B, T, D/2]); D * 2 a multiple of 16."""
-    T = targets.shape[1]
-    warp, lane = warp_and_lane()
-    if warp >= targets.shape[0] * T:
+    b, t, x, lane = warp_target(targets)
+    if b < 0:
         return                       # the whole warp is past the end: all 32 lanes leave together
-    b = warp // T
-    t = warp - b * T
-    x = targets[b, t]
     # >>> lab: stage 02's search and weight, then each lane moves 16 bytes (4 words = 8 channels) at a time
     lo = warp_find_interval(times, b, x, lane)
     w = warp_weight(times, b, lo, x, lane)
@@ -88,35 +85,19 @@ def resample_vec16(times, feats, targets, out):
 
 
 @cuda.jit
-def resample_vec8(times, feats, targets, out):
-    """feats and out viewed as uint64 ([B, S, D/4] and [B, T, D/4]); D * 2 a multiple of 8."""
-    T = targets.shape[1]
-    warp, lane = warp_and_lane()
-    if warp >= targets.shape[0] * T:
-        return
-    b = warp // T
-    t = warp - b * T
-    x = targets[b, t]
-    lo = warp_find_interval(times, b, x, lane)
-    w = warp_weight(times, b, lo, x, lane)
-    for i in range(lane, feats.shape[2], WARP):
-        out[b, t, i] = lerp_quad(feats[b, lo, i], feats[b, lo + 1, i], w)
-
-
-@cuda.jit
 def resample_vec4(times, feats, targets, out):
     """feats and out viewed as uint32 ([B, S, D/2] and [B, T, D/2]); D even."""
-    T = targets.shape[1]
-    warp, lane = warp_and_lane()
-    if warp >= targets.shape[0] * T:
-        return
-    b = warp // T
-    t = warp - b * T
-    x = targets[b, t]
-    lo = warp_find_interval(times, b, x, lane)
-    w = warp_weight(times, b, lo, x, lane)
-    for i in range(lane, feats.shape[2], WARP):
-        out[b, t, i] = lerp_pair(feats[b, lo, i], feats[b, lo + 1, i], w)
+    b, t, x, lane = warp_target(targets)
+    if b >= 0:
+        lo = warp_find_interval(times, b, x, lane)
+        w = warp_weight(times, b, lo, x, lane)
+        for i in range(lane, feats.shape[2], WARP):
+            out[b, t, i] = lerp_pair(feats[b, lo, i], feats[b, lo + 1, i], w)
+
+
+# 8 bytes a lane: resample_vec4 compiled again with lerp_quad for lerp_pair, for feats and out viewed as uint64
+# ([B, S, D/4] and [B, T, D/4]; D * 2 a multiple of 8), four channels a word
+resample_vec8 = specialise(resample_vec4, lerp_pair=lerp_quad)
 
 
 # width in bytes -> (kernel, dtype the uint16 arrays are viewed as)

@@ -31,9 +31,9 @@ import numpy as np
 from numba import cuda, float32, int32, uint32
 
 from .. import SIMULATOR, device
-from .windows import (BATCH, arguments, batch_bounds, buffer_words, compiled, fill_rest, grid_size, launch_windows,
-                      ld_v4, lerp2, load_targets, load_times, per_target, st, st_v4, window_of, window_start,
-                      with_register_cap, work_item)
+from .windows import (BATCH, arguments, batch_bounds, block_layout, buffer_words, compiled, fill_rest, grid_size,
+                      launch_windows, ld_v4, lerp2, load_targets, load_times, per_target, st, st_v4, window_of,
+                      window_start, with_register_cap, work_item)
 
 NAME = "04_smem_windows"
 TITLE = "shared-memory windows, persistent grid"
@@ -133,11 +133,7 @@ def resample_windows(times, feats, feats64, targets, out, is_sorted, vec, tpb, w
     LOFF = buffer_words(wrows, cwmax, tpb)
     WOFF = LOFF + tpb
     BOFF = WOFF + tpb
-    tid = cuda.threadIdx.x
-    nthr = cuda.blockDim.x
-    lane = tid % 32
-    warp = tid // 32
-    nwarps = nthr // 32
+    tid, nthr, lane, warp, nwarps = block_layout()
     T = targets.shape[1]
     Dc = out.shape[2]
     G = cuda.gridDim.x

@@ -30,9 +30,9 @@ from numba import cuda, float32, int32, uint32
 from .. import SIMULATOR
 from .s01_naive import find_interval, weight
 from .s04_smem_windows import fill_window, interpolate_window, locate_targets, window_weight
-from .windows import (BATCH, UNROLL, aligned, batch_bounds, buffer_words, compiled, fill_rest, grid_size,
-                      launch_windows, lerp2, load_batch, load_element, load_targets, load_times, per_target,
-                      store_batch, store_element, window_of, window_start, words, work_item)
+from .windows import (BATCH, UNROLL, aligned, batch_bounds, block_layout, buffer_words, compiled, fill_rest,
+                      grid_size, launch_windows, lerp2, load_batch, load_element, load_targets, load_times,
+                      per_target, store_batch, store_element, window_of, window_start, words, work_item)
 
 NAME = "05_double_buffered"
 TITLE = "double buffering"
@@ -58,11 +58,7 @@ def resample_double(times, feats, feats64, targets, out, is_sorted, vec, tpb, wr
     LOFF = 2 * BUF
     WOFF = LOFF + tpb
     BOFF = WOFF + tpb
-    tid = cuda.threadIdx.x
-    nthr = cuda.blockDim.x
-    lane = tid % 32
-    warp = tid // 32
-    nwarps = nthr // 32
+    tid, nthr, lane, warp, nwarps = block_layout()
     S = times.shape[1]
     T = targets.shape[1]
     Dc = out.shape[2]

@@ -258,6 +258,15 @@ def fill_rest(feats, feats64, sm32, base, span, cwl, vec, q, rem, step, wrap, e,
 # ----------------------------------------------------------------------------------------------------------
 # Work items, their run bounds, the fallback
 # ----------------------------------------------------------------------------------------------------------
+@cuda.jit(device=True, inline=True)
+def block_layout():
+    """(tid, nthr, lane, warp, nwarps): this thread's index in its block, the block's threads, this thread's
+    lane and warp, and the block's warps."""
+    tid = cuda.threadIdx.x
+    nthr = cuda.blockDim.x
+    return tid, nthr, tid % 32, tid // 32, nthr // 32
+
+
 @cuda.jit(device=True)
 def buffer_words(wrows, cwmax, tpb):
     """Shared words of one window buffer (rows, times, targets), rounded up to a multiple of 4 so that the next

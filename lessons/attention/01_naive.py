@@ -77,11 +77,17 @@ print("each row of P sums to", np.unique(P.sum(axis=1).round(12)), "; largest we
 #    `l`, then every `p_j / l`. Subtracting `m` keeps every `exp` at most 1 (lesson 02 shows what happens
 #    without it).
 # 3. **P @ V**: one thread per output element, the weighted sum of a column of V, rounded to bf16 once.
+#
+# The two 2-D kernels, scores and P @ V, find their element with `grid_cell`: the thread's column and row, and
+# the head its grid layer holds.
 
 # %%
 import math
 from numba import cuda, float32
 from cudabook.bits import bf16_to_f32, f32_to_bf16
+
+
+#! kernel attention.s01_naive grid_cell
 
 
 #! kernel attention.s01_naive attention_scores
@@ -194,6 +200,12 @@ print(f"at d = 64 instead: {small_d.flops / (s_traffic + small_d.min_bytes):.1f}
 # On a GPU the next cell times the rung at the benchmark's size (CUDA events, median of many runs), with
 # PyTorch's scaled-dot-product attention (SDPA: FlashAttention, cuDNN and the memory-efficient kernel, each that
 # runs here) measured in the same process on the same data. Without a GPU it shows the records in `results/`.
+#
+# From lesson 02 on, this cell measures only the lesson's rung and the one before it, with SDPA. The earlier
+# rungs come from this card's record in `results/`, marked ‡ with its card, commit and date, and drawn lighter.
+# With no record for this card it says so and shows just the two. To measure every rung now, pass `full=True`
+# (`attention.ladder_so_far("03_tiled", peers=True, full=True)`) or set `CUDABOOK_FULL_LADDER=1` before
+# starting Jupyter; it takes longer.
 
 # %%
 record = attention.ladder_so_far("01_naive", peers=True)

@@ -274,7 +274,7 @@ print(f"one head's K and V: {2 * N * d * 2 / 1e6:.1f} MB")
 #
 # ## How fast?
 #
-# On a GPU the next cell times the rungs so far at the benchmark's size, with PyTorch's scaled-dot-product
+# On a GPU the next cell times rungs 01 and 02 at the benchmark's size, with PyTorch's scaled-dot-product
 # attention measured in the same process; without one it shows the records in `results/`.
 
 # %%

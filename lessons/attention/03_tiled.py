@@ -232,8 +232,9 @@ for what, a, b in rows:
 # %% [markdown]
 # ## How fast?
 #
-# On a GPU the next cell times the rungs so far at the benchmark's size with PyTorch's scaled-dot-product
-# attention in the same process; without one it shows the records in `results/`.
+# On a GPU the next cell times rungs 02 and 03 at the benchmark's size with PyTorch's scaled-dot-product
+# attention in the same process; rung 01 comes from this card's record (‡). Without a GPU it shows the records
+# in `results/`.
 
 # %%
 record = attention.ladder_so_far("03_tiled", peers=True)

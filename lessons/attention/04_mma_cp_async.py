@@ -334,9 +334,9 @@ else:
 # %% [markdown]
 # ## How fast?
 #
-# On a GPU the next cell measures the ladder so far at the benchmark's first size (B=4, H=16, N=4096, d=128),
-# with PyTorch's `scaled_dot_product_attention` backends in the same process; without one it shows the records
-# in `results/`.
+# On a GPU the next cell measures rungs 03 and 04 at the benchmark's first size (B=4, H=16, N=4096, d=128),
+# with PyTorch's `scaled_dot_product_attention` backends in the same process; rungs 01 and 02 come from this
+# card's record (‡). Without a GPU it shows the records in `results/`.
 
 # %%
 attention.ladder_so_far("04_mma_cp_async", peers=True)

@@ -263,8 +263,8 @@ plt.show()
 #
 # ## How fast?
 #
-# On a Hopper GPU the next cell measures the ladder so far, with PyTorch's SDPA backends in the same process;
-# elsewhere it shows the records in `results/`.
+# On a Hopper GPU the next cell measures rungs 04 and 05, with PyTorch's SDPA backends in the same process;
+# rungs 01 to 03 come from this card's record (‡). Elsewhere it shows the records in `results/`.
 
 # %%
 attention.ladder_so_far("05_wgmma_tma", peers=True)

@@ -465,8 +465,8 @@ else:
 # %% [markdown]
 # ## How fast?
 #
-# On a Hopper GPU the next cell measures the ladder so far beside PyTorch's SDPA backends; elsewhere it shows
-# the records in `results/`.
+# On a Hopper GPU the next cell measures rungs 05 and 06 beside PyTorch's SDPA backends; rungs 01 to 04 come
+# from this card's record (‡). Elsewhere it shows the records in `results/`.
 
 # %%
 attention.ladder_so_far("06_warp_specialized", peers=True)

@@ -94,6 +94,12 @@ for name, M, N, K in gemm.cases():
 # cuBLAS in the same process on the same data: `torch.matmul` in bf16 (tensor cores) and in float32 with TF32
 # off (SGEMM, the CUDA cores: the fair yardstick for rungs 01 to 03, which compute in fp32). With no GPU
 # there is no clock to read: it shows the records in `results/` instead, measured on real GPUs.
+#
+# From lesson 02 on, this cell measures only the lesson's rung and the one before it, with cuBLAS. The earlier
+# rungs come from this card's record in `results/`, marked ‡ with its card, commit and date, and drawn lighter.
+# With no record for this card it says so and shows just the two. To measure every rung now, pass `full=True`
+# (`gemm.ladder_so_far("03_register_blocking", peers=True, full=True)`) or set `CUDABOOK_FULL_LADDER=1`
+# before starting Jupyter; it takes longer.
 
 # %%
 record = gemm.ladder_so_far("01_naive", peers=True)

@@ -100,8 +100,8 @@ for name, M, N, K in gemm.cases():
 #
 # ## How fast?
 #
-# Against cuBLAS SGEMM (fp32, TF32 off) and bf16 cuBLAS, in the same process (no GPU: the records in
-# `results/`).
+# Rungs 01 and 02 against cuBLAS SGEMM (fp32, TF32 off) and bf16 cuBLAS, all measured in the same process
+# (no GPU: the records in `results/`).
 
 # %%
 record = gemm.ladder_so_far("02_smem_tiles", peers=True)

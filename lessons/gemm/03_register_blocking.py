@@ -129,8 +129,9 @@ for name, M, N, K in gemm.cases() + [("16-byte path", *((20, 40, 32) if SIMULATO
 # %% [markdown]
 # ## How fast?
 #
-# Against cuBLAS SGEMM (fp32 on the CUDA cores, TF32 off: the same arithmetic as this kernel) and bf16 cuBLAS
-# (tensor cores), in the same process; without a GPU, the records in `results/`.
+# Rungs 02 and 03 against cuBLAS SGEMM (fp32 on the CUDA cores, TF32 off: the same arithmetic as this kernel)
+# and bf16 cuBLAS (tensor cores), measured in the same process; rung 01 from this card's record (‡). Without a
+# GPU, the records in `results/`.
 
 # %%
 record = gemm.ladder_so_far("03_register_blocking", peers=True)

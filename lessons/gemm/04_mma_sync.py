@@ -224,8 +224,9 @@ else:
 # %% [markdown]
 # ## How fast?
 #
-# On a GPU the next cell measures the ladder so far, with cuBLAS (`torch.matmul`, bf16) in the same process on
-# the same data; without one it shows the records in `results/`. This kernel reaches about half of cuBLAS:
+# On a GPU the next cell measures rungs 03 and 04, with cuBLAS (`torch.matmul`, bf16) in the same process on
+# the same data; rungs 01 and 02 come from this card's record (‡). Without a GPU it shows the records in
+# `results/`. This kernel reaches about half of cuBLAS:
 # cuBLAS on Hopper uses the next rungs' tools, TMA copies and `wgmma`, which reads shared memory itself.
 
 # %%

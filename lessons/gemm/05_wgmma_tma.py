@@ -184,7 +184,8 @@ else:
 # %% [markdown]
 # ## How fast?
 #
-# Measured against cuBLAS in the same process (without a Hopper GPU: the records in `results/`). Look at
+# Rungs 04 and 05 measured against cuBLAS in the same process, the earlier rungs from this card's record (‡);
+# without a Hopper GPU, the records in `results/`. Look at
 # what this version still does badly. The copies are not the problem: `STAGES - 1` k-tiles are in flight
 # while one is multiplied. The tensor cores are: at every k-tile each warpgroup stops at `wait<0>` until its
 # wgmmas are done, then at `__syncthreads` until the *other* warpgroup's are done too, and only then do both

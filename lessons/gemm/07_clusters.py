@@ -107,7 +107,8 @@ else:
 # %% [markdown]
 # ## The whole ladder against cuBLAS
 #
-# Measured now on a Hopper GPU, or shown from `results/` with the GPU and commit they were measured on.
+# On a Hopper GPU, rungs 06 and 07 and cuBLAS are measured now, and rungs 01 to 05 come from this card's
+# record (‡). Elsewhere, the records in `results/`, each with the GPU and commit it was measured on.
 
 # %%
 gemm.ladder_so_far("07_clusters", peers=True)

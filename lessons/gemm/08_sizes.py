@@ -18,11 +18,13 @@ from cudabook.gemm import waves     # the arithmetic of tiles and waves
 # %% [markdown]
 # ## The ladder at 4096
 #
-# On a GPU this cell measures every rung the GPU can run, with cuBLAS beside it; without one it shows the
-# records in `results/` (each with the GPU, the versions and the commit it was measured with).
+# On a Hopper GPU this cell measures all seven rungs now, with cuBLAS beside them (`full=True`): the
+# comparison is only fair within one run, as the caution further down explains. That takes longer than the
+# other lessons' ladders, which measure two rungs; the cell says each step as it starts. Without a Hopper GPU
+# it shows the records in `results/` (each with the GPU, the versions and the commit it was measured with).
 
 # %%
-gemm.ladder_so_far(gemm.STAGES[-1], peers=True)
+gemm.ladder_so_far(gemm.STAGES[-1], peers=True, full=True)
 
 # %% [markdown]
 # ## Waves of tiles

@@ -282,6 +282,13 @@ print(f"corner loads in 01: {4 * big.samples * D:,} of 2 bytes; the same bytes i
 # copy and gather ceilings and PyTorch's `grid_sample` implementation (Deformable DETR's reference code, eager)
 # measured in the same process on the same data. Without a GPU it shows the records in `results/`, measured on
 # real GPUs, or says there are none yet.
+#
+# From lesson 02 on, this cell measures only the lesson's rung and the one before it, with the ceilings and
+# PyTorch eager. The earlier rungs, and PyTorch under `torch.compile`, come from this card's record in
+# `results/`, marked ‡ with its card, commit and date, and drawn lighter. With no record for this card it says
+# so and shows just what it measured. To measure everything now, pass `full=True`
+# (`msda.ladder_so_far("03_smem_tiles", peers=True, full=True)`) or set `CUDABOOK_FULL_LADDER=1` before
+# starting Jupyter; it takes longer.
 
 # %%
 record = msda.ladder_so_far("01_naive", peers=True)

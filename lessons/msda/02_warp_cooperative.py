@@ -106,7 +106,7 @@ plt.show()
 import math
 from numba import cuda, float32, int32
 from cudabook.bits import bf16_to_f32, f32_to_bf16
-from cudabook.msda.s02_warp_cooperative import FULL_MASK, WARP, WORDS, add_corner, store_vector
+from cudabook.msda.s02_warp_cooperative import FULL_MASK, WARP, WORDS, add_corner, lane_group, store_vector
 
 
 #! kernel msda.s02_warp_cooperative sample_corners
@@ -115,9 +115,13 @@ from cudabook.msda.s02_warp_cooperative import FULL_MASK, WARP, WORDS, add_corne
 # Then the kernel. `words` is `value` viewed as 32-bit words `[N, S*M, D/2]` (two bf16 channels a word): the
 # row of pixel `top`, head `m` is `top * M + m`. `add_corner` does one 4-, 8- or 16-byte load (`WORDS` words,
 # a compile-time constant: `launch` compiles one copy per width) and adds its channels, weighted, to the
-# lane's float32 accumulators.
+# lane's float32 accumulators. `lane_group` says where a lane works: its place `g` in its group and the group's
+# head `(n, q, m)`.
 
 # %%
+#! kernel msda.s02_warp_cooperative lane_group
+
+
 #! kernel msda.s02_warp_cooperative msda_warp
 
 # %% [markdown]

@@ -34,7 +34,8 @@ import numpy as np
 from numba import cuda, float32, int32
 from cudabook.bits import bf16_to_f32, f32_to_bf16
 from cudabook.msda import grade
-from cudabook.msda.s02_warp_cooperative import FULL_MASK, WARP, WORDS, add_corner, sample_corners, store_vector
+from cudabook.msda.s02_warp_cooperative import (FULL_MASK, WARP, WORDS, add_corner, lane_group, sample_corners,
+                                               store_vector)
 
 # %%
 #! kernel msda.s02_warp_cooperative msda_warp

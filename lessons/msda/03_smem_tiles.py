@@ -92,13 +92,13 @@ plt.show()
 # Three views of the same dynamic shared memory (`tile` as uint32 words, `weights` as float32, `rows` as
 # int32), and the group's offsets `TILE` and `TABLE` into it. `copy_vector` is one 4-, 8- or 16-byte global
 # load and one shared store; `zero_vector` one shared store of zeros; `add_staged` one shared load and the
-# multiply-adds.
+# multiply-adds. `lane_group` is rung 02's: a lane's place in its group and the group's head.
 
 # %%
 import math
 from numba import cuda, float32, int32, uint32
 from cudabook.msda.s03_smem_tiles import (ACC, FULL_MASK, PER_LANE, TABLE_WORDS, WARP, WORDS, add_staged,
-                                          copy_vector, store_sums, zero_vector)
+                                          copy_vector, lane_group, store_sums, zero_vector)
 
 
 #! kernel msda.s03_smem_tiles msda_tiles
@@ -197,8 +197,9 @@ if not shown:
 # %% [markdown]
 # ## How fast?
 #
-# The ladder so far against the copy and gather ceilings and PyTorch's eager `grid_sample` implementation, in
-# the same process (no GPU: the records in `results/`, or a note that there are none yet).
+# Rungs 02 and 03 against the copy and gather ceilings and PyTorch's eager `grid_sample` implementation, in
+# the same process; rung 01 from this card's record (‡). No GPU: the records in `results/`, or a note that
+# there are none yet.
 
 # %%
 record = msda.ladder_so_far("03_smem_tiles", peers=True)

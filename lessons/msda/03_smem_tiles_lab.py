@@ -44,7 +44,7 @@ import numpy as np
 from numba import cuda, float32, int32, uint32
 from cudabook.msda import grade
 from cudabook.msda.s03_smem_tiles import (ACC, FULL_MASK, PER_LANE, TABLE_WORDS, WARP, WORDS, add_staged,
-                                          copy_vector, store_sums, zero_vector)
+                                          copy_vector, lane_group, store_sums, zero_vector)
 
 # %%
 #! kernel msda.s03_smem_tiles msda_tiles

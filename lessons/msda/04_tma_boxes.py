@@ -356,8 +356,10 @@ for description, kw, guess in tma.PROBES:
 #
 # ## How fast?
 #
-# The whole ladder so far against the ceilings and PyTorch (needs a Hopper GPU; otherwise the records in
-# `results/`, or a note that there are none yet). Read rung 04 against rung 02 with the box-rate numbers above:
+# The ladder so far against the ceilings and PyTorch. On a Hopper GPU, rungs 03 and 04, the ceilings and
+# PyTorch eager are measured now; rungs 01 and 02 and `torch.compile` come from this card's record (‡).
+# Otherwise: the records in `results/`, or a note that there are none yet. Read rung 04 against rung 02 with
+# the box-rate numbers above:
 # if the TMA rung is slower, the reason to look for is a rate of boxes, not the bytes. The sweeps after it say
 # whose rate.
 

@@ -201,8 +201,10 @@ else:
 # %% [markdown]
 # ## How fast?
 #
-# The whole ladder against the ceilings and PyTorch (needs a GPU of compute capability 8.0 or newer; otherwise
-# the records in `results/`, or a note that there are none yet):
+# The whole ladder against the ceilings and PyTorch. On a GPU of compute capability 8.0 or newer, rung 05 and
+# the rung before it that the GPU can run (04 on Hopper, 03 elsewhere), the ceilings and PyTorch eager are
+# measured now; the other rungs and `torch.compile` come from this card's record (‡). Otherwise: the records
+# in `results/`, or a note that there are none yet:
 
 # %%
 record = msda.ladder_so_far("05_lane_groups", peers=True)

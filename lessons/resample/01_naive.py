@@ -129,7 +129,13 @@ if p01:
 # ## How fast?
 #
 # The ladder so far, against the copy ceiling measured in the same run (with no GPU: the records in
-# `results/`, measured on real GPUs).
+# `results/`, measured on real GPUs). Here that is stage 01 alone.
+#
+# From lesson 02 on, this cell measures only the lesson's stage and the one before it. The earlier stages come
+# from this card's record in `results/`, marked ‡ with its card, commit and date, and drawn lighter. With no
+# record for this card it says so and shows just the two. To measure every stage now, pass `full=True`
+# (`resample.ladder_so_far("03_coalesced", full=True)`) or set `CUDABOOK_FULL_LADDER=1` before starting
+# Jupyter; it takes longer.
 
 # %%
 resample.ladder_so_far("01_naive")

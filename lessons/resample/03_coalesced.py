@@ -28,7 +28,7 @@ from numba import cuda
 from cudabook import resample
 from cudabook.bits import bf16_to_f32, f32_to_bf16, lerp
 from cudabook.resample import s03_coalesced as s03
-from cudabook.resample.s02_warp_shuffles import WARP, warp_and_lane, warp_find_interval, warp_weight
+from cudabook.resample.s02_warp_shuffles import WARP, warp_and_lane, warp_find_interval, warp_target, warp_weight
 
 # %% [markdown]
 # ## Which bytes does each lane touch, per instruction?
@@ -61,8 +61,12 @@ fig.tight_layout(); plt.show()
 #   declares 16-byte aligned: `ld.global.v4.u32` in PTX, `LDG.E.128` in the machine code (SASS).
 #
 # Each 32-bit word holds two bf16 channels (the lower address in the low half); `lerp_pair` blends both.
+# `warp_target` is stage 02's opening in one call: the warp's target, its time and the lane.
 
 # %%
+#! kernel resample/s02_warp_shuffles warp_target
+
+
 #! kernel resample/s03_coalesced lerp_pair
 
 

@@ -16,7 +16,7 @@ import cudabook
 print(cudabook.where())
 import numpy as np
 from numba import cuda
-from cudabook.resample.s02_warp_shuffles import WARP, warp_and_lane, warp_find_interval, warp_weight
+from cudabook.resample.s02_warp_shuffles import WARP, warp_find_interval, warp_target, warp_weight
 from cudabook.resample.s03_coalesced import lerp_pair, load_u32x4, store_u32x4
 from cudabook.resample import grade
 

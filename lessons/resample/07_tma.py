@@ -300,8 +300,8 @@ else:
 # %% [markdown]
 # ## How fast? The whole ladder, and what a user would write instead
 #
-# With a GPU this measures every stage, the copy ceiling, and PyTorch (eager and `torch.compile`) on the same
-# data in this process.
+# With a GPU this measures stages 06 and 07, the copy ceiling, and PyTorch (eager and `torch.compile`) on the
+# same data in this process. Stages 01 to 05 come from this card's record in `results/` (‡).
 
 # %%
 resample.ladder_so_far("07_tma", peers=True)

@@ -650,8 +650,9 @@ else:
 # %% [markdown]
 # ## How fast?
 #
-# With a GPU this measures every stage, the copy ceiling and PyTorch (eager and `torch.compile`) on the same
-# data, in this process. Without one it shows the records.
+# With a GPU this measures stage 08 and the one before it (07 on Hopper, 06 elsewhere), the copy ceiling and
+# PyTorch (eager and `torch.compile`) on the same data, in this process. The earlier stages come from this
+# card's record in `results/` (‡). Without a GPU it shows the records.
 
 # %%
 resample.ladder_so_far("08_fused_gather", peers=True)

@@ -9,8 +9,8 @@ SIM_ONLY = ("on a GPU nothing checks the index: the kernel reads past the end of
             "leave the test process's CUDA context unusable. The simulator checks every index and says which")
 
 kernel = mutant("cudabook.gemm.s03_register_blocking", "gemm_blocked",
-                [("w0, w1, w2, w3 = load_bf16x8_guarded(a, r, col, M, K)",
-                  "w0, w1, w2, w3 = load_bf16x8_guarded(a, r, col, r + 1, K)")])
+                [("load_vector(ra, l, a, m0 + v // (BK // 8), k0 + (v % (BK // 8)) * 8, M, K, VEC)",
+                  "load_vector(ra, l, a, m0 + v // (BK // 8), k0 + (v % (BK // 8)) * 8, m0 + v // (BK // 8) + 1, K, VEC)")])
 
 
 def launch(p):
