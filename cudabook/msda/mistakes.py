@@ -3,7 +3,10 @@ lab kernels (cudabook.mistakes; tests/machinery/test_lab_mistakes.py runs them t
 
 Lab 01 (Numba): each must FAIL. The checker's own planted mistakes in rungs 01 and 02 (align_corners=True,
 clamping, x/y swapped, weights or level starts left out, ...) are caught and named by the checker on one small
-problem (tests/msda/test_msda_track.py); lab 02 has its own too. Lab 03 (Numba, 2 x 2 x D tiles in shared
+problem (tests/msda/test_msda_track.py); lab 02 has its own too, each with the words of the hint that the pattern
+of its wrong outputs gives (another item's samples, the last samples left out, one corner weighed wrong by lane,
+a corner read from the wrong row, only some heads wrong), the same whatever the random data (tools/hint_seeds.py),
+and none of the other hints' words. Lab 03 (Numba, 2 x 2 x D tiles in shared
 memory): a missing barrier, corners off the map not zeroed, corners or fractions mixed up, the wrong table entry
 or tile slot. Lab 04 (TMA boxes, C++) in the emulator on a CPU, on a Hopper GPU for real; its cases include one of
 L * P = 40 samples, so a producer without the loop over rounds of 32 samples fails (a deadlock the emulator ends and
@@ -11,6 +14,14 @@ explains). Lab 05 (lane groups, C++): the grader runs both paths of the region (
 branchless=False, with branches); edits of each.
 """
 from ..mistakes import Mistake
+from .checking import BORROWED, LAST_SAMPLES, ONE_CORNER, PIXEL_MISREAD
+
+# the distinctive words of each of the checker's hints (cudabook/msda/checking.py): a lab-02 mistake's message may
+# hold none of them but those its own hint holds (a hint that names a cause the data rules out fails its test)
+HINTS = ("align_corners=True", "padding_mode='border'", "x and y swapped", "without their attention weights",
+         "floorf", "x0 + 1 <= W", "y0 + 1 <= H", "level_start_index[l]", "never written", "still the TODO",
+         "nothing was added", "left out", "counted twice", "with the weight of the", PIXEL_MISREAD, BORROWED,
+         ONE_CORNER, LAST_SAMPLES, "only head", "partly off the map", "rounding inside the loop")
 
 _LAB01 = [  # (what, edits of s01's lab region): learner-style wrong answers the lab grader must FAIL
     ("align_corners=True positions", [("loc[n, q, m, l, p, 0] * float32(W) - float32(0.5)",
@@ -27,16 +38,21 @@ _LAB01 = [  # (what, edits of s01's lab region): learner-style wrong answers the
 ]
 
 
-_LAB02 = [  # (what, edits of s02's lab region): learner-style wrong answers the lab grader must FAIL
-    ("shuffle from the warp's lane t, not the group's leader + t", [("src = leader + t", "src = t")]),
+_LAB02 = [  # (what, edits of s02's lab region, the words its hint must hold): wrong answers the grader must FAIL
+    ("shuffle from the warp's lane t, not the group's leader + t", [("src = leader + t", "src = t")], (BORROWED,)),
     ("the last round of samples dropped", [("for j0 in range(0, samples, lanes):",
-                                            "for j0 in range(0, samples - lanes, lanes):")]),
+                                            "for j0 in range(0, samples - lanes, lanes):")], (LAST_SAMPLES,)),
     ("each lane blends its own sample's weights, not sample t's (no shuffle)",
-     [("c00 = cuda.shfl_sync(FULL_MASK, w00, src)", "c00 = w00")]),
+     [("c00 = cuda.shfl_sync(FULL_MASK, w00, src)", "c00 = w00")], ("top-left (x0, y0) corner's part", ONE_CORNER)),
+    # (no hint: in the simulator a lane whose sample lies past the item's last looks up a level past spatial_shapes,
+    # or a row past value, and raises; the grader reports the first error raised, which differs with the data)
     ("the level's width from the lane's own sample, not from sample j0 + t", [("W = shapes[(j0 + t) // P, 1]",
-                                                                              "W = shapes[j // P, 1]")]),
-    ("the lower-left corner one pixel right, not one row down", [("(top + W) * M + m, i, c10", "(top + 1) * M + m, i, c10")]),
-    ("the head's column left out of the top-left corner's row", [("top * M + m, i, c00", "top * M, i, c00")]),
+                                                                              "W = shapes[j // P, 1]")], ()),
+    ("the lower-left corner one pixel right, not one row down",
+     [("(top + W) * M + m, i, c10", "(top + 1) * M + m, i, c10")],
+     (PIXEL_MISREAD, "bottom-left corner's weight fy (1 - fx) on the top-right")),
+    ("the head's column left out of the top-left corner's row", [("top * M + m, i, c00", "top * M, i, c00")],
+     ("only head", "value[n, row, m]")),
 ]
 
 
@@ -156,8 +172,9 @@ def _lab04(what, old, new, words):
 
 MISTAKES = (
     [Mistake("01_naive", what, tuple(edits), fails=("FAIL",), kernel="msda_naive") for what, edits in _LAB01]
-    + [Mistake("02_warp_cooperative", what, tuple(edits), fails=("FAIL", "raised an error"), kernel="msda_warp")
-       for what, edits in _LAB02]
+    + [Mistake("02_warp_cooperative", what, tuple(edits), says, fails=("FAIL", "raised an error"), kernel="msda_warp",
+               rules_out=HINTS)
+       for what, edits, says in _LAB02]
     + [Mistake(stage, what, tuple(edits), (expect,) if expect else (), fails=(),
                kernel="msda_naive" if stage == "01_naive" else "msda_warp", id=f"checker: {what}",
                only="checker: the checker's own test runs it on one small problem")
