@@ -49,7 +49,7 @@ def _lab_file(module) -> pathlib.Path:
 
 def hint(stage_name, track=None) -> str:
     module = _track.get(track).stage(stage_name)
-    found = notebooks.lab_hints(_lab_file(module).read_text())
+    found = notebooks.lab_hints(_lab_file(module).read_text(), getattr(module, "LAB_TAG", None))
     return found[0] if found else "write the kernel body"
 
 
@@ -57,7 +57,8 @@ def splice(stage_name, region: str, track=None) -> str:
     """The stage's CUDA C++ source with its lab region replaced by `region` (the learner's lines)."""
     module = _track.get(track).stage(stage_name)
     text = _lab_file(module).read_text()
-    marked = notebooks.region_source(str(_lab_file(module).relative_to(notebooks.PACKAGE)))
+    marked = notebooks.region_source(str(_lab_file(module).relative_to(notebooks.PACKAGE)),
+                                     getattr(module, "LAB_TAG", None))
     return text.replace(marked, region.strip("\n"), 1)
 
 

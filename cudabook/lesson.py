@@ -271,7 +271,8 @@ def sweep(stage: str, param: str, values, *, fixed=None, size=None, track=None):
                   f"results (small inputs).")
             name, inputs, label = t.grading_cases(stage)[0]
             for v in values:
-                verdict = check.check_case(t, module.launch, inputs, **{**fixed, param: v})
+                verdict = check.check_case(t, module.launch, inputs, judge=tracks.judge_of(t, stage),
+                                           **{**fixed, param: v})
                 print(f"  {param}={v!r:>6}: {verdict.message.splitlines()[0]}")
         return show_recorded_sweep(t, stage, param, fixed)
     return _timed_sweep(t, module, stage, param, values, fixed, size)
@@ -299,7 +300,7 @@ def _timed_sweep(t, module, stage, param, values, fixed, size):
             problem.poison()
             module.launch(problem, **kw)
             with refmemo.reporting(say):
-                ok = t.judge(problem.result(), *args).ok
+                ok = tracks.judge_of(t, stage)(problem.result(), *args).ok
             us = results._timing(lambda: module.launch(problem, **kw), 15)
             m = spec.metrics(problem, us, ctx)
         except Exception as e:  # a value that does not fit (too much shared memory, ...) is reported, not fatal

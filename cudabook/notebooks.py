@@ -40,10 +40,13 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 SOURCES = ROOT / "lessons"
 PACKAGE = ROOT / "cudabook"
 
-LAB_BEGIN = re.compile(r"^(\s*)(#|//) >>> lab: (.*)$")
+# A lab region: `// >>> lab: <hint>` ... `// <<< lab` (or with #). A file may hold a second lab for another stage
+# (GEMM 07's and 08's share clusters.cu): its region is tagged with that stage, `// >>> lab[08_fp8]: <hint>`,
+# and the stage names its tag (LAB_TAG). Groups: indent, comment mark, tag (None: untagged), hint.
+LAB_BEGIN = re.compile(r"^(\s*)(#|//) >>> lab(?:\[(\w+)\])?: (.*)$")
 LAB_END = re.compile(r"^\s*(?:#|//) <<< lab\s*$")
 DIRECTIVE = re.compile(r"^#! kernel (\S+) (\S+)\s*$")
-REGION = re.compile(r"^#! region (\S+) ([A-Za-z_]\w*)\s*$")
+REGION = re.compile(r"^#! region ([^\s#]+)(?:#(\w+))? ([A-Za-z_]\w*)\s*$")   # #! region <path>[#<tag>] <name>
 
 
 class SourceError(ValueError):
@@ -96,16 +99,20 @@ def function_source(module: str, function: str) -> str:
     raise SourceError(f"#! kernel {module} {function}: no function {function} in {path.relative_to(ROOT)}")
 
 
-def region_source(path: str) -> str:
-    """The lab region of a CUDA C++ file under cudabook/, its two marker lines included."""
+def region_source(path: str, tag: str | None = None) -> str:
+    """The lab region of a CUDA C++ file under cudabook/ (the one tagged `tag`, or the untagged one), its two
+    marker lines included."""
     file = PACKAGE / path
     if not file.exists():
         raise SourceError(f"#! region {path}: no file {file.relative_to(ROOT)}")
     lines = file.read_text().split("\n")
-    begin = [i for i, line in enumerate(lines) if LAB_BEGIN.match(line)]
-    end = [i for i, line in enumerate(lines) if LAB_END.match(line)]
-    if len(begin) != 1 or len(end) != 1 or end[0] < begin[0]:
-        raise SourceError(f"#! region {path}: the file needs exactly one '// >>> lab:' ... '// <<< lab' region")
+    marks = [(i, LAB_BEGIN.match(line)) for i, line in enumerate(lines)]
+    begin = [i for i, m in marks if m and m.group(3) == tag]
+    end = [j for j, line in enumerate(lines) if LAB_END.match(line) and begin and j > begin[0]][:1]
+    inner = [i for i, m in marks if m and begin and end and begin[0] < i < end[0]]
+    if len(begin) != 1 or not end or inner:
+        which = f"'// >>> lab[{tag}]:'" if tag else "'// >>> lab:'"
+        raise SourceError(f"#! region {path}: the file needs exactly one {which} ... '// <<< lab' region")
     return "\n".join(lines[begin[0]:end[0] + 1])
 
 
@@ -116,7 +123,7 @@ def expand(code: str) -> str:
         if m:
             out.append(function_source(*m.groups()))
         elif r:
-            out.append(f'{r.group(2)} = r"""\n{textwrap.dedent(region_source(r.group(1)))}\n"""')
+            out.append(f'{r.group(3)} = r"""\n{textwrap.dedent(region_source(r.group(1), r.group(2)))}\n"""')
         else:
             out.append(line)
     return "\n".join(out)
@@ -194,7 +201,7 @@ def blank_regions(code: str) -> str:
     for line in code.split("\n"):
         begin = LAB_BEGIN.match(line)
         if begin:
-            indent, comment, hint = begin.groups()
+            indent, comment, _, hint = begin.groups()
             out += [f"{indent}# TODO: {hint}", f"{indent}pass"] if comment == "#" else [f"{indent}// TODO: {hint}"]
             inside = True
         elif LAB_END.match(line):
@@ -206,8 +213,9 @@ def blank_regions(code: str) -> str:
     return "\n".join(out)
 
 
-def lab_hints(code: str) -> list[str]:
-    return [m.group(3) for m in map(LAB_BEGIN.match, code.split("\n")) if m]
+def lab_hints(code: str, tag: str | None = None) -> list[str]:
+    """The hints of the code's lab regions tagged `tag` (None: the untagged ones)."""
+    return [m.group(4) for m in map(LAB_BEGIN.match, code.split("\n")) if m and m.group(3) == tag]
 
 
 def notebook(cells: list[dict]) -> dict:

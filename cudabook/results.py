@@ -134,17 +134,18 @@ def measure_workload(track, size, *, stages=None, peers=True, repeats=25, params
             rows[name] = {"skipped": why}
             continue
         module = t.stage(name)
+        judge = tracks.judge_of(t, name)
         p = params.get(name, {})
         progress(f"{name}: launching, checking and timing (rung {i + 1} of {len(todo)}) …")
         try:
             problem.poison()
             module.launch(problem, **p)
-            verdict = t.judge(problem.result(), *args)
+            verdict = judge(problem.result(), *args)
             us = _timing(lambda: module.launch(problem, **p), repeats)
             problem.poison()                    # the output of the timed launches, checked again
             module.launch(problem, **p)
-            after = t.judge(problem.result(), *args)
-            cases = [check.check_case(t, module.launch, inputs, **p).ok
+            after = judge(problem.result(), *args)
+            cases = [check.check_case(t, module.launch, inputs, judge=judge, **p).ok
                      for _, inputs, _ in t.grading_cases(name)] if check_cases else []
         except Exception as e:  # a stage that fails is recorded, not fatal
             rows[name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}

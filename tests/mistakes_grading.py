@@ -38,7 +38,8 @@ def _params(tracks, graded=True):
 
 def region(module) -> str:
     """A C++ lab's solution region (its lines between the lab markers)."""
-    return notebooks.strip_markers(notebooks.region_source(str(module.SOURCE.relative_to(notebooks.PACKAGE))))
+    return notebooks.strip_markers(notebooks.region_source(str(module.SOURCE.relative_to(notebooks.PACKAGE)),
+                                                           getattr(module, "LAB_TAG", None)))
 
 
 def wrong_attempt(name, m):

@@ -159,7 +159,7 @@ def measure_stage(t, stage, args, problem, ctx, repeats):
     try:
         problem.poison()
         module.launch(problem)
-        ok = t.judge(problem.result(), *args).ok
+        ok = tracks.judge_of(t, stage)(problem.result(), *args).ok
         us = results._timing(lambda: module.launch(problem), repeats)
         figures = spec.metrics(problem, us, ctx)
     except Exception as e:  # one (size, stage) that fails is recorded, not fatal

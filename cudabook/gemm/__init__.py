@@ -20,7 +20,7 @@ NAME = "gemm"
 TITLE = "matrix product (bf16, float32 accumulation)"
 MAP_TITLE = "GEMM: the bf16 matrix product, compute-bound, from a thread per element to cuBLAS speed"
 _LADDER = face(globals(), ("01_naive", "02_smem_tiles", "03_register_blocking", "04_mma_sync", "05_wgmma_tma",
-                           "06_warp_specialized", "07_clusters"), "GEMM stage")
+                           "06_warp_specialized", "07_clusters", "08_fp8"), "GEMM stage")
 
 
 def run(stage_name, a, b, **params):

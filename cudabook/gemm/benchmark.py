@@ -4,6 +4,10 @@ Peers, timed exactly as the stages are (CUDA events, launches back to back behin
     cublas          torch.matmul on the same bf16 A and B (cuBLAS's bf16 tensor-core GEMM): the yardstick
     cublas_sgemm    torch.matmul on float32 copies with TF32 off (cuBLAS's fp32 SGEMM, no tensor cores): the
                     yardstick of the Numba rungs, which compute in fp32 on the ordinary cores
+    cublaslt_fp8, cublaslt_fp8_fast
+                    torch._scaled_mm on rung 08's e4m3 inputs and scales (cuBLASLt's FP8 GEMM), with its default
+                    accumulation (partial sums promoted) and with use_fast_accum (the tensor cores' own sums,
+                    08's arithmetic): the peers of rung 08, judged as 08 is
 TFLOP/s counts 2 M N K operations. Every output, peers' too, is checked against the float64 reference.
 """
 from __future__ import annotations
@@ -75,6 +79,7 @@ def peers(args, problem, ctx, *, repeats=25, progress=print) -> dict:
                 ctx[f"{name}_us"] = rows[name]["median_us"]
             except Exception as e:  # a peer that fails is reported, not fatal
                 rows[name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+        rows.update(_fp8_peers(torch, dev, a, b, repeats, progress))
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32
         ta = tb = fa = fb = got = None            # noqa: F841  (let the tensors go, then
@@ -84,6 +89,36 @@ def peers(args, problem, ctx, *, repeats=25, progress=print) -> dict:
     for v in rows.values():
         if "median_us" in v:
             v.update(metrics(problem, v["median_us"], ctx))
+    return rows
+
+
+def _fp8_peers(torch, dev, a, b, repeats, progress) -> dict:
+    """cuBLASLt's FP8 GEMM (torch._scaled_mm) on the inputs rung 08 computes with: its e4m3 A and Bt, its scales."""
+    from .. import bench
+    from .inputs import BF16
+    from .s08_fp8 import judge as judge_fp8, quantize
+    if not hasattr(torch, "_scaled_mm") or not hasattr(torch, "float8_e4m3fn"):
+        return {}
+    progress("cublaslt_fp8, cublaslt_fp8_fast: timing …")
+    rows = {}
+    try:
+        (qa, sa), (qb, sb) = quantize(a.view(BF16)), quantize(b.view(BF16))
+        a8 = torch.from_numpy(qa.view(np.uint8)).to(dev).view(torch.float8_e4m3fn)
+        bt8 = torch.from_numpy(np.ascontiguousarray(qb.view(np.uint8).T)).to(dev).view(torch.float8_e4m3fn)
+        scale_a, scale_b = torch.tensor(sa, device=dev), torch.tensor(sb, device=dev)
+    except Exception as e:  # a peer that fails is reported, not fatal
+        return {"cublaslt_fp8": {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}}
+    for name, fast in (("cublaslt_fp8", False), ("cublaslt_fp8_fast", True)):
+        def fn(fast=fast):
+            return torch._scaled_mm(a8, bt8.t(), scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16,
+                                    use_fast_accum=fast)
+        try:
+            got = fn()
+            ms = bench.time_ms(fn, repeats=repeats, batch=10)
+            host = got.view(torch.int16).cpu().numpy().view(np.uint16)
+            rows[name] = {"median_us": round(ms * 1e3, 2), "correct": judge_fp8(host.view(a.dtype), a, b).ok}
+        except Exception as e:  # a peer that fails is reported, not fatal (K and N must be multiples of 16)
+            rows[name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
     return rows
 
 

@@ -50,12 +50,17 @@ from .inputs import BF16
 
 NAME = "08_fp8"
 TITLE = "FP8 (e4m3) inputs, per-tensor scales"
-PARAMS = dict(s07_clusters.PARAMS)          # 07's levers; the byte counts they set are the same at one byte
+PARAMS = {                                  # 07's levers and defaults (its PARAMS says what each does): the bytes
+    "bn": 256, "consumers": 2, "stages": 4,    # of a stage, a box and a row are the same at one byte an element
+    "cluster": 2, "group_m": 8, "producer_regs": 40, "consumer_regs": 232, "tma_store": True, "mma_depth": 1,
+    "multicast": 1, "stmatrix": True, "store_boxes": 2, "blocks": 0,
+}
 MIN_CC = (9, 0)
 SOURCE = s07_clusters.SOURCE                # one kernel: clusters.cu with FP8=1
 KERNEL = s07_clusters.KERNEL
 ARG_TYPES = s07_clusters.ARG_TYPES          # 07 passes scale 1.0
 RUNG = CudaRung(NAME, SOURCE, sm90a=True)
+LAB_TAG = "08_fp8"                          # its lab is the region `// >>> lab[08_fp8]:` of clusters.cu
 EMULATED = True                             # without a GPU the CPU emulator runs it (e4m3 wgmma included)
 E4M3_MAX = 448.0
 ALIGN = 16                                  # TMA rows of 16 bytes: K padded to a multiple of 16 one-byte values

@@ -61,6 +61,11 @@ def test_sass_has_the_e4m3_tensor_core_instruction():
     assert usage["local"] == 0 and usage["stack"] == 0, usage
 
 
+def test_the_levers_are_07s():
+    from cudabook.gemm import s07_clusters as s07
+    assert s08.PARAMS == s07.PARAMS and s08.SOURCE == s07.SOURCE and gemm.STAGES[-1] == "08_fp8"
+
+
 def test_parameters_are_checked():
     with pytest.raises(ValueError, match="bn must be 128 or 256"):
         s08.compile_cubin(bn=64)

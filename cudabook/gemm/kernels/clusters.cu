@@ -89,9 +89,11 @@ static_assert(STORE_BOXES >= 1 && STORE_BOXES <= B_BOXES, "1 .. BN / 64 staging 
 __device__ __forceinline__ void mma_k_tile(float (&d)[BN / 2], uint32_t a, uint32_t b) {
   wgmma_fence();
 #if FP8
+  // >>> lab[08_fp8]: issue the k-tile's e4m3 wgmmas (WgmmaFp8, k32 each) on A and Bt, both K-major and 128B-swizzled: how many steps, how far each step moves in A and in Bt, and which descriptor Bt needs
 #pragma unroll
   for (int kk = 0; kk < BK / 32; ++kk)        // Bt is K-major like A: its k32 step is 32 bytes along the row too
     WgmmaFp8<BN>::mma(d, smem_desc(a + 32 * kk, 16, 1024), smem_desc(b + 32 * kk, 16, 1024), 1);
+  // <<< lab
 #else
 #pragma unroll
   for (int kk = 0; kk < BK / 16; ++kk)
