@@ -71,14 +71,21 @@ def metrics(problem, median_us, ctx) -> dict:
     return out
 
 
-def peers(args, problem, ctx, *, repeats=25, progress=print) -> dict:
-    """torch eager and torch.compile on the same data, timed the same way (skipped, saying why, without torch)."""
+PEERS = ("torch_eager", "torch_compile", "torch_compile_max_autotune")
+LESSON_PEERS = ("torch_eager", "torch_compile")   # what a lesson measures now; max-autotune (minutes of compiling)
+# comes from the card's record, unless the lesson measures the whole ladder (cudabook.lesson, full=True)
+
+
+def peers(args, problem, ctx, *, repeats=25, progress=print, only=None) -> dict:
+    """torch eager and torch.compile (default and max-autotune-no-cudagraphs) on the same data, timed the same
+    way (only: those named; skipped, saying why, without torch)."""
     from .. import peers as peer_mod
     if peer_mod.skipped(progress):
         return {}
-    progress("torch_eager, torch_compile: timing (torch.compile compiles first) …")
+    names = [n for n in PEERS if only is None or n in only]
+    progress(f"{', '.join(names)}: timing (torch.compile compiles first) …")
     ref, scale = inputs.reference_with_scale(*args)
-    rows = torch_peers.measure(*args, ref, scale, repeats=repeats)
+    rows = torch_peers.measure(*args, ref, scale, repeats=repeats, names=names)
     peer_mod.release()                  # torch's copies of the inputs back to the card
     for v in rows.values():
         if "median_us" in v:

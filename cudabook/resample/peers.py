@@ -20,8 +20,9 @@ def resample_torch(times, feats, targets):
     return (a + w * (c - a)).to(torch.bfloat16)
 
 
-def measure(src_times, src_feats, tgt_times, ref, scale, *, repeats=25):
-    """{"torch_eager": {...}, "torch_compile": {...}}: median_us and correctness on these inputs."""
+def measure(src_times, src_feats, tgt_times, ref, scale, *, repeats=25, names=None):
+    """{"torch_eager": {...}, "torch_compile": {...}, "torch_compile_max_autotune": {...}}: median_us and
+    correctness on these inputs."""
     import numpy as np
     import torch
 
@@ -33,10 +34,20 @@ def measure(src_times, src_feats, tgt_times, ref, scale, *, repeats=25):
     feats = torch.from_numpy(src_feats.view(np.uint16).astype(np.int16)).to(dev).view(torch.bfloat16)
     targets = torch.from_numpy(tgt_times).to(dev)
     out = {}
-    compiled = torch.compile(resample_torch, dynamic=False)   # static shapes, as one compiled for one size: after a
-    # second size, automatic dynamic shapes would compile a slower kernel for every size (seen in results/sizes/)
-    for name, fn in (("torch_eager", resample_torch), ("torch_compile", compiled)):
+
+    def compiled(mode=None):
+        torch._dynamo.reset()                    # the same function again: compile it afresh in this mode
+        return torch.compile(resample_torch, dynamic=False, mode=mode)   # static shapes, as one compiled for one
+    # size: after a second size, automatic dynamic shapes would compile a slower kernel for every size (seen in
+    # results/sizes/). The strongest mode a user would pick: max-autotune without CUDA graphs (the timing
+    # already queues the calls back to back behind a sleeping kernel, so graphs would only add their own
+    # launch); it tries Triton configurations and takes minutes to compile.
+    for name, make in (("torch_eager", lambda: resample_torch), ("torch_compile", compiled),
+                       ("torch_compile_max_autotune", lambda: compiled("max-autotune-no-cudagraphs"))):
+        if names is not None and name not in names:
+            continue
         try:
+            fn = make()
             got = fn(times, feats, targets)          # compiles (torch.compile) and warms up
             ms = bench.time_ms(lambda: fn(times, feats, targets), repeats=repeats, batch=10)
             bits = got.view(torch.int16).cpu().numpy().view(np.uint16)
