@@ -69,6 +69,19 @@ def _grade_elsewhere(name, m, text, tmp_path):
     return done.returncode == 0, done.stdout + done.stderr[-2000:]
 
 
+def _grade_numba_elsewhere(name, m):
+    """A Numba lab's mistake on a GPU, graded in a fresh process: a mutant that faults (an illegal address) ends
+    the CUDA context of the process it ran in, and with it every later test of that worker. The child rebuilds
+    the same mutant from the track's table."""
+    code = (f"import sys; sys.path.insert(0, {str(ROOT / 'tests')!r}); "
+            "from mistakes_grading import table, wrong_attempt; from cudabook import labs; "
+            f"m = next(x for x in table({name!r}) if x.id == {m.id!r}); "
+            f"ok = labs.grade(m.stage, wrong_attempt({name!r}, m), track={name!r}); "
+            "raise SystemExit(0 if ok else 3)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    return done.returncode == 0, done.stdout + done.stderr[-2000:]
+
+
 def _alternatives(says):
     return [a for s in says for a in (s if isinstance(s, tuple) else (s,))]
 
@@ -88,6 +101,8 @@ def grader_fails(name, m, capsys, monkeypatch, tmp_path):
     wrong = wrong_attempt(name, m)
     if m.where == "hopper" or (m.kernel is None and not SIMULATOR):     # a C++ lab on a GPU
         ok, out = _grade_elsewhere(name, m, wrong, tmp_path)
+    elif not SIMULATOR:                                                  # a Numba lab on a GPU
+        ok, out = _grade_numba_elsewhere(name, m)
     else:
         ok, out = labs.grade(m.stage, wrong, track=name), capsys.readouterr().out
     print(f"--- {name} {m.stage}: {m.what}\n{out}")     # the messages, for whoever reads the log (pytest -s)
