@@ -8,6 +8,7 @@ every machine, in the CPU emulator where no GPU runs it (its table, _LAB04, says
 (wgmma) on a GPU that runs the stage (a fresh process each: a trapped kernel or an illegal address leaves the CUDA
 context of its process unusable); the mistakes the grader reads from the compiler's log or the code's text fail on
 any machine (a missing wgmma wait may still give right results: ptxas inserts one, C7517).
+Lab 08 (the FP8 k-tile) edits the region tagged `lab[08_fp8]` of clusters.cu, 07's file.
 """
 from ..mistakes import Mistake
 
@@ -85,6 +86,20 @@ _CUDA = {
         ("prev never set: no stage is ever released", "        prev = s;\n", "", None),
         ("every thread releases the stage, not the warpgroup's leader", "if (leader && prev >= 0)",
          "if (prev >= 0)", None),
+    ],
+    # Lab 08, the FP8 k-tile: the region tagged lab[08_fp8] of clusters.cu (07's file), graded in the emulator.
+    "08_fp8": [
+        ("Bt's k32 step of 2048 bytes, 07's MN-major habit: Bt is K-major, k runs along its rows",
+         "b + 32 * kk", "b + 2048 * kk", "32 bytes along the row"),
+        ("BK / 16 steps, bf16's count of k16 steps: the last four start past the 128 bytes of K",
+         "kk < BK / 32", "kk < BK / 16", "BK / 32 steps"),
+        ("the bf16 wgmma (Wgmma<BN>) on e4m3 bytes", "WgmmaFp8<BN>::mma(d,", "Wgmma<BN>::mma<0>(d,", "need WgmmaFp8<BN>"),
+        ("LBO and SBO swapped in Bt's descriptor", "smem_desc(b + 32 * kk, 16, 1024)",
+         "smem_desc(b + 32 * kk, 1024, 16)", "SBO is the 1024 bytes"),
+        ("Bt's descriptor says 64-byte swizzle; the tensor map wrote 128-byte", "smem_desc(b + 32 * kk, 16, 1024)",
+         "(smem_desc(b + 32 * kk, 16, 1024) & ~(3ull << 62) | 2ull << 62)", "bits 62-63"),
+        ("scale_d 0 on every wgmma: each k32 step overwrites the sums instead of adding to them", "1024), 1);",
+         "1024), 0);", "scale_d = 0"),
     ],
 }
 

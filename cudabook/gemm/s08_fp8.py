@@ -38,6 +38,7 @@ accumulation (the same arithmetic), bit for bit.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 from numba import cuda
@@ -65,6 +66,29 @@ EMULATED = True                             # without a GPU the CPU emulator run
 E4M3_MAX = 448.0
 ALIGN = 16                                  # TMA rows of 16 bytes: K padded to a multiple of 16 one-byte values
 source, unavailable = RUNG.source, RUNG.unavailable
+
+
+# Hints the grader adds to a failed case when the learner's region shows a likely cause: (test of the region's
+# code, comments stripped; hint).
+def _has(pattern):
+    return lambda code: re.search(pattern, code) is not None
+
+
+LAB_TEXT_HINTS = [
+    (_has(r"\bb\s*\+\s*2048\s*\*"),
+     "Bt is K-major like A: k runs along its 128-byte rows, so a k32 step moves 32 bytes along the row; 16 rows "
+     "down (2048 bytes) was 07's step through an MN-major B"),
+    (_has(r"BK\s*/\s*16"), "one e4m3 wgmma covers k32, and a 128-byte row holds BK = 128 of K: BK / 32 steps"),
+    (_has(r"\bWgmma<"), "Wgmma<BN> is the bf16 instruction (k16, two bytes an element); e4m3 bytes need WgmmaFp8<BN>"),
+    (_has(r"smem_desc\([^;]*,\s*1024\s*,\s*16\s*\)"),
+     "smem_desc(addr, LBO, SBO): in a K-major, 128B-swizzled operand SBO is the 1024 bytes from one 8-row group to "
+     "the next; LBO is unused (16)"),
+    (_has(r"<<\s*62"), "bits 62-63 of a descriptor are its swizzle; smem_desc already says 128-byte, as the tensor "
+     "maps wrote the tiles"),
+    (_has(r"\)\s*,\s*0\s*\)\s*;"),
+     "scale_d = 0 makes a wgmma overwrite the accumulators (D = A B) instead of adding to them: every step of the "
+     "k-loop must add (1)"),
+]
 
 
 def config(**params) -> dict:

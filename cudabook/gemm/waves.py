@@ -6,7 +6,7 @@ in waves of (SMs x blocks per SM). When the last wave is partly empty, those SMs
 
 Only the arithmetic of tiles and waves lives here. The measured side, every fast rung and cuBLAS across sizes, is
 the workbook's size sweep for every track: `python tools/sweep_sizes.py --track gemm` records it on a GPU
-(results/sizes/<gpu>_gemm.json), and `cudabook.sizes.show("gemm")` draws it (GEMM lesson 08).
+(results/sizes/<gpu>_gemm.json), and `cudabook.sizes.show("gemm")` draws it (GEMM lesson 09).
 """
 from __future__ import annotations
 

@@ -47,7 +47,7 @@ lesson.show_region(s07.source(), start="void release(", end="}")
 print()
 lesson.show_region(s07.source(), start="const bool leader", end=">>> lab")
 print("        ... your lines ...")
-lesson.show_region(s07.source(), start="<<< lab", end="release(empty + 8 * prev)")
+lesson.show_region(s07.source(), start="        // <<< lab", end="release(empty + 8 * prev)")   # 07's, not 08's
 
 # %%
 #! region gemm/kernels/clusters.cu CLUSTER_STEP

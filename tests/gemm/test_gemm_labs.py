@@ -16,18 +16,20 @@ from cudabook.gemm.mistakes import MISTAKES
 
 HOST_CXX = bool(shutil.which("g++") or shutil.which("clang++") or shutil.which("c++"))
 CUDA_LABS = [("04_mma_sync", "gemm/kernels/mma_sync.cu"), ("05_wgmma_tma", "gemm/kernels/wgmma_tma.cu"),
-             ("06_warp_specialized", "gemm/kernels/warp_specialized.cu"), ("07_clusters", "gemm/kernels/clusters.cu")]
+             ("06_warp_specialized", "gemm/kernels/warp_specialized.cu"), ("07_clusters", "gemm/kernels/clusters.cu"),
+             ("08_fp8", "gemm/kernels/clusters.cu#08_fp8")]     # 08's lab: the region of clusters.cu tagged 08_fp8
 
 
 def _region(path):
-    return notebooks.strip_markers(textwrap.dedent(notebooks.region_source(path)))
+    path, _, tag = path.partition("#")
+    return notebooks.strip_markers(textwrap.dedent(notebooks.region_source(path, tag or None)))
 
 
 @pytest.mark.parametrize("stage,path", CUDA_LABS)
 def test_the_solution_region_spliced_back_is_the_stage_source(stage, path):
     spliced = labs.splice(stage, _region(path), track="gemm")
-    original = (notebooks.PACKAGE / path).read_text()
-    assert notebooks.strip_markers(original).split() == spliced.split()
+    original = (notebooks.PACKAGE / path.partition("#")[0]).read_text()
+    assert notebooks.strip_markers(original).split() == notebooks.strip_markers(spliced).split()
 
 
 @pytest.mark.parametrize("stage,path", CUDA_LABS)

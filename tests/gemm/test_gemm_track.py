@@ -1,6 +1,6 @@
 """The GEMM track's face and its checker: bad input gets errors that name the argument and the rule; the
 tolerance accepts every honest float32 summation order and rejects the mistakes kernels make; records of the
-track round-trip and regenerate their tables; lesson 08's count of tiles and waves, and the tile of each rung;
+track round-trip and regenerate their tables; lesson 09's count of tiles and waves, and the tile of each rung;
 the machinery (grader, records) takes the track by name.
 """
 import json
@@ -207,7 +207,7 @@ def test_saving_one_track_keeps_the_other_with_its_own_pedigree(tmp_path):
 
 
 
-# ------------------------------------------------------------------------------------ waves of tiles (lesson 08)
+# ------------------------------------------------------------------------------------ waves of tiles (lesson 09)
 
 def test_tiles_and_waves_are_counted():
     assert waves.tiles(1024, 1024, 128, 128) == 64

@@ -1,11 +1,12 @@
 # %% [markdown]
-# # GEMM 08 · The whole ladder, and why size matters
+# # GEMM 09 · The whole ladder, and why size matters
 #
-# Seven rungs, one problem: `C = A @ B`, bf16 in, fp32 sums, bf16 out. This lesson puts them side by side
-# against cuBLAS (`torch.matmul`, measured in the same process on the same data), then asks the question the
-# single number at 4096 hides: **how do the rungs fare as the problem grows and shrinks?** The answer bears on
-# a puzzle from the optimisation logs this workbook grew from: a first TMA + WGMMA kernel that reached only
-# 45–47 % of cuBLAS at sizes 256–1024 (the log's own claim, fp16 on an H800 PCIe; not rerun here).
+# Eight rungs, one problem: `C = A @ B`, bf16 in, fp32 sums, bf16 out (rung 08 quantises the inputs to FP8
+# first, lesson 08). This lesson puts them side by side against cuBLAS (`torch.matmul`, measured in the same
+# process on the same data; for 08, cuBLASLt's FP8 GEMM), then asks the question the single number at 4096
+# hides: **how do the rungs fare as the problem grows and shrinks?** The answer bears on a puzzle from the
+# optimisation logs this workbook grew from: a first TMA + WGMMA kernel that reached only 45–47 % of cuBLAS at
+# sizes 256–1024 (the log's own claim, fp16 on an H800 PCIe; not rerun here).
 
 # %%
 import cudabook
@@ -18,7 +19,7 @@ from cudabook.gemm import waves     # the arithmetic of tiles and waves
 # %% [markdown]
 # ## The ladder at 4096
 #
-# On a Hopper GPU this cell measures all seven rungs now, with cuBLAS beside them (`full=True`): the
+# On a Hopper GPU this cell measures all eight rungs now, with cuBLAS beside them (`full=True`): the
 # comparison is only fair within one run, as the caution further down explains. That takes longer than the
 # other lessons' ladders, which measure two rungs; the cell says each step as it starts. Without a Hopper GPU
 # it shows the records in `results/` (each with the GPU, the versions and the commit it was measured with).
@@ -62,10 +63,11 @@ plt.show()
 # ## The fast rungs against cuBLAS, across sizes
 #
 # The ladder above is one size. Across M = N = K, recorded on a GPU with `python tools/sweep_sizes.py --track gemm`
-# (the same sweep every track has): by default the track's last three rungs, 05 to 07, and two cuBLAS kernels,
-# each point checked against the reference. `cublas` is the bf16 yardstick (100 %); `cublas_sgemm` is cuBLAS's
-# fp32 SGEMM, the yardstick of the Numba rungs, whose fp32 FMAs cannot use the tensor cores. The record holds
-# one launch's time, TFLOP/s and % of cuBLAS at each size, with the card and the commit it was measured at.
+# (the same sweep every track has) when 07 was the top rung: its default, the last three rungs, 05 to 07, and
+# two cuBLAS kernels, each point checked against the reference. `cublas` is the bf16 yardstick (100 %);
+# `cublas_sgemm` is cuBLAS's fp32 SGEMM, the yardstick of the Numba rungs, whose fp32 FMAs cannot use the tensor
+# cores. The record holds one launch's time, TFLOP/s and % of cuBLAS at each size, with the card and the commit
+# it was measured at.
 
 # %%
 from cudabook import sizes
