@@ -56,23 +56,11 @@ def wrong_attempt(name, m):
     return text
 
 
-def _grade_elsewhere(name, m, text, tmp_path):
-    """Grade in a fresh process: a kernel that traps or faults leaves its CUDA context unusable. A mistake only the
-    emulator shows is graded as a learner's would be on this GPU: the GPU's run passes, and the grader's own run in
-    the CPU emulator (labs._emulated_in_child) must fail it."""
-    file = tmp_path / "region.cu"
-    file.write_text(text)
-    code = ("import pathlib, cudabook; from cudabook import labs; "
-            f"ok = labs.grade({m.stage!r}, pathlib.Path({str(file)!r}).read_text(), track={name!r}); "
-            "raise SystemExit(0 if ok else 3)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT)
-    return done.returncode == 0, done.stdout + done.stderr[-2000:]
-
-
-def _grade_numba_elsewhere(name, m):
-    """A Numba lab's mistake on a GPU, graded in a fresh process: a mutant that faults (an illegal address) ends
-    the CUDA context of the process it ran in, and with it every later test of that worker. The child rebuilds
-    the same mutant from the track's table."""
+def _grade_elsewhere(name, m):
+    """Grade in a fresh process, which rebuilds the same wrong attempt from the track's table: a kernel that traps
+    or faults (an illegal address) leaves its process's CUDA context unusable, and with it every later test of
+    that worker. A mistake only the emulator shows is graded as a learner's would be on this GPU: the GPU's run
+    passes, and the grader's own run in the CPU emulator (labs._emulated_in_child) must fail it."""
     code = (f"import sys; sys.path.insert(0, {str(ROOT / 'tests')!r}); "
             "from mistakes_grading import table, wrong_attempt; from cudabook import labs; "
             f"m = next(x for x in table({name!r}) if x.id == {m.id!r}); "
@@ -99,10 +87,8 @@ def grader_fails(name, m, capsys, monkeypatch, tmp_path):
         if hasattr(t.checking, "_CASES_SIM_BY_STAGE"):          # per-stage cases give way to the mistake's too
             monkeypatch.setattr(t.checking, "_CASES_SIM_BY_STAGE", {})
     wrong = wrong_attempt(name, m)
-    if m.where == "hopper" or (m.kernel is None and not SIMULATOR):     # a C++ lab on a GPU
-        ok, out = _grade_elsewhere(name, m, wrong, tmp_path)
-    elif not SIMULATOR:                                                  # a Numba lab on a GPU
-        ok, out = _grade_numba_elsewhere(name, m)
+    if m.where == "hopper" or not SIMULATOR:                            # any lab on a GPU
+        ok, out = _grade_elsewhere(name, m)
     else:
         ok, out = labs.grade(m.stage, wrong, track=name), capsys.readouterr().out
     print(f"--- {name} {m.stage}: {m.what}\n{out}")     # the messages, for whoever reads the log (pytest -s)

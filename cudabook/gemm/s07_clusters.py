@@ -125,17 +125,24 @@ def launch(p, kernel=None, **params):
     hopper.enqueue(RUNG, PARAMS, _recent, p, kernel, params, _build)
 
 
-def _build(p, kernel, params):
-    cfg = config(**params)
-    smem = smem_bytes(cfg)
+def cluster_grid(cfg, smem, blocks):
+    """grid(kernel, M, Np), the blocks of a launch: as many clusters as fit at once (no more than there is work
+    for), or `blocks` when it is not 0. (08 launches this kernel too.)"""
     bm, cl = 64 * cfg["CONSUMERS"], cfg["CLUSTER"]
 
-    def grid(kern, M, Np):      # as many clusters as fit at once (no more than there is work for), or `blocks`
+    def grid(kern, M, Np):
         key = (id(kern), smem)
         if key not in _clusters:
             _clusters[key] = max_clusters(kern, cfg, smem)
         work = math.ceil(M / (bm * cl)) * math.ceil(Np / cfg["BN"])
-        return cl * min(work, params["blocks"] // cl or _clusters[key])
+        return cl * min(work, blocks // cl or _clusters[key])
+    return grid
+
+
+def _build(p, kernel, params):
+    cfg = config(**params)
+    smem = smem_bytes(cfg)
+    grid = cluster_grid(cfg, smem, params["blocks"])
     return hopper.warp_specialized(RUNG, KERNEL, ARG_TYPES, p, kernel, cfg, smem, grid,
                                    store_box=(64, 64),   # (C's map unused when tma_store=False)
                                    extra_args=(1.0,))    # scale: rung 08's (FP8) alone uses it

@@ -181,7 +181,6 @@ def compile_cubin(arch="sm_90a", source_text=None, **params) -> bytes:
 
 
 _recent: dict = {}
-_clusters: dict = {}
 
 
 def launch(p, kernel=None, **params):
@@ -193,17 +192,12 @@ def launch(p, kernel=None, **params):
 def _build(p, kernel, params):
     cfg = config(**params)
     smem = s07_clusters.smem_bytes(cfg)
-    bm, cl = 64 * cfg["CONSUMERS"], cfg["CLUSTER"]
     M, N, K = p.shape
     kern = RUNG.prepare(RUNG.text(kernel), cfg, KERNEL, smem=smem)[KERNEL]
     a8, bt8, c, Kp, Np, scale = operands(p)
-    maps = map_args(M, N, K, bm=bm, bn=cfg["BN"])
+    maps = map_args(M, N, K, bm=64 * cfg["CONSUMERS"], bn=cfg["BN"])
     encoded = [hopper.tensor_map(maps[name], hopper.pointer(x)) for name, x in (("A", a8), ("B", bt8), ("C", c))]
-    key = (id(kern), smem)
-    if key not in _clusters:
-        _clusters[key] = s07_clusters.max_clusters(kern, cfg, smem)
-    work = math.ceil(M / (bm * cl)) * math.ceil(Np / cfg["BN"])
-    blocks = cl * min(work, params["blocks"] // cl or _clusters[key])
+    blocks = s07_clusters.cluster_grid(cfg, smem, params["blocks"])(kern, M, Np)
     args = [*encoded, hopper.pointer(c), M, Np, Kp, float(scale)]
     threads = 128 * (cfg["CONSUMERS"] + 1)
     return hopper.launcher(p, c, lambda: kern.launch(blocks, threads, args, ARG_TYPES, shared=smem))

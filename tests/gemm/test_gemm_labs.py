@@ -118,3 +118,13 @@ def test_the_grader_passes_the_solution(stage, path, capsys):
         pytest.skip(why)
     assert labs.grade(stage, _region(path), track="gemm"), capsys.readouterr().out
     assert "PASS" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not SIMULATOR or not HOST_CXX, reason="the emulator runs where Numba's simulator does, with a "
+                                                          "host C++ compiler")
+def test_the_emulator_grades_lab_08(capsys):
+    """Without a GPU the solution of lab 08 (the FP8 k-tile, a tagged region of clusters.cu) passes in the emulator,
+    judged by 08's own judge (the product of the quantised inputs, the 13-bit sums allowed for)."""
+    assert labs.grade("08_fp8", _region("gemm/kernels/clusters.cu#08_fp8"), track="gemm"), capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "PASS: 08_fp8" in out and "run on the CPU by the emulator" in out
