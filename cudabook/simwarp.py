@@ -8,6 +8,9 @@ the kernel are not waited for, as on hardware.
 The simulator is stricter than a GPU in one way: a lane that calls a `*_sync` operation without its own bit
 in `mask`, or reads from a lane outside `mask`, gets an error that says so. On hardware that is undefined
 behaviour that often happens to work, which is exactly why it should fail loudly while you learn.
+
+The blocks themselves run here too (`_run_block`, `_syncthreads`): every wait, at a barrier or in a warp
+operation, sleeps until the event it waits for (the last thread arriving, a thread ending) instead of polling.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from . import simrace
 
 WARP = 32
 FULL_MASK = 0xFFFFFFFF
-_POLL_S = 0.002
+_WAIT_S = 1.0            # a safety net only: every wait is woken by the event it waits for
 
 
 class WarpMaskError(RuntimeError):
@@ -30,61 +33,58 @@ class _WarpState:
         self.generation = 0
         self.values: dict[int, object] = {}
         self.published: dict[int, dict[int, object]] = {}
+        self.finished = 0                     # lanes of this warp that have returned from the kernel
 
 
-def _block_threads(manager) -> dict:
-    return manager.__dict__.setdefault("_cudabook_threads", {})
+class _BlockState:
+    """One running block: its threads, the syncthreads barrier, and the wake-up call of the thread that runs it.
+    Every change (a thread at the barrier, a thread ending or failing) happens under `cond` and is announced on
+    it, so nothing polls: a waiting thread sleeps until the one event it waits for."""
+
+    def __init__(self, size: int):
+        self.cond = threading.Condition()
+        self.size = size
+        self.alive = size
+        self.at_barrier = 0
+        self.generation = 0
+        self.failed = None                    # the first thread that raised
+        self.abort = False
+        self.warps = [_WarpState() for _ in range((size + WARP - 1) // WARP)]
+
+    def release_if_all_wait(self):
+        """Under `cond`: when every live thread is at the barrier, let them all through."""
+        if self.at_barrier and self.at_barrier == self.alive:
+            self.at_barrier = 0
+            self.generation += 1
+            self.cond.notify_all()
 
 
-def _warp_state(manager, warp: int) -> _WarpState:
-    with _REGISTRY_LOCK:
-        warps = manager.__dict__.setdefault("_cudabook_warps", {})
-        if warp not in warps:
-            warps[warp] = _WarpState()
-        return warps[warp]
-
-
-_REGISTRY_LOCK = threading.Lock()
-
-
-def _block_size(manager) -> int:
-    n = 1
-    for d in manager._block_dim:
-        n *= d
-    return n
-
-
-def _lane_finished(manager, tid: int) -> bool:
-    t = _block_threads(manager).get(tid)
-    return t is not None and t._started.is_set() and not t.is_alive()
-
-
-def _everyone_arrived(manager, state: _WarpState, base: int, size: int) -> bool:
-    return all(base + lane in state.values or _lane_finished(manager, base + lane) for lane in range(size))
+def _block_of(thread) -> _BlockState:
+    return thread._cudabook_state
 
 
 def _exchange(value):
     """Deposit `value`; return (my lane, {lane: value} of every lane that took part)."""
     me = threading.current_thread()
-    manager = me._manager
     tid = me.thread_id
     base = tid - tid % WARP
-    size = min(WARP, _block_size(manager) - base)
-    state = _warp_state(manager, base // WARP)
+    block = _block_of(me)
+    size = min(WARP, block.size - base)
+    state = block.warps[base // WARP]
     with state.cond:
         generation = state.generation
         state.values[tid] = value
         while state.generation == generation:
-            if _everyone_arrived(manager, state, base, size):
+            if len(state.values) + state.finished >= size:     # every lane arrived or has returned
                 state.published[generation] = {t - base: v for t, v in state.values.items()}
                 state.published.pop(generation - 2, None)
                 state.values = {}
                 state.generation += 1
                 state.cond.notify_all()
                 break
-            if me.abort:
+            if block.abort:
                 raise RuntimeError("another simulated thread failed")
-            state.cond.wait(_POLL_S)
+            state.cond.wait(_WAIT_S)
         return tid - base, state.published[generation]
 
 
@@ -157,73 +157,109 @@ _OPS = {
 
 
 def install() -> None:
-    """Teach the simulator's fake `cuda` module the warp operations (idempotent)."""
+    """Teach the simulator's fake `cuda` module the warp operations, and run its blocks with the event-driven
+    barrier below (idempotent)."""
     from numba.cuda.simulator import kernel, kernelapi
 
+    if not getattr(kernel.BlockThread, "_cudabook_registered", False):
+        kernel.BlockThread.syncthreads = _syncthreads      # before simrace wraps it to count barriers
+        kernel.BlockThread._cudabook_registered = True
+        kernel.BlockManager.run = _run_block
+        for name, fn in _OPS.items():
+            setattr(kernelapi.FakeCUDAModule, name, staticmethod(fn))
     simrace.install()
-    if getattr(kernel.BlockThread, "_cudabook_registered", False):
-        return
-    original_init = kernel.BlockThread.__init__
-
-    def registering_init(self, f, manager, blockIdx, threadIdx, debug):
-        original_init(self, f, manager, blockIdx, threadIdx, debug)
-        _block_threads(manager)[self.thread_id] = self
-
-    kernel.BlockThread.__init__ = registering_init
-    kernel.BlockThread._cudabook_registered = True
-    kernel.BlockManager.run = _run_block_politely
-    for name, fn in _OPS.items():
-        setattr(kernelapi.FakeCUDAModule, name, staticmethod(fn))
 
 
-def _run_block_politely(self, grid_point, *args):
-    """The simulator's BlockManager.run, with one change: its polling loop yields the interpreter lock on each
-    pass (time.sleep(0)). Without that the loop spins for whole switch intervals (5 ms) while the simulated
-    threads wait for the lock: a 9-target kernel took 0.1 s or 27 s depending on scheduling, and a grader's time
-    limit could not tell that from an endless loop. The rest is as in numba-cuda 0.30's simulator: start a
-    thread per CUDA thread, release them together at each syncthreads, re-raise a thread's exception.
+def _syncthreads(self):
+    """__syncthreads for a simulated thread: wait until every live thread of the block has arrived (threads that
+    have returned from the kernel are not waited for, as in the simulator)."""
+    block = _block_of(self)
+    with block.cond:
+        if block.abort:
+            raise RuntimeError("abort flag set on syncthreads call")
+        generation = block.generation
+        block.at_barrier += 1
+        block.release_if_all_wait()
+        while block.generation == generation and not block.abort:
+            block.cond.wait(_WAIT_S)
+        if block.abort:
+            raise RuntimeError("abort flag set on syncthreads clear")
 
-    And one addition: when a thread fails, the others are given a moment to end before the exception is raised
+
+def _run_block(self, grid_point, *args):
+    """The simulator's BlockManager.run, event-driven: start a thread per CUDA thread and sleep until they have
+    all ended or one has failed. (The simulator's own loop polls every thread's state without pause; with a
+    polling loop a 9-target kernel took 0.1 s or 27 s depending on scheduling, and every barrier and warp
+    operation waited for the next poll.) Semantics as in numba-cuda 0.30: a barrier lets the block through when
+    every live thread is at it; a thread's exception is re-raised here.
+
+    One addition: when a thread fails, the others are given a moment to end before the exception is raised
     (the simulator does not wait). A thread still running holds the simulator's fake `cuda` module in the globals
     of every device function it is inside, so code built from those globals meanwhile (the next kernel a grader
     or a test assembles) would find the fake module where `numba.cuda` belongs."""
-    import time
-
     import numpy as np
     from numba.cuda.simulator import kernel
 
-    threads, live, blocked = set(), set(), set()
-    block = simrace.new_block()          # shared memory is the block's own: its race log starts afresh
-    for block_point in np.ndindex(*self._block_dim):
-        def target():
+    points = list(np.ndindex(*self._block_dim))
+    block = _BlockState(len(points))
+    token = simrace.new_block()          # shared memory is the block's own: its race log starts afresh
+    threads = []
+
+    def target():
+        me = threading.current_thread()
+        try:
             self._f(*args)
+        except BaseException:
+            _ended(block, me, failed=True)
+            raise
+        _ended(block, me, failed=False)
+
+    for block_point in points:
         t = kernel.BlockThread(target, self, grid_point, block_point, self._debug)
-        t._cudabook_block = block
-        t.start()
-        threads.add(t)
-        live.add(t)
-    while live:
-        for t in live:
-            if t.syncthreads_blocked:
-                blocked.add(t)
-            elif t.exception:
-                for other in threads:        # abort the others
-                    other.abort = True
-                    other.syncthreads_blocked = False
-                    other.syncthreads_event.set()
-                _let_the_others_end(threads)
-                raise t.exception[0].with_traceback(t.exception[1])
-        if live == blocked:
-            for t in blocked:
-                t.syncthreads_blocked = False
-                t.syncthreads_event.set()
-            blocked = set()
-        live = {t for t in live if t.is_alive()}
-        if live:
-            time.sleep(0)                    # let the simulated threads run
+        t._cudabook_block = token
+        t._cudabook_state = block
+        threads.append(t)
     for t in threads:
+        t.start()
+    with block.cond:
+        while block.alive and block.failed is None:
+            block.cond.wait(_WAIT_S)
+        failed = block.failed
+    if failed is not None:
+        _abort(block, threads)
+        failed.join()                    # it records its exception as it ends
+        _let_the_others_end(threads)
+        raise failed.exception[0].with_traceback(failed.exception[1])
+    for t in threads:
+        t.join()
         if t.exception:
             raise t.exception[0].with_traceback(t.exception[1])
+
+
+def _ended(block: _BlockState, thread, failed: bool):
+    """A thread has returned from the kernel (or raised): its warp and the barrier stop waiting for it."""
+    warp = block.warps[thread.thread_id // WARP]
+    with warp.cond:
+        warp.finished += 1
+        warp.cond.notify_all()
+    with block.cond:
+        block.alive -= 1
+        if failed and block.failed is None:
+            block.failed = thread
+        block.release_if_all_wait()
+        block.cond.notify_all()
+
+
+def _abort(block: _BlockState, threads):
+    """Tell every thread still waiting, at the barrier or in a warp operation, that the block has failed."""
+    for t in threads:
+        t.abort = True
+    with block.cond:
+        block.abort = True
+        block.cond.notify_all()
+    for warp in block.warps:
+        with warp.cond:
+            warp.cond.notify_all()
 
 
 _END_WAIT_S = 5.0
