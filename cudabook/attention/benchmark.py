@@ -34,9 +34,10 @@ BACKENDS = (("sdpa_flash", "FLASH_ATTENTION"), ("sdpa_cudnn", "CUDNN_ATTENTION")
             ("sdpa_efficient", "EFFICIENT_ATTENTION"))
 # tools/sweep_params.py: the fast rungs' parameters, swept on a GPU at the benchmark's size
 SWEEP_VARIANTS = ([("05_wgmma_tma", {}), ("06_warp_specialized", {})]
-                  + [("06_warp_specialized", dict(bkv=b, **extra)) for b in (64, 128)
-                     for extra in ({}, {"pingpong": False}, {"overlap": False}, {"stages": 3})]
-                  + [("06_warp_specialized", {"consumers": 1})])
+                  + [("06_warp_specialized", extra)
+                     for extra in ({"bkv": 64}, {"pingpong": False}, {"overlap": False})]
+                  + [("06_warp_specialized", {"consumers": c}) for c in (1, 2, 3)]      # 3: d = 64 only
+                  + [("06_warp_specialized", {"stages": s}) for s in (2, 3, 4)])
 
 
 def workload_name(B, H, N, d, causal=False):

@@ -13,13 +13,15 @@
 //     to run while the tensor cores are still busy with P_{t-1} V_{t-1} (overlap inside a warpgroup; on NVRTC
 //     13.0 and 13.5 ptxas still places the exponentials after the second wait: lesson 06 counts them in the
 //     SASS). Only then does it wait for P V and round S_t to bf16: P_t, the A operand of the next P V.
-//   ping-pong (PINGPONG, two consumers): two named barriers hand the tensor cores from one consumer to the
-//     other. Consumer c waits at barrier 1 + c before issuing its wgmmas and, once they are issued, arrives at
-//     the other's: while one consumer runs its softmax the other's wgmmas run, and the other way round.
+//   ping-pong (PINGPONG, two or three consumers): named barriers hand the tensor cores from one consumer to the
+//     next. Consumer c waits at barrier 1 + c before issuing its wgmmas and, once they are issued, arrives at
+//     the next one's (c + 1, round the ring): while one consumer runs its softmax another's wgmmas run.
+//     Three consumers (d = 64 only: at 160 registers each, d = 128 spills) make a block of 192 query rows;
+//     at d = 64 the softmax weighs as much as the products, and a third consumer keeps the tensor cores fed.
 //
 // A block owns BQ = 64 * CONSUMERS query rows of one (batch, head). TMA zero-fills rows past Nq and Nk; keys
 // past Nk (and, when CAUSAL, after the query) get s = -inf, and a causal block stops at its last visible tile.
-// Compile-time constants (NVRTC -D): D (64 or 128), CONSUMERS (1 or 2), BKV (64 or 128), STAGES, CAUSAL,
+// Compile-time constants (NVRTC -D): D (64 or 128), CONSUMERS (1 to 3), BKV (64 or 128), STAGES, CAUSAL,
 // PINGPONG, OVERLAP (0: one product at a time, to measure what the overlap buys), PRODUCER_REGS, CONSUMER_REGS.
 #include "hopper.cuh"
 #include "attention.cuh"    // D, BKV, STAGES, CAUSAL, NEG_INF, quad_max, quad_sum
@@ -37,7 +39,7 @@
 #define PRODUCER_REGS 24
 #endif
 #ifndef CONSUMER_REGS
-#define CONSUMER_REGS 240
+#define CONSUMER_REGS (CONSUMERS == 3 ? 160 : 240)   // 24 + 3 x 160 = 504 of 512
 #endif
 
 constexpr int NT = 128 * (CONSUMERS + 1);
@@ -50,10 +52,10 @@ constexpr int TILE_BYTES = BOXES * KV_BOX;         // one K (or V) tile
 constexpr int SMEM_BYTES = 1024 + Q_BYTES + STAGES * 2 * TILE_BYTES + 8 * (4 * STAGES + 1);
 constexpr int NS = BKV / 8;                        // n8 column blocks of S
 constexpr int NO = D / 8;                          // n8 column blocks of O
-constexpr bool PING = PINGPONG && CONSUMERS == 2;
+constexpr bool PING = PINGPONG && CONSUMERS >= 2;
 
 static_assert(BKV == 64 || BKV == 128, "BKV: 64 or 128 (a wgmma N)");
-static_assert(CONSUMERS == 1 || CONSUMERS == 2, "CONSUMERS: 1 or 2");
+static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "CONSUMERS: 1 to 3");
 static_assert(STAGES >= 1, "at least one stage");
 static_assert(PRODUCER_REGS + CONSUMERS * CONSUMER_REGS <= 512, "the register file: 64 K registers a block");
 
@@ -179,8 +181,8 @@ attention_warp_specialized(const __grid_constant__ TmaDesc map_q, const __grid_c
     const int row0 = q0 + c * 64 + warp * 16 + lane / 4;   // this lane's rows: row0 and row0 + 8
     const uint32_t q_rows = sq + c * 64 * 128;      // this consumer's 64 rows in each Q box
     auto my_turn = [&] { if (PING) named_barrier(1 + c, 256); };            // wait until the other has issued
-    auto your_turn = [&] { if (PING) named_arrive(2 - c, 256); };           // let the other issue
-    if (PING && c == 1) your_turn();                 // consumer 0 goes first
+    auto your_turn = [&] { if (PING) named_arrive(1 + (c + 1) % CONSUMERS, 256); };   // let the next issue
+    if (PING && c == CONSUMERS - 1) your_turn();     // consumer 0 goes first
 
     float o[D / 2];
 #pragma unroll
@@ -196,7 +198,7 @@ attention_warp_specialized(const __grid_constant__ TmaDesc map_q, const __grid_c
     wgmma_fence();
     issue_qk(sc, q_rows, ring.k_tile(0));
     wgmma_commit();
-    if (!(PING && c == 1 && tiles == 1)) your_turn();   // consumer 1 owes no hand-over after its last issue
+    if (!(PING && c == CONSUMERS - 1 && tiles == 1)) your_turn();   // the last consumer owes no hand-over after its last issue
     wgmma_wait<0>();
     wgmma_keep(sc);
     if (lead) mbar_arrive(ring.empty_k);
@@ -220,7 +222,7 @@ attention_warp_specialized(const __grid_constant__ TmaDesc map_q, const __grid_c
       wgmma_fence();
       issue_pv(o, pa, ring.v_tile(sp));             // O += P_{t-1} V_{t-1}
       wgmma_commit();
-      if (!(PING && c == 1 && t == tiles - 1)) your_turn();
+      if (!(PING && c == CONSUMERS - 1 && t == tiles - 1)) your_turn();
       wgmma_wait<1>();                              // S_t has landed; P V may still be running
       wgmma_keep(sc);
       if (lead) mbar_arrive(ring.empty_k + 8 * s);
@@ -246,7 +248,7 @@ attention_warp_specialized(const __grid_constant__ TmaDesc map_q, const __grid_c
       wgmma_fence();
       issue_qk(sc, q_rows, ring.k_tile(s));         // S_t
       wgmma_commit();
-      if (!(PING && c == 1 && t == tiles - 1)) your_turn();
+      if (!(PING && c == CONSUMERS - 1 && t == tiles - 1)) your_turn();
       wgmma_wait<0>();
       wgmma_keep(sc);
       if (lead) mbar_arrive(ring.empty_k + 8 * s);
