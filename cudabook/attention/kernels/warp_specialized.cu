@@ -155,7 +155,11 @@ attention_warp_specialized(const __grid_constant__ TmaDesc map_q, const __grid_c
   const uint32_t qbar = bars + 32 * STAGES;
   const int tid = threadIdx.x, wg = tid / 128;
   const int qb = CAUSAL ? gridDim.x - 1 - blockIdx.x : blockIdx.x;   // causal: the longest blocks first
-  const int q0 = qb * BQ, head = blockIdx.y;
+  // Causal, Nq not a multiple of BQ: the blocks start `pad` rows early, so that the rows past the end of the
+  // queries (never stored) fall in the first block, which has one key tile to do, not in the last, which has
+  // them all. TMA fills the rows before row 0 with zeros, as it does those past Nq.
+  const int pad = CAUSAL ? gridDim.x * BQ - Nq : 0;
+  const int q0 = qb * BQ - pad, head = blockIdx.y;
   const int kv_end = CAUSAL ? min(Nk, q0 + BQ) : Nk;
   const int tiles = (kv_end + BKV - 1) / BKV;
 
@@ -203,7 +207,7 @@ attention_warp_specialized(const __grid_constant__ TmaDesc map_q, const __grid_c
     wgmma_keep(sc);
     if (lead) mbar_arrive(ring.empty_k);
     // Tiles from `masked` on may hold keys past Nk or (causal) after some query of the block: only they are masked.
-    const int masked = min(Nk / BKV, CAUSAL ? (q0 + 1) / BKV : Nk / BKV);
+    const int masked = min(Nk / BKV, CAUSAL ? max(q0 + 1, 0) / BKV : Nk / BKV);   // q0 < 0: see `pad`
     if (masked == 0) mask_scores(sc, 0, row0, Nk, lane);
     softmax_step(sc, m, l, alpha, scale_log2);
     pack_p(sc, pa);
@@ -278,7 +282,7 @@ attention_warp_specialized(const __grid_constant__ TmaDesc map_q, const __grid_c
     for (int h = 0; h < 2; ++h) {
       const float inv = 1.f / quad_sum(l[h]);
       const int r = row0 + 8 * h;
-      if (r >= Nq) continue;
+      if (r < 0 || r >= Nq) continue;
       uint16_t* dst = out + ((size_t)head * Nq + r) * D + 2 * (lane % 4);
 #pragma unroll
       for (int n = 0; n < NO; ++n)
