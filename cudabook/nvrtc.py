@@ -458,9 +458,13 @@ class Kernel:
         args/types follow cuda-bindings: a ctypes type per argument (ctypes.c_void_p for a device address,
         ctypes.c_int for an int), or None for an object passed by value through its getPtr() (a CUtensorMap).
         pdl=True launches with programmatic dependent launch (cuLaunchKernelEx with the programmatic stream
-        serialization attribute): the kernel may start before the previous one on the stream ends, once that one
-        has run `griddepcontrol.launch_dependents`; it must run `griddepcontrol.wait` before it reads what the
-        previous kernel writes.
+        serialization attribute): the kernel may be launched before the previous one on the stream has
+        completed, once every block of that one has run `griddepcontrol.launch_dependents` or exited (a block
+        that never runs it triggers when it exits). The kernel must run `griddepcontrol.wait` before it reads
+        what the previous kernel writes. Of the workbook's own kernels only the resampling prepasses
+        (resample_find, resample_intervals) run launch_dependents; after any other kernel a pdl launch begins
+        once that kernel's last block has exited, so what it saves is the gap between that kernel's completion
+        and this launch, not that kernel's tail.
         """
         from cuda.bindings import driver as drv
         gx, gy, gz = (tuple(grid) + (1, 1))[:3] if not isinstance(grid, int) else (grid, 1, 1)

@@ -34,6 +34,7 @@ SOURCE = KERNEL_DIR / "warp_specialized.cu"
 KERNEL = "attention_warp_specialized"
 ARG_TYPES = _s05.ARG_TYPES
 COMPILE_LOG_MISTAKES = _s05.COMPILE_LOG_MISTAKES
+EMULATED = True               # without a GPU the CPU emulator runs it (cudabook.emulate: TMA, wgmma, named barriers)
 RUNG = CudaRung(NAME, SOURCE, sm90a=True)
 source, unavailable = RUNG.source, RUNG.unavailable
 

@@ -35,8 +35,8 @@ PARAMS = {
     "bk": 32,           # BK: the k-slice one pipeline stage holds: 32 or a multiple of 64 (two k16 mma steps or more)
     "warps_m": 2,       # warps along M; each warp owns a (bm / warps_m) x (bn / warps_n) tile of C
     "warps_n": 4,       # warps along N (8 warps of 64 x 64 by default: 128 float accumulators a thread)
-    "stages": 3,        # pipeline depth: k-slices in shared memory, STAGES-1 of them in flight (H100, 4096^3,
-                        # these tiles: 2 stages 33 %, 3 stages 53 %, 4 stages 53 % of cuBLAS)
+    "stages": 3,        # pipeline depth: k-slices in shared memory, STAGES-1 of them in flight (the H100 sweep
+                        # in results/sweeps/: 2 stages far behind 3, 4 about level with 3)
     "swizzle": True,    # XOR-swizzled shared tiles (no bank conflicts); False: plain row-major tiles
     "group_m": 8,       # blocks walk GROUP_M tile-rows column by column (L2 reuse); 1: plain row order
 }

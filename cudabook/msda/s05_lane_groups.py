@@ -2,8 +2,9 @@
 
 The kernel is kernels/lane_groups.cu (read its header comment), compiled by NVRTC for D, L and P. A group of
 G lanes serves one (image, query, head), each lane 16 bytes of the head's channels; every lane computes every
-sample's position and weights itself (no shuffles), and the unrolled loop over a level's points keeps many
-16-byte corner loads in flight. Without a GPU the lab grader runs it in cudabook.emulate.
+sample's position and weights itself (no shuffles), and the loop over a level's points is unrolled with no
+branch between the samples' 16-byte corner loads, so the compiler may issue them early (lesson 05 counts how
+many are in flight). Without a GPU the lab grader runs it in cudabook.emulate.
 """
 from __future__ import annotations
 

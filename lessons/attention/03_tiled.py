@@ -168,13 +168,15 @@ from cudabook.attention.s03_tiled import BK, BQ, D, KSTRIDE, OACC, PER_LANE, ROW
 #
 # ## Is it right?
 #
-# The kernel defined in this notebook, through the stage's launch, on the checker's cases, then with two other
-# block shapes (the causal skip and the diagonal fall elsewhere):
+# The kernel defined in this notebook, through the stage's launch, on the checker's cases (in the simulator every
+# other one, to keep the cell short: the lab's grader runs them all), then with two other block shapes (the
+# causal skip and the diagonal fall elsewhere):
 
 # %%
 from cudabook.check import check_case
 
-for name, args, label in attention.grading_cases("03_tiled"):
+cases = attention.grading_cases("03_tiled")
+for name, args, label in (cases[::2] if SIMULATOR else cases):
     verdict = check_case("attention", lambda p: s03.launch(p, kernel=attention_tiled), args)
     print(f"{name:40s}", verdict.message.splitlines()[0])
 args = attention.random_problem(1, 1, 40, 40, 64, causal=True)

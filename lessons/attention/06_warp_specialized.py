@@ -1,5 +1,5 @@
 # %% [markdown]
-# # Attention 06 · Warp specialization: a producer, two consumers taking turns at the tensor cores
+# # Attention 06 · Warp specialization: a producer, and consumers taking turns at the tensor cores
 #
 # Rung 05 put both products on `wgmma` and the copies on TMA, and still every warpgroup does one thing at a
 # time: wait for K, issue S = Q Kᵀ, **wait**, softmax, issue O += P V, **wait**, `__syncthreads`, refill. This
@@ -10,15 +10,21 @@
 #   warpgroup 0, the producer (one thread; setmaxnreg.dec 24):
 #     Q once, K_0, then for t = 1, 2, ...: K_t, V_{t-1}
 #     into two rings (K and V), each slot with a "full" and an "empty" mbarrier
-#   warpgroups 1 and 2, the consumers (64 query rows each; setmaxnreg.inc 240), iteration t:
+#   warpgroups 1 .. C, the consumers (64 query rows each), iteration t:
+#       d = 128: C = 2 (warpgroups 1 and 2), setmaxnreg.inc 240
+#       d =  64: C = 3 (warpgroups 1 to 3),  setmaxnreg.inc 160
 #     wait full K_t, full V_{t-1}; wait for my turn (bar.sync)
 #     issue S_t = Q K_tᵀ; rescale O by α_{t-1}   <- while S_t runs
-#     issue O += P_{t-1} V_{t-1}; your turn (bar.arrive)
+#     issue O += P_{t-1} V_{t-1}; the next consumer's turn (bar.arrive)
 #     wait<1>  (S_t is in)            release K_t
 #     softmax of S_t -> α_t           <- meant to run while P_{t-1} V_{t-1} is on the tensor cores
 #     wait<0>  (P V is in)            release V_{t-1}
 #     pack P_t = bf16(S_t)
 # ```
+#
+# A block owns 64 query rows per consumer: BQ = 128 at d = 128, 192 at d = 64. Why the two head dimensions get
+# different numbers of consumers is worked out below ("Three consumers at d = 64"); `s06.PARAMS` holds both
+# defaults by head dimension.
 #
 # The kernel is `cudabook/attention/kernels/warp_specialized.cu` (its header comment is the summary above), on
 # the same Hopper pieces as rung 05 (`kit/include/hopper.cuh`, `attention/kernels/attention.cuh`). The GEMM
@@ -27,16 +33,18 @@
 # [bar.sync / bar.arrive](https://docs.nvidia.com/cuda/parallel-thread-execution/#parallel-synchronization-and-communication-instructions-bar-barrier),
 # [setmaxnreg](https://docs.nvidia.com/cuda/parallel-thread-execution/#miscellaneous-instructions-setmaxnreg),
 # [wgmma.wait_group](https://docs.nvidia.com/cuda/parallel-thread-execution/#asynchronous-warpgroup-level-matrix-instructions-wgmma-wait-group).
-# It needs sm_90a (H100, H200); everything below except the timings and the correctness check runs without one.
+# It needs sm_90a (H100, H200) to run at speed. Everything below except the timings runs without one: the
+# correctness check then runs the kernel, small, in the workbook's CPU emulator.
 
 # %%
 import cudabook
 print(cudabook.where())
 
+import json
 import re
 
 import matplotlib.pyplot as plt
-from cudabook import attention, lesson, nvrtc, results
+from cudabook import SIMULATOR, attention, emulate, lesson, nvrtc, results
 from cudabook.attention import s05_wgmma_tma as s05
 from cudabook.attention import s06_warp_specialized as s06
 
@@ -59,17 +67,18 @@ def show(start, end):
 # units, maxima, sums: lesson 05 estimated the exponentials alone at half the products' time at d = 128), the
 # tensor cores have nothing to do.
 #
-# Rung 06 takes both waits off the tensor cores' path, in two ways: the two consumers take turns, so one's
-# softmax runs under the other's products (ping-pong); and a consumer issues the next S **together with** the
-# previous tile's P V, meaning to do its softmax while P V runs (overlap inside a warpgroup; whether the
-# compiler keeps it that way is measured below, in part (a): on the builds tried, it did not). The picture below is a **schematic**: a hand-made schedule with
-# made-up durations (a product of one consumer = 1, a softmax = 1.4, rescale and pack = 0.3), played out by
-# the rules of each kernel. It is not a measurement. Change the durations and see what moves.
+# Rung 06 takes both waits off the tensor cores' path, in two ways: the consumers take turns, so one's softmax
+# runs under another's products (ping-pong); and a consumer issues the next S **together with** the previous
+# tile's P V, meaning to do its softmax while P V runs (overlap inside a warpgroup; whether the compiler keeps
+# it that way is measured below, in part (a): on the builds tried, it did not). The picture below is a
+# **schematic**: a hand-made schedule with made-up durations (a product of one consumer = 1, a softmax = 1.4,
+# rescale and pack = 0.3), played out by the rules of each kernel, with two consumers (d = 128's default). It
+# is not a measurement. Change the durations and see what moves.
 
 # %%
 PRODUCT, SOFTMAX, FIX, TICK = 1.0, 1.4, 0.3, 0.12     # schematic durations, not measured
-ROWS = {"consumer 0": 3, "consumer 1": 2, "tensor cores": 1, "producer": 0}
 STYLE = {"S": "C0", "PV": "C2", "softmax": "C1", "fix": "C4", "wait": "0.85", "TMA K": "C5", "TMA V": "C6"}
+HATCH = {0: None, 1: "//", 2: ".."}                   # whose product: consumer 0, 1, 2
 
 
 def schedule_05(tiles=3):
@@ -77,72 +86,82 @@ def schedule_05(tiles=3):
     bars, t = [], 0.0
     for i in range(tiles):
         for c in (0, 1):                                   # the tensor cores take both warpgroups' S, then both P V
-            bars += [("tensor cores", t + c * PRODUCT, PRODUCT, "S", f"S{i}" + "'" * c),
-                     (f"consumer {c}", t, 2 * PRODUCT, "wait", ""),
-                     (f"consumer {c}", t + 2 * PRODUCT, SOFTMAX, "softmax", ""),
-                     (f"consumer {c}", t + 2 * PRODUCT + SOFTMAX, FIX, "fix", "")]
+            bars += [("tensor cores", t + c * PRODUCT, PRODUCT, "S", (f"S{i}", c)),
+                     (f"consumer {c}", t, 2 * PRODUCT, "wait", None),
+                     (f"consumer {c}", t + 2 * PRODUCT, SOFTMAX, "softmax", None),
+                     (f"consumer {c}", t + 2 * PRODUCT + SOFTMAX, FIX, "fix", None)]
         t += 2 * PRODUCT + SOFTMAX + FIX
         for c in (0, 1):
-            bars += [("tensor cores", t + c * PRODUCT, PRODUCT, "PV", f"PV{i}" + "'" * c),
-                     (f"consumer {c}", t, 2 * PRODUCT, "wait", "")]
+            bars += [("tensor cores", t + c * PRODUCT, PRODUCT, "PV", (f"PV{i}", c)),
+                     (f"consumer {c}", t, 2 * PRODUCT, "wait", None)]
         t += 2 * PRODUCT
-        bars.append(("producer", t, TICK, "TMA K", ""))       # thread 0 refills the slot, after __syncthreads
+        bars.append(("producer", t, TICK, "TMA K", None))     # thread 0 refills the slot, after __syncthreads
         t += TICK
     return bars
 
 
-def schedule_06(tiles=3, stages=2):
-    """Rung 06 as the source asks: consumer c issues S_t and P_{t-1} V_{t-1} on its turn, softmax under P V; the
-    producer refills a slot as soon as both consumers have released it."""
-    bars, tc, ready, issued, done = [], 0.0, [0.0, 0.0], {}, {}
+def schedule_06(tiles=3, stages=2, consumers=2, product=PRODUCT, softmax=SOFTMAX, fix=FIX):
+    """Rung 06 as the source asks: consumer c issues S_t and P_{t-1} V_{t-1} on its turn (after consumer c - 1's
+    issue of the same t; consumer 0 after the last one's issue of t - 1), softmax under P V; the producer
+    refills a slot as soon as every consumer has released it."""
+    bars, tc, ready, issued, done = [], 0.0, [0.0] * consumers, {}, {}
     for t in range(tiles + 1):                             # t == tiles: the last P V, no turn-taking
-        for c in (0, 1):
+        for c in range(consumers):
             who, start = f"consumer {c}", ready[c]
-            if t < tiles:                                  # my turn: the other has issued its previous group
-                start = max(start, issued.get((1, t - 1) if c == 0 else (0, t), 0.0))
+            if t < tiles:                                  # my turn: the one before me in the ring has issued
+                start = max(start, issued.get((c - 1, t) if c > 0 else (consumers - 1, t - 1), 0.0))
             issued[(c, t)] = start
             if start > ready[c]:
-                bars.append((who, ready[c], start - ready[c], "wait", ""))
+                bars.append((who, ready[c], start - ready[c], "wait", None))
             for kind, i in ([("S", t)] if t < tiles else []) + ([("PV", t - 1)] if t > 0 else []):
                 begin = max(tc, start)
-                tc = begin + PRODUCT
-                bars.append(("tensor cores", begin, PRODUCT, kind, f"{kind}{i}" + "'" * c))
+                tc = begin + product
+                bars.append(("tensor cores", begin, product, kind, (f"{kind}{i}", c)))
                 done[(kind, c, i)] = tc
             if t == tiles:
-                bars.append((who, start, done[("PV", c, t - 1)] - start, "wait", ""))
+                bars.append((who, start, done[("PV", c, t - 1)] - start, "wait", None))
                 continue
             s_in = done[("S", c, t)]
-            bars += [(who, start, s_in - start, "wait", ""), (who, s_in, SOFTMAX, "softmax", "")]
-            end = max(s_in + SOFTMAX, done.get(("PV", c, t - 1), 0.0))
-            if end > s_in + SOFTMAX:
-                bars.append((who, s_in + SOFTMAX, end - s_in - SOFTMAX, "wait", ""))
-            bars.append((who, end, FIX, "fix", ""))
-            ready[c] = end + FIX
+            bars += [(who, start, s_in - start, "wait", None), (who, s_in, softmax, "softmax", None)]
+            end = max(s_in + softmax, done.get(("PV", c, t - 1), 0.0))
+            if end > s_in + softmax:
+                bars.append((who, s_in + softmax, end - s_in - softmax, "wait", None))
+            bars.append((who, end, fix, "fix", None))
+            ready[c] = end + fix
     issue = 0.0                                            # the producer: K_0, K_1, V_0, K_2, V_1, ... in order
     for kind, i in [("S", 0)] + [x for t in range(1, tiles) for x in (("S", t), ("PV", t - 1))] + [("PV", tiles - 1)]:
-        if i >= stages:                                    # the slot's previous tile must be released by both
-            issue = max(issue, done[(kind, 0, i - stages)], done[(kind, 1, i - stages)])
+        if i >= stages:                                    # the slot's previous tile must be released by all
+            issue = max([issue] + [done[(kind, c, i - stages)] for c in range(consumers)])
         name = "TMA K" if kind == "S" else "TMA V"
-        bars.append(("producer", issue, TICK, name, ""))
+        bars.append(("producer", issue, TICK, name, None))
         issue += TICK
     return bars
 
 
-def draw(ax, bars, title):                                 # a label ending in ' is consumer 1's product: hatched
+def draw(ax, bars, title):
+    """One lane a row; a product's bar is hatched by whose it is (consumer 0 plain, 1 //, 2 ..)."""
+    lanes = sorted({row for row, *_ in bars if row.startswith("consumer")}, reverse=True)
+    rows = {name: i for i, name in enumerate(["producer", "tensor cores"] + lanes)}
     for row, start, length, kind, label in bars:
-        ax.broken_barh([(start, length)], (ROWS[row], 0.8), facecolor=STYLE[kind], linewidth=0,
-                       edgecolor="white", hatch="//" if "'" in label else None)
+        ax.broken_barh([(start, length)], (rows[row], 0.8), facecolor=STYLE[kind], linewidth=0,
+                       edgecolor="white", hatch=HATCH[label[1]] if label else None)
         if label:
-            ax.text(start + length / 2, ROWS[row] + 0.4, label.strip("'"), ha="center", va="center", fontsize=7)
-    ax.set_yticks([y + 0.4 for y in ROWS.values()], list(ROWS))
+            ax.text(start + length / 2, rows[row] + 0.4, label[0], ha="center", va="center", fontsize=7)
+    ax.set_yticks([y + 0.4 for y in rows.values()], list(rows))
     ax.set_title(title, fontsize=9)
-    ax.set_ylim(0, 4.6)
+    ax.set_ylim(0, len(rows) + 0.6)
+
+
+def busy(bars):
+    """The schematic's span and the tensor cores' share of it."""
+    span = max(s + n for _, s, n, _, _ in bars)
+    return span, sum(n for row, _, n, _, _ in bars if row == "tensor cores") / span
 
 
 fig, axes = plt.subplots(2, 1, figsize=(11, 5.5), sharex=True)
 plans = {"05": schedule_05(), "06": schedule_06()}
 draw(axes[0], plans["05"], "05: two warpgroups in step (no producer: thread 0 refills after __syncthreads)")
-draw(axes[1], plans["06"], "06: a producer warpgroup, two consumers in ping-pong (as the source asks)")
+draw(axes[1], plans["06"], "06: a producer warpgroup, two consumers in ping-pong (as the source asks; d = 128)")
 for kind, color in STYLE.items():
     axes[0].plot([], [], color=color, lw=6, label=kind)
 axes[0].legend(fontsize=7, ncol=7, loc="upper right", bbox_to_anchor=(1, 1.35))
@@ -150,9 +169,8 @@ axes[1].set_xlabel("time (schematic: hand-picked durations, not a measurement); 
 plt.tight_layout()
 plt.show()
 for name, bars in plans.items():
-    span = max(s + n for _, s, n, _, _ in bars)
-    busy = sum(n for row, _, n, _, _ in bars if row == "tensor cores")
-    print(f"schematic {name}: 3 tiles in {span:.1f} time units, tensor cores busy {busy / span:.0%} of it")
+    span, share = busy(bars)
+    print(f"schematic {name}: 3 tiles in {span:.1f} time units, tensor cores busy {share:.0%} of it")
 
 # %% [markdown]
 # Read the 06 lanes from the top: consumer 0 issues S0; consumer 1 may issue only once consumer 0 has (its
@@ -163,40 +181,56 @@ for name, bars in plans.items():
 #
 # ## Roles and registers
 #
-# Registers are handed out at launch, the same to every thread: 64 K registers for 3 warpgroups is 170 a
-# thread, rounded down to a multiple of 8. The producer's one busy thread needs a couple of dozen; a consumer
-# holds O (d/2 floats), S (bkv/2), P (bkv/4 registers of bf16 pairs) and the softmax state. `setmaxnreg.dec` returns the
-# producer's surplus to the block's pool and `setmaxnreg.inc` takes it for the consumers, so the split must
-# fit what the block was given at launch:
+# Registers are handed out at launch, the same to every thread: 64 K registers for 1 + C warpgroups, rounded
+# down to a multiple of 8 (168 a thread for 3 warpgroups, 128 for 4). The producer's one busy thread needs a
+# couple of dozen; a consumer holds O (d/2 floats), S (bkv/2), P (bkv/4 registers of bf16 pairs) and the
+# softmax state. `setmaxnreg.dec` returns the producer's surplus to the block's pool and `setmaxnreg.inc` takes
+# it for the consumers, so the split must fit what the block was given at launch. The consumers' allowance
+# depends on how many there are (`CONSUMER_REGS`: 160 for three, 240 otherwise); the cell reads what each
+# default build asks for from its SASS:
 
 # %%
-regs = {name: int(re.search(rf"#define {name} (\d+)", source).group(1)) for name in ("PRODUCER_REGS", "CONSUMER_REGS")}
-prod, cons = regs["PRODUCER_REGS"], regs["CONSUMER_REGS"]
-threads = 128 * (1 + 2)
-at_launch = 65536 // threads // 8 * 8
-print(f"at launch: 65,536 / {threads} threads = {65536 / threads:.1f} -> {at_launch} registers a thread, "
-      f"{threads * at_launch:,} for the block")
-print(f"after setmaxnreg: 128 x {prod} + 256 x {cons} = {128 * prod + 256 * cons:,} <= "
-      f"{threads * at_launch:,} (what the block got at launch)")
-print(f"  the producer frees 128 x ({at_launch} - {prod}) = {128 * (at_launch - prod):,}, "
-      f"the consumers take 256 x ({cons} - {at_launch}) = {256 * (cons - at_launch):,}")
-cubin = s06.compile_cubin(d=128)
-print("\nresource usage (registers: the cap at entry, before setmaxnreg):", nvrtc.resource_usage(cubin)[s06.KERNEL])
-sass = re.findall(r"/\*([0-9a-f]{4,})\*/\s*(.*?)\s*;", nvrtc.sass(cubin, s06.KERNEL))   # (address, instruction)
-for i, (_, ins) in enumerate(sass):
-    if "USETMAXREG" in ins:
-        for addr, ins2 in sass[i - 1:i + 3]:
-            print(f"  /*{addr}*/ {ins2}")
-        print()
+def setmaxnreg(cubin):
+    """(the producer's USETMAXREG.DEALLOC, the consumers' USETMAXREG.TRY_ALLOC), read from the SASS."""
+    sass = nvrtc.sass_lines(cubin, r"USETMAXREG", kernel=s06.KERNEL)
+    value = lambda kind: next(int(re.search(r"(0x[0-9a-f]+)\s*$", x).group(1), 16) for x in sass if kind in x)
+    return value("DEALLOC"), value("TRY_ALLOC")
+
+
+print(re.search(r"#define CONSUMER_REGS .*", source).group(0))
+for d in s06.HEAD_DIMS:
+    cubin = s06.compile_cubin(d=d)
+    sass = re.findall(r"/\*([0-9a-f]{4,})\*/\s*(.*?)\s*;", nvrtc.sass(cubin, s06.KERNEL))   # (address, instruction)
+    prod, cons = setmaxnreg(cubin)
+    consumers = s06.config(d, False)["CONSUMERS"]
+    threads = 128 * (1 + consumers)
+    at_launch = 65536 // threads // 8 * 8
+    print(f"\nd={d}: {consumers} consumers, {threads} threads; resource usage (registers: the cap at entry, "
+          f"before setmaxnreg): {nvrtc.resource_usage(cubin)[s06.KERNEL]}")
+    print(f"  at launch: 65,536 / {threads} threads = {65536 / threads:.1f} -> {at_launch} registers a thread, "
+          f"{threads * at_launch:,} for the block")
+    print(f"  after setmaxnreg: 128 x {prod} + {128 * consumers} x {cons} = {128 * prod + 128 * consumers * cons:,} "
+          f"<= {threads * at_launch:,} (what the block got at launch)")
+    print(f"  the producer frees 128 x ({at_launch} - {prod}) = {128 * (at_launch - prod):,}, "
+          f"the consumers take {128 * consumers} x ({cons} - {at_launch}) = {128 * consumers * (cons - at_launch):,}")
+    for i, (_, ins) in enumerate(sass):
+        if "USETMAXREG" in ins:
+            for addr, ins2 in sass[i - 1:i + 3]:
+                print(f"    /*{addr}*/ {ins2}")
+            print()
+cubin = s06.compile_cubin(d=128)                           # the d = 128 build, for the SASS read below
 
 # %% [markdown]
 # In SASS the producer's decrease is `USETMAXREG.DEALLOC.CTAPOOL 0x18` (24), the consumers' increase
-# `USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xf0` (240): a *try*, whose success lands in the predicate `UP0`; a
-# branch after it, whose target is the address just before the `TRY_ALLOC` (compare the addresses), tries
-# again until the producer's `DEALLOC` has put the registers in the block's pool (`CTAPOOL`). Ask for more than
-# that pool can ever hold and the consumers spin there for good. The kernel's `static_assert` checks the sum
-# against 64 K; the tighter bound is what the block got at launch (the lines above): raise `PRODUCER_REGS` to
-# 32 and the sum still passes the assert, but the producer frees too little for two consumers at 240.
+# `USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xf0` (240) at d = 128 and `0xa0` (160) at d = 64: a *try*, whose success
+# lands in the predicate `UP0`; a branch after it, whose target is the address just before the `TRY_ALLOC`
+# (compare the addresses), tries again until the producer's `DEALLOC` has put the registers in the block's
+# pool (`CTAPOOL`). Ask for more than that pool can ever hold and the consumers spin there for good. The
+# kernel's `static_assert` checks the sum against 64 K; the tighter bound is what the block got at launch (the
+# lines above). At d = 128 there is no slack at all (128 x 24 + 256 x 240 is exactly 384 x 168): raise
+# `PRODUCER_REGS` to 32 and the sum still passes the assert, but the producer frees too little for two
+# consumers at 240. At d = 64 the four warpgroups get 128 a thread at launch (65,536 / 512); after
+# setmaxnreg they hold 128 x (24 + 3 x 160) = 128 x 504 of the block's 128 x 512.
 #
 # ## Two rings, released at different times
 #
@@ -212,7 +246,7 @@ show("setmaxnreg_dec<PRODUCER_REGS>", "load(&map_v, ring.v, ring.full_v, ring.em
 # P_{t-1} V_{t-1}, which is still running during the softmax: its slot is released only after `wait<0>`, a
 # softmax later. With one slot holding K and V together, K's half would sit idle for that softmax before the
 # producer could refill it; apart, the next K lands earlier. The parities (GEMM 06 explains the rule) for two
-# slots and five tiles:
+# slots (d = 128's default; d = 64 has three: set `STAGES = 3` and see the laps stretch) and five tiles:
 
 # %%
 STAGES, TILES = 2, 5
@@ -264,52 +298,181 @@ show("auto step = [&]", "  };")
 # are live across the waits, so it does not reuse their registers early. (If the region shows an
 # `#if OVERLAP ... #else` pair, the `#else` half is `overlap=False`: one product at a time, for comparison.)
 #
-# ## Ping-pong: two named barriers
+# ## Ping-pong: a ring of named barriers
 #
-# With two consumers, the tensor cores could still take both consumers' products at once and leave both
+# With two or three consumers, the tensor cores could still take all their products at once and leave the
 # softmaxes to run side by side. Ping-pong orders them: consumer c waits at named barrier 1 + c before
-# issuing, and arrives at the other's barrier (2 − c) once its wgmmas are issued.
+# issuing, and arrives at the next consumer's barrier, 1 + (c + 1) mod C, once its wgmmas are issued. With
+# C = 2 that is barriers 1 and 2, each consumer handing over to the other; with C = 3, a ring 1 -> 2 -> 3 -> 1.
 
 # %%
 show("auto my_turn", "consumer 0 goes first")
-print()
-for line in nvrtc.sass_lines(cubin, r"BAR\.(SYNC|ARV)", kernel=s06.KERNEL):
-    print("  ", line)
+for d in s06.HEAD_DIMS:
+    print(f"\nd={d} ({s06.config(d, False)['CONSUMERS']} consumers):")
+    for line in nvrtc.sass_lines(s06.compile_cubin(d=d), r"BAR\.(SYNC|ARV)", kernel=s06.KERNEL):
+        print("  ", line)
 
 # %% [markdown]
 # In SASS they are `BAR.SYNC ..., 0x100` and `BAR.ARV ..., 0x100` (0x100 = 256 threads, the barrier's id in a
-# register; the `BAR.SYNC 0x0` is the `__syncthreads` after the mbarriers' set-up).
+# register; the `BAR.SYNC 0x0` is the `__syncthreads` after the mbarriers' set-up; a predicate such as `@!P1`
+# in front of a `BAR.ARV` is the skipped hand-over below).
 #
 # `bar.sync id, 256` waits until 256 threads have arrived at barrier `id`: its own warpgroup (128) and the
-# other's `bar.arrive id, 256` (128, without waiting). So consumer 0 passes barrier 1 only after consumer 1 has
-# arrived there, and the other way round. Who goes first: consumer 1 arrives at barrier 1 once before its
-# loop, so consumer 0's first `bar.sync` completes at once, and consumer 1 then waits at barrier 2 for consumer
-# 0's first hand-over.
+# previous consumer's `bar.arrive id, 256` (128, without waiting). So consumer c passes barrier 1 + c only
+# after consumer c − 1 (for consumer 0: the last one) has arrived there: however many consumers, one token goes
+# round the ring, and whoever holds it issues. Who goes first: the last consumer arrives at barrier 1 once
+# before its loop, so consumer 0's first `bar.sync` completes at once; consumer 1 then waits at barrier 2 for
+# consumer 0's first hand-over, and so on round the ring.
 #
-# The counts must balance. Every `bar.sync` of one consumer needs exactly one `bar.arrive` of the other, and a
-# block's `tiles` is the same for both. Consumer 1 starts with one extra arrival (the head start), so it skips
-# its hand-over after its last issue. Otherwise barrier 1 would end the block holding 128 arrivals that no
-# `bar.sync` ever completes, and in a kernel that went on to another tile (a persistent kernel), that
-# leftover would let consumer 0 through its next `bar.sync` without waiting for its turn. Count them:
+# The counts must balance. Every `bar.sync` of one consumer needs exactly one `bar.arrive` of the one before
+# it, and a block's `tiles` is the same for all. The last consumer starts with one extra arrival (the head
+# start), so it skips its hand-over after its last issue. Otherwise barrier 1 would end the block holding 128
+# arrivals that no `bar.sync` ever completes, and in a kernel that went on to another tile (a persistent
+# kernel), that leftover would let consumer 0 through its next `bar.sync` without waiting for its turn. Count
+# them, for two consumers and for three:
 
 # %%
-def handovers(tiles):
-    arrive, sync = {1: 1, 2: 0}, {1: 0, 2: 0}          # consumer 1's head start at barrier 1
+def handovers(tiles, consumers):
+    """bar.arrive and bar.sync counts at each named barrier 1 .. consumers, as the kernel issues them."""
+    arrive = {1 + c: 0 for c in range(consumers)}
+    sync = dict(arrive)
+    arrive[1] += 1                                         # the last consumer's head start, for consumer 0
     for t in range(tiles):
-        sync[1] += 1                                       # consumer 0: my_turn
-        arrive[2] += 1                                     # consumer 0: your_turn
-        sync[2] += 1                                       # consumer 1: my_turn
-        arrive[1] += t != tiles - 1                        # consumer 1: your_turn, except after its last issue
+        for c in range(consumers):                         # the order the ring lets them issue in
+            sync[1 + c] += 1                               # my_turn
+            if not (c == consumers - 1 and t == tiles - 1):   # your_turn, except the last one's after its last issue
+                arrive[1 + (c + 1) % consumers] += 1
     return arrive, sync
 
 
-for tiles in (1, 2, 64):
-    arrive, sync = handovers(tiles)
-    print(f"tiles={tiles:3d}: barrier 1: {sync[1]} bar.sync (consumer 0) vs {arrive[1]} bar.arrive (consumer 1); "
-          f"barrier 2: {sync[2]} bar.sync (consumer 1) vs {arrive[2]} bar.arrive (consumer 0)")
+for consumers in (2, 3):
+    for tiles in (1, 2, 64):
+        arrive, sync = handovers(tiles, consumers)
+        print(f"{consumers} consumers, tiles={tiles:3d}: "
+              + "; ".join(f"barrier {b}: {sync[b]} bar.sync vs {arrive[b]} bar.arrive" for b in sync)
+              + ("  (balanced)" if arrive == sync else "  (UNBALANCED)"))
 
 # %% [markdown]
 # (The last P V, after the loop, takes no turn: by then each consumer issues one group and waits for it.)
+#
+# ## Three consumers at d = 64
+#
+# Ping-pong hides one consumer's softmax under another's products only if those products last at least as
+# long as the softmax. Count both for one consumer's tile, 64 queries x 128 keys, on one SM of an H100 SXM:
+#
+# - **the products**: S = Q Kᵀ is 64 x 128 x d multiply-adds and P V is 64 x d x 128, so 2 x 64 x 128 x d in
+#   all: 2^20 at d = 64. Dense bf16 on the tensor cores is about 4096 flop (2048 multiply-adds) a clock per
+#   SM: the 989 TFLOP/s lesson 05 used, over 132 SMs at 1.83 GHz. About 512 clocks.
+# - **the softmax**: one exponential a score, 64 x 128 = 8192, whatever d is. The special-function units do 16
+#   `ex2` a clock per SM on compute capability 9.0 (the CUDA programming guide's
+#   [throughput table](https://docs.nvidia.com/cuda/cuda-c-programming-guide/#arithmetic-instructions); lesson
+#   05's 3.9 TFLOP/s of special functions is the same rate): about 512 clocks too, before the maxima, the sums
+#   and the packing.
+#
+# At d = 128 the products double and the exponentials do not:
+
+# %%
+FLOP_PER_CLOCK, EX2_PER_CLOCK = 4096, 16        # one H100 SXM SM: dense bf16 tensor cores; special-function units
+for d in s06.HEAD_DIMS:
+    products = 2 * 64 * 128 * d                 # multiply-adds: Q K^T (64 x 128 x d) + P V (64 x d x 128)
+    tensor = 2 * products / FLOP_PER_CLOCK
+    ex2 = 64 * 128 / EX2_PER_CLOCK
+    print(f"d={d:3d}: a consumer tile's products {products:,} multiply-adds = {tensor:4.0f} clocks of tensor cores; "
+          f"its exponentials {64 * 128:,} = {ex2:3.0f} clocks of MUFU; products / exponentials = {tensor / ex2:.1f}")
+
+# %% [markdown]
+# At d = 128 the other consumer's products (1024 clocks) cover a softmax with room to spare, and two consumers
+# are enough. At d = 64 they cover it with no slack at all: the exponentials alone take as long as the
+# products, and everything else a consumer does between its turns (maxima, sums, rescale, pack, the waits, the
+# issue itself) is time the tensor cores sit idle. A third consumer changes the arithmetic: while one
+# consumer's products run, the other two are in their softmax, so each softmax has two consumers' products to
+# hide under, and a warpgroup is usually ready to issue the moment the tensor cores are free. The price: 192
+# query rows a block (fewer blocks, more shared memory for Q) and 160 registers a consumer instead of 240,
+# which d = 64's O (32 floats) fits and d = 128's does not (part (b) below compiles it). The schematic again,
+# at d = 64 (a product half as long, the same softmax), with two consumers and with three:
+
+# %%
+fig, axes = plt.subplots(2, 1, figsize=(11, 6.5), sharex=True)
+for ax, consumers in zip(axes, (2, 3)):
+    bars = schedule_06(tiles=4, stages=3, consumers=consumers, product=PRODUCT / 2)
+    span, share = busy(bars)
+    draw(ax, bars, f"06 at d = 64, {consumers} consumers: tensor cores busy {share:.0%} of the span")
+    print(f"schematic, d = 64, {consumers} consumers: {4 * consumers} consumer tiles in {span:.1f} time units "
+          f"({span / (4 * consumers):.2f} a consumer tile), tensor cores busy {share:.0%}")
+axes[1].set_xlabel("time (schematic: hand-picked durations, not a measurement); products hatched by consumer: "
+                   "0 plain, 1 //, 2 ..")
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# And measured: the sweeps in `results/sweeps/` time `consumers` = 1, 2 and 3 at each head dimension, beside
+# the fastest SDPA backend of the same run (a variant the kernel refuses says so):
+
+# %%
+def head_dim(workload):
+    return int(re.search(r"\bd=(\d+)", workload).group(1))
+
+
+def attention_sweeps():
+    """[(path, sweep, {workload: its rows})] for each results/sweeps/*_attention.json (none: says so)."""
+    out = []
+    for path in sorted((results.RESULTS / "sweeps").glob("*_attention.json")):
+        sweep, by_workload = json.loads(path.read_text()), {}
+        for row in sweep["rows"]:
+            by_workload.setdefault(row["workload"], []).append(row)
+        out.append((path, sweep, by_workload))
+    if not out:
+        print("No attention sweep in results/sweeps/ yet. On an H100 or H200: "
+              "`python tools/sweep_params.py --track attention`.")
+    return out
+
+
+for path, sweep, workloads in attention_sweeps():
+    print(f"{path.name}: {sweep.get('gpu')}, commit {sweep.get('commit')}")
+    for workload, rows in workloads.items():
+        ok = [r for r in rows if "median_us" in r and r.get("correct")]
+        sdpa = min((r for r in ok if r["stage"].startswith("sdpa")), key=lambda r: r["median_us"], default=None)
+        d = head_dim(workload)
+        cells = []
+        for n in (1, 2, 3):
+            r = next((r for r in ok if r["stage"] == "06_warp_specialized" and r.get("params") == {"consumers": n}),
+                     None)
+            try:
+                s06.config(d, False, consumers=n)
+            except ValueError:
+                cells.append(f"{n}: refused")
+                continue
+            mark = "*" if n == s06.config(d, False)["CONSUMERS"] else " "
+            cells.append(f"{n}{mark}: {r['median_us']:6.1f} µs ({sdpa['median_us'] / r['median_us']:.2f}x)"
+                         if r and sdpa else f"{n}{mark}: not in this sweep")
+        best = f"{sdpa['stage']} {sdpa['median_us']:.1f} µs" if sdpa else "no SDPA row"
+        print(f"  {workload[len('attention '):]:36s} " + "   ".join(cells) + f"   | fastest SDPA: {best}")
+        timed = [(r["median_us"], r["params"]["consumers"]) for r in ok
+                 if r["stage"] == "06_warp_specialized" and list(r.get("params") or {}) == ["consumers"]]
+        if timed and sdpa:
+            us, n = min(timed)
+            print(f"  {'':36s} -> fastest: consumers={n}, "
+                  + ("faster than" if us < sdpa["median_us"] else "NOT faster than") + " the fastest SDPA")
+print("\n(x: the fastest SDPA's time over this variant's, above 1 is faster than SDPA; *: the default at this d. "
+      "Each sweep was taken at the commit it names.)")
+
+# %% [markdown]
+# Read the d = 64 rows from one consumer to three: what the second consumer buys (the ping-pong, and each K/V
+# tile shared by twice the rows), and what the third adds on top of it. At d = 128 the kernel refuses three
+# (the registers), and two is where it stays. A sweep taken before commit 5ce4fba (where causal blocks began to
+# start early, the causal section below) timed its causal rows on the kernel before that change.
+#
+# **Tried and not kept.** The exponentials could be shared out: compute 2^x for part of the scores with a
+# degree-5 polynomial on the FMA units instead of `MUFU.EX2`, the trick FlashAttention-4 uses on Blackwell.
+# Readings of one session on an H200 (d = 64, not causal, 3 consumers, 3 stages, one run each, not records):
+# all on MUFU 536.0 µs; 2 of S's 16 n8 column blocks on FMA 587.7 µs; 4 of them 625.4 µs; 6 of them 673.1 µs.
+# Nsight Compute, one launch at
+# the clock it locks (1.35 GHz): with all on MUFU the tensor pipe was 57.0 % active and the XU pipe (where MUFU
+# runs) at 58.8 % of its peak, FMA 20.1 %, ALU 28.0 %; with 4 blocks on FMA, tensor 49.0 %, XU 38.3 %, FMA
+# 30.4 %. Neither the tensor pipe nor MUFU is saturated: the kernel is bound by latency (the chain of waits,
+# barriers and dependent instructions between one issue and the next), not by a unit's throughput. So taking
+# work off MUFU bought nothing, and the polynomial's instructions (several FMAs where there was one
+# `MUFU.EX2`) only cost time.
 #
 # ## What the compiler did to us
 #
@@ -365,15 +528,17 @@ for d in (128, 64):
 #
 # ### (b) The register budget
 #
-# `setmaxnreg.inc 240` allows a consumer thread 240 registers, but ptxas decides how many the consumer code
-# may use, and it need not take them all. At d = 128 with 128-key tiles a consumer holds O (64 floats), S (64),
-# P (32 registers of bf16 pairs) and the softmax state. While this rung was written, ptxas first held that code
-# well under 240 and spilled instead (and d = 128 had to use 64-key tiles: the sweep below shows what they cost);
-# the kernel's comment above its role branch records what changed it on those builds (NVRTC 13.0 and 13.5): with
-# the producer's branch first in the source, the consumer code spilled at about 180 registers; with the
-# consumers' branch first, it did not. A measurement of one toolchain, not a rule. Compile both tile sizes at d = 128 and see
-# what this build does: the resources, the highest register the consumer code names, the spill instructions
-# and what ptxas said.
+# `setmaxnreg.inc` allows a consumer thread 240 registers (160 with three consumers), but ptxas decides how many
+# the consumer code may use, and it need not take them all. At d = 128 with 128-key tiles a consumer holds O (64
+# floats), S (64), P (32 registers of bf16 pairs) and the softmax state. While this rung was written, ptxas first
+# held that code well under 240 and spilled instead (and d = 128 had to use 64-key tiles: the sweep below shows
+# what they cost); the kernel's comment above its role branch records what changed it on those builds (NVRTC
+# 13.0 and 13.5): with the producer's branch first in the source, the consumer code spilled at about 180
+# registers; with the consumers' branch first, it did not. A measurement of one toolchain, not a rule. Compile
+# both tile sizes at d = 128, the d = 64 default (three consumers at 160), and d = 128 with three consumers,
+# which `s06.config` refuses (the cell builds it from the config's constants directly, to see why), and see what
+# this build does: the resources, the highest register the consumer code names, the spill instructions and what
+# ptxas said.
 
 # %%
 def consumer_registers(cubin):
@@ -386,12 +551,16 @@ def consumer_registers(cubin):
     return top, sum(bool(re.match(r"(@\S+ )?(STL|LDL)\b", x)) for x in sass)
 
 
-for bkv in (128, 64):
-    cub = s06.compile_cubin(d=128, bkv=bkv)
+builds = {"d=128 bkv=128 (default)": s06.compile_cubin(d=128, bkv=128),
+          "d=128 bkv=64": s06.compile_cubin(d=128, bkv=64),
+          "d=64 bkv=128, 3 consumers (default)": s06.compile_cubin(d=64),
+          "d=128 bkv=128, 3 consumers (refused)": s06.RUNG.compile({**s06.config(128, False), "CONSUMERS": 3})}
+for name, cub in builds.items():
     use = nvrtc.resource_usage(cub)[s06.KERNEL]
     top, spills = consumer_registers(cub)
+    cons = setmaxnreg(cub)[1]
     spilled = bool(use["stack"] or use["local"] or spills)
-    print(f"d=128 bkv={bkv}: {use}; highest consumer register R{top}; {spills} STL/LDL")
+    print(f"{name}: {use}; highest consumer register R{top}; {spills} STL/LDL")
     print("  compile log:", nvrtc.compile_log(cub).strip() or "(empty)")
     print(f"  -> {'spills, with' if spilled else 'no spills;'} the consumer code naming registers up to R{top} "
           f"of the {cons} setmaxnreg grants"
@@ -406,56 +575,111 @@ for d in s06.HEAD_DIMS:
 # "wgmma.mma_async instructions are serialized due to insufficient register resources" (C7512 in NVRTC 13.5's
 # log; other versions number it differently) says worse:
 # it then waits for each wgmma before the next, which undoes everything this rung is about. So read the lines
-# above as a rule for choosing the tile: where 128-key tiles spill at d = 128, take `bkv=64`; where they do
-# not, the larger tile halves the turns and barriers per key. The last lines print what the defaults are and
-# whether they spill. At d = 64 a consumer's O is half as large (32 floats): less pressure either way.
+# above as a rule for choosing the tile and the consumers: where 128-key tiles spill at d = 128, take
+# `bkv=64`; where they do not, the larger tile halves the turns and barriers per key. At d = 64 a consumer's O
+# is half as large (32 floats), and 160 registers hold it with S and P; at d = 128, 160 do not, which is why
+# `s06.config` refuses `consumers=3` there. The last lines print what the defaults are and whether they spill.
 #
 # ## Causal: stop at the diagonal, mask only there
 #
-# A causal block of BQ = 128 query rows starting at q0 needs keys up to q0 + 127 only: `tiles` ends there (the
-# producer never loads the tiles above the diagonal), and only tiles from `masked` on cross it (or reach past
-# Nk), so only those run the masked copy of the loop. Within each head, causal blocks are launched longest
-# first (`qb = gridDim.x − 1 − blockIdx.x`; x, the query block, varies fastest, so across heads the order is a
-# sawtooth), and the last heads' short blocks fill the gaps at the end.
+# A causal block of BQ query rows (128 at d = 128, 192 at d = 64) starting at q0 needs keys up to q0 + BQ − 1
+# only: `tiles` ends there (the producer never loads the tiles above the diagonal), and only tiles from
+# `masked` on cross it (or reach past Nk), so only those run the masked copy of the loop. Within each head,
+# causal blocks are launched longest first (`qb = gridDim.x − 1 − blockIdx.x`; x, the query block, varies
+# fastest, so across heads the order is a sawtooth), and the last heads' short blocks fill the gaps at the end.
+#
+# When Nq is not a multiple of BQ, the grid covers `pad = gridDim.x · BQ − Nq` rows that do not exist (at
+# d = 64 and N = 4096: 22 blocks of 192 rows, 128 too many). Put at the end, they would sit in the last block,
+# the one that does every key tile. So a causal block starts `pad` rows early, q0 = qb · BQ − pad: the rows
+# before 0 land in the first block, which does one tile. TMA fills rows outside the tensor with zeros, before
+# row 0 as past Nq; every key is after such a row, so its scores are all masked, and the epilogue stores no row
+# below 0.
 
 # %%
 show("const int qb =", "const int tiles")
 show("const int masked", "const int masked")
 show("int t = 1;", "for (; t < tiles; ++t)")
+
+
+def causal_blocks(n, bq, bkv, early=True):
+    """Per query block, as the kernel computes them (Nq = Nk = n): (qb, q0, padding rows, tiles, masked tiles).
+    early=False: the blocks start at qb * bq, the padding at the end (the kernel before the pad)."""
+    grid = -(-n // bq)
+    pad = grid * bq - n if early else 0
+    out = []
+    for qb in range(grid):
+        q0 = qb * bq - pad
+        tiles = -(-min(n, q0 + bq) // bkv)
+        masked = min(n // bkv, max(q0 + 1, 0) // bkv)
+        padding = max(0, -q0) + max(0, q0 + bq - n)
+        out.append((qb, q0, padding, tiles, tiles - min(masked, tiles)))
+    return out
+
+
+n = 4096
 for d in s06.HEAD_DIMS:
     cfg = s06.config(d, True)
-    bq, bkv, n = 64 * cfg["CONSUMERS"], cfg["BKV"], 4096
-    rows = []
-    for qb in range(n // bq):
-        q0 = qb * bq
-        tiles = -(-min(n, q0 + bq) // bkv)
-        masked = min(n // bkv, (q0 + 1) // bkv)
-        rows.append((qb, tiles, tiles - min(masked, tiles)))
-    loaded, with_mask = sum(r[1] for r in rows), sum(r[2] for r in rows)
-    print(f"d={d:3d} bkv={bkv} BQ={bq}, N={n}: blocks load {loaded} of {len(rows) * (n // bkv)} tiles "
-          f"({loaded / (len(rows) * (n // bkv)):.1%}); {with_mask} of them masked ({with_mask / loaded:.1%}); "
-          f"blocks (qb: tiles, masked): {rows[0][0]}: {rows[0][1:]}, {rows[1][0]}: {rows[1][1:]}, ..., "
-          f"{rows[-1][0]}: {rows[-1][1:]}")
+    bq, bkv = 64 * cfg["CONSUMERS"], cfg["BKV"]
+    rows = causal_blocks(n, bq, bkv)
+    loaded, with_mask, full = sum(r[3] for r in rows), sum(r[4] for r in rows), len(rows) * -(-n // bkv)
+    print(f"d={d:3d} bkv={bkv} BQ={bq}, N={n}: {len(rows)} blocks a head, pad = {len(rows) * bq - n}; they load "
+          f"{loaded} of {full} tiles ({loaded / full:.1%}); {with_mask} of them masked ({with_mask / loaded:.1%}), "
+          f"{min(r[4] for r in rows)} to {max(r[4] for r in rows)} a block")
+    for label, blocks in (("now (start pad rows early)", rows),
+                          ("padding at the end", causal_blocks(n, bq, bkv, early=False))):
+        print(f"  {label}:")
+        for qb, q0, padding, tiles, masked in (blocks[0], blocks[1], blocks[-1]):
+            print(f"    block {qb:2d}: rows {q0:5d} .. {q0 + bq - 1:5d}, {padding:3d} of them padding; "
+                  f"{tiles:2d} tiles, {masked} masked")
+        waste = sum(padding * tiles for _, _, padding, tiles, _ in blocks)
+        print(f"    padding rows x tiles they run: {waste} ({waste / max(1, sum(bq * t for *_, t, _ in blocks)):.1%} "
+              f"of the rows x tiles the head runs)")
 
 # %% [markdown]
-# A block masks only the one or two tiles its diagonal crosses (BQ / bkv of them, at least one), out of up to
+# A block masks only the few tiles its diagonal crosses (about BQ / bkv of them, at least one), out of up to
 # N / bkv: the copy of the loop that does the masking runs on a small share of the tiles (the printed
 # percentage), so whatever part (a) found for it weighs little. Without causal, only a ragged last tile (Nk
-# not a multiple of bkv) is masked.
+# not a multiple of bkv) is masked, and no block starts early: `pad` is 0.
 #
 # ## Right?
 #
 # On an H100 or H200, the checker's ragged cases against the float64 reference, with the defaults and the
-# variants the exercises use. The CPU emulator does not run `wgmma`: without a Hopper GPU this cell says so.
+# variants the exercises use. Without a Hopper GPU, the workbook's CPU emulator runs the same kernel (`wgmma`,
+# TMA and the barriers included) on a few small cases: both head dimensions, causal with Nq not a multiple of
+# BQ (so the first block starts early), and three and two consumers at d = 64. Each case is checked against
+# the float64 reference the same way.
 
 # %%
+EMULATED_CASES = [
+    ("causal, Nq=200 (pad 184 at BQ=192), d=64", dict(B=1, H=1, Nq=200, Nk=200, d=64, causal=True)),
+    ("ragged Nk, small scores, d=64", dict(B=1, H=2, Nq=45, Nk=150, d=64, spread=0.25)),
+    ("causal, Nq=130 (pad 126 at BQ=128), d=128", dict(B=1, H=1, Nq=130, Nk=130, d=128, causal=True)),
+    ("Nq != Nk, ragged, d=128", dict(B=1, H=1, Nq=70, Nk=150, d=128)),
+]
 why = attention.unavailable("06_warp_specialized")
-if why:
-    print("Not run here:", why)
+if why and not SIMULATOR:
+    print(f"Not run here: {why}. (The CPU emulator works on host memory, where Numba runs in its simulator: "
+          f"set CUDABOOK_SIMULATOR=1 before `import cudabook` to use it.)")
+elif why:
+    try:
+        for name, kw in EMULATED_CASES:
+            args = attention.random_problem(**kw)
+            for params in ({}, {"consumers": 2}):
+                if params and s06.config(kw["d"], False, **params) == s06.config(kw["d"], False):
+                    continue                               # at d = 128 the default is already 2
+                p = attention.upload(*args)
+                p.poison()
+                with emulate.emulating():
+                    s06.launch(p, **params)
+                verdict = attention.judge(p.result(), *args)
+                print(f"{name:42s} emulated {str(params or 'defaults'):18s} {verdict.message.splitlines()[0]}")
+    except emulate.HostCompilerMissing as e:
+        print("Not emulated:", e)
 else:
     for name, kw in attention.cases():
         q, k, v, causal = attention.random_problem(**kw)
-        for params in ({}, {"pingpong": False}, {"stages": 3}, {"consumers": 1}, {"overlap": False}):
+        for params in ({}, {"consumers": 2}, {"pingpong": False}, {"stages": 3}, {"consumers": 1},
+                       {"overlap": False}):
             if not set(params) <= set(s06.PARAMS):
                 continue
             verdict = attention.judge(attention.run("06_warp_specialized", q, k, v, causal=causal, **params),
@@ -507,14 +731,6 @@ if not recorded_06:
 # defaults with rung 05 on each workload and names the fastest variant.
 
 # %%
-import json
-
-sweeps = sorted((results.RESULTS / "sweeps").glob("*_attention.json"))
-if not sweeps:
-    print("No attention sweep in results/sweeps/ yet. On an H100 or H200: "
-          "`python tools/sweep_params.py --track attention`.")
-
-
 def suggests(params):
     """What a variant that beats the defaults suggests, in a few words."""
     what = {"bkv": lambda v: f"bkv={v}: " + ("larger tiles, half the turns, waits and barriers per key" if v == 128
@@ -524,16 +740,16 @@ def suggests(params):
                                                        else "taking turns"),
             "overlap": lambda v: f"overlap={v}: " + ("the overlap inside a warpgroup costs more than it hides"
                                                      if not v else "the overlap"),
-            "consumers": lambda v: f"consumers={v}"}
+            "consumers": lambda v: f"consumers={v}: " + {
+                1: "one consumer, no ping-pong: the turns cost more than they hide",
+                2: "where the default is three, the third consumer costs (160 registers, 192-row blocks) more "
+                   "than it hides",
+                3: "a third consumer: one stays ready to issue while two run their softmax"}.get(v, "")}
     return "; ".join(what.get(k, lambda v: f"{k}={v}")(v) for k, v in params.items())
 
 
-for path in sweeps:
-    sweep = json.loads(path.read_text())
+for path, sweep, by_workload in attention_sweeps():
     print(f"{path.name}: {sweep.get('gpu')}, commit {sweep.get('commit')}")
-    by_workload = {}
-    for row in sweep["rows"]:
-        by_workload.setdefault(row["workload"], []).append(row)
     for workload, rows in by_workload.items():
         print(f"\n  {workload}")
         print(f"  {'stage':22s} {'params':34s} {'µs':>9s} {'TFLOP/s':>8s} {'% SDPA':>7s}  correct")
@@ -613,18 +829,21 @@ else:
 # %% [markdown]
 # ## Exercises
 #
-# 1. **Ping-pong off.** `pingpong=False` drops the named barriers: both consumers issue whenever they are
+# The sweeps below run at the benchmark's first size, d = 128 (two consumers by default).
+#
+# 1. **Ping-pong off.** `pingpong=False` drops the named barriers: the consumers issue whenever they are
 #    ready. Predict first, with the schematic above (what does the tensor-core lane look like when both issue
 #    at once?), then measure. *Hint:* the overlap inside each warpgroup stays; only the turn-taking goes. If
 #    the two finish about the same: which of the two overlaps was doing the work?
-# 2. **A third stage.** `stages=3` lets the producer run one more tile ahead in both rings. When does that
-#    help? *Hint:* it helps only if a consumer ever waits on a "full" barrier. Compare a tile's bytes (2 x bkv
-#    x d bytes for K, the same for V) with the time of its products, and remember that shared memory now
-#    holds three K and three V tiles (`s06.smem_bytes(s06.config(128, False, stages=3))`).
+# 2. **A third stage.** `stages=3` lets the producer run one more tile ahead in both rings (d = 64 has three
+#    already). When does that help? *Hint:* it helps only if a consumer ever waits on a "full" barrier.
+#    Compare a tile's bytes (2 x bkv x d bytes for K, the same for V) with the time of its products, and
+#    remember that shared memory now holds three K and three V tiles
+#    (`s06.smem_bytes(s06.config(128, False, stages=3))`).
 # 3. **Why does `consumers=1` lose?** Predict before you measure. *Hint:* with one consumer there is no
-#    ping-pong, each K/V tile is shared by 64 query rows instead of 128 (twice the loads per FLOP), and the
-#    only thing left under the softmax is that consumer's own P V. Adapt `schedule_06` to one consumer and
-#    draw it.
+#    ping-pong, each K/V tile is shared by 64 query rows instead of 128 (192 at d = 64), so more loads per FLOP,
+#    and the only thing left under the softmax is that consumer's own P V. Draw it:
+#    `draw(plt.gca(), schedule_06(consumers=1), "one consumer")`, and again with `product=PRODUCT / 2` (d = 64).
 #
 # Without an H100 or H200 there is nothing to time: the sweeps say so.
 
@@ -640,9 +859,9 @@ if "overlap" in s06.PARAMS:            # the same kernel without the overlap ins
 #
 # The ladder above is one size. Across the sequence length N (B = 4, H = 16), d = 128 and 64, causal and not,
 # recorded on a GPU with `tools/sweep_sizes.py`: rungs 04 to 06 and every SDPA backend, each point checked
-# against the reference. At small N a head has few query blocks: 64 heads x N / 128 blocks for 132 SMs, and the
-# fixed costs of a block (Q's load, the pipeline filling, the epilogue) weigh more. Compare where rung 06 and the
-# fastest backend part, and where they meet.
+# against the reference. At small N a head has few query blocks: 64 heads x N / BQ blocks (BQ = 128 at d = 128,
+# 192 at d = 64) for 132 SMs, and the fixed costs of a block (Q's load, the pipeline filling, the epilogue)
+# weigh more. Compare where rung 06 and the fastest backend part, and where they meet.
 
 # %%
 from cudabook import sizes

@@ -251,9 +251,17 @@ gemm.sweep("04_mma_sync", "swizzle", [True, False])
 gemm.sweep("04_mma_sync", "stages", [2, 3, 4])
 
 # %% [markdown]
-# In the H100 sweep (`results/sweeps/H100_80GB_HBM3_lessons.json`), 2 stages reach 32 % of cuBLAS, 3 and 4
-# about 53 % (4 about a point above 3): at 2 stages every slice's copies are waited for in full, and one slice
-# of work ahead already hides nearly all of them.
+# The recorded sweeps (`results/sweeps/<card>_lessons.json`), read back whatever this machine measured above:
+
+# %%
+for rec in lesson.recorded_sweeps("gemm", "04_mma_sync", "stages"):
+    pct = ", ".join(f"{row['value']} stages {row['pct_of_cublas']:.1f} %" for row in rec["rows"]
+                    if "pct_of_cublas" in row)
+    print(f"{rec['gpu']} at {rec['commit']}: {pct} of cuBLAS")
+
+# %% [markdown]
+# 2 stages fall far behind 3, and 4 adds little to 3: at 2 stages every slice's copies are waited for in full,
+# and one slice of work ahead already hides nearly all of them.
 
 # %% [markdown]
 # Every warp here still does three jobs: compute addresses and issue copies, shuffle tiles into registers

@@ -398,6 +398,24 @@ for nt in (128, 256, 512):
 # they are still slower: what the 512-thread build does better is not in the count (loads counted at issue, in
 # program order, say nothing of when the warps issue them). Profiling the three builds side by side is the next
 # step.
+#
+# A third knob, `vectors`, gives each lane 1 (the default), 2 or 4 of the row's 16-byte vectors: fewer lanes an
+# item, so fewer copies of the position arithmetic (the first item under "What is left"), and more registers a
+# thread. What that is worth in time is **not measured yet**: no recorded sweep has it. The compiler's side
+# needs no GPU (counted as above, for each build: the instructions of one lane, and of the G lanes of an item).
+# On a GPU, `msda.sweep("05_lane_groups", "vectors", [1, 2, 4])` times it; until a GPU records that sweep in
+# `results/sweeps/`, that fewer instructions an item make the rung faster is a prediction to test, not a result:
+
+# %%
+print(f"{'vectors a lane':>14s} {'lanes G':>7s} {'instructions':>12s} {'x G (an item)':>13s} {'registers':>9s}"
+      f"   loads in flight a lane (mean)")
+for vpl in (1, 2, 4):
+    cubin = s05.compile_cubin(D=D, L=L, P=P, vectors=vpl)
+    ins = [i for i in nvrtc.sass_lines(cubin, ".", kernel=s05.KERNEL) if not i.startswith("NOP")]
+    regs = nvrtc.resource_usage(cubin)[s05.KERNEL]["registers"]
+    lanes = s05.group_lanes(D, vpl)
+    print(f"{vpl:14d} {lanes:7d} {len(ins):12,d} {lanes * len(ins):13,d} {regs:9d}"
+          f"   {np.mean(loads_in_flight(cubin)):30.2f}")
 
 # %% [markdown]
 # ## Across problem sizes

@@ -37,7 +37,7 @@ print(cudabook.where())
 import re
 import numpy as np
 import matplotlib.pyplot as plt
-from cudabook import resample, lesson, nvrtc
+from cudabook import resample, lesson, nvrtc, results
 from cudabook.resample import s06_cp_async as s06
 
 # %% [markdown]
@@ -112,15 +112,28 @@ else:
 # ## How fast?
 #
 # Compare with both of stage 05's ways. The shared-memory double buffer, the one this stage improves on, was
-# slower than stage 04 on an H200 (lesson 05); `cp.async` beats stage 04 on both GPUs in results/ (the
-# ladder below): no registers hold the window, so more blocks fit on an SM. Against stage 05's default (no
-# window: a search prepass, then eight register loads in flight a lane) it loses on both: a windowed block
-# still waits at barriers for its slowest copy and every item pays the searches inside its window, while the
-# gather's warps never wait for each other. Honest reading: on this problem, the window in shared memory costs
-# more than it saves, and the next stage shows how close a copy engine brings it back.
+# slower than stage 04 (lesson 05: on an H200 while it was built, and in the H100 `buffers` sweep in
+# results/sweeps/). `cp.async` beats stage 04 on every card recorded in results/ (the ladder, and the
+# comparison printed under it): no registers hold the window, so more blocks fit on an SM. Against stage 05's
+# default (no window: a search prepass, then eight register loads in flight a lane) it loses on every one: a
+# windowed block still waits at barriers for its slowest copy and every item pays the searches inside its
+# window, while the gather's warps never wait for each other. Honest reading: on this problem, the window in
+# shared memory costs more than it saves, and the next stage shows how close a copy engine brings it back.
 
 # %%
 resample.ladder_so_far("06_cp_async")
+
+# %%
+for record in results.load_all():
+    for name, w in record["workloads"].items():
+        st = w.get("stages", {})
+        times = [st.get(s, {}).get("median_us") for s in ("04_smem_windows", "05_double_buffered", "06_cp_async")]
+        if w.get("track") != "resample" or None in times:
+            continue
+        t4, t5, t6 = times
+        print(f"{record['gpu']} · {name} (commit {w.get('commit') or record.get('commit')}): 06 {t6:.1f} µs, "
+              f"{'faster' if t6 < t4 else 'slower'} than 04 ({t4:.1f}), "
+              f"{'faster' if t6 < t5 else 'slower'} than 05's default ({t5:.1f})")
 
 # %% [markdown]
 # ## Experiment: pipeline depth

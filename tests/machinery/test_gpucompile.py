@@ -8,6 +8,7 @@ from numba import cuda
 import cudabook
 from cudabook import resample
 from cudabook.bits import bf16_to_f32, f32_to_bf16
+from cudabook.resample.s01_naive import find_interval
 
 pytestmark = pytest.mark.skipif(not cudabook.SIMULATOR, reason="on a GPU every kernel is compiled for real anyway")
 
@@ -18,10 +19,12 @@ def resample_naive(times, feats, targets, out):
     t = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     if t >= targets.shape[1]:
         return
-    xs = [times[b, i] for i in range(times.shape[1])]                  # a Python list: no GPU has those
+    x = targets[b, t]
+    lo = find_interval(times, b, x)
+    xs = [times[b, lo], times[b, lo + 1]]                               # a Python list: no GPU has those
     for d in range(feats.shape[2]):
-        ys = [bf16_to_f32(feats[b, i, d]) for i in range(times.shape[1])]
-        out[b, t, d] = f32_to_bf16(np.float32(np.interp(targets[b, t], xs, ys)))
+        ys = [bf16_to_f32(feats[b, lo, d]), bf16_to_f32(feats[b, lo + 1, d])]
+        out[b, t, d] = f32_to_bf16(np.float32(np.interp(x, xs, ys)))   # nor np.interp
 
 
 def test_a_kernel_only_the_simulator_runs_fails(capsys):

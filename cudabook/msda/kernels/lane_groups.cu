@@ -1,4 +1,4 @@
-// 05 lane groups (sm_80 and newer): every lane computes its own samples, and keeps many loads in flight.
+// 05 lane groups (sm_80 and newer): every lane computes its own samples, with no branch between their loads.
 //
 // A group of G lanes serves one (image n, query q, head m): lane g owns channels 8g .. 8g+7 (one 16-byte
 // vector of the head's row), G = D / 8 rounded up to a power of two. Rung 02 had one lane per sample compute
@@ -7,8 +7,8 @@
 // no shuffles, no waiting on another lane, and the locations and weights are one broadcast load per warp. The
 // sizes are compile-time constants (D, L, P), so the loop over a level's P points is unrolled: the compiler may
 // start later samples' loads before the first ones are used, as far as registers allow (bytes in flight are
-// what a gather needs), and the blend is 8 FMAs per corner on values widened from bf16 with one shift or mask
-// each.
+// what a gather needs; lesson 05 counts in the SASS how many loads it keeps in flight), and the blend is 8 FMAs
+// per corner on values widened from bf16 with one shift or mask each.
 //
 // By default (BRANCHLESS=1) every corner is loaded: a corner off the map from the level's first pixel, with
 // weight 0, so no branch separates one sample's loads from the next. With BRANCHLESS=0 corners off the map are
@@ -17,8 +17,8 @@
 //
 // A lane may own more than one vector (VPL, "vectors per lane"): lane g then owns vectors g, g + G, g + 2G, ...
 // of the row, so each load instruction of the group still reads G contiguous vectors. Fewer lanes per item
-// means fewer copies of the position arithmetic (every lane of a group repeats it) and more loads in flight
-// per thread, at the price of more registers.
+// means fewer copies of the position arithmetic (every lane of a group repeats it) and VPL loads a corner in
+// each thread, at the price of more registers (what that is worth in time is not measured yet).
 //
 // Compile-time constants (NVRTC -D): DV channels per head (a multiple of 8, at most 128), LV levels (at most 8),
 // PV points, NT threads a block, BRANCHLESS (0/1), VPL vectors per lane (1, 2 or 4).
@@ -108,8 +108,9 @@ msda_lane_groups(const Vec* __restrict__ value, const int* __restrict__ shapes, 
             const float a = __ldg(aw + l * PV + p);
             const float x = s.x * W - 0.5f, y = s.y * H - 0.5f;
 #if BRANCHLESS
-            // every corner is loaded (an off-map corner from the level's first pixel, with weight 0), so the
-            // loads of all P samples can be issued before the first one is used
+            // every corner is loaded (an off-map corner from the level's first pixel, with weight 0), so no
+            // branch keeps a later sample's loads from being issued before an earlier one's are used (how many
+            // the compiler issues early is its choice, weighed against registers)
             const float fx0 = floorf(x), fy0 = floorf(y), fx = x - fx0, fy = y - fy0;
             const bool on = x > -1.0f && y > -1.0f && x < (float)W && y < (float)H;
             const int x0 = on ? (int)fx0 : 0, y0 = on ? (int)fy0 : 0;
