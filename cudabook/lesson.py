@@ -489,21 +489,31 @@ def plot_sweep(stage, param, series, spec, subtitle=""):
     return ax
 
 
-def show_region(source: str, *, context: int = 0, start: str | None = None, end: str | None = None):
+def show_region(source: str, *, context: int = 0, start: str | None = None, end: str | None = None,
+                tag: str | None = None):
     """Print part of a CUDA C++ kernel, numbered: from the first line containing `start` to the next line
-    containing `end` (by default the lab region, between `// >>> lab` and `// <<< lab`), plus `context` lines
-    either side. The lab markers themselves are not printed. A `start` or `end` the source does not have (the
-    kernel changed under the lesson) is an error that names it, never the whole file printed instead."""
+    containing `end` (by default the lab region: the untagged `// >>> lab:`, or with `tag` the one marked
+    `// >>> lab[tag]:`, to its `// <<< lab`), plus `context` lines either side. The lab markers themselves are
+    not printed. A `start`, `end` or `tag` the source does not have (the kernel changed under the lesson) is an
+    error that names it, never the whole file printed instead."""
+    from .notebooks import LAB_BEGIN, LAB_END
     lines = source.splitlines()
-    start, end = start or "// >>> lab", end or "// <<< lab"
-    begin = next((i for i, line in enumerate(lines) if start in line), None)
-    if begin is None:
-        raise ValueError(f"show_region: no line of the source contains start={start!r}")
-    stop = next((i for i, line in enumerate(lines) if i >= begin and end in line), None)
+    if start is None:
+        begin = next((i for i, line in enumerate(lines)
+                      if (m := LAB_BEGIN.match(line)) and m.group(3) == tag), None)
+        if begin is None:
+            raise ValueError(f"show_region: the source has no lab region "
+                             f"{f'// >>> lab[{tag}]:' if tag else '// >>> lab:'}")
+    else:
+        begin = next((i for i, line in enumerate(lines) if start in line), None)
+        if begin is None:
+            raise ValueError(f"show_region: no line of the source contains start={start!r}")
+    stop = next((i for i, line in enumerate(lines) if i >= begin and (end in line if end else LAB_END.match(line))),
+                None)
     if stop is None:
-        raise ValueError(f"show_region: no line from line {begin + 1} on contains end={end!r}")
+        raise ValueError(f"show_region: no line from line {begin + 1} on contains end={end or '// <<< lab'!r}")
     first = max(begin - context, 0)
     for n in range(first, min(stop + 1 + context, len(lines))):
-        if "// >>> lab" in lines[n] or "// <<< lab" in lines[n]:
+        if LAB_BEGIN.match(lines[n]) or LAB_END.match(lines[n]):
             continue
         print(f"{n + 1:4d}  {lines[n]}")

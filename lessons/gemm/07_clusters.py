@@ -52,7 +52,7 @@ from cudabook.gemm import s07_clusters as s07
 # is enough.
 
 # %%
-lesson.show_region(s07.source(), start="// >>> lab:", context=0)     # 07's region (08's is lab[08_fp8])
+lesson.show_region(s07.source())                     # 07's region (08's, in the same file, is tag="08_fp8")
 lesson.show_region((nvrtc.INCLUDE / "tma.cuh").read_text(), start="void mbar_arrive_cluster",
                    end=':: "r"(bar), "r"(cta)', context=1)
 

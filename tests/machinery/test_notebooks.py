@@ -188,9 +188,13 @@ def test_cuda_grader_passes_the_solution_and_fails_a_mistake(stage, path, capsys
 def test_show_region_names_a_marker_the_source_lacks(capsys):
     # a kernel edited under a lesson must break the lesson's cell, not print the whole file in its place
     from cudabook import lesson
-    source = "a\n// >>> lab\nb\n// <<< lab\nc\n"
+    source = "a\n// >>> lab: the untagged region\nb\n// <<< lab\nc\n  // >>> lab[x]: a tagged one\nd\n  // <<< lab\n"
     lesson.show_region(source)
     assert capsys.readouterr().out.split() == ["3", "b"]
+    lesson.show_region(source, tag="x")                  # a region tagged lab[x], as rung 08's in GEMM 07's file
+    assert capsys.readouterr().out.split() == ["7", "d"]
+    with pytest.raises(ValueError, match=r"lab\[y\]"):
+        lesson.show_region(source, tag="y")
     with pytest.raises(ValueError, match="start='nowhere'"):
         lesson.show_region(source, start="nowhere")
     with pytest.raises(ValueError, match="end='nowhere'"):
