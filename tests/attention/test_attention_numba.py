@@ -98,12 +98,13 @@ def test_other_head_dimensions_are_refused(stage):
 
 @pytest.mark.parametrize("stage", STAGES)
 def test_the_solution_passes_the_grader_and_compiles_for_a_gpu(stage, capsys):
+    if SIMULATOR:       # grading in the simulator is slow: CI does it once, in the solution notebook
+        pytest.skip("in the simulator solutions/attention/<stage>_SOLUTION.ipynb grades the solution "
+                    "(nbval; the repository's conftest.py fails it unless the grader prints PASS)")
     module, kernel = STAGES[stage]
     assert labs.grade(stage, getattr(module, kernel), track="attention"), capsys.readouterr().out
     out = capsys.readouterr().out
     assert "PASS" in out
-    if SIMULATOR and "Not compiled for a GPU here" not in out:
-        assert "compiles for a GPU (sm_90)" in out, out
 
 
 # The labs' planted mistakes (cudabook/attention/mistakes.py) are graded by tests/attention/test_attention_mistakes.py, on
