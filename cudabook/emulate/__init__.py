@@ -80,6 +80,35 @@ def note_buffer(address: int, nbytes: int):
         _buffers[int(address)] = int(nbytes)
 
 
+def _address_of(value, kind) -> int | None:
+    """The address a kernel argument hands the kernel: a pointer's, or the tensor a tensor map (kind None) names."""
+    if kind is None:
+        return value.address if isinstance(value, EmulatedTensorMap) else None
+    if kind is not ctypes.c_void_p:
+        return None
+    raw = value.value if hasattr(value, "value") else value
+    return int(raw) if raw else None
+
+
+def _which_array(message: str, args, types, fenced: dict) -> str:
+    """For a fault at an address in a fenced array's fences: which argument's array, and how far outside it."""
+    import re
+    at = re.search(r"at address (0x[0-9a-f]+)", message)
+    if not at:
+        return ""
+    where = int(at.group(1), 16)
+    for i, (value, kind) in enumerate(zip(args, types)):
+        f = fenced.get(_address_of(value, kind))
+        if f is None or not f.base <= where < f.base + f.size:
+            continue
+        what = (f"the tensor of the tensor map passed as argument {i}" if kind is None
+                else f"the array passed as argument {i}")
+        if where < f.address:
+            return f" That address is {f.address - where:,} bytes before the start of {what}."
+        return f" That address is {where - (f.address + f.nbytes):,} bytes past the end of {what} ({f.nbytes:,} bytes)."
+    return ""
+
+
 class _Fenced:
     """A copy of `nbytes` at `address` in memory of its own, its end within 256 bytes of FENCE bytes that may not
     be touched (and as many before it), for one emulated launch; release() copies it back and frees it. The fences
@@ -288,12 +317,11 @@ class EmulatedKernel:
         if min(gx, gy, gz, bx, by, bz) < 1 or bx * by * bz > 1024:
             raise EmulationError(f"launch of {self.name}: grid {(gx, gy, gz)} and block {(bx, by, bz)} are not a "
                                  f"valid launch (at least 1 each, at most 1024 threads a block)")
-        # Arrays the kernel gets by address are copied into fenced memory (a page nobody may touch after them, and
-        # one before), so that a write past the end faults and is reported instead of corrupting this process's
-        # heap; the copies go back after the kernel. Not when a tensor map is passed: it holds the address itself.
-        fenced = {} if any(kind is None for kind in types) else {
-            int(v.value if hasattr(v, "value") else v): None for v, kind in zip(args, types)
-            if kind is ctypes.c_void_p and int(v.value if hasattr(v, "value") else v or 0) in _buffers}
+        # Arrays the kernel gets by address, or through a tensor map, are copied into fenced memory (a page nobody
+        # may touch after them, and one before), so that an access past either end faults and is reported instead
+        # of corrupting this process's heap; the copies go back after the kernel. A tensor map is handed to the
+        # kernel as a copy that names the fenced array (one copy an array, however many ways it is reached).
+        fenced = {address: None for address in map(_address_of, args, types) if address in _buffers}
         try:
             for address in fenced:
                 fenced[address] = _Fenced(address, _buffers[address])
@@ -309,6 +337,9 @@ class EmulatedKernel:
         keep, ptrs = [], []
         for value, kind in zip(args, types):
             if kind is None:                               # a tensor map passed by value
+                if _address_of(value, kind) in fenced:
+                    value = value.moved_to(fenced[_address_of(value, kind)].address)
+                    keep.append(value)
                 ptrs.append(ctypes.c_void_p(value.getPtr()))
                 continue
             raw = value.value if hasattr(value, "value") else value
@@ -334,7 +365,7 @@ class EmulatedKernel:
                                       f"ends, or a thread waiting for something that never comes?")
             if message.startswith("CANNOT EMULATE: "):
                 raise CannotEmulate(message[len("CANNOT EMULATE: "):])
-            raise EmulationError(message)
+            raise EmulationError(message + _which_array(message, args, types, fenced))
 
 
 # ------------------------------------------------------------------------------------------ tensor maps
@@ -366,6 +397,17 @@ class EmulatedTensorMap:
 
     def getPtr(self):
         return ctypes.addressof(self.buffer)
+
+    @property
+    def address(self) -> int:
+        return int.from_bytes(bytes(self.buffer[16:24]), "little")
+
+    def moved_to(self, address: int) -> "EmulatedTensorMap":
+        """The same map over a copy of its tensor at `address` (a fenced copy, for one launch)."""
+        moved = object.__new__(EmulatedTensorMap)
+        moved.buffer = (ctypes.c_ubyte * 128).from_buffer_copy(bytes(self.buffer))
+        moved.buffer[16:24] = list(int(address).to_bytes(8, "little"))
+        return moved
 
 
 def encode_tiled(dtype, shape, strides, box, address, *, element_strides=None, swizzle="none", interleave="none",

@@ -358,8 +358,32 @@ def test_a_write_past_the_end_is_reported_and_the_buffers_come_back():
         address = device.address(out)
         kern.launch(1, 64, [address, 64, 0], [ctypes.c_void_p, ctypes.c_int, ctypes.c_int])
         assert (out.copy_to_host() == 1 + np.arange(64)).all()
-        with pytest.raises(emulate.EmulationError, match="does not own"):
+        with pytest.raises(emulate.EmulationError, match=r"does not own.*16,384 bytes past the end of the array "
+                                                         r"passed as argument 0 \(256 bytes\)"):
             kern.launch(1, 64, [address, 64, 1], [ctypes.c_void_p, ctypes.c_int, ctypes.c_int])
+
+
+@needs_simulator
+def test_a_kernel_fed_by_tensor_maps_is_fenced_too():
+    """With tensor maps among its arguments a kernel's arrays are fenced all the same (each map handed over as a
+    copy naming the fenced tensor): attention 06 storing the rows before row 0 that a causal block starts early
+    with (its `r < 0` guard removed) is reported with the array and the distance, and the process lives on."""
+    from cudabook import attention
+    from cudabook.attention import s06_warp_specialized as s06
+    wrong = s06.source().replace("if (r < 0 || r >= Nq) continue;", "if (r >= Nq) continue;")
+    assert wrong != s06.source()
+    args = attention.random_problem(1, 1, 45, 45, 64, causal=True)       # BQ = 192: the block starts 147 rows early
+    p = attention.upload(*args)
+    for kernel, fails in ((None, False), (wrong, True)):
+        p.poison()
+        with emulate.emulating():
+            if fails:
+                with pytest.raises(emulate.EmulationError, match="bytes before the start of the array passed as "
+                                                                 "argument 3"):
+                    s06.launch(p, kernel=kernel)
+            else:
+                s06.launch(p, kernel=kernel)
+                assert attention.judge(p.result(), *args).ok
 
 
 @needs_simulator
