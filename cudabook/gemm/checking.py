@@ -46,8 +46,11 @@ def grading_cases(stage_name=None):
     return [(name, random_problem(M, N, K), f"M={M}, N={N}, K={K}") for name, M, N, K in cases(stage_name=stage_name)]
 
 
-def compare(got, ref, bound, *, show=5, a=None, b=None) -> Verdict:
-    """Compare C `got` (bf16 [M, N]) with the float64 reference and the bound on its float32 sums (inputs.py)."""
+def compare(got, ref, bound, *, show=5, a=None, b=None, hint_bound=None, layout=None) -> Verdict:
+    """Compare C `got` (bf16 [M, N]) with the float64 reference and the bound on its float32 sums (inputs.py).
+    `hint_bound`: a tighter bound that only the hint's reading of the wrong elements' pattern uses (where the
+    bound is so wide that a wrong kernel's elements pass or fail by chance, the pattern would change with the
+    data); `layout`: how the operands are laid out, for the indexing hint (default: row-major a [M, K], b [K, N])."""
     got = np.asarray(got)
     if got.shape != ref.shape:
         return Verdict(False, ref.size, ref.size, 0, ref.shape, f"FAIL: C has shape {got.shape}, expected {ref.shape}")
@@ -65,7 +68,8 @@ def compare(got, ref, bound, *, show=5, a=None, b=None) -> Verdict:
              + (f"; {n_nan:,} are NaN (never written, or computed as NaN)" if n_nan else "")]
     for i, j, e, x in first:
         lines.append(f"  C[{i}, {j}]: expected {e:.6g} (tolerance {float(tol[i, j]):.2g}), got {x:.6g}")
-    hint = missing_k(g, ref, tol, bad, a, b) or diagnose(bad, nan, ref, g)
+    seen = bad if hint_bound is None else (bad | outside(g, ref, hint_bound))
+    hint = missing_k(g, ref, tol, seen, a, b) or diagnose(seen, nan, ref, g, layout)
     if hint:
         lines.append("Hint: " + hint)
     return Verdict(False, n_bad, ref.size, n_nan, ref.shape, "\n".join(lines), first)
@@ -153,7 +157,10 @@ def terms_sum(fa, fb, coef):
     return (fa[:, ks] * coef[ks]) @ fb[ks]
 
 
-def diagnose(bad, nan, ref, got) -> str | None:
+ROW_MAJOR = "a is [M, K], b is [K, N], row-major: a[i, k] is a[i * K + k], b[k, j] is b[k * N + j]"
+
+
+def diagnose(bad, nan, ref, got, layout=None) -> str | None:
     """A guess at the kind of bug from where the wrong elements are and what they hold."""
     M, N = bad.shape
     if nan.all():
@@ -178,9 +185,9 @@ def diagnose(bad, nan, ref, got) -> str | None:
         if 0.04 < kept < 0.9 and cosine > 0.5 and kept - cosine ** 2 < 0.1:
             return ("every element is too small in magnitude, as if part of the sum over K were missing: check "
                     "the loop over K, including the last partial tile (K need not be a multiple of the tile)")
-        return ("(nearly) every element is wrong: check the indexing of a and b (a is [M, K], b is [K, N], "
-                "row-major: a[i, k] is a[i * K + k], b[k, j] is b[k * N + j]), and that every K tile is loaded "
-                "before it is used (a tile never loaded leaves an older tile's values in shared memory)")
+        return (f"(nearly) every element is wrong: check the indexing of a and b ({layout or ROW_MAJOR}), and that "
+                f"every K tile is loaded before it is used (a tile never loaded leaves an older tile's values in "
+                f"shared memory)")
     rows, cols = np.nonzero(bad.any(axis=1))[0], np.nonzero(bad.any(axis=0))[0]
     if nan.any() and (rows.min() > 0 and rows.min() >= M // 2 or cols.min() > 0 and cols.min() >= N // 2):
         return ("the last rows or columns of C were never written: the grid or the tile loop stops early "

@@ -132,10 +132,17 @@ def reference_with_bound(a, b):
     return ref, math.expm1(steps * math.log1p(LOSS_PER_STEP)) * w
 
 
+LAYOUT = ("A is [M, K] and Bt is [N, K], both K-major (k runs along the rows of both): A[i, k] is at "
+          "i * Kp + k, Bt[j, k] at j * Kp + k")
+
+
 def judge(got, a, b):
-    """Compare C with the float64 product of the e4m3-quantised a and b, within the bound above."""
+    """Compare C with the float64 product of the e4m3-quantised a and b, within the bound above. The hint reads
+    the pattern of the wrong elements against an eighth of the bound: the bound is a worst case over every k32
+    step, so a wrong kernel's elements fall inside or outside it by chance, and the same mistake would get
+    another hint with other data."""
     ref, bound = _references.get((a, b), lambda: reference_with_bound(a, b))
-    return compare(got, ref, bound, a=a, b=b)
+    return compare(got, ref, bound, a=a, b=b, hint_bound=bound / 8, layout=LAYOUT)
 
 
 def operands(p):

@@ -189,7 +189,13 @@ def test_a_gemm_record_missing_a_figure_names_it(tmp_path):
 
 
 def test_saving_one_track_keeps_the_other_with_its_own_pedigree(tmp_path):
-    from test_results import RECORD
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[1] / "machinery" / "test_results.py"   # its resampling record
+    spec = importlib.util.spec_from_file_location("machinery_test_results", path)
+    machinery = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(machinery)
+    RECORD = machinery.RECORD
     results.save(RECORD, tmp_path)
     newer = dict(json.loads(json.dumps(GEMM_RECORD)), commit="def5678")
     path = results.save(newer, tmp_path)
