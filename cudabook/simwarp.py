@@ -37,7 +37,8 @@ class _WarpState:
 
 
 class _BlockState:
-    """One running block: its threads, the syncthreads barrier, and the wake-up call of the thread that runs it.
+    """One running block: its live threads' count, the syncthreads barrier, its warps, and the wake-up call of the
+    thread that runs it.
     Every change (a thread at the barrier, a thread ending or failing) happens under `cond` and is announced on
     it, so nothing polls: a waiting thread sleeps until the one event it waits for."""
 
@@ -226,7 +227,7 @@ def _run_block(self, grid_point, *args):
             block.cond.wait(_WAIT_S)
         failed = block.failed
     if failed is not None:
-        _abort(block, threads)
+        _abort(block)
         failed.join()                    # it records its exception as it ends
         _let_the_others_end(threads)
         raise failed.exception[0].with_traceback(failed.exception[1])
@@ -250,10 +251,8 @@ def _ended(block: _BlockState, thread, failed: bool):
         block.cond.notify_all()
 
 
-def _abort(block: _BlockState, threads):
+def _abort(block: _BlockState):
     """Tell every thread still waiting, at the barrier or in a warp operation, that the block has failed."""
-    for t in threads:
-        t.abort = True
     with block.cond:
         block.abort = True
         block.cond.notify_all()

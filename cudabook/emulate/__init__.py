@@ -337,8 +337,9 @@ class EmulatedKernel:
         keep, ptrs = [], []
         for value, kind in zip(args, types):
             if kind is None:                               # a tensor map passed by value
-                if _address_of(value, kind) in fenced:
-                    value = value.moved_to(fenced[_address_of(value, kind)].address)
+                copy = fenced.get(_address_of(value, kind))
+                if copy is not None:
+                    value = value.moved_to(copy.address)
                     keep.append(value)
                 ptrs.append(ctypes.c_void_p(value.getPtr()))
                 continue
