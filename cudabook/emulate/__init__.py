@@ -13,7 +13,8 @@ Arrays are the simulator's (host memory).
 landing="lazy": copies land at the latest moment the program's waits allow; "eager": at once. A correct
 kernel is right both ways (the grader runs both). The tensor cores: mma.sync.m16n8k16, ldmatrix and stmatrix as
 warp operations; wgmma.mma_async (m64nNk16 bf16, A from shared memory or registers; m64nNk32 e4m3, both from
-shared memory, with the H100's 13-bit alignment of each k32 step) as a warpgroup operation whose results land at
+shared memory, with the H100's 13-bit alignment of each k32 step,
+measured bit for bit) as a warpgroup operation whose results land at
 the wgmma.wait_group that covers them, with either landing (runtime.cpp says what it checks).
 TMA stores (cp.async.bulk.tensor global <- shared, bulk groups): the source is read any time until the
 cp.async.bulk.wait_group(.read) that covers the store, which checks it did not change; the box is clipped at

@@ -1124,7 +1124,7 @@ static void cluster_wait() {
 // the same 32 bytes of a row as bf16's k16, and a byte pair of fp8 elements (2 i, 2 i + 1) sits exactly where the
 // bf16 element i does in every K-major layout (the core matrix is 8 rows of 16 bytes either way), so the
 // operands are read, compared and checked by the bf16 code, two elements at a time. The arithmetic is the H100's
-// as measured (e4m3_step): not float32 sums but 13 bits below the leading bit of the step's largest term.
+// as measured (e4m3_step): not float32 sums but 13 bits below the step's largest exponent.
 //
 // Matrix descriptor (PTX ISA, "Matrix Descriptor Format"): bits 0-13 start address >> 4, 16-29 leading
 // dimension byte offset (LBO) >> 4, 32-45 stride dimension byte offset (SBO) >> 4, 49-51 base offset, 62-63
@@ -1268,13 +1268,22 @@ static double e4m3_value(unsigned char v) {
     return (v & 0x80) ? -mag : mag;
 }
 
-// One k32 step of an e4m3 wgmma on one accumulator, as an H100 does it (measured with +-2^8 and a small q in one
-// step and across steps): the products are exact; the accumulator's input and the 32 products are aligned to the
-// largest exponent E among the nonzero ones, each keeps only the bits down to 2^(E - 13) (13 below that leading
-// bit, truncated toward zero), and the sum of those is exact (it has at most 20 bits), stored as float32 (toward
-// zero: nothing is lost at 20 bits, except below float32's subnormals). A NaN input gives NaN; an infinite
-// accumulator stays infinite (products of e4m3 are finite).
-static float e4m3_step(float acc, const double* products, int n) {
+// The exponent an e4m3 element brings to a product as the FP8 tensor cores align it: its exponent field's (the
+// exponent of a normal value, -6 for a subnormal one; zero contributes nothing).
+static int e4m3_exponent(double v) {
+    return std::fabs(v) < 0x1p-6 ? -6 : std::ilogb(v);
+}
+
+// One k32 step of an e4m3 wgmma on one accumulator, as an H100 does it (tools/probe_fp8_sums.py measured 147,456
+// accumulators of random steps; tests/machinery/test_emulate_fp8.py replays them bit for bit):
+//   1. each nonzero product a_k b_k is exact and brings the exponent e(a_k) + e(b_k) (its operands' exponent
+//      fields: the product's significand, in [1, 4), is not renormalised); the accumulator brings its own;
+//   2. E is the largest of those exponents; the accumulator and the 32 products each keep only their bits down
+//      to 2^(E - 13), truncated toward zero, and those are summed exactly;
+//   3. the sum keeps its bits down to 2^(max(E, e(sum)) - 13), truncated toward zero (where it grew past 2^E it
+//      loses the bits below 14), and is stored as float32 toward zero.
+// A NaN input gives NaN; an infinite accumulator stays infinite (products of e4m3 are finite).
+static float e4m3_step(float acc, const double* products, const int* exponents, int n) {
     double plain = acc;
     bool special = !std::isfinite(acc);
     for (int i = 0; i < n; ++i) {
@@ -1285,11 +1294,15 @@ static float e4m3_step(float acc, const double* products, int n) {
     int top = INT32_MIN;
     if (acc != 0.f) top = std::ilogb(acc);
     for (int i = 0; i < n; ++i)
-        if (products[i] != 0.0) top = std::max(top, std::ilogb(products[i]));
+        if (products[i] != 0.0) top = std::max(top, exponents[i]);
     if (top == INT32_MIN) return 0.f;
     const double quantum = std::ldexp(1.0, top - 13);
-    double sum = std::trunc((double)acc / quantum) * quantum;     // each term: an integer below 2^14 of quanta
+    double sum = std::trunc((double)acc / quantum) * quantum;     // each term: an integer below 2^15 of quanta
     for (int i = 0; i < n; ++i) sum += std::trunc(products[i] / quantum) * quantum;
+    if (sum != 0.0 && std::ilogb(sum) > top) {                     // grown past 2^E: 14 bits kept
+        const double kept = std::ldexp(1.0, std::ilogb(sum) - 13);
+        sum = std::trunc(sum / kept) * kept;
+    }
     float f = (float)sum;
     if (std::fabs((double)f) > std::fabs(sum)) f = std::nextafter(f, 0.f);
     return f;
@@ -1339,8 +1352,12 @@ static void wgmma_land(Thread* t, WgmmaOp& op) {
                 }
                 if (op.e4m3) {
                     double products[32];
-                    for (int k = 0; k < 32; ++k) products[k] = av[h][k] * bv[2 * j + e][k];
-                    res[idx] = e4m3_step(cin, products, 32);
+                    int exponents[32];
+                    for (int k = 0; k < 32; ++k) {
+                        products[k] = av[h][k] * bv[2 * j + e][k];
+                        exponents[k] = e4m3_exponent(av[h][k]) + e4m3_exponent(bv[2 * j + e][k]);
+                    }
+                    res[idx] = e4m3_step(cin, products, exponents, 32);
                     continue;
                 }
                 double sum = 0.0;                 // exact products, one rounding (as the mma.sync emulation)

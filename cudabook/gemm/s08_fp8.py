@@ -119,7 +119,7 @@ def judged_on(a, b):
 
 
 KEPT_BITS = 13                              # bits below the largest term's leading bit a k32 step keeps (H100)
-LOSS_PER_STEP = 34 * 2.0 ** -KEPT_BITS      # c above: 33 terms truncated, one float32 store
+LOSS_PER_STEP = 34 * 2.0 ** -KEPT_BITS      # c above: 33 terms truncated, then the sum (cut to 14 bits)
 _references = References()                  # the last reference of the benchmark's inputs and of a case's
 
 

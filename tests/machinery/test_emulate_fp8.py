@@ -1,8 +1,10 @@
 """The FP8 warpgroup MMA in the CPU emulator (cudabook/emulate/runtime.cpp, "warpgroup MMA": the e4m3 wgmma that
 GEMM 08 uses): wgmma.mma_async.m64nNk32.f32.e4m3.e4m3 with A and B from shared memory, both K-major in 128-byte
 swizzled rows, against hand-built images; the decode of every e4m3 code against ml_dtypes; the arithmetic an H100
-was measured to do (each k32 step aligns the accumulator and its 32 products to the largest exponent among them
-and keeps 13 bits below that leading bit, truncated toward zero), against a NumPy model of it; the asynchrony the
+was measured to do (each k32 step aligns the accumulator and its 32 products to the largest exponent among them,
+a product's being its operands' exponents added, and keeps 13 bits below it, truncated toward zero; a sum grown
+past it keeps 14 bits), against a NumPy model of it, and the model against every accumulator an H100 gave
+tools/probe_fp8_sums.py (results/fp8_sums/); the asynchrony the
 bf16 wgmma has (results landing at the wait that covers them, and what is reported); then GEMM 08 itself,
 clusters.cu with FP8=1 through s08_fp8.launch, bit for bit against the NumPy model and judged by the grader.
 
@@ -12,7 +14,9 @@ c ^ (r % 8); for one-byte elements a core matrix is 8 rows x 16 elements), not f
 are checked against the TMA unit's swizzle (cudabook.tma.smem_image), which is what the rung's copies write.
 The N = 16 test kernel gives its immediates as kernel arguments, which the emulator takes and NVRTC would not."""
 import ctypes
+import pathlib
 import shutil
+import sys
 
 import ml_dtypes
 import numpy as np
@@ -24,6 +28,8 @@ pytestmark = [pytest.mark.skipif(not (shutil.which("g++") or shutil.which("clang
               pytest.mark.skipif(not SIMULATOR, reason="the emulator runs where Numba runs in its simulator")]
 
 E4M3 = ml_dtypes.float8_e4m3fn
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+RECORDS = sorted((ROOT / "results" / "fp8_sums").glob("*.npz"))     # tools/probe_fp8_sums.py, one a GPU
 RNG = np.random.default_rng(2029)
 ROW = 128                     # bytes of K a shared-memory row holds: four k32 steps of one-byte elements
 B_AT = 8192                   # where Bt starts, after A's 64 rows (as in the rung: A's box, then B's boxes)
@@ -166,21 +172,35 @@ def toward_zero_f32(x):
     return f
 
 
+def exponent_field(x):
+    """The exponent an e4m3 element brings to a product as the FP8 tensor cores align it: a normal value's
+    floor(log2 |x|), -6 for a subnormal one (its exponent field's)."""
+    return np.where(np.abs(x) < 2.0 ** -6, -6, np.frexp(x)[1] - 1)
+
+
 def model(a, b, steps, init=0.0, sd=1):
     """The H100's e4m3 wgmma, in NumPy: a [M, 32 steps] and b [32 steps, N] float64 (e4m3 values), the float32
-    accumulator through `steps` k32 steps. Each step: E the largest exponent among the nonzero terms (the
-    accumulator and the 32 products), each term truncated toward zero to a multiple of 2^(E - 13), the sum exact,
-    stored as float32 toward zero. sd = 0: the first step starts from 0 instead of init."""
+    accumulator through `steps` k32 steps. Each step: every nonzero product brings the exponent e(a) + e(b) of its
+    operands (its significand, in [1, 4), is not renormalised) and the accumulator its own; E is the largest; the
+    accumulator and the 32 products each truncated toward zero to a multiple of 2^(E - 13) and summed exactly; the
+    sum truncated toward zero to 2^(max(E, e(sum)) - 13) (it keeps 14 bits where it grew past 2^E) and stored as
+    float32 toward zero. sd = 0: the first step starts from 0 instead of init. Measured: tools/probe_fp8_sums.py,
+    replayed by test_the_recorded_accumulators_of_an_h100_are_the_models_bit_for_bit."""
     M, N = a.shape[0], b.shape[1]
     acc = np.full((M, N), init if sd else 0.0, np.float32)
+    never = np.iinfo(np.int32).min
     for s in range(steps):
-        prods = a[:, 32 * s:32 * s + 32, None] * b[None, 32 * s:32 * s + 32, :]        # exact
-        terms = np.concatenate([acc.astype(np.float64)[:, None, :], prods], axis=1)
-        nonzero = terms != 0
-        exps = np.where(nonzero, np.frexp(terms)[1] - 1, np.iinfo(np.int32).min)     # floor(log2 |t|)
-        top = exps.max(axis=1)
-        quantum = np.ldexp(1.0, np.where(nonzero.any(axis=1), top - 13, 0))[:, None, :]
-        total = (np.trunc(terms / quantum) * quantum).sum(axis=1)
+        sa, sb = a[:, 32 * s:32 * s + 32], b[32 * s:32 * s + 32]
+        prods = sa[:, :, None] * sb[None, :, :]                                           # exact
+        exps = np.where(prods != 0, exponent_field(sa)[:, :, None] + exponent_field(sb)[None, :, :], never)
+        acc64 = acc.astype(np.float64)
+        top = np.maximum(exps.max(axis=1), np.where(acc64 != 0, np.frexp(acc64)[1] - 1, never))
+        quantum = np.ldexp(1.0, np.where(top > never, top - 13, 0))
+        total = (np.trunc(prods / quantum[:, None, :]) * quantum[:, None, :]).sum(axis=1) \
+            + np.trunc(acc64 / quantum) * quantum
+        grown = (total != 0) & (np.frexp(total)[1] - 1 > top)
+        kept = np.ldexp(1.0, np.frexp(total)[1] - 1 - 13)
+        total = np.where(grown, np.trunc(total / kept) * kept, total)
         acc = toward_zero_f32(total)
     return acc
 
@@ -285,6 +305,49 @@ def test_random_steps_match_the_model_bit_for_bit():
     want = model(a, b, 4, init=0.75)
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
     assert not np.array_equal(want, (a @ b + 0.75).astype(np.float32))
+
+
+def test_a_sum_grown_past_its_largest_term_keeps_14_bits():
+    """Sixteen products of 1 and one of 2^-13 in a step: E = 0 keeps 2^-13, but the sum, 16 + 2^-13, has grown to
+    2^4 and keeps its bits down to 2^(4 - 13) only: 16."""
+    assert probe([[(1.0, 1.0)] * 16 + [(2.0 ** -6, 2.0 ** -7)]]) == 16.0
+
+
+def test_a_product_brings_its_operands_exponents_not_its_own():
+    """1.875 x 1.875 = 3.515625 has exponent 1, but its operands bring 0 + 0: with it and its negative, q = 2^-13
+    (2^(0 - 13)) survives the step; aligned to the product's own exponent it would be lost."""
+    assert probe([[(1.875, 1.875), (1.875, -1.875), (2.0 ** -6, 2.0 ** -7)]]) == 2.0 ** -13
+
+
+def _probe_tool():
+    sys.path.insert(0, str(ROOT))
+    from tools import probe_fp8_sums
+    return probe_fp8_sums
+
+
+@pytest.mark.parametrize("path", RECORDS, ids=[p.stem for p in RECORDS])
+def test_the_accumulators_recorded_on_a_gpu_are_the_models_bit_for_bit(path):
+    """Every accumulator tools/probe_fp8_sums.py read back from the GPU (random steps of narrow and wide exponents,
+    subnormals, cancellation, GEMM 08's own quantised inputs; 1 to 19 steps): the model gives the same bits."""
+    draws = list(_probe_tool().recorded(path))
+    assert len(draws) >= 10
+    for label, ca, cbt, init, steps, measured in draws:
+        want = model(value(ca), value(cbt).T, steps, init=init)
+        assert np.array_equal(want.view(np.uint32), measured.view(np.uint32)), \
+            f"{label}: {(want != measured).sum()} of {want.size} accumulators differ"
+
+
+@pytest.mark.parametrize("path", RECORDS, ids=[p.stem for p in RECORDS])
+def test_the_emulator_gives_the_accumulators_recorded_on_a_gpu(path):
+    """The probe's own kernel in the emulator, on three recorded draws (one step, wide exponents, a cancelling
+    accumulator over four steps): every bit as the GPU gave it."""
+    tool = _probe_tool()
+    draws = list(tool.recorded(path))
+    for label, ca, cbt, init, steps, measured in (draws[1], draws[7], draws[-1]):
+        with emulate.emulating("lazy", timeout_s=60):
+            got = tool.accumulators(ca, cbt, init, steps)
+        assert np.array_equal(got.view(np.uint32), measured.view(np.uint32)), \
+            f"{label}: {(got != measured).sum()} of {got.size} accumulators differ"
 
 
 # ------------------------------------------------------------------------------------------ asynchrony, refusals
