@@ -446,6 +446,25 @@ def show_recorded_sweep(track, stage, param, fixed=None):
     return RecordedSweeps(found)
 
 
+def recorded_against(track, stage, param, against, fixed=None):
+    """Print what a lesson's prose reads off the recorded sweeps of (track, stage, param) (recorded_sweeps: one
+    per card), so that the prose need not type it: each value's time as a multiple of the time at `against`, with
+    the difference in percent and in µs, one line a card with its commit."""
+    found = recorded_sweeps(track, stage, param, fixed)
+    for e in found:
+        us = {r["value"]: r["median_us"] for r in e.get("rows", []) if "median_us" in r}
+        where = f"{e['gpu']} at {e.get('commit') or '?'}" + "".join(f", {k}={v!r}"
+                                                                  for k, v in (e.get("fixed") or {}).items())
+        if against not in us:
+            print(f"{where}: no time at {param}={against!r} in its {param} sweep")
+            continue
+        cells = ", ".join(f"{v!r} {t / us[against]:.2f}x ({100 * (t / us[against] - 1):+.1f} %, "
+                          f"{t - us[against]:+,.1f} µs)" for v, t in us.items() if v != against)
+        print(f"{where}, time against {param}={against!r}: {cells}")
+    if not found:
+        print(f"No recorded {param} sweep of {tracks.get(track).NAME} {stage} to read.")
+
+
 def _table_header(param, spec) -> str:
     width = max(len(param), 9)
     cells = [f"{head:>10}" for head, _, _ in spec.COLUMNS]

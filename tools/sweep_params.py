@@ -5,12 +5,19 @@ the float64 reference, timed with CUDA events (back-to-back launches, median). W
     python tools/sweep_params.py --track msda [--locations local]
     python tools/sweep_params.py --list                 the variants of each track (any machine)
 
-attention: rungs 05 and 06 (B=4 H=16 N=4096, d = 128 and 64, causal and not), each variant judged by
-attention.judge (a sample of heads and rows), beside the fastest SDPA backend of the same run; writes
-results/sweeps/<gpu>_attention.json.
-msda: rung 05's block size, branchless loads and vectors a lane, rung 02's vector width, on the benchmark's
-`local` (or `uniform`) workload, each variant's largest error on image 0; writes
-results/sweeps/<gpu>_msda_<locations>.json.
+The variants are each track's bench.SWEEP_VARIANTS (--list prints them).
+attention: rung 05 at its defaults; rung 06 at its defaults and with bkv=64, pingpong off, overlap off,
+consumers 1, 2 or 3, stages 2, 3 or 4 (B=4 H=16 N=4096, d = 128 and 64, causal and not), each judged by
+attention.judge (a sample of heads and rows), beside the SDPA backends (flash, cuDNN, efficient) of the same run;
+a variant that does not fit is printed as not run and left out. Writes results/sweeps/<gpu>_attention.json; the
+records (H100 at 5ce4fba, H200 at 1ded3a8) have every variant at d = 64 and all but consumers=3 and stages=4
+(which do not fit) at d = 128.
+msda: rung 02 at its defaults and with 8-byte vectors; rung 05 at 128, 256 and 512 threads, at 256 threads with
+branches (branchless off), and with 2 or 4 vectors a lane at each block size; on the benchmark's `local` (or
+`uniform`) workload, with each variant's largest error on image 0 (recorded, not judged). Writes
+results/sweeps/<gpu>_msda_<locations>.json; the one such record (H100, `local`, at 5b13e05) predates the vectors
+variants and holds the first six only: no recorded sweep has 2 or 4 vectors a lane.
+The lessons' own sweeps, results/sweeps/<gpu>_lessons.json, are written by tools/record_sweeps.py, not here.
 """
 import argparse
 import json

@@ -126,7 +126,7 @@ print(f"alphas computed for {len(s)} keys: {len(s)} one key at a time (rung 02),
 # Shared memory is 32 banks of 4-byte words; word `a` sits in bank `a mod 32`, and a warp's 32 reads are served
 # at once only if they hit 32 different banks (or the very same word, a broadcast). In step 2 lane `L` reads
 # `Ks[L, c]`, at word `L · stride + c`. With `stride = d`, a multiple of 32, all 32 lanes hit the same bank: a
-# 32-way conflict, 32 times slower. One float of padding per row spreads them over all 32:
+# 32-way conflict, served as 32 reads one after another. One float of padding per row spreads them over all 32:
 
 # %%
 d = 128

@@ -286,7 +286,7 @@ show("auto step = [&]", "  };")
 # dropped the range fix-up ptxas wraps around a `MUFU.EX2` whose subnormal results must survive (a compare and
 # two multiplies per score; with `.ftz` they are flushed to zero, which no P rounded against l >= 1 can see).
 # Measured while the rung was built (H100, one run of `tools/sweep_params.py --track attention`'s kind, not a
-# record), the two together gained about 5 % at d = 128; the records below measure the rung as it is now.
+# record), the two together gained about 5 % at d = 128. The records below measure the rung as it is now.
 #
 # Why nothing of P_{t-1} may change before `wait<0>`: `WgmmaRS` reads its A operand **from registers, while it
 # runs**. The registers `pa` hold P_{t-1} until P_{t-1} V_{t-1} has landed, so the softmax works on `sc` (S_t,
@@ -362,12 +362,12 @@ for consumers in (2, 3):
 #
 # - **the products**: S = Q Kᵀ is 64 x 128 x d multiply-adds and P V is 64 x d x 128, so 2 x 64 x 128 x d in
 #   all: 2^20 at d = 64. Dense bf16 on the tensor cores is about 4096 flop (2048 multiply-adds) a clock per
-#   SM: the 989 TFLOP/s lesson 05 used, over 132 SMs at 1.83 GHz. About 512 clocks.
+#   SM: the 989 TFLOP/s lesson 05 used, over 132 SMs at 1.83 GHz. 2^20 / 2048: about 512 clocks.
 # - **the softmax**: one exponential a score, 64 x 128 = 8192, whatever d is. The special-function units do 16
 #   `ex2` a clock per SM on compute capability 9.0 (the CUDA programming guide's
 #   [throughput table](https://docs.nvidia.com/cuda/cuda-c-programming-guide/#arithmetic-instructions); lesson
-#   05's 3.9 TFLOP/s of special functions is the same rate): about 512 clocks too, before the maxima, the sums
-#   and the packing.
+#   05's 3.9 TFLOP/s of special functions is the same rate): 8192 / 16, about 512 clocks too, before the
+#   maxima, the sums and the packing.
 #
 # At d = 128 the products double and the exponentials do not:
 
@@ -466,7 +466,7 @@ print("\n(x: the fastest SDPA's time over this variant's, above 1 is faster than
 # degree-5 polynomial on the FMA units instead of `MUFU.EX2`, the trick FlashAttention-4 uses on Blackwell.
 # Readings of one session on an H200 (d = 64, not causal, 3 consumers, 3 stages, one run each, not records):
 # all on MUFU 536.0 µs; 2 of S's 16 n8 column blocks on FMA 587.7 µs; 4 of them 625.4 µs; 6 of them 673.1 µs.
-# Nsight Compute, one launch at
+# Nsight Compute on the same H200, one launch at
 # the clock it locks (1.35 GHz): with all on MUFU the tensor pipe was 57.0 % active and the XU pipe (where MUFU
 # runs) at 58.8 % of its peak, FMA 20.1 %, ALU 28.0 %; with 4 blocks on FMA, tensor 49.0 %, XU 38.3 %, FMA
 # 30.4 %. Neither the tensor pipe nor MUFU is saturated: the kernel is bound by latency (the chain of waits,
@@ -519,12 +519,30 @@ for d in (128, 64):
 # should be two pairs. Where many exponentials sit between the waits, the softmax really runs under P V (ptxas
 # may still leave part of it after the second wait: the last column). Where there are none, only the few
 # instructions counted run under P V, and that copy of the loop waits for P V before its softmax: the
-# overlap the source asks for is not in the machine code. (In the H100 sweep recorded in results/sweeps/, with
-# bkv = 128, `overlap=False` costs 2–3 % at d = 128 and about 1 % at d = 64 without the causal mask, and is a
-# few percent faster at d = 64 causal: what the overlap buys is small, and comes from the rescale and the issue
-# order, not the softmax under P V. Putting it there for real is the next lever of this rung.) The `wgmma_keep`
-# statements cannot prevent that: they bind the front end (NVVM, which writes the PTX), not ptxas. What
-# does bind ptxas is data: an instruction cannot move above the wait that produces its inputs.
+# overlap the source asks for is not in the machine code. The `wgmma_keep` statements cannot prevent that: they
+# bind the front end (NVVM, which writes the PTX), not ptxas. What does bind ptxas is data: an instruction
+# cannot move above the wait that produces its inputs.
+#
+# What the overlap buys, as the sweeps in `results/sweeps/` measured it: `overlap=False` (one product at a time)
+# against the defaults, on each workload:
+
+# %%
+for path, sweep, workloads in attention_sweeps():
+    cost = []
+    for workload, rows in workloads.items():
+        timed = [r for r in rows if r["stage"] == "06_warp_specialized" and "median_us" in r and r.get("correct")]
+        default = next((r["median_us"] for r in timed if not r.get("params")), None)
+        off = next((r["median_us"] for r in timed if r.get("params") == {"overlap": False}), None)
+        if default and off:
+            cost.append(f"{workload[len('attention '):]}: {100 * (off / default - 1):+.1f} %")
+    print(f"{sweep.get('gpu')} at {sweep.get('commit')}, the time of overlap=False against the defaults:\n  "
+          + ("\n  ".join(cost) or "no overlap=False row"))
+
+# %% [markdown]
+# In these sweeps the overlap is worth a few percent at d = 128 and more at d = 64, causal or not: real, and
+# modest. In a build like the one counted above, whose unmasked loop has no exponential between its waits, it
+# comes from the rescale and the issue order, not from the softmax under P V. Putting the softmax there for
+# real is the next lever of this rung.
 #
 # ### (b) The register budget
 #

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # GEMM 08 · FP8: the tensor cores at twice the rate
 #
-# Rung 07 runs bf16 at cuBLAS speed. Hopper's tensor cores have one more gear: **8-bit floats**, multiplied
+# Rung 07 runs bf16 close to cuBLAS. Hopper's tensor cores have one more gear: **8-bit floats**, multiplied
 # twice as fast as bf16. This rung is 07's kernel compiled with `FP8=1`. The kernel changes in only a few places:
 # the k-tile's wgmmas, B's layout, one multiply in the epilogue. The arithmetic changes more. Each input keeps 3
 # bits of mantissa instead of 7, and the tensor cores' sums keep 13 bits below their largest term where float32
@@ -299,6 +299,11 @@ if RUNS:
 # same holds when `2^8` is already in the accumulator from an earlier step. bf16's k16 step keeps about 25 bits
 # in the same probe.
 #
+# Two finer points show only on random data (tools/probe_fp8_sums.py read back about 150,000 accumulators of an
+# H100; the CPU emulator reproduces every bit). A product aligns by its operands' exponents added, not by its own:
+# `1.875 × 1.875 = 3.52` counts as `2^0`. And a sum that grows past the largest term keeps 14 bits of itself,
+# cut toward zero.
+#
 # The cell runs that probe. On a Hopper GPU it measures. In the CPU emulator it shows the rule that the emulator
 # implements, the one measured on the H100 (the emulator is a model; it does not measure anything):
 
@@ -358,21 +363,40 @@ else:
 # %% [markdown]
 # ## How fast?
 #
-# TFLOP/s here count `2 M N K` as for bf16. A reading on an H100 at commit b9cab4e, when this rung was built
-# (one process, not a `results/` record):
-#
-# | TFLOP/s | 4096³ | 8192³ |
-# |---|---:|---:|
-# | rung 08, FP8 | 1461 | 1540 |
-# | cuBLASLt FP8, fast accumulation | 1467 | 1533 |
-# | cuBLASLt FP8, default (promoted sums) | 1368 | 1375 |
-# | rung 07, bf16 | 795 | 781 |
-#
-# Rung 08 runs 1.84 x rung 07 at 4096³ and 1.97 x at 8192³. It is level with cuBLASLt doing the same
-# arithmetic, and ahead of its more accurate default. At 4096³ the step falls short of 2 x: what does not get
-# faster (the epilogue, the last partial wave of tiles, lesson 09) is a larger share once the main loop takes
-# half the time. On a Hopper GPU the cell measures rungs 07 and 08 with their peers (cuBLAS, and cuBLASLt's FP8
-# GEMM both ways). Elsewhere it shows the records in `results/`, each with its own card, commit and date.
+# TFLOP/s here count `2 M N K` as for bf16. The records in `results/` hold rung 08 beside rung 07 and cuBLASLt's
+# FP8 GEMM both ways (`torch._scaled_mm`, fast accumulation on and off), each card's rows from one run on the
+# same data. The cell reads them:
+
+# %%
+from cudabook import results
+
+FP8_ROWS = {"08_fp8": "rung 08, FP8", "cublaslt_fp8_fast": "cuBLASLt FP8, fast accumulation",
+            "cublaslt_fp8": "cuBLASLt FP8, default (promoted sums)", "07_clusters": "rung 07, bf16"}
+for record in results.load_all():
+    for name, w in record["workloads"].items():
+        rows = {**w.get("stages", {}), **w.get("peers", {})}
+        tf = {k: rows.get(k, {}).get("TFLOPs") for k in FP8_ROWS}
+        if not name.startswith("gemm ") or not tf["08_fp8"]:
+            continue
+        print(f"{record['gpu']} · {name} · commit {w.get('commit') or record.get('commit')}")
+        for k, label in FP8_ROWS.items():
+            print(f"  {label:38s} " + (f"{tf[k]:7,.0f} TFLOP/s" if tf[k] else "not in this record"))
+        if tf["07_clusters"]:
+            print(f"  rung 08 runs {tf['08_fp8'] / tf['07_clusters']:.2f}x rung 07")
+        for k in ("cublaslt_fp8_fast", "cublaslt_fp8"):
+            if tf[k]:
+                print(f"  rung 08 against {FP8_ROWS[k]}: {100 * (tf['08_fp8'] / tf[k] - 1):+.1f} % TFLOP/s")
+
+# %% [markdown]
+# Read the two cards side by side. Rung 08 runs about twice rung 07 at 8192³, and short of that at 4096³ on
+# both: what does not get faster (the epilogue, the last partial wave of tiles, lesson 09) is a larger share
+# once the main loop takes half the time. Against cuBLASLt's default, whose promoted sums cost time, rung 08 is
+# ahead in every record, by more at 4096³ than at 8192³. Against cuBLASLt doing the same arithmetic (fast
+# accumulation) it is level, a percent or so behind, on the H100 at both sizes and on the H200 at 4096³. The
+# H200 at 8192³ is the odd one: there the library's fast mode ran slower than its own default, so rung 08's
+# lead in that row says more about that run's library kernel than about rung 08. On a Hopper GPU the next cell
+# measures rungs 07 and 08 with their peers (cuBLAS, and cuBLASLt's FP8 GEMM both ways). Elsewhere it shows the
+# records in `results/`, each with its own card, commit and date.
 
 # %%
 gemm.ladder_so_far("08_fp8", peers=True)

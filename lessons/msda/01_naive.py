@@ -303,8 +303,16 @@ record = msda.ladder_so_far("01_naive", peers=True)
 msda.sweep("01_naive", "threads", [32, 64, 128] if SIMULATOR else [64, 128, 256, 512, 1024])
 
 # %% [markdown]
-# In the H100 record the prediction holds: 64 to 256 threads are within 2 % of each other, and 512 or 1024
-# lose about 10 %. That is small beside what removing the repeated work gains in rung 02.
+# The recorded sweeps, read against 64 threads (whatever this machine measured above):
+
+# %%
+from cudabook import lesson
+
+lesson.recorded_against("msda", "01_naive", "threads", 64)
+
+# %% [markdown]
+# In the recorded sweep the prediction holds: 64 to 256 threads take about the same time, and 512 or 1024 a
+# little more. That is small beside what removing the repeated work gains in rung 02.
 
 # %% [markdown]
 # Write the corner loop yourself: [lab 01](../../labs/msda/01_naive.ipynb) (the completed version:

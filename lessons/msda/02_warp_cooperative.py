@@ -235,9 +235,18 @@ msda.sweep("02_warp_cooperative", "vec_bytes", [4, 8, 16])
 msda.sweep("02_warp_cooperative", "lanes", [1, 2, 4] if SIMULATOR else [1, 2, 4, 8, 16], fixed={"vec_bytes": 4})
 
 # %% [markdown]
-# Both predictions hold in the H100 record. 16-byte vectors are about 2.8 times faster than 4-byte ones. At
-# 4 bytes the row needs 16 lanes, and each halving of the group costs more than the last: about 6 % from
-# 16 to 8 lanes, and about 2.7 times from 2 lanes to 1.
+# The recorded sweeps, read against 16-byte vectors and against a full group of 16 lanes:
+
+# %%
+from cudabook import lesson
+
+lesson.recorded_against("msda", "02_warp_cooperative", "vec_bytes", 16)
+lesson.recorded_against("msda", "02_warp_cooperative", "lanes", 16, fixed={"vec_bytes": 4})
+
+# %% [markdown]
+# Both predictions hold in the recorded sweeps. 16-byte vectors are the fastest, 4-byte ones take several times
+# as long. At 4 bytes the row needs 16 lanes, and each halving of the group costs more than the last: a few
+# percent from 16 to 8 lanes, and most of all from 2 lanes to 1.
 
 # %% [markdown]
 # Write the rounds and the shuffles yourself: [lab 02](../../labs/msda/02_warp_cooperative.ipynb) (the

@@ -380,21 +380,36 @@ msda.sweep("04_tma_boxes", "depth", [1, 2, 4])
 msda.sweep("04_tma_boxes", "blocks_per_sm", [1, 2, 4, 8, 0])
 
 # %% [markdown]
-# The H100 record refutes the prediction. With the blocks an SM capped, the time halves from 1 block to 2 and
-# from 2 to 4, and falls 1.7 times from 4 to 8: **the limit is in each block**, not in the SM's TMA unit, which
-# would not care how many blocks ask. Which part of a block? At 3 blocks an SM, 2 consumer warps 4 deep and 8
-# consumer warps 1 deep take the same time, so not the consumers: the producer. Divide the 1-block time by the
-# items each SM's producer works through (5.9 M items over 132 SMs, about 44,900 each) and it is about 2.2 µs
-# an item. A producer does one item at a time: it waits for the item's positions and weights to come from
-# memory, computes, and only then do its lanes issue the boxes. Nothing of the next item overlaps that wait.
+# The recorded `blocks_per_sm` sweeps, read against one block an SM, and that one block's time shared out over
+# the items each SM's producer works through:
+
+# %%
+lesson.recorded_against("msda", "04_tma_boxes", "blocks_per_sm", 1)
+for e in lesson.recorded_sweeps("msda", "04_tma_boxes", "blocks_per_sm"):
+    one = next((r["median_us"] for r in e["rows"] if r["value"] == 1 and "median_us" in r), None)
+    sz, sms = e.get("size_used") or {}, (e.get("machine") or {}).get("sms")
+    if one and sms and sz:
+        items = sz["N"] * sz["Lq"] * sz["M"]
+        print(f"{e['gpu']}: {one:,.0f} µs at 1 block an SM, {items / 1e6:.1f} M items over {sms} SMs = "
+              f"{items / sms:,.0f} a producer: {one / (items / sms):.1f} µs an item")
+
+# %% [markdown]
+# The recorded sweep refutes the prediction. With the blocks an SM capped, the time about halves from 1 block
+# to 2 and from 2 to 4, and falls again from 4 to 8: **the limit is in each block**, not in the SM's TMA unit,
+# which would not care how many blocks ask. Which part of a block? At 3 blocks an SM, 2 consumer warps 4 deep
+# and 8 consumer warps 1 deep take the same time, so not the consumers: the producer. Shared out over the items
+# each SM's producer works through, the 1-block time comes to the couple of microseconds an item printed above.
+# A producer does one item at a time: it waits for the item's positions and weights to come from memory,
+# computes, and only then do its lanes issue the boxes. Nothing of the next item overlaps that wait.
 #
 # Read the other two sweeps through shared memory. More consumer warps or a deeper ring add slots, and slots
 # are what a block's shared memory holds (the ring printed above), so fewer blocks fit on an SM, and there are
 # fewer producers. On an H100, 2 slots a block let 12 blocks share an SM, 4 slots 6, and 8 slots 3. That is
-# why this rung's first setting, 4 consumers x 2 deep (8 slots, as in the 8-consumer row), ran about 2.7 times
-# slower on `local` than the default it has now: 2 consumers, 1 deep. One consumer warp 1 deep is slower again
-# for another reason: a ring of one slot, so the producer waits for every item's blend before it starts the
-# next.
+# why this rung's first setting, 4 consumers x 2 deep (8 slots, as in the 8-consumer row), was slower on
+# `local` than the default it has now, 2 consumers 1 deep: 33.3 ms on the H100 in one `make bench` run at commit
+# 7525d0a (a reading: that record has been replaced, and is not in results/ now), several times what rung 04
+# takes today. One consumer warp 1 deep is slower again for another reason: a ring of one slot, so the producer
+# waits for every item's blend before it starts the next.
 #
 # Even so, rung 04 does not beat rung 02's plain loads, and on `uniform` it is far behind. A producer that loads
 # the next item's positions before it waits was tried on an H100 while this rung was tuned (scratch runs, not in

@@ -340,16 +340,16 @@ for record in results.load_all():
 # cannot start a block's copies before its pairs exist. `torch.compile`'s whole call, in the H100 record above,
 # takes less than 07's main kernel alone: the difference is in the streaming kernel, and lesson 08 finds it. An
 # H200 tells the same story (one run, not a results/ record): prepass 5.0 µs, main kernel 69.6, both 77.5, with
-# programmatic dependent launch 75.6 (readings taken before the fourth try below), and `torch.compile`'s whole
-# call, in the H200 record above, again takes less than 07's main kernel alone. Two tries at hiding more of the
-# prepass there, one run each: a prepass in which each warp searches a window of source times around an
+# programmatic dependent launch 75.6 (readings taken before the fourth try below). `torch.compile`'s whole call,
+# in the H200 record above, again takes less than 07's main kernel alone. Two tries at hiding more of the prepass
+# on that H200, one run each: a prepass in which each warp searches a window of source times around an
 # interpolation guess (stage 08's search) took 6.6 µs against this stage's 4.8; and having the first wave of the
 # streaming kernel's blocks prefetch their guessed window into L2 before they wait for the pairs
 # (`cp.async.bulk.prefetch.tensor`) took 74.6 µs in all against 75.2, and more time than without it once every
-# block did it. A third: per-chunk ready flags, so that each streaming block waits only for the prepass block that
-# writes its pairs (`st.release` there, `ld.acquire` here) instead of the whole prepass grid: 76.0 µs against
-# 75.2. The prepass's blocks all run at once and finish at about the same moment, so there is little to win, and
-# the polling costs more. None of the three is in the code.
+# block did it. A third, one run on the same H200: per-chunk ready flags, so that each streaming block waits only
+# for the prepass block that writes its pairs (`st.release` there, `ld.acquire` here) instead of the whole prepass
+# grid: 76.0 µs against 75.2. The prepass's blocks all run at once and finish at about the same moment, so there
+# is little to win, and the polling costs more. None of the three is in the code.
 #
 # The fourth try is in the code: give the early blocks work that does not need the prepass. A block whose
 # index is below `self_search_blocks` skips `griddepcontrol.wait`, and its producer finds its own item's pairs
@@ -386,8 +386,8 @@ for record in results.load_all():
 #
 # The last two lines are the limits. A search in every block loses to waiting: the search has to pay for
 # itself out of idle time, and only the first wave has any. The main kernel alone is the floor that no way of
-# handling the prepass can beat. The `self_search_blocks` sweep below shows the flat top: on the H100 anything
-# from 264 to 1584 blocks is within about 0.3 µs.
+# handling the prepass can beat. The `self_search_blocks` sweep at the end shows the flat top: from 264 to 1584
+# blocks the recorded times hardly move (the lines printed after the sweeps).
 #
 # A block that never waits may finish before the prepass does. Nothing breaks: the grid's last block always
 # waits, so the kernel as a whole does not end before the prepass, and the pairs buffer is written again only by
@@ -395,11 +395,11 @@ for record in results.load_all():
 #
 # ### Where the rest went, and the fifth try
 #
-# What was left between the stage and its floor (97.6 against 93.3 µs on the H100) had an obvious suspect: the
-# second wave's blocks, waiting for a prepass not yet done. Measured, the suspect is innocent. Part of the gap
-# is the first wave's own searches: the main kernel alone takes 1.2 µs more with them than without (94.6 against
-# 93.3, pairs ready in both). The rest, in readings on one H100, one process, the first wave searching for
-# itself in each (not records):
+# What was left between the stage and its floor (97.6 against 93.3 µs in the H100 readings above) had an obvious
+# suspect: the second wave's blocks, waiting for a prepass not yet done. Measured, the suspect is innocent. Part
+# of the gap is the first wave's own searches: in the H100 readings the main kernel alone takes 1.2 µs more with
+# them than without (94.6 against 93.3, pairs ready in both). The rest, in readings on one H100, one process, the
+# first wave searching for itself in each (not records):
 #
 # | | H100 |
 # |---|---:|
@@ -408,11 +408,12 @@ for record in results.load_all():
 # | the real prepass, then a main kernel that never waits for it (pairs left from an earlier call) | 97.6 |
 # | the stage (every block past the first wave waits) | 97.6 |
 #
-# Waiting costs nothing: by the time the second wave starts, the prepass has long finished. The prepass's work
-# beside the stream costs 0.8 µs. The largest part, 2.2 µs, is a second kernel being there at all: a kernel
-# launched the ordinary way starts only once everything before it on the stream has completed, so between two
-# calls the GPU lets the last main kernel drain and complete, then launches the prepass and brings up its
-# blocks, and only then (by PDL) the main kernel's.
+# Waiting costs nothing: by the time the second wave starts, the prepass has long finished. In these H100 readings
+# the prepass's work beside the stream costs 0.8 µs (97.6 against 96.8). The largest part of those H100 readings,
+# 2.2 µs (96.8 against 94.6), is a second kernel being there at all: a kernel launched the ordinary way starts
+# only once everything before it on the stream has completed, so between two calls the GPU lets the last main
+# kernel drain and complete, then launches the prepass and brings up its blocks, and only then (by PDL) the main
+# kernel's.
 #
 # The picture below is a schematic, drawn by hand to show the order of events, not a measurement: nothing in
 # it is to scale (the gaps between kernels, a microsecond or two, are drawn far too wide next to the kernels).
@@ -504,12 +505,13 @@ for stage in ("05_double_buffered", "07_tma"):
 #   block always waits).
 # - `l2_promotion`: how much L2 fetches around each box's rows (the tensor map's `CU_TENSOR_MAP_L2_PROMOTION`).
 #   The boxes are whole 4 KB stretches of contiguous rows, so a larger fetch adds nothing the next box would not
-#   bring anyway; on an H200 "256B" was 0.9 % slower than "none" in one run; on the H100 (the sweep below) all
-#   three are within 0.2 %.
+#   bring anyway. On an H200 "256B" was 0.9 % slower than "none" in one run. On the H100 the three are level
+#   (the sweep at the end, read after it).
 # - `window_rows`: a stage holds this many rows. An item's 32 sorted targets span about 35 rows (the median)
 #   at the benchmark's density, so rows past what an item needs are copied for nothing; fewer, and more targets
 #   fall outside the window and read global memory (about 2.5 % of them at 40, 0.3 % at 48). On an H200 40 was
-#   0.4 % faster than 48 in one run; on the H100 (the sweep below) 48 is 0.1 % faster. The default is 40.
+#   0.4 % faster than 48 in one run. On the H100 the recorded sweep has 48 a hair faster than 40 (read after the
+#   sweeps). The default is 40.
 
 # %%
 resample.sweep("07_tma", "search", ["prepass", "producer", "inline"])
@@ -520,6 +522,15 @@ resample.sweep("07_tma", "pdl", [False, True])
 resample.sweep("07_tma", "self_search_blocks", [0, 264, 528, 1056, 1320, 1584])
 resample.sweep("07_tma", "l2_promotion", ["none", "128B", "256B"])
 resample.sweep("07_tma", "window_rows", [32, 40, 48])
+
+# %% [markdown]
+# The last three recorded sweeps, read against every block waiting, against no promotion and against the
+# default window:
+
+# %%
+lesson.recorded_against("resample", "07_tma", "self_search_blocks", 0)
+lesson.recorded_against("resample", "07_tma", "l2_promotion", "none")
+lesson.recorded_against("resample", "07_tma", "window_rows", 40)
 
 # %% [markdown]
 # ## Across problem sizes

@@ -54,8 +54,9 @@ from cudabook.resample import s08_fused_gather as s08
 # still ahead. The records in `results/` give each one's time and two yardsticks. **% of copy** compares with
 # the fastest plain copy of every input and the output. **% of needed** compares with the time that copy takes
 # for only the bytes no kernel can avoid: the source rows some target uses, read once, and the output, written
-# once. 100 % of needed is the wall. % of copy can pass 100: sorted random targets leave some source rows unread,
-# so a gather moves fewer bytes than the copy of every input does. % of needed is the fair yardstick.
+# once. % of needed cannot pass 100: that is the wall. % of copy can pass 100: sorted random targets leave some
+# source rows unread, so a gather moves fewer bytes than the copy of every input does. % of needed is the fair
+# yardstick.
 
 # %%
 for record in results.load_all():
@@ -434,8 +435,9 @@ for tpw in (1, 2, 4, 8, 16, 32):
 # %% [markdown]
 # At TPW = 32 the whole grid fits in one wave. The warps all start together, so they search at about the same
 # moment, with few row loads in flight, and then they all stream at once and finish together. At TPW = 1 the
-# search is paid for every target. 4 sits between the two. The sweep at the end measures all six; on the H100
-# it has its minimum at 4, TPW = 1 about 39 % slower, and a climb from 8 to 32 (5 % to 11 % slower).
+# search is paid for every target. 4 sits between the two. The sweep at the end measures all six (read against 4
+# after it): in the recorded sweep the minimum is at 4, TPW = 1 is far slower, and the time climbs again from 8 to
+# 32.
 #
 # What matters is less the number of targets than how long a warp lives: how many vectors it moves. At D = 64
 # four targets are a quarter of the work of four at D = 256, and at D = 512 twice as much. So the default,
@@ -469,7 +471,8 @@ except nvrtc.ToolMissing as e:
 # Both settings are above the need on paper. But a lane has its loads in flight only from the load to the
 # lerp. While it searches, shuffles or stores, it has none. The headroom is what keeps the average above the
 # need, so more resident threads is the safer side. `min_blocks=0` lets the compiler use more registers, and
-# then fewer blocks fit. The sweep at the end measures it: on the H100, `min_blocks=0` is about 3 % slower.
+# then fewer blocks fit. The sweep at the end measures it: in the recorded sweep `min_blocks=0` is a few percent
+# slower.
 #
 # ### Two vectors a lane: twice the loads in flight, for no more registers
 #
@@ -495,9 +498,9 @@ except nvrtc.ToolMissing as e:
 # %% [markdown]
 # `unroll=2` spills under the cap and needs 40 registers, so 12 blocks an SM, to keep its values in registers.
 # `vectors_per_lane=2` fits the 32 registers with nothing spilled. Four vectors a lane (eight loads) spill again.
-# The sweep at the end measures all three: on the H100 at D = 256, two vectors a lane take 1 % less time than one,
-# and four take 6 % more. In scratch runs the gain was larger on the H200 and at the other D, where a warp's
-# loads are fewer or longer-lived.
+# The sweep at the end measures all three: in the recorded sweep at D = 256, two vectors a lane take a little less
+# time than one, and four take more. In scratch runs the gain was larger on the H200 and at the other D, where a
+# warp's loads are fewer or longer-lived.
 #
 # ### Programmatic dependent launch
 #
@@ -516,8 +519,8 @@ except nvrtc.ToolMissing as e:
 #   overlapped. What is hidden is the gap after it: launched the ordinary way, the next kernel starts only after
 #   this one has completed (its writes flushed, its completion seen), and then its blocks still have to be
 #   launched and dispatched. With PDL that launch runs while the kernel before completes, and
-#   `griddepcontrol.wait` waits out what is left. The `pdl` sweep at the end measures the difference (in the
-#   H100 record, about 1.5 µs of 88). `torch.compile`'s code could do the same (Triton has the switch), and
+#   `griddepcontrol.wait` waits out what is left. The `pdl` sweep at the end measures the difference (read after
+#   the sweeps: a microsecond or two). `torch.compile`'s code could do the same (Triton has the switch), and
 #   inductor left it off here (the metadata printed above), so part of this stage's lead over the compiler is
 #   this launch. (A gather that ran `launch_dependents` early would let the next call's blocks onto the SMs its
 #   tail leaves idle; that has not been tried here.)
@@ -696,8 +699,8 @@ for record in results.load_all():
 # `max-autotune-no-cudagraphs`: it tried its Triton configurations and came out a little faster than the default
 # mode (both printed above), and the lead holds against both. The margin against the faster mode (printed above)
 # passes the 5 % this workbook aims for in the H200 record and falls short of it in the H100 one. The last step
-# there was not in the kernel at all: launching the gather with programmatic dependent launch (above), about
-# 1.5 µs. The compiler's draw counts too: earlier H100
+# there was not in the kernel at all: launching the gather with programmatic dependent launch (above; the `pdl`
+# sweep at the end gives its gain). The compiler's draw counts too: earlier H100
 # records caught other draws of its time, about a microsecond apart, the size of stage 08's distance from the aim.
 # The aim is close to the wall: the line "the aim" above gives 5 % under the compiler's time as a share of the
 # needed-bytes ceiling (printed above), and the profile below shows that stage 08 moves no more bytes than it
@@ -777,17 +780,17 @@ if k:
 # - `vectors_per_lane`: predict from the registers and spills in "Two vectors a lane".
 # - `search`: the three ways. `"lane"` pays twelve dependent loads a warp before its first row; `"prepass"`
 #   pays a second kernel and a round trip of the (interval, weight) pairs through memory. Prediction: both lose
-#   to `"window"`. On the H100 they take 8 % and 6 % more time than `"window"`.
+#   to `"window"`. In the recorded sweep both do.
 # - `min_blocks`: 16 caps a thread at 32 registers; 0 lets the compiler take more, and fewer blocks then fit.
 # - `threads`, with `min_blocks=0` (16 blocks of 256 or 512 threads are more than an SM holds): a small block
-#   finishes and makes room sooner. On the H100, 64 and 128 threads are about level, 256 a little slower, and
-#   512 about 10 % slower than 64. All four run with `min_blocks=0`, so all four are slower than the default
+#   finishes and makes room sooner. In the recorded sweep 64 and 128 threads are about level, 256 a little
+#   slower, and 512 slower still. All four run with `min_blocks=0`, so all four are slower than the default
 #   (128 threads with `min_blocks=16`, in the `min_blocks` sweep): 64 threads is the best of this sweep only.
 # - `pdl`: each kernel launched once the kernel before it has triggered (every block has run
 #   `launch_dependents` or exited), or only once that kernel has completed. Twice: with the default search (one
 #   kernel a call: the next gather's launch overlaps the completion of the last one, after its last block has
-#   exited) and with the prepass (also the gather's launch during the search). In the H100 sweeps: about 1.5 µs
-#   without the prepass, 3 with it; not enough to bring the prepass near `"window"`.
+#   exited) and with the prepass (also the gather's launch during the search). In the recorded sweeps PDL gains
+#   more with the prepass than without it, and not enough to bring the prepass near `"window"`.
 #
 # Without a GPU these show the sweeps recorded on one (or say how to record them). The correctness check above
 # ran each of these parameters in the emulator (`threads` at 64, with `min_blocks=0`).
@@ -800,6 +803,15 @@ resample.sweep("08_fused_gather", "min_blocks", [0, 16])
 resample.sweep("08_fused_gather", "threads", [64, 128, 256, 512], fixed={"min_blocks": 0})
 resample.sweep("08_fused_gather", "pdl", [False, True])
 resample.sweep("08_fused_gather", "pdl", [False, True], fixed={"search": "prepass"})
+
+# %% [markdown]
+# The recorded sweeps, each read against its default (the `threads` sweep against 64, its fastest):
+
+# %%
+for param, default, fixed in (("targets_per_warp", 4, None), ("vectors_per_lane", 2, None), ("search", "window", None),
+                              ("min_blocks", 16, None), ("threads", 64, {"min_blocks": 0}), ("pdl", True, None),
+                              ("pdl", True, {"search": "prepass"})):
+    lesson.recorded_against("resample", "08_fused_gather", param, default, fixed=fixed)
 
 # %% [markdown]
 # ## Across problem sizes

@@ -1,0 +1,156 @@
+"""Numbers in a lesson's prose come from records. A measurement typed into the markdown of a lesson source (a
+number with a unit of time or rate, a share of a yardstick, a speed-up) must be one of three things: gone from
+the prose, printed instead by a code cell that reads results/; on the short list below, with the reason it is
+not a measurement (a spec-sheet figure, a setting, a worked example); or a reading that is in no record, whose
+sentence says where it was measured: the card, and what kind of reading (one run, not a record, Nsight Compute).
+A reading's sentence may not also cite a record or a sweep: a number from a record is printed, not typed."""
+import pathlib
+import re
+
+import pytest
+
+from cudabook import notebooks
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+LESSONS = sorted((ROOT / "lessons").glob("**/*.py"))
+
+_N = r"(?<![\w.,^/-])\d(?:[\d,]*\d)?(?:\.\d+)?(?:\s?[–-]\s?\d+(?:\.\d+)?)?"
+MEASUREMENT = re.compile("|".join(f"(?:{p})" for p in (
+    _N + r"\s?(?:µs|us|ms|ns|s|seconds?|clocks|cycles)\b",                        # a time
+    _N + r"\s?(?:[TGM]FLOP/?s|TFLOPs|[GT]i?B/s)",                                  # a rate
+    _N + r"\s?%\s(?:of\s(?:the\s)?(?:cuBLAS|cuDNN|SDPA|copy|needed|peak|its\speak|fastest|gather|ceiling|torch|bf16|"
+         r"the\scompiler)|faster|slower|less|more|ahead|behind)",                  # a share, a difference
+    r"\b(?:within|costs?|gain(?:ed|s)?|saves?|loses?)\s(?:about\s)?" + _N + r"\s?%",
+    _N + r"\s?(?:x|×|times)\s(?=faster|slower|rung|as\sfast|cuBLAS|cuDNN|torch|SDPA|at\s|from\s|over\s|on\s)",
+)))
+# a header cell of a table whose numbers are measurements though its cells carry no unit
+UNIT_HEADER = re.compile(r"µs|\bms\b|TFLOP|GB/s|TB/s|% of")
+
+CARD = re.compile(r"\bH[128]00\b")
+READING = re.compile(r"\bone (?:run|process|session|launch)\b|\bruns? each\b|\bscratch runs?\b|\breadings?\b|"
+                     r"\bnot (?:a |the )?(?:results/ )?records?\b|Nsight Compute|\bncu\b|\bnot rerun\b|"
+                     r"\bwhile (?:this|the) (?:stage|rung) was (?:built|tuned|written)\b")
+CITES_A_RECORD = re.compile(r"\b(?:the|this|its|H[12]00) (?:\w+ )?(?:record|sweep)s?\b(?! (?:of|but) )|"
+                            r"\bsweeps? (?:below|above|at the end)\b|\bresults/sweeps\b")
+
+WATCHDOG_NS = int(re.search(r"#define WATCHDOG_NS (\d+)ull",
+                            (ROOT / "cudabook/kit/include/tma.cuh").read_text()).group(1))
+
+# (the typed text, what the sentence must also say, why it is not a measurement from a record)
+ALLOWED = [
+    ("989 TFLOP/s", r"spec|arXiv|lesson 05 used", "the H100 SXM's dense bf16 tensor-core peak (spec sheet; the "
+                                                   "FlashAttention-3 paper uses it too)"),
+    ("67 TFLOP/s", r"spec|peak", "the H100 SXM's fp32 CUDA-core peak (spec sheet)"),
+    ("8.4 TFLOP/s", r"67 / 8", "arithmetic on the spec sheet: the fp32 peak over 8"),
+    ("3.35 TB/s", r"spec|peak|round figures", "the H100 SXM's HBM3 peak bandwidth (spec sheet)"),
+    ("3.9 TFLOP/s", r"arXiv|lesson\s+05's", "the special-function rate the FlashAttention-3 paper gives for the "
+                                            "H100 (arXiv:2407.08608)"),
+    ("700 ns", r"round figures|at 700 ns", "a round DRAM latency for the Little's-law arithmetic, not a reading"),
+    ("512 clocks", r"2\^20 / 2048|8192 / 16", "worked arithmetic: 2^20 multiply-adds at 2048 a clock, 8192 ex2 at 16"),
+    ("1024 clocks", r"d = 128", "worked arithmetic: the 512 clocks of d = 64, doubled at d = 128"),
+    (f"{WATCHDOG_NS // 10**9} seconds", r"watchdog", "the kernels' watchdog, WATCHDOG_NS in kit/include/tma.cuh"),
+    (f"{WATCHDOG_NS // 10**9} s", r"watchdog", "the kernels' watchdog, WATCHDOG_NS in kit/include/tma.cuh"),
+    ("5 % less", r"\baim", "resampling 08's aim against torch.compile (AIM in its cell): a target, not a reading"),
+]
+
+
+def units(markdown):
+    """The prose of one markdown cell as (text, table or None) units: a sentence, or a table with the sentence
+    before it (its caption). Code blocks are left out: they show code and schematics."""
+    text = re.sub(r"```.*?```", "", markdown, flags=re.S)
+    lines, block, out = text.split("\n"), [], []
+
+    def flush():
+        joined = " ".join(block).strip()
+        out.extend((s, None) for s in re.split(r"(?<=[.!?])\s+(?=[A-Z(`*\"])", joined) if s)
+        block.clear()
+
+    i = 0
+    while i < len(lines):
+        if lines[i].lstrip().startswith("|"):
+            flush()
+            table = []
+            while i < len(lines) and lines[i].lstrip().startswith("|"):
+                table.append(lines[i])
+                i += 1
+            caption = out.pop()[0] if out and out[-1][1] is None else ""
+            out.append((caption, table))
+            continue
+        if re.match(r"\s*(?:[-*] |\d+\. |#)", lines[i]) or not lines[i].strip():   # a list item, a heading or
+            flush()                                                                   # a blank line ends a block
+        block.append(lines[i])
+        i += 1
+    flush()
+    return out
+
+
+def allowed(typed, sentence):
+    return any(typed == text and re.search(context, sentence) for text, context, _ in ALLOWED)
+
+
+def a_named_reading(sentence):
+    return bool(CARD.search(sentence) and READING.search(sentence) and not CITES_A_RECORD.search(sentence))
+
+
+def problems_in(markdown):
+    """The typed measurements of one markdown cell that are neither allowed nor a named reading."""
+    found = []
+    for sentence, table in units(markdown):
+        if table is None:
+            typed = [m.group(0).strip() for m in MEASUREMENT.finditer(sentence)]
+            if any(not allowed(t, sentence) for t in typed) and not a_named_reading(sentence):
+                found.append(f"{sentence[:160]!r}: {', '.join(typed)}")
+            continue
+        body = "\n".join(table)
+        numbers = [c for row in table[2:] for c in row.split("|")[1:-1] if re.fullmatch(r"\s*[\d.,]+\s*", c)]
+        measured = MEASUREMENT.findall(body) or (UNIT_HEADER.search(table[0]) and numbers)
+        if measured and not (READING.search(sentence) and CARD.search(sentence + table[0])
+                             and not CITES_A_RECORD.search(sentence)):
+            found.append(f"a table of measurements after {sentence[-120:]!r}: {table[0].strip()}")
+    return found
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: str(p.relative_to(ROOT / "lessons")))
+def test_lesson_prose_types_no_recorded_measurement(path):
+    found = []
+    for n, cell in enumerate(notebooks.parse_percent(path.read_text())):
+        if cell["cell_type"] == "markdown":
+            found += [f"cell {n}: {p}" for p in problems_in(cell["source"])]
+    assert not found, ("typed measurements: print them from results/ in a code cell, or (a reading in no record) "
+                       "name the card and the kind of reading in the sentence:\n" + "\n".join(found))
+
+
+def test_the_check_catches_a_typed_timing():
+    assert problems_in("Rung 05 takes 256.2 µs, 67 % of cuBLAS.")
+    assert problems_in("On the H100 it runs 1.84 x rung 07.")                        # a card, but no reading
+    assert problems_in("In the H100 record, two vectors a lane take 1 % less time than one.")
+    assert problems_in("One run on an H100 (not a record): 5.0 µs; the sweep below gives 4.1 µs.")  # a record too
+    assert problems_in("A reading:\n\n| | TFLOP/s |\n|---|---:|\n| rung 08 | 1461 |\n")      # bare numbers
+    assert problems_in("The 989 TFLOP/s that rung 07 reached.")                      # an allowed figure out of place
+    assert not problems_in("An H100 SXM's spec sheet gives 3.35 TB/s and 989 TFLOP/s.")
+    assert not problems_in("Measured on an H200 while this stage was built (one run, not a record): 7 µs.")
+    assert not problems_in("Readings on one H100, one process (not records):\n\n| | H100 |\n|---|---:|\n"
+                           "| the main kernel | 94.6 µs |\n")
+    assert not problems_in("Rung 08 runs about twice rung 07 (the cell above prints it from results/).")
+
+
+def test_every_allowed_figure_is_still_in_a_lesson():
+    # an entry no lesson needs any more is dropped, so that the list stays short
+    prose = "\n".join(c["source"] for p in LESSONS for c in notebooks.parse_percent(p.read_text())
+                      if c["cell_type"] == "markdown")
+    unused = [text for text, _, _ in ALLOWED if not re.search(r"(?<![\w.])" + re.escape(text), prose)]
+    assert not unused, f"allowed but in no lesson's prose: {unused}"
+
+
+def test_the_lessons_read_a_recorded_sweep_as_the_record_has_it(capsys):
+    # lesson.recorded_against prints what the prose used to type: each value's time against one value's
+    from cudabook import lesson
+    found = lesson.recorded_sweeps("resample", "08_fused_gather", "pdl", {"search": "prepass"})
+    assert found, "the recorded pdl sweep with the prepass is gone: pick another sweep for this test"
+    us = {r["value"]: r["median_us"] for r in found[0]["rows"]}
+    lesson.recorded_against("resample", "08_fused_gather", "pdl", True, fixed={"search": "prepass"})
+    out = capsys.readouterr().out
+    assert f"{found[0]['gpu']} at {found[0]['commit']}, search='prepass', time against pdl=True:" in out
+    assert f"False {us[False] / us[True]:.2f}x ({100 * (us[False] / us[True] - 1):+.1f} %, " in out
+    lesson.recorded_against("resample", "08_fused_gather", "pdl", "no such value")
+    assert "no time at pdl='no such value'" in capsys.readouterr().out
