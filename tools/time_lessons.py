@@ -5,6 +5,9 @@
     python tools/time_lessons.py notebooks/gemm            only these (folders or .ipynb files), merged into
                                                            the machine's record
     python tools/time_lessons.py --guide                   only rewrite GUIDE.md's generated parts from the records
+    python tools/time_lessons.py --gpus 8                  a class's check on an 8-GPU node: the notebooks
+                                                           spread over the GPUs, one at a time on each
+    python tools/time_lessons.py --per-gpu 2 A B           A and B at once on one GPU (a pair sharing a card)
 
 Each notebook runs in its own kernel through nbclient (as `make workbook` runs them), or, where no Jupyter kernel
 can start, in its own Python process through tools/run_notebooks.py (--runner exec). The record keeps, per
@@ -82,23 +85,37 @@ def kernel_runner() -> str:
         return "exec"
 
 
-def run_one(path: pathlib.Path, runner: str, timeout: int) -> dict:
+def run_one(path: pathlib.Path, runner: str, timeout: int, gpu: int | None = None) -> dict:
+    """Run one notebook and time it. gpu: the index of the GPU it may see (CUDA_VISIBLE_DEVICES of its process;
+    the exec runner only), None for the machine's default."""
     before = os.times()
     start = time.perf_counter()
     if runner == "nbclient":
         from cudabook.workbook import execute
         ok, _, err = execute(path, None, timeout)
     else:
+        env = dict(os.environ, **({} if gpu is None else {"CUDA_VISIBLE_DEVICES": str(gpu)}))
         done = subprocess.run([sys.executable, str(ROOT / "tools" / "run_notebooks.py"), str(path)],
-                              capture_output=True, text=True)
-        ok, err = done.returncode == 0, "" if done.returncode == 0 else done.stdout.strip()[-300:]
+                              capture_output=True, text=True, env=env)
+        ok, err = done.returncode == 0, "" if done.returncode == 0 else (done.stdout + done.stderr).strip()[-300:]
         slow_cells = [line for line in done.stdout.splitlines() if line.startswith("  cell ")]
         if slow_cells:      # CUDABOOK_CELL_SECONDS set: where the time went
             print("\n".join(slow_cells), flush=True)
     wall = time.perf_counter() - start
     after = os.times()
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
-    return {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "ok": ok, "error": err}
+    entry = {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "ok": ok, "error": err}
+    return entry if gpu is None else dict(entry, gpu_index=gpu)
+
+
+def visible_gpus() -> int:
+    """How many GPUs this process may use (0 without one)."""
+    from cudabook import device
+    if device.gpu() is None:
+        return 0
+    from cuda.bindings import driver
+    err, n = driver.cuDeviceGetCount()
+    return int(n) if err == driver.CUresult.CUDA_SUCCESS else 1
 
 
 def load() -> list[float] | None:
@@ -108,11 +125,15 @@ def load() -> list[float] | None:
         return None
 
 
-def measure(paths, out: pathlib.Path, runner: str, timeout: int, progress=print, warm=False) -> pathlib.Path:
+def measure(paths, out: pathlib.Path, runner: str, timeout: int, progress=print, warm=False, gpus: int = 1,
+            per_gpu: int = 1) -> pathlib.Path:
     """Run and time `paths`, merging them into out/<machine>.json. Unless `warm`, the compiled-kernel caches
     (CUDABOOK_CACHE) start empty, as on a learner's first pass: each notebook pays for the compiles that the
-    notebooks before it in the run have not already done."""
+    notebooks before it in the run have not already done. gpus > 1 or per_gpu > 1 (the exec runner): the
+    notebooks are handed out in order to gpus x per_gpu workers, worker w on GPU w % gpus, so per_gpu of them
+    share a card at a time; the record keeps each notebook's GPU and the run's wall time."""
     import tempfile
+    import threading
 
     from cudabook import results
     if not warm:
@@ -123,21 +144,45 @@ def measure(paths, out: pathlib.Path, runner: str, timeout: int, progress=print,
     record = json.loads(file.read_text()) if file.exists() else {"notebooks": {}}
     commit, date = results._commit(), datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     loads = [load()]
-    progress(f"timing {len(paths)} notebooks on {info['gpu'] if info['gpu'] != 'simulator' else info['cpu']} "
-             f"({runner}); record: {file.relative_to(ROOT) if file.is_relative_to(ROOT) else file}")
-    for i, path in enumerate(paths, 1):
-        name = path.relative_to(ROOT).as_posix()
-        progress(f"[{i}/{len(paths)}] {name} ...", end=" ", flush=True)
-        entry = run_one(path, runner, timeout)
-        loads.append(load())
-        entry.update(commit=commit, date=date)
-        record["notebooks"][name] = entry
-        progress(f"{'ok' if entry['ok'] else 'FAILED'} {entry['wall_s']:.0f} s (CPU {entry['cpu_s']:.0f} s)"
-                 + (f"  {entry['error']}" if entry["error"] else ""), flush=True)
-        record.update(machine=info, runner=runner, commit=commit, dirty=results._dirty(), date=date,
-                      cache="warm" if warm else "empty at the start", load_avg_1min=[x[0] for x in loads if x])
-        record["notebooks"] = dict(sorted(record["notebooks"].items()))
-        file.write_text(json.dumps(record, indent=1) + "\n")          # after each: a long run can be cut short
+    spread = gpus > 1 or per_gpu > 1
+    if spread and runner != "exec":
+        raise SystemExit("--gpus / --per-gpu run each notebook in its own process: use --runner exec")
+    where = info['gpu'] if info['gpu'] != 'simulator' else info['cpu']
+    progress(f"timing {len(paths)} notebooks on {where}"
+             + (f" x {gpus} GPUs, {per_gpu} at a time on each" if spread else "")
+             + f" ({runner}); record: {file.relative_to(ROOT) if file.is_relative_to(ROOT) else file}")
+    lock, queue, started = threading.Lock(), list(enumerate(paths, 1)), time.perf_counter()
+
+    def worker(w):
+        while True:
+            with lock:
+                if not queue:
+                    return
+                i, path = queue.pop(0)
+            name = path.relative_to(ROOT).as_posix()
+            if not spread:
+                progress(f"[{i}/{len(paths)}] {name} ...", end=" ", flush=True)
+            entry = run_one(path, runner, timeout, gpu=w % gpus if spread else None)
+            with lock:
+                loads.append(load())
+                entry.update(commit=commit, date=date)
+                record["notebooks"][name] = entry
+                progress((f"[{i}/{len(paths)}] {name} on GPU {w % gpus}: " if spread else "")
+                         + f"{'ok' if entry['ok'] else 'FAILED'} {entry['wall_s']:.0f} s (CPU {entry['cpu_s']:.0f} s)"
+                         + (f"  {entry['error']}" if entry["error"] else ""), flush=True)
+                record.update(machine=info, runner=runner, commit=commit, dirty=results._dirty(), date=date,
+                              cache="warm" if warm else "empty at the start",
+                              load_avg_1min=[x[0] for x in loads if x])
+                if spread:
+                    record.update(gpus=gpus, per_gpu=per_gpu, run_wall_s=round(time.perf_counter() - started, 1))
+                record["notebooks"] = dict(sorted(record["notebooks"].items()))
+                file.write_text(json.dumps(record, indent=1) + "\n")  # after each: a long run can be cut short
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(gpus * per_gpu if spread else 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     return file
 
 
@@ -150,14 +195,18 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=int, default=1800, help="seconds a cell may take")
     ap.add_argument("--warm", action="store_true", help="keep the compiled-kernel caches as they are")
     ap.add_argument("--guide", action="store_true", help="only regenerate GUIDE.md from the records")
+    ap.add_argument("--gpus", type=int, default=1, help="spread the notebooks over this many GPUs (0: all)")
+    ap.add_argument("--per-gpu", type=int, default=1, help="notebooks at once on each GPU")
     args = ap.parse_args(argv)
 
     from tools import guide
     if args.guide:
         print("GUIDE.md updated" if guide.update(timings=args.out) else "GUIDE.md already up to date")
         return 0
-    runner = kernel_runner() if args.runner == "auto" else args.runner
-    file = measure(notebooks_in(args.paths, args.labs), args.out.resolve(), runner, args.timeout, warm=args.warm)
+    gpus = args.gpus if args.gpus > 0 else max(1, visible_gpus())
+    runner = ("exec" if gpus > 1 or args.per_gpu > 1 else kernel_runner()) if args.runner == "auto" else args.runner
+    file = measure(notebooks_in(args.paths, args.labs), args.out.resolve(), runner, args.timeout, warm=args.warm,
+                   gpus=gpus, per_gpu=args.per_gpu)
     record = json.loads(file.read_text())
     failed = [k for k, v in record["notebooks"].items() if not v["ok"]]
     print(f"wrote {file}" + (f"; failed: {', '.join(failed)}" if failed else ""))
