@@ -6,9 +6,10 @@ is wrong, the checker also tries the mistakes people make with grid_sample's con
 arithmetic, clamping at the borders instead of reading zero, x and y swapped, the attention weights left out,
 every level read from the start of value) and says so when one of them explains the output; else it reads the
 pattern of the wrong outputs (which_part): a level, point, corner or the last samples left out or counted twice,
-corners blended with each other's weights or read from the wrong row, items that took another item's samples, one
-corner weighed wrong differently in each lane's vector of channels, only some heads wrong, only the items at one
-border. Each rule asks for evidence the data holds whatever the draw (tools/hint_seeds.py checks the planted
+corners blended with each other's weights or read from the wrong row, one corner's pixel alone with another
+corner's weight (every corner staged into one slot of a tile, the other slots never staged), items that took
+another item's samples, one corner weighed wrong differently in each lane's vector of channels, only some heads
+wrong, only the items at one border. Each rule asks for evidence the data holds whatever the draw (tools/hint_seeds.py checks the planted
 mistakes' hints over several seeds), and names no cause that the data rules out.
 """
 from __future__ import annotations
@@ -388,7 +389,15 @@ def _mix_parts(inputs, nudge=""):
 def _mixups(each):
     """The 4 x 4 use matrices of the simplest mix-ups, not the identity: one corner's pixel blended with another
     corner's weight (each="pixel": that weight then counts twice, the corner's own never) or one corner's weight
-    on another's pixel (each="weight"), and two corners swapping theirs."""
+    on another's pixel (each="weight"), two corners swapping theirs, and (each="pixel") one corner's pixel with
+    one weight and nothing else (every corner staged into one slot of a tile, the last one staged staying, the
+    other slots never staged and zero)."""
+    if each == "pixel":
+        for c in range(4):
+            for k in range(4):
+                use = np.zeros((4, 4))
+                use[c, k] = 1
+                yield use
     for c in range(4):
         for k in range(4):
             if c != k:
@@ -408,8 +417,8 @@ def _fit_mix(got, tol, wrong, mixed, nudged, past, each) -> np.ndarray | None:
     every blend can tell (where there are 32), else the simplest mix-ups (_mixups) tried one by one. Each is
     checked on the outputs it can tell (its blend the same with the coordinates nudged across a whole pixel, each
     of `nudged`, and none of its reads `past` the end of value): at least 32 of them, 16 of them wrong (`wrong`),
-    99 % within tolerance. `each`: "pixel" (every pixel blended with one weight) or "weight" (every weight on one
-    pixel)."""
+    99 % within tolerance. `each`: "pixel" (every pixel blended with one weight, or with none: a corner that adds
+    nothing) or "weight" (every weight on one pixel)."""
     jumps = np.any([np.abs(mixed - other) > tol for other in nudged], axis=0)           # [4, 4, ...]
     candidates = []
     fit_on = ~(jumps | past).any(axis=(0, 1))
@@ -419,7 +428,9 @@ def _fit_mix(got, tol, wrong, mixed, nudged, past, each) -> np.ndarray | None:
         if np.abs(coef - whole).max() <= 0.2 and not set(np.unique(whole)) - {0.0, 1.0}:
             candidates.append(whole.reshape(4, 4))
     for use in candidates + list(_mixups(each)):
-        if (use.sum(axis=1 if each == "pixel" else 0) != 1).any() or np.array_equal(use, np.eye(4)):
+        sums = use.sum(axis=1 if each == "pixel" else 0)
+        if ((sums > 1).any() if each == "pixel" else (sums != 1).any()) or not use.any() \
+                or np.array_equal(use, np.eye(4)):
             continue
         blend = np.tensordot(use, mixed, 2)
         on = ~np.any([np.abs(blend - np.tensordot(use, other, 2)) > tol for other in nudged], axis=0)
@@ -429,6 +440,35 @@ def _fit_mix(got, tol, wrong, mixed, nudged, past, each) -> np.ndarray | None:
         if np.mean(np.abs(got[on] - blend[on]) <= tol[on]) >= 0.99:
             return use
     return None
+
+
+UNSTAGED = "tile slots that were never staged"
+_WEIGHS = "Corner (x0 + i, y0 + j) weighs (i ? fx : 1 - fx) times (j ? fy : 1 - fy), times the attention weight"
+
+
+def _pixels_mixed_up(use) -> str:
+    """The hint for corners' pixels blended with the wrong weights, or with none (`use`: the 4 x 4 fit of
+    by_pixel, each row at most one weight)."""
+    from .inputs import CORNERS
+    pairs = [(c, k) for c in range(4) for k in range(4) if use[c, k]]
+    never = [c for c in range(4) if not use[c].any()]
+    if all(c == k for c, k in pairs):                       # some corners left out, the others right
+        return (f"the outputs are what the {' and '.join(CORNERS[c] for c in never)} corner"
+                f"{'s' if len(never) > 1 else ''} of every sample left out gives: {_ADVICE['corner']}")
+    if len(pairs) == 1:                                     # one pixel with one weight, nothing else
+        (c, k), = pairs
+        return (f"the outputs are what the {CORNERS[c]} corner's pixel alone gives, blended with the weight of the "
+                f"{_corner_name(k)} one, {_FORMULA[k]}, and nothing from the other three weights. Corners staged "
+                f"through a tile in shared memory give this when every corner is stored into the {_corner_name(k)} "
+                f"corner's slot (the {_corner_name(c)} one, stored last, stays there) and the other three corners "
+                f"are read from {UNSTAGED} (zeros here): each corner must be stored into its own slot, the one the "
+                f"blend reads with that corner's weight. {_WEIGHS}")
+    swapped = [f"the {CORNERS[c]} corner with the weight of the {_corner_name(k)} one, {_FORMULA[k]}"
+               for c, k in pairs if c != k]
+    extra = " (fx and fy swapped gives exactly this)" if use[1, 2] and use[2, 1] else ""
+    left = (f", the {' and '.join(CORNERS[c] for c in never)} corner{'s' if len(never) > 1 else ''} adding nothing"
+            if never else "")
+    return f"the outputs are what blending {'; '.join(swapped)}{left} gives{extra}. {_WEIGHS}"
 
 
 PIXEL_MISREAD = "is read from the wrong row"
@@ -451,11 +491,7 @@ def _corners_mixed_up(got, ref, tol, inputs) -> str | None:
     wrong = np.abs(got - ref) > tol
     use = _fit_mix(got, tol, wrong, by_pixel, [other[0] for other in nudged], np.zeros_like(past), "pixel")
     if use is not None:
-        swapped = [f"the {CORNERS[c]} corner with the weight of the {_corner_name(k)} one, {_FORMULA[k]}"
-                   for c in range(4) for k in range(4) if use[c, k] and c != k]
-        extra = " (fx and fy swapped gives exactly this)" if use[1, 2] and use[2, 1] else ""
-        return (f"the outputs are what blending {'; '.join(swapped)} gives{extra}. Corner (x0 + i, y0 + j) weighs "
-                f"(i ? fx : 1 - fx) times (j ? fy : 1 - fy), times the attention weight")
+        return _pixels_mixed_up(use)
     use = _fit_mix(got, tol, wrong, by_weight, [other[1] for other in nudged],
                    np.any([past] + [other[2] for other in nudged], axis=0), "weight")
     if use is not None:

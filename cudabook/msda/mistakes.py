@@ -14,7 +14,7 @@ explains). Lab 05 (lane groups, C++): the grader runs both paths of the region (
 branchless=False, with branches); edits of each.
 """
 from ..mistakes import Mistake
-from .checking import BORROWED, LAST_SAMPLES, ONE_CORNER, PIXEL_MISREAD
+from .checking import BORROWED, LAST_SAMPLES, ONE_CORNER, PIXEL_MISREAD, UNSTAGED
 
 # the distinctive words of each of the checker's hints (cudabook/msda/checking.py): a lab-02 mistake's message may
 # hold none of them but those its own hint holds (a hint that names a cause the data rules out fails its test)
@@ -103,11 +103,11 @@ _LAB03 = [  # (what, edits of the lab region, a phrase the grader's message must
     ("every lane stages its own sample's table entry, not sample t's",
      [("entry = TABLE + TABLE_WORDS * t", "entry = TABLE + TABLE_WORDS * g")], "FAIL"),
     ("every corner staged into the first corner's slot of the tile",
-     [("at = TILE + c * half + v * WORDS", "at = TILE + v * WORDS")], "FAIL"),
+     [("at = TILE + c * half + v * WORDS", "at = TILE + v * WORDS")], UNSTAGED),
     ("the tile's corner slots counted in vectors, not words: 16-byte stores misaligned",
      [("at = TILE + c * half + v * WORDS", "at = TILE + c * nvec + v * WORDS")], "misaligned"),
     ("only the first corner staged (the loop stops at nvec)",
-     [("for e in range(g, 4 * nvec, lanes):", "for e in range(g, nvec, lanes):")], "FAIL"),
+     [("for e in range(g, 4 * nvec, lanes):", "for e in range(g, nvec, lanes):")], "corners of every sample left out"),
 ]
 
 

@@ -13,7 +13,7 @@ from . import inputs  # noqa: F401
 
 from ..errors import StageUnavailable  # noqa: F401  (one error for every track)
 from ..kit.ladder import face
-from .checking import EPS32, check_launch, check_on, compare, diagnose  # noqa: F401
+from .checking import EPS32, check_launch, check_on, compare, diagnose, past_the_end  # noqa: F401
 from .inputs import InputError, random_problem, reference, to_bf16, validate  # noqa: F401
 from .problem import Problem, upload  # noqa: F401
 
@@ -63,7 +63,8 @@ def grading_cases(stage_name=None):
     for name, is_sorted, sim, gpu in _CASES:
         B, S, T, D = sim if SIMULATOR else gpu
         D = -(-D // k) * k
-        out.append((name, random_problem(B, S, T, D, sorted_targets=is_sorted), f"B={B}, S={S}, T={T}, D={D}"))
+        problem = past_the_end(random_problem(B, S, T, D, sorted_targets=is_sorted))   # (see past_the_end)
+        out.append((name, problem, f"B={B}, S={S}, T={T}, D={D}"))
     return out
 
 

@@ -1,10 +1,11 @@
 """The deformable attention checker's hints from the pattern of the wrong outputs (cudabook/msda/checking.py:
 which_part, explain): outputs made wrong in one known way, on the grader's own small cases, must get the hint that
 names that way (a level, a point, a corner or the last samples left out or counted twice, corners blended with each
-other's weights or read from the wrong row, items that took another item's samples, one corner weighed wrong in
-each lane's vector, the heads that are wrong, the border side that the wrong items share, (int)x for floorf, a right
-neighbour tested with <= W), no hint a mistake whose sampling cannot tell the wrong outputs, and the right output
-none. (Whether the planted mistakes get the same hint whatever the data: tools/hint_seeds.py.)"""
+other's weights or read from the wrong row, one corner's pixel alone with another's weight, items that took another
+item's samples, one corner weighed wrong in each lane's vector, the heads that are wrong, the border side that the
+wrong items share, (int)x for floorf, a right neighbour tested with <= W), no hint a mistake whose sampling cannot
+tell the wrong outputs, and the right output none. (Whether the planted mistakes get the same hint whatever the
+data: tools/hint_seeds.py.)"""
 import numpy as np
 import pytest
 
@@ -93,6 +94,17 @@ def test_corner_weights_swapped_are_named():
     hint = _hint(got, args)
     assert "top-right (x0 + 1, y0) corner with the weight of the bottom-left one" in hint
     assert "fx and fy swapped" in hint
+
+
+def test_one_pixel_with_one_weight_alone_is_named():
+    """Only the bottom-right corner's pixel, blended with the top-left corner's weight, and nothing else: what every
+    corner staged into the top-left's slot of a tile gives (the last one staged stays; the other slots, never
+    staged, hold zeros)."""
+    args = _problem(10, borders=0.0)
+    families, _ = parts(*args)
+    hint = _hint(families["weights"][4 * 3 + 0], args)                 # corner 3's pixel with corner 0's weight
+    assert "the bottom-right (x0 + 1, y0 + 1) corner's pixel alone" in hint and "top-left one" in hint
+    assert checking.UNSTAGED in hint
 
 
 def test_the_cases_run_every_path():
