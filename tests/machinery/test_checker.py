@@ -87,3 +87,26 @@ def test_outside_works_in_blocks_and_agrees_with_the_whole_array_formula(shape):
     assert np.array_equal(bad, whole)
     assert bad[np.isnan(got)].all() and bad[np.isinf(got)].all()
     assert ref.size == 0 or (not bad.flat[0] and bad.flat[-1])
+
+
+def test_outside_worked_in_blocks_on_threads_is_the_tolerance_itself():
+    """verdict.outside's fast path (the tolerance from |ref| first, from |got| only where that fails; blocks on
+    threads) marks exactly what the plain formula marks: NaN, infinities, zeros, bf16-rounded values, values far
+    off, and magnitudes from subnormal to huge, with an array slack, none, and a scalar one."""
+    from cudabook import verdict
+    rng = np.random.default_rng(7)
+    n = 120_000
+    ref = rng.standard_normal(n) * 10.0 ** rng.integers(-40, 40, n)
+    ref[rng.random(n) < 0.05] = 0
+    got = ref * (1 + rng.standard_normal(n) * 10.0 ** rng.integers(-9, -1, n))
+    for value, share in ((np.nan, 0.01), (np.inf, 0.01), (-np.inf, 0.01), (0.0, 0.02)):
+        got[rng.random(n) < share] = value
+    near = rng.random(n) < 0.1
+    with np.errstate(over="ignore"):                       # huge values become float32 infinities: fine
+        got[near] = (ref[near] * 1.001).astype(np.float32)
+    slack = np.abs(rng.standard_normal(n)) * 10.0 ** rng.integers(-12, -2, n)
+    for s in (slack, 0.0, 1e-3):
+        plain = ~(np.abs(got - ref) <= verdict.tolerance(ref, s, got))
+        blocked = verdict.outside(got.reshape(300, 400), ref.reshape(300, 400),
+                                  s if np.ndim(s) == 0 else s.reshape(300, 400), chunk=1 << 12)
+        assert np.array_equal(blocked.ravel(), plain)
