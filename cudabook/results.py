@@ -541,7 +541,7 @@ def rung_table(name, records) -> str:
         return "\n".join(lines) + "\n\nNo benchmark record of this track yet: `make bench` on a GPU measures it."
     said = "; ".join(f"{r['gpu']}: {k}" for r, (k, _) in cards)
     return "\n".join(lines) + (f"\n\nHow far each rung gets on the first workload of each record ({said}); "
-                                f"[Results](#results) has every workload, with the ceilings behind each %.")
+                                f"[Results](#results) has every workload, with the yardsticks behind each %.")
 
 
 def _regenerate_rungs(text, records) -> str:

@@ -231,15 +231,21 @@ plt.show()
 # %% [markdown]
 # The locations and weights, not the feature maps, are most of the minimum traffic, and the corners read are
 # many times all of it. Each pixel row is read over and over (the count above); the re-reads come from L2 and
-# L1, not DRAM, so the copy bandwidth (the resampling track's yardstick) is not the ceiling that binds. The
-# honest yardstick is a kernel that reads **these corners, at nearly these addresses** (a sample on the
-# border is moved onto the map), with 16-byte loads and nothing else: no weights, no arithmetic
-# (`benchmark.gather_ceiling_us`). The benchmark measures it in the same process as the stages, and
-# `pct_of_ceiling` is a stage's time against it. The two give two approximate floors for a stage's time, and
-# the higher one binds (the records, where there are any); a stage can match the gather ceiling, or beat it
-# slightly. With poor L2 locality
-# the ceiling itself drops; the benchmark's `uniform` workload (locations anywhere on the map) measures by
-# how much.
+# L1, not DRAM. The benchmark measures two yardsticks in the same process as the stages:
+#
+# - **the copy ceiling** ("% of copy"): the minimum traffic at the rate a device-to-device copy reaches. Every
+#   stage must move those bytes through DRAM, so this is a floor on its time (approximately: a copy's rate is
+#   not quite the memory's peak). Here it is a loose one, because it does not count the re-reads.
+# - **the reference gather** ("% of reference gather"): a kernel that loads **these corners, at nearly these
+#   addresses** (a sample on the border is moved onto the map), with 16-byte loads and nothing else: no
+#   weights, no arithmetic (`benchmark.reference_gather_us`). It is a reference, not a bound. It is a kernel
+#   like the rungs, with limits of its own (how many loads each lane keeps in flight), so a stage that does all
+#   the arithmetic can still match or beat it, over 100 %. It tells how a stage compares with loading its
+#   corners plainly, not how close it is to the hardware.
+#
+# A true bound from the corners, their L2 and L1 bytes at the hardware's peak rates, is **not measured**: what
+# really bounds this problem is open. With poor L2 locality the reference gather slows down; the benchmark's
+# `uniform` workload (locations anywhere on the map) measures by how much.
 
 # %%
 from cudabook import results
@@ -253,10 +259,11 @@ for record in results.load_all():
             print(f"{record['gpu']} · {name}\n"
                   f"  floor from the minimum traffic at the copy bandwidth ({ctx['copy_GBps']:,.0f} GB/s): "
                   f"{ctx['min_bytes'] / ctx['copy_GBps'] / 1e3:8,.0f} µs\n"
-                  f"  floor from the corners, the gather alone ({ctx['ceiling_GBps']:,.0f} GB/s of corner bytes):  "
-                  f"{ctx['gather_us']:8,.0f} µs")
+                  f"  the reference gather, corners only (not a floor; {ctx['ceiling_GBps']:,.0f} GB/s of corner "
+                  f"bytes): {ctx['gather_us']:8,.0f} µs")
 if not found:
-    print("No deformable attention record in results/ yet: the ceilings are measured with the stages, on a GPU.")
+    print("No deformable attention record in results/ yet: the copy ceiling and the reference gather are measured "
+          "with the stages, on a GPU.")
 
 # %% [markdown]
 # ## What the naive kernel repeats
@@ -279,14 +286,14 @@ print(f"corner loads in 01: {4 * big.samples * D:,} of 2 bytes; the same bytes i
 # ## How fast?
 #
 # On a GPU the next cell times the rung at the benchmark's size (CUDA events, median of many runs), with the
-# copy and gather ceilings and PyTorch's `grid_sample` implementation (Deformable DETR's reference code, eager)
-# measured in the same process on the same data. Without a GPU it shows the records in `results/`, measured on
-# real GPUs, or says there are none yet.
+# copy ceiling, the reference gather and PyTorch's `grid_sample` implementation (Deformable DETR's reference
+# code, eager) measured in the same process on the same data. Without a GPU it shows the records in
+# `results/`, measured on real GPUs, or says there are none yet.
 #
-# From lesson 02 on, this cell measures only the lesson's rung and the one before it, with the ceilings and
-# PyTorch eager. The earlier rungs, and PyTorch under `torch.compile`, come from this card's record in
-# `results/`, marked ‡ with its card, commit and date, and drawn lighter. With no record for this card it says
-# so and shows just what it measured. To measure everything now, pass `full=True`
+# From lesson 02 on, this cell measures only the lesson's rung and the one before it, with the copy ceiling,
+# the reference gather and PyTorch eager. The earlier rungs, and PyTorch under `torch.compile`, come from this
+# card's record in `results/`, marked ‡ with its card, commit and date, and drawn lighter. With no record for
+# this card it says so and shows just what it measured. To measure everything now, pass `full=True`
 # (`msda.ladder_so_far("03_smem_tiles", peers=True, full=True)`) or set `CUDABOOK_FULL_LADDER=1` before
 # starting Jupyter; it takes longer.
 

@@ -195,8 +195,8 @@ plt.show()
 # %% [markdown]
 # On the left a narrow band: a small part of the level serves all 512 queries, and stays in L1 and L2 while it
 # does. On the right every query reads anywhere in the level. The benchmark measures both workloads, and
-# the gather ceiling of each, in the same process; the records say what locality is worth for the gather alone
-# and for each rung:
+# the reference gather of each (the corners loaded, no arithmetic), in the same process; the records say what
+# locality is worth for the reference gather and for each rung:
 
 # %%
 from cudabook import results
@@ -208,15 +208,15 @@ for record in results.load_all():
             shown = True
             times = ", ".join(f"{s} {w['stages'][s]['median_us']:,.0f} µs" for s in w["stages"]
                               if "median_us" in w["stages"][s])
-            print(f"{record['gpu']} · {name}: gather alone {w['context']['gather_us']:,.0f} µs; {times}")
+            print(f"{record['gpu']} · {name}: reference gather {w['context']['gather_us']:,.0f} µs; {times}")
 if not shown:
     print("No deformable attention record in results/ yet: run `make bench TRACKS=msda` on a GPU.")
 
 # %% [markdown]
 # ## How fast?
 #
-# Rungs 01 and 02 against the copy and gather ceilings and PyTorch's eager `grid_sample` implementation, in
-# the same process (no GPU: the records in `results/`, or a note that there are none yet).
+# Rungs 01 and 02 against the copy ceiling, the reference gather and PyTorch's eager `grid_sample`
+# implementation, in the same process (no GPU: the records in `results/`, or a note that there are none yet).
 
 # %%
 record = msda.ladder_so_far("02_warp_cooperative", peers=True)

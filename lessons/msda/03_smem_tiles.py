@@ -197,9 +197,9 @@ if not shown:
 # %% [markdown]
 # ## How fast?
 #
-# Rungs 02 and 03 against the copy and gather ceilings and PyTorch's eager `grid_sample` implementation, in
-# the same process; rung 01 from this card's record (‡). No GPU: the records in `results/`, or a note that
-# there are none yet.
+# Rungs 02 and 03 against the copy ceiling, the reference gather and PyTorch's eager `grid_sample`
+# implementation, in the same process; rung 01 from this card's record (‡). No GPU: the records in
+# `results/`, or a note that there are none yet.
 
 # %%
 record = msda.ladder_so_far("03_smem_tiles", peers=True)

@@ -238,8 +238,8 @@ else:
 # the kernel cannot take less than `boxes x t / SMs`, however fast memory is. Rung 02 reads the same corners
 # with ordinary loads: one warp-wide 16-byte load fetches a corner of 8 heads at once (512 bytes, twice a box),
 # and the loads of all the warps on an SM are in flight side by side. The records give both sides at the
-# benchmark's size: the time per sample that rung 04 achieved on each SM, against the pure gather (the
-# ceiling) and rung 02. (Samples with all four corners off the map get no box, so the samples are an upper
+# benchmark's size: the time per sample that rung 04 achieved on each SM, against the reference gather (the
+# corners loaded, no arithmetic) and rung 02. (Samples with all four corners off the map get no box, so the samples are an upper
 # bound on the boxes.)
 
 # %%
@@ -256,7 +256,7 @@ for record in results.load_all():
         sms = machine.get("sms")
         samples = sz["N"] * sz["Lq"] * sz["M"] * len(sz["levels"]) * sz["P"]
         print(f"{record['gpu']} · {name}: {samples:,} samples of {8 * sz['D']} B, {sms} SMs")
-        rows = [("gather ceiling", w.get("context", {}).get("gather_us"))]
+        rows = [("reference gather", w.get("context", {}).get("gather_us"))]
         rows += [(s, stages[s].get("median_us")) for s in ("02_warp_cooperative", "04_tma_boxes") if s in stages]
         for what, us in rows:
             if us and sms:
@@ -356,10 +356,10 @@ for description, kw, guess in tma.PROBES:
 #
 # ## How fast?
 #
-# The ladder so far against the ceilings and PyTorch. On a Hopper GPU, rungs 03 and 04, the ceilings and
-# PyTorch eager are measured now; rungs 01 and 02 and `torch.compile` come from this card's record (‡).
-# Otherwise: the records in `results/`, or a note that there are none yet. Read rung 04 against rung 02 with
-# the box-rate numbers above:
+# The ladder so far against the copy ceiling, the reference gather and PyTorch. On a Hopper GPU, rungs 03 and
+# 04, the copy ceiling, the reference gather and PyTorch eager are measured now; rungs 01 and 02 and
+# `torch.compile` come from this card's record (‡). Otherwise: the records in `results/`, or a note that there
+# are none yet. Read rung 04 against rung 02 with the box-rate numbers above:
 # if the TMA rung is slower, the reason to look for is a rate of boxes, not the bytes. The sweeps after it say
 # whose rate.
 

@@ -73,5 +73,5 @@ grade("05_lane_groups", SAMPLES)
 #   pixel centre lands on pixel 0. The grader names it.
 # - **`x0 + 1 <= W` for the right neighbour**: the corner one past the row is read. The grader names this too.
 #
-# Then back to the lesson's last sections: what the branch-free loads buy on a GPU, and what is left between
-# this kernel and the gather ceiling.
+# Then back to the lesson's last sections: what the branch-free loads buy on a GPU, and how this kernel
+# compares with the reference gather.
