@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: workbook test gpu-test bench notebooks lab wheelhouse clean
+.PHONY: workbook test gpu-test gpu-notebooks bench notebooks lab wheelhouse clean
 
 workbook: $(STAMP)            ## run every lesson headlessly; executed notebooks + results report in build/
 	$(BIN)/python -m cudabook.workbook
@@ -18,6 +18,12 @@ test: $(STAMP)                ## unit tests + every lesson, solution and lab thr
 
 gpu-test: $(STAMP)            ## only the GPU tests (marked gpu / hopper); without a GPU they skip, saying why
 	$(BIN)/python -m pytest -q -rs -m "gpu or hopper" tests
+
+# A class's check on a node with several GPUs: every lesson and lab solution, spread over all its GPUs (one at a
+# time on each; PER_GPU=2 puts two on each card, as a pair sharing one would), the times in results/timings/.
+PER_GPU ?= 1
+gpu-notebooks: $(STAMP)       ## run and time every notebook spread over all this node's GPUs; GUIDE.md's table from it
+	$(BIN)/python tools/time_lessons.py --gpus 0 --per-gpu $(PER_GPU)
 
 bench: $(STAMP)               ## measure every track (or TRACKS="gemm") on this GPU, write results/<gpu>.json, refresh the README
 	$(BIN)/python -m cudabook.results $(TRACKS) && $(BIN)/python -m cudabook.results readme
