@@ -162,15 +162,43 @@ def random_problem(N, Lq, M, levels, P, D, *, locations="local", borders=0.0, rn
     """
     rng = rng if rng is not None else np.random.default_rng()
     levels = [(int(h), int(w)) for h, w in levels]
+    if locations not in ("local", "uniform"):
+        raise ValueError(f"locations must be 'local' or 'uniform', got {locations!r}")
     L = len(levels)
     starts = level_starts(levels)
     S = int(sum(h * w for h, w in levels))
+    value = np.empty((N, S, M, D), BF16)
+    loc = np.empty((N, Lq, M, L, P, 2), np.float32)
+    attn = np.empty((N, Lq, M, L * P), np.float32)
+    if borders or N < 2 or value.size < THREADED_FROM:
+        _draw_images(rng, value, loc, attn, levels, starts, locations, borders)
+    else:     # the benchmark's size: each image from its own child of rng (the same on any machine), on threads
+        import concurrent.futures
+        import os
+        children = rng.spawn(N)
+        with concurrent.futures.ThreadPoolExecutor(min(N, os.cpu_count() or 1)) as pool:
+            list(pool.map(lambda n: _draw_images(children[n], value[n:n + 1], loc[n:n + 1], attn[n:n + 1], levels,
+                                                 starts, locations, 0.0), range(N)))
+    return (value, np.array(levels, np.int64), starts, loc, attn.reshape(N, Lq, M, L, P))
+
+
+THREADED_FROM = 1 << 24       # value elements from which random_problem draws its images on threads (NumPy's
+                              # generators let go of the interpreter): the benchmark's 190 million took 14 s on one
+
+
+def _draw_images(rng, value, loc, attn, levels, starts, locations, borders):
+    """Fill one run of images in place: value [n, S, M, D] (bf16), loc [n, Lq, M, L, P, 2] and attn [n, Lq, M,
+    L * P] (float32), drawn from rng in a fixed order (value, loc, borders, attn), so a seed gives the same inputs
+    whether the images are drawn at once or a run at a time from the same generator."""
+    N, Lq, M, L, P = loc.shape[:5]
+    S = value.shape[1]
     # drawn and computed in float32, in place: the benchmark's size has some 190 million values and 380 million
     # coordinates, and float64 temporaries made drawing them take a minute
-    value = rng.random((N, S, M, D), dtype=np.float32)
-    value *= 2
-    value -= 1
-    value = to_bf16(value)
+    v = rng.random(value.shape, dtype=np.float32)
+    v *= 2
+    v -= 1
+    value[...] = to_bf16(v)
+    del v
     H = np.array([h for h, _ in levels], np.float64)
     W = np.array([w for _, w in levels], np.float64)
     shape = (N, Lq, M, L, P)
@@ -179,27 +207,23 @@ def random_problem(N, Lq, M, levels, P, D, *, locations="local", borders=0.0, rn
         own = np.searchsorted(starts, pixel, side="right") - 1            # the level each query's pixel is in
         y, x = np.divmod(pixel - starts[own], W[own].astype(np.int64))
         ref_x, ref_y = (x + 0.5) / W[own], (y + 0.5) / H[own]              # [Lq]
-        loc = np.empty(shape + (2,), np.float32)
         for axis, (ref, size) in enumerate(((ref_x, W), (ref_y, H))):
             c = loc[..., axis]
             c[...] = rng.standard_normal(shape, dtype=np.float32)          # an offset of SIGMA_PIXELS pixels
             c *= (SIGMA_PIXELS / size).astype(np.float32)[:, None]         # [.., L, P] / size_l
             c += ref.astype(np.float32)[None, :, None, None, None]
-    elif locations == "uniform":
-        loc = rng.random(shape + (2,), dtype=np.float32)
     else:
-        raise ValueError(f"locations must be 'local' or 'uniform', got {locations!r}")
+        loc[...] = rng.random(shape + (2,), dtype=np.float32)
     if borders:
         for axis, sizes in ((0, W), (1, H)):
             for l in range(L):
                 pick = rng.random(shape[:3] + (P,)) < borders
                 special = border_positions(sizes[l])
                 loc[:, :, :, l, :, axis][pick] = rng.choice(special, size=int(pick.sum()))
-    attn = rng.standard_normal((N, Lq, M, L * P), dtype=np.float32)      # logits, then their softmax
+    attn[...] = rng.standard_normal(attn.shape, dtype=np.float32)      # logits, then their softmax
     attn -= attn.max(axis=-1, keepdims=True)
     np.exp(attn, out=attn)
     attn /= attn.sum(axis=-1, keepdims=True)
-    return (value, np.array(levels, np.int64), starts, loc, attn.reshape(shape))
 
 
 # ----------------------------------------------------------------------------------------------------------

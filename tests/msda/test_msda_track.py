@@ -513,3 +513,30 @@ def test_the_peer_is_right():
 def test_lab_02_has_its_own_hint():        # (lab 01's, and the grader by name: test_track_contract.py)
     from cudabook import labs
     assert labs.hint("02_warp_cooperative", track="msda") != "write the kernel body"      # the stage's own region
+
+
+def test_large_draws_run_on_threads_and_give_the_same_inputs_on_any_machine(monkeypatch):
+    """Above THREADED_FROM values, random_problem draws each image from its own child of the generator on threads:
+    the same seed gives the same bits whatever the machine's core count; below it, one generator draws in order."""
+    import os
+
+    import numpy as np
+
+    from cudabook.msda import inputs
+    size = dict(N=3, Lq=40, M=2, levels=((6, 7), (3, 4)), P=2, D=8)
+    small = inputs.random_problem(**size, rng=np.random.default_rng(11))
+    monkeypatch.setattr(inputs, "THREADED_FROM", 1)
+    draws = []
+    for cores in (1, 2, 5):
+        monkeypatch.setattr(os, "cpu_count", lambda cores=cores: cores)
+        for locations in ("local", "uniform"):
+            draws.append((cores, locations, inputs.random_problem(**size, locations=locations,
+                                                                  rng=np.random.default_rng(11))))
+    for cores, locations, got in draws:
+        same = next(d for c, w, d in draws if w == locations)
+        assert all(np.array_equal(np.asarray(a).view(np.uint8), np.asarray(b).view(np.uint8))
+                   for a, b in zip(got, same)), (cores, locations)
+    threaded = next(d for c, w, d in draws if w == "local")
+    assert not np.array_equal(np.asarray(threaded[0]).view(np.uint16), np.asarray(small[0]).view(np.uint16))
+    w = np.asarray(threaded[4]).reshape(3, 40, 2, -1).sum(-1)
+    assert np.allclose(w, 1, atol=1e-5) and np.abs(np.asarray(threaded[0]).astype(np.float32)).max() <= 1
