@@ -1,22 +1,30 @@
-"""Numbers in a lesson's prose come from records. A measurement typed into the markdown of a lesson source (a
-number with a unit of time or rate, a share of a yardstick, a speed-up) must be one of three things: gone from
-the prose, printed instead by a code cell that reads results/; on the short list below, with the reason it is
-not a measurement (a spec-sheet figure, a setting, a worked example); or a reading that is in no record, whose
-sentence says where it was measured: the card, and what kind of reading (one run, not a record, Nsight Compute).
-A reading's sentence may not also cite a record or a sweep: a number from a record is printed, not typed."""
+"""Numbers in the prose come from records. A measurement typed into the markdown of a lesson source, or into the
+hand-written prose of README.md and GUIDE.md (a number with a unit of time or rate, a share of a yardstick, a
+speed-up, a lead), must be one of three things: gone from the prose, printed instead from results/ (by a lesson's
+code cell, or in a region of README or GUIDE that `python -m cudabook.results readme` or `python tools/guide.py`
+writes); on the short list below, with the reason it is not a measurement (a spec-sheet figure, a setting, a
+worked example); or a reading that is in no record, whose sentence says where it was measured: the card, and
+what kind of reading (one run, not a record, Nsight Compute), and in README and GUIDE the commit too. A reading's
+sentence may not also cite a record or a sweep: a number from a record is printed, not typed."""
 import pathlib
 import re
 
+import sys
+
 import pytest
 
-from cudabook import notebooks
+from cudabook import notebooks, results
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from tools import guide  # noqa: E402
+
 LESSONS = sorted((ROOT / "lessons").glob("**/*.py"))
+PAGES = [results.README, guide.GUIDE]
 
 _N = r"(?<![\w.,^/-])\d(?:[\d,]*\d)?(?:\.\d+)?(?:\s?[–-]\s?\d+(?:\.\d+)?)?"
 MEASUREMENT = re.compile("|".join(f"(?:{p})" for p in (
-    _N + r"\s?(?:µs|us|ms|ns|s|seconds?|clocks|cycles)\b",                        # a time
+    _N + r"\s?(?:µs|us|ms|ns|s|seconds?|min|minutes?|hours?|clocks|cycles)\b",     # a time
     _N + r"\s?(?:[TGM]FLOP/?s|TFLOPs|[GT]i?B/s)",                                  # a rate
     _N + r"\s?%\s(?:of\s(?:the\s)?(?:cuBLAS|cuDNN|SDPA|copy|needed|peak|its\speak|fastest|gather|ceiling|torch|bf16|"
          r"the\scompiler)|faster|slower|less|more|ahead|behind)",                  # a share, a difference
@@ -30,6 +38,7 @@ CARD = re.compile(r"\bH[128]00\b")
 READING = re.compile(r"\bone (?:run|process|session|launch)\b|\bruns? each\b|\bscratch runs?\b|\breadings?\b|"
                      r"\bnot (?:a |the )?(?:results/ )?records?\b|Nsight Compute|\bncu\b|\bnot rerun\b|"
                      r"\bwhile (?:this|the) (?:stage|rung) was (?:built|tuned|written)\b")
+COMMIT = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
 CITES_A_RECORD = re.compile(r"\b(?:the|this|its|H[12]00) (?:\w+ )?(?:record|sweep)s?\b(?! (?:of|but) )|"
                             r"\bsweeps? (?:below|above|at the end)\b|\bresults/sweeps\b")
 
@@ -51,6 +60,9 @@ ALLOWED = [
     (f"{WATCHDOG_NS // 10**9} seconds", r"watchdog", "the kernels' watchdog, WATCHDOG_NS in kit/include/tma.cuh"),
     (f"{WATCHDOG_NS // 10**9} s", r"watchdog", "the kernels' watchdog, WATCHDOG_NS in kit/include/tma.cuh"),
     ("5 % less", r"\baim", "resampling 08's aim against torch.compile (AIM in its cell): a target, not a reading"),
+    ("10 s", r"CUDABOOK_CELL_SECONDS=10", "GUIDE: the threshold that command sets, not a reading"),
+    ("10–12 minutes", r"`make test`.*\.ci/run", "README: the test suite's wall time without a GPU, which `.ci/run` "
+                                                "prints after each CI run: a planning figure, not a kernel's time"),
 ]
 
 
@@ -88,26 +100,46 @@ def allowed(typed, sentence):
     return any(typed == text and re.search(context, sentence) for text, context, _ in ALLOWED)
 
 
-def a_named_reading(sentence):
-    return bool(CARD.search(sentence) and READING.search(sentence) and not CITES_A_RECORD.search(sentence))
+def a_named_reading(sentence, commit=False):
+    return bool(CARD.search(sentence) and READING.search(sentence) and not CITES_A_RECORD.search(sentence)
+                and (not commit or COMMIT.search(sentence)))
 
 
-def problems_in(markdown):
-    """The typed measurements of one markdown cell that are neither allowed nor a named reading."""
+def problems_in(markdown, commit=False):
+    """The typed measurements of one markdown cell that are neither allowed nor a named reading (commit: a
+    reading must name its commit too, as in README and GUIDE)."""
     found = []
     for sentence, table in units(markdown):
         if table is None:
             typed = [m.group(0).strip() for m in MEASUREMENT.finditer(sentence)]
-            if any(not allowed(t, sentence) for t in typed) and not a_named_reading(sentence):
+            if any(not allowed(t, sentence) for t in typed) and not a_named_reading(sentence, commit):
                 found.append(f"{sentence[:160]!r}: {', '.join(typed)}")
             continue
         body = "\n".join(table)
         numbers = [c for row in table[2:] for c in row.split("|")[1:-1] if re.fullmatch(r"\s*[\d.,]+\s*", c)]
         measured = MEASUREMENT.findall(body) or (UNIT_HEADER.search(table[0]) and numbers)
         if measured and not (READING.search(sentence) and CARD.search(sentence + table[0])
-                             and not CITES_A_RECORD.search(sentence)):
+                             and not CITES_A_RECORD.search(sentence) and (not commit or COMMIT.search(sentence))):
             found.append(f"a table of measurements after {sentence[-120:]!r}: {table[0].strip()}")
     return found
+
+
+def generated(page):
+    """(begin, end) patterns of the regions of a page that its generator writes from the records: the README's
+    results section, rung tables and lead lines (cudabook.results), the guide's regions (tools/guide.py)."""
+    if page == results.README:
+        return [(re.escape(results.BEGIN), re.escape(results.END)),
+                (results.RUNGS_BEGIN.pattern, re.escape(results.RUNGS_END)),
+                (results.LEAD_BEGIN.pattern, re.escape(results.LEAD_END))]
+    return [tuple(map(re.escape, guide.markers(name))) for name in guide.regions()]
+
+
+def handwritten(page, text=None):
+    """A page's text with the regions its generator writes left out: what is left was typed by hand."""
+    text = page.read_text() if text is None else text
+    for begin, end in generated(page):
+        text = re.sub(f"(?:{begin}).*?(?:{end})", "\n\n", text, flags=re.S)
+    return text
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: str(p.relative_to(ROOT / "lessons")))
@@ -118,6 +150,44 @@ def test_lesson_prose_types_no_recorded_measurement(path):
             found += [f"cell {n}: {p}" for p in problems_in(cell["source"])]
     assert not found, ("typed measurements: print them from results/ in a code cell, or (a reading in no record) "
                        "name the card and the kind of reading in the sentence:\n" + "\n".join(found))
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_readme_and_guide_type_no_recorded_measurement(page):
+    found = problems_in(handwritten(page), commit=True)
+    assert not found, (f"typed measurements in {page.name}'s hand-written prose: have its generator write them "
+                       f"from results/, or (a reading in no record) name the card, the kind of reading and the "
+                       f"commit in the sentence:\n" + "\n".join(found))
+
+
+def test_only_the_generated_regions_are_left_out():
+    readme = handwritten(results.README)
+    assert "How hard is the ceiling?" in readme and "% of SDPA" not in readme and "| 01_naive |" not in readme
+    guide_text = handwritten(guide.GUIDE)
+    assert "## Where learners stall" in guide_text and "Measured on:" not in guide_text
+    assert "| 01_naive |" not in guide_text and "Resampling lab 01_naive" not in guide_text
+    # a region is exempt only where its generator writes it: a comment of another name leaves the text in
+    fake = "<!-- lead resample:begin -->\nIt takes 5.0 µs.\n<!-- lead:end -->\n"
+    assert problems_in(handwritten(results.README, fake), commit=True)
+    real = "<!-- lead resample:begin (generated by python -m cudabook.results readme) -->\n5.0 µs\n<!-- lead:end -->"
+    assert not problems_in(handwritten(results.README, real), commit=True)
+
+
+def test_a_claim_of_a_lead_is_read_from_the_records():
+    def row(us, ok=True):
+        return {"median_us": us, "correct": ok}
+    record = {"gpu": "NVIDIA Testcard", "commit": "abc1234", "workloads": {"resample B=1 S=8 T=8 D=8 sorted": {
+        "track": "resample", "stages": {"07_tma": row(110.0), "08_fused_gather": row(90.0), "05_double_buffered":
+                                        row(80.0, ok=False)},                   # wrong answers lead nothing
+        "peers": {"torch_eager": row(1000.0), "torch_compile": row(100.0), "torch_compile_max_autotune": row(95.0)}}}}
+    assert results.lead_lines("resample", [record]) == (
+        "- NVIDIA Testcard · resample B=1 S=8 T=8 D=8 sorted · commit abc1234: the fastest peer, "
+        "torch_compile_max_autotune, 95.0 µs; 08_fused_gather takes 5.3 % less time (90.0 µs).")
+    record["workloads"]["resample B=1 S=8 T=8 D=8 sorted"]["peers"]["torch_compile"] = row(80.0)
+    assert results.lead_lines("resample", [record]).endswith(
+        "the fastest peer, torch_compile, 80.0 µs; no rung is ahead: the fastest, 08_fused_gather, takes 12.5 % "
+        "more time (90.0 µs).")
+    assert results.lead_lines("gemm", [record]) == "No record of this track has both rungs and peers yet."
 
 
 def test_the_check_catches_a_typed_timing():
@@ -132,14 +202,18 @@ def test_the_check_catches_a_typed_timing():
     assert not problems_in("Readings on one H100, one process (not records):\n\n| | H100 |\n|---|---:|\n"
                            "| the main kernel | 94.6 µs |\n")
     assert not problems_in("Rung 08 runs about twice rung 07 (the cell above prints it from results/).")
+    assert problems_in("It takes 10–11 minutes.")
+    reading = "One run on an H200 (not a record): 7 µs."
+    assert not problems_in(reading) and problems_in(reading, commit=True)        # README and GUIDE: the commit too
+    assert not problems_in("One run on an H200 at 2a2d922 (not a record): 7 µs.", commit=True)
 
 
-def test_every_allowed_figure_is_still_in_a_lesson():
-    # an entry no lesson needs any more is dropped, so that the list stays short
-    prose = "\n".join(c["source"] for p in LESSONS for c in notebooks.parse_percent(p.read_text())
-                      if c["cell_type"] == "markdown")
+def test_every_allowed_figure_is_still_in_the_prose():
+    # an entry no lesson, README or guide needs any more is dropped, so that the list stays short
+    prose = "\n".join([c["source"] for p in LESSONS for c in notebooks.parse_percent(p.read_text())
+                       if c["cell_type"] == "markdown"] + [handwritten(page) for page in PAGES])
     unused = [text for text, _, _ in ALLOWED if not re.search(r"(?<![\w.])" + re.escape(text), prose)]
-    assert not unused, f"allowed but in no lesson's prose: {unused}"
+    assert not unused, f"allowed but in no lesson's, README's or guide's prose: {unused}"
 
 
 def test_the_lessons_read_a_recorded_sweep_as_the_record_has_it(capsys):
