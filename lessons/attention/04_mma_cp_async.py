@@ -376,6 +376,20 @@ if not shown:
 # that does not reach a Hopper tensor core's rate. cuDNN's and FlashAttention-3's kernels on Hopper use the next
 # rung's tools: TMA copies and `wgmma`, which reads its operands from shared memory itself.
 #
+# PyTorch's `flash` backend (`sdpa_flash` in the records) is FlashAttention-2 (Dao, 2023,
+# [arXiv:2307.08691](https://arxiv.org/abs/2307.08691)): this rung's design, built for Ampere. A block owns a tile
+# of query rows, split among its warps; K and V tiles stream through shared memory with `cp.async`; both products
+# run on `mma.sync`, the softmax online between them. So it is this rung's yardstick, more than cuDNN is. The records, rung 04 against it (time of `sdpa_flash` over rung 04's: above 1
+# means rung 04 is faster):
+
+# %%
+for rec in results.load_all():
+    for name, w in rec["workloads"].items():
+        st, peers = w.get("stages", {}).get("04_mma_cp_async", {}), w.get("peers", {})
+        if name.startswith("attention ") and "median_us" in st and "median_us" in peers.get("sdpa_flash", {}):
+            print(f"{rec['gpu']} · {name} · commit {w.get('commit') or rec.get('commit')}: "
+                  f"{peers['sdpa_flash']['median_us'] / st['median_us']:.2f}x")
+#
 # ## Experiments
 #
 # The tile of keys `bkv` (more work per barrier, more registers for S), the depth of the ring, and the warps a
