@@ -16,7 +16,7 @@ print(cudabook.where())
 
 import numpy as np
 import matplotlib.pyplot as plt
-from cudabook import SIMULATOR, gemm
+from cudabook import SIMULATOR, gemm, lesson
 from cudabook.gemm import s01_naive
 
 a, b = gemm.random_problem(17, 33, 20, rng=np.random.default_rng(0))
@@ -140,6 +140,20 @@ plt.show()
 
 # %%
 gemm.sweep("01_naive", "threads_y", [1, 2, 4, 8, 16])
+
+# %% [markdown]
+# Check the prediction against the recorded sweep: each shape's time against one row a block.
+
+# %%
+lesson.recorded_against("gemm", "01_naive", "threads_y", 1)
+
+# %% [markdown]
+# The first half of the prediction fails: in the record the five shapes are level, within about a percent.
+# The second half holds. A warp's 32 lanes are 32 neighbouring columns of one row, so at every shape its load of
+# A is one value for all of them and its load of B one coalesced row; a taller block only changes how many rows
+# share each B row in L1. What no shape changes is the count: two loads for every multiply-add, the thing the
+# next rung removes. (Why the extra reuse gains nothing measurable is open: the record is one sweep, and this
+# rung was not profiled.)
 
 # %% [markdown]
 # Next: [02 · shared-memory tiles](02_smem_tiles.ipynb): load each value once per block, and use it T times.
