@@ -34,7 +34,7 @@ print(cudabook.where())
 import numpy as np
 import matplotlib.pyplot as plt
 from cudabook import SIMULATOR, gemm, lesson, nvrtc, tma
-from cudabook.gemm import s05_wgmma_tma as s05, wgmma
+from cudabook.gemm import pictures, s05_wgmma_tma as s05, wgmma
 
 # %% [markdown]
 # ## The 128-byte swizzle, drawn
@@ -117,11 +117,13 @@ print("padded:", {name: args["shape"] for name, args in s05.tensor_maps(100, 77,
 # ```
 #
 # - **start address**: where this k16 slice begins (shared-memory byte address, in 16-byte units);
-# - **SBO** (stride byte offset): from one 8-row group to the next: 8 rows x 128 B = **1024**;
+# - **SBO** (stride byte offset): from one 8-row group to the next;
 # - **LBO** (leading byte offset): for A (K-major) unused, since a k16 slice (32 bytes) lies inside one
-#   128-byte row; for B (MN-major) the step from one 64-wide group of N columns to the next, i.e. from one B box
-#   to the next: 64 rows x 128 B = **8192**;
+#   128-byte row; for B (MN-major) the step from one 64-wide group of N columns to the next;
 # - **swizzle** 1 = 128-byte.
+#
+# Both offsets are distances between *core matrices* (below): they are not chosen, they are read off the
+# layout TMA wrote, and the section after the picture derives them.
 #
 # Python builds the same word as the C++ below (a CPU test checks the two agree on the kernels' values).
 
@@ -143,6 +145,77 @@ lesson.show_region((nvrtc.INCLUDE / "hopper.cuh").read_text(), start="smem_desc(
 print(" kk   desc_a              start A   desc_b              start B")
 for kk, (da, db) in enumerate(wgmma.k_tile_descriptors(a_addr, b_addr)):
     print(f" {kk}   0x{da:016x}  {wgmma.fields(da)['address']:#7x}   0x{db:016x}  {wgmma.fields(db)['address']:#7x}")
+
+# %% [markdown]
+# ## The operands in shared memory, drawn from their descriptors
+#
+# The PTX ISA describes a wgmma operand in **core matrices** of 8 rows x 16 bytes (8 bf16). In A (K-major) a
+# core matrix row is 8 consecutive k of one row m; in B (MN-major) it is 8 consecutive n of one k. A 64 x 16
+# slice of A is 8 x 2 core matrices, a 16 x 128 slice of B is 2 x 16. The descriptor places them: the next
+# 8 rows are SBO bytes on, the next group in the other direction either the next 16-byte chunk (fixed by the
+# layout) or LBO bytes on, and the swizzle then XORs the chunk's position with the line's number, as TMA did
+# when it wrote the tile ([the canonical layouts](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#asynchronous-warpgroup-level-matrix-shared-memory-layout)).
+#
+# Below, `pictures.stage_image` fills one stage the way the kernel's thread 0 does (the TMA model of
+# `cudabook.tma` on this rung's own tensor maps: A's box, then B's boxes one after another), and
+# `pictures.operand_addresses` follows the descriptors of step `kk = 0` to the byte of every element. Each
+# 16-byte chunk is coloured by the core matrix read there and labelled with its first element:
+
+# %%
+stage = pictures.stage_image(64 * s05.PARAMS["warpgroups"], s05.PARAMS["bn"])
+derived = pictures.derive_strides(stage)
+pictures.draw_operands(stage, derived)
+plt.show()
+
+# %% [markdown]
+# In A (left) a line is one row m. Row `r`'s chunk of k 0-7 sits at position `0 XOR (r % 8)`, its chunk of
+# k 8-15 at `1 XOR (r % 8)`: the staircase is the swizzle. The second k half is always the next chunk before
+# the swizzle, so a swizzled K-major operand needs no LBO. In B (right) a line is one k and 64 n; a core
+# matrix is one chunk in 8 consecutive lines, and its 8 lines again sit at XORed positions. Columns 64-127
+# are in the second box: that jump is LBO. In both, the next 8 rows are 8 lines (SBO) down, and step `kk = 1`
+# reads the grey chunks marked 1: 32 bytes along A's lines, 16 lines down B's.
+#
+# ## LBO and SBO, derived
+#
+# Measured on the TMA image, from the first element of core matrix (0, 0) to the first element of the next
+# one in each direction (rows 0, 8 and 16 are lines the swizzle leaves in place, so these are plain
+# distances):
+#
+# - SBO: from row 0 to row 8 (A: m, B: k) = 8 lines of 128 bytes;
+# - B's LBO: from column 0 to column 64. A 128-byte swizzle span holds 64 bf16, so a box of B is 64 n wide and
+#   `BK` k-rows deep, a separate swizzled block of `BK` lines; the kernel places the next box right after it,
+#   so column 64 starts `BK` x 128 bytes on;
+# - the k16 steps: from k 0 to k 16, along A's line and down B's lines.
+#
+# The kernel's values, read from its source (`smem_desc(...)` and its `constexpr`s), must be these, and every
+# element of every k16 step of both warpgroups must come out where the wgmma needs it:
+
+# %%
+kernel = pictures.kernel_strides(s05.source(), **s05.config())
+for op in "AB":
+    print(f"{op}: derived from the TMA layout {derived[op]}")
+    print(f"   passed to smem_desc by the kernel {kernel[op]}")
+assert all(derived["B"][f] == kernel["B"][f] for f in ("lbo", "sbo", "k16_step"))
+assert all(derived["A"][f] == kernel["A"][f] for f in ("sbo", "k16_step"))
+assert derived["B"]["lbo"] == stage.b_box_bytes == kernel["constants"]["B_BOX_BYTES"]
+assert (wgmma.B_MN_MAJOR["lbo"], wgmma.B_MN_MAJOR["sbo"], wgmma.K16_STEP_B) == \
+    (derived["B"]["lbo"], derived["B"]["sbo"], derived["B"]["k16_step"])
+assert (wgmma.A_K_MAJOR["sbo"], wgmma.K16_STEP_A) == (derived["A"]["sbo"], derived["A"]["k16_step"])
+def verdict(stage, strides):
+    r = pictures.check_descriptors(stage, strides)
+    return f"{r['read']} elements read, {r['A']} wrong in A, {r['B']} wrong in B"
+print("through the kernel's descriptors:", verdict(stage, kernel))
+
+# %% [markdown]
+# And wrong values? With A's LBO (16) in B's descriptor, columns 64-127 are read from the wrong place. With a
+# tile only 64 wide (`bn=64`, one box) nothing reads past column 63, and B's LBO goes unused: any value works
+# there, which is why a one-box test cannot catch a wrong LBO.
+
+# %%
+wrong = {**kernel, "B": {**kernel["B"], "lbo": kernel["A"]["lbo"]}}
+print(f"bn = {stage.bn}, B's LBO = {wrong['B']['lbo']}:", verdict(stage, wrong))
+narrow = pictures.stage_image(64 * s05.PARAMS["warpgroups"], 64)
+print(f"bn = {narrow.bn},  B's LBO = {wrong['B']['lbo']}:", verdict(narrow, wrong))
 
 # %% [markdown]
 # ## The k-tile in the kernel

@@ -37,8 +37,9 @@ print(cudabook.where())
 
 import matplotlib.pyplot as plt
 import numpy as np
-from cudabook import gemm, lesson, nvrtc
-from cudabook.gemm import s06_warp_specialized as s06
+from cudabook import device, gemm, lesson, nvrtc
+from cudabook.gemm import pictures, s06_warp_specialized as s06, waves
+from cudabook.gemm.benchmark import WORKLOADS
 
 # %% [markdown]
 # ## The phase bit
@@ -98,6 +99,59 @@ else:
 gemm.ladder_so_far("06_warp_specialized", peers=True)
 
 # %% [markdown]
+# ## The grouped tile order, drawn
+#
+# A persistent block `b` computes tiles `b`, `b + grid`, `b + 2 grid`, ... of an order, so the tiles in flight
+# at once are about one **wave** of `grid` consecutive tiles. Each tile streams the k-slices of one row-panel
+# of A (`BM` rows) and one column-panel of B (`BN` columns), and the blocks of a wave start together and walk K
+# at the same pace. Blocks that share a panel ask for the same k-slice at about the same time, so it comes from
+# DRAM once and from L2 for the others: a wave's DRAM traffic is then about its *distinct* panels times their
+# bytes, and the order decides how many there are. Row-major order (`group_m = 1`) lays a wave along whole tile
+# rows, one B panel per column; the grouped order (`grouped_tile` in hopper.cuh; rung 04's kernel walks its
+# blocks the same way, rung 05 does not) goes down `group_m` tile rows before it moves right: a squarer patch,
+# fewer panels for the same number of tiles. Here with this rung's tile, one block per SM of the card the
+# `group_m` sweep was recorded on, and the track's larger workload:
+
+# %%
+BM, BN = waves.tile_of(s06.PARAMS)
+group_ms = [1, 4, 8, 16]
+recorded = lesson.recorded_sweeps("gemm", "06_warp_specialized", "group_m")
+if recorded:
+    card = recorded[0]["machine"]
+else:
+    g = device.gpu()
+    card = dict(gpu=g.name, sms=g.sms, l2_bytes=g.l2_bytes)
+SMS = card["sms"]
+print(f"tile {BM} x {BN}; a wave = {SMS} blocks, one per SM of the {card['gpu']}")
+size = WORKLOADS[-1]
+tiles_m, tiles_n = -(-size["M"] // BM), -(-size["N"] // BN)
+rows = pictures.drawn_rows(tiles_m, tiles_n, (1, s06.PARAMS["group_m"]), SMS)
+fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+for ax, g in zip(axes, (1, s06.PARAMS["group_m"])):
+    pictures.draw_tile_order(ax, tiles_m, tiles_n, g, SMS, rows=rows)
+fig.suptitle(f"M = N = {size['M']}: the tiles of the first two waves, the first of each numbered by its place in "
+             f"the order", fontsize=9)
+plt.tight_layout()
+plt.show()
+print(f"{'M x N x K':>20}  group_m   wave 0: A panels  B panels   MiB of panels a wave (mean over the waves)")
+for w in WORKLOADS:
+    for g in group_ms:
+        t = pictures.wave_traffic(w["M"], w["N"], w["K"], BM, BN, g, SMS)
+        print(f"{w['M']:>6} x {w['N']} x {w['K']}  {g:>7}   {t['a_panels']:>16}  {t['b_panels']:>8}   "
+              f"{t['bytes_per_wave'] / 2**20:>8.1f}")
+    whole = (w["M"] + w["N"]) * w["K"] * 2
+    print(f"{'':>20}  A and B together: {whole / 2**20:.0f} MiB, the {card['gpu']}'s L2 "
+          f"{card['l2_bytes'] / 2**20:.0f} MiB")
+if recorded:
+    print(f"the group_m sweep below was recorded at {recorded[0]['size_used']}")
+
+# %% [markdown]
+# At the larger size a tile row is long, a row-major wave touches every B panel, and the grouped order reads
+# far fewer bytes a wave. At the smaller one, the size of the `group_m` sweep, a tile row is short: a row-major
+# wave is already compact, this count does not favour `group_m = 8` over 1, and A and B together are not much
+# larger than L2. Yet the sweep records a gain for grouping at that size, which this count does not explain:
+# an open question (the L2 hit rate and DRAM bytes from Nsight Compute at `group_m` 1 and 8 would tell).
+#
 # ## Experiments
 #
 # The ring depth (`stages`), the grouped order (`group_m`: 1 is plain row-major order) and the register split
@@ -106,4 +160,4 @@ gemm.ladder_so_far("06_warp_specialized", peers=True)
 
 # %%
 gemm.sweep("06_warp_specialized", "stages", [2, 3, 4])
-gemm.sweep("06_warp_specialized", "group_m", [1, 4, 8, 16])
+gemm.sweep("06_warp_specialized", "group_m", group_ms)
