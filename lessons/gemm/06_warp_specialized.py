@@ -160,4 +160,4 @@ if recorded:
 
 # %%
 gemm.sweep("06_warp_specialized", "stages", [2, 3, 4])
-gemm.sweep("06_warp_specialized", "group_m", group_ms)
+gemm.sweep("06_warp_specialized", "group_m", [1, 4, 8, 16])
