@@ -221,6 +221,7 @@ gemm_clusters(const __grid_constant__ TmaDesc map_a, const __grid_constant__ Tma
       wgmma_wait<0>();
       if (leader && prev >= 0) release(empty + 8 * prev);
 #endif
+      wgmma_keep(d);                           // the epilogue reads d only after the last wait
 #if FP8
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) d[i] *= scale;   // the inputs were divided by their scales: undo it

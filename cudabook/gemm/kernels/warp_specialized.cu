@@ -116,6 +116,7 @@ gemm_warp_specialized(const __grid_constant__ TmaDesc map_a, const __grid_consta
         if (++s == STAGES) { s = 0; phase ^= 1; }
         // <<< lab
       }
+      wgmma_keep(d);                           // the epilogue reads d only after the last wait
       const int row = tm * BM + cw * 64 + warp * 16 + lane / 4;
 #pragma unroll
       for (int j = 0; j < BN / 8; ++j) {

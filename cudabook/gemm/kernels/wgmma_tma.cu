@@ -86,6 +86,7 @@ gemm_wgmma_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ Tm
     __syncthreads();                                   // every warpgroup is done with stage s
     if (tid == 0 && kt + STAGES < k_tiles) load(kt + STAGES, s);
   }
+  wgmma_keep(d);                                       // the epilogue reads d only after the last wait
 
   // Epilogue: the accumulator layout of hopper.cuh (Wgmma), two columns a store.
   const int warp = (tid % 128) / 32, lane = tid % 32;
