@@ -2,6 +2,9 @@
 
     python -m cudabook.workbook            lessons + solutions, executed into build/notebooks/
     python -m cudabook.workbook --labs     also the labs (they run, and their graders say what to write)
+    python -m cudabook.workbook --jobs 3   three notebooks at a time (the default without a GPU: one more than
+                                           the cores, up to 4, as the simulator leaves a core idle while its
+                                           threads hand over the interpreter lock; with a GPU: one at a time)
 
 With a GPU the lessons run at full size and the benchmark writes build/results/<gpu>.json; with none they run
 in the simulator at small sizes, and the report shows the records in results/ instead.
@@ -9,6 +12,7 @@ in the simulator at small sizes, and the report shows the records in results/ in
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import shutil
 import sys
@@ -60,6 +64,7 @@ def main(argv=None) -> int:
     ap.add_argument("--labs", action="store_true", help="also execute the labs")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds a cell may take")
     ap.add_argument("--no-bench", action="store_true", help="skip the benchmark on a GPU")
+    ap.add_argument("--jobs", type=int, default=0, help="notebooks at a time (0: the machine's default)")
     args = ap.parse_args(argv)
 
     import cudabook
@@ -68,11 +73,26 @@ def main(argv=None) -> int:
     folders = ["notebooks", "solutions"] + (["labs"] if args.labs else [])
     paths = [p for f in folders for p in sorted((ROOT / f).glob("*.ipynb")) + sorted((ROOT / f).glob("*/*.ipynb"))]
     failures = 0
-    for i, path in enumerate(paths, 1):
-        print(f"[{i}/{len(paths)}] {path.relative_to(ROOT)} ...", end=" ", flush=True)
-        ok, seconds, err = execute(path, BUILD / path.parent.relative_to(ROOT), args.timeout)
-        failures += not ok
-        print(f"{'ok' if ok else 'FAILED'} ({seconds:.0f} s){'  ' + err if err else ''}", flush=True)
+    jobs = args.jobs or (min((os.cpu_count() or 1) + 1, 4) if cudabook.SIMULATOR else 1)
+    started = time.perf_counter()
+    if jobs == 1:
+        for i, path in enumerate(paths, 1):
+            print(f"[{i}/{len(paths)}] {path.relative_to(ROOT)} ...", end=" ", flush=True)
+            ok, seconds, err = execute(path, BUILD / path.parent.relative_to(ROOT), args.timeout)
+            failures += not ok
+            print(f"{'ok' if ok else 'FAILED'} ({seconds:.0f} s){'  ' + err if err else ''}", flush=True)
+    else:                        # each notebook in its own kernel process anyway: `jobs` of them at a time
+        import concurrent.futures
+        print(f"{len(paths)} notebooks, {jobs} at a time", flush=True)
+        with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+            futures = {pool.submit(execute, path, BUILD / path.parent.relative_to(ROOT), args.timeout): path
+                       for path in paths}
+            for i, done in enumerate(concurrent.futures.as_completed(futures), 1):
+                ok, seconds, err = done.result()
+                failures += not ok
+                print(f"[{i}/{len(paths)}] {futures[done].relative_to(ROOT)} {'ok' if ok else 'FAILED'} "
+                      f"({seconds:.0f} s){'  ' + err if err else ''}", flush=True)
+    print(f"{len(paths)} notebooks in {time.perf_counter() - started:.0f} s")
     print(f"executed notebooks are in {(BUILD / 'notebooks').relative_to(ROOT)}/, "
           f"{(BUILD / 'solutions').relative_to(ROOT)}/")
 
