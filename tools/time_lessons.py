@@ -114,6 +114,7 @@ def visible_gpus() -> int:
     if device.gpu() is None:
         return 0
     from cuda.bindings import driver
+    driver.cuInit(0)
     err, n = driver.cuDeviceGetCount()
     return int(n) if err == driver.CUresult.CUDA_SUCCESS else 1
 
