@@ -11,7 +11,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PAIR = ("notebooks/msda/01_naive.ipynb", "solutions/msda/01_naive_SOLUTION.ipynb")
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.timeout(900)]  # a full-size lesson beside the rest of a GPU suite: minutes, not seconds
 
 
 def test_a_lesson_and_its_lab_run_at_once_on_one_gpu(tmp_path):
