@@ -3,6 +3,7 @@ the float64 reference, timed with CUDA events (back-to-back launches, median). W
 
     python tools/sweep_params.py --track attention [--d 128 64]
     python tools/sweep_params.py --track msda [--locations local]
+    python tools/sweep_params.py --track gemm
     python tools/sweep_params.py --list                 the variants of each track (any machine)
 
 The variants are each track's bench.SWEEP_VARIANTS (--list prints them).
@@ -17,6 +18,10 @@ branches (branchless off), and with 2 or 4 vectors a lane at each block size; on
 `uniform`) workload, with each variant's largest error on image 0 (recorded, not judged). Writes
 results/sweeps/<gpu>_msda_<locations>.json; the one such record (H100, `local`, at 5b13e05) predates the vectors
 variants and holds the first six only: no recorded sweep has 2 or 4 vectors a lane.
+gemm: rungs 07 (bf16) and 08 (FP8) at their defaults and with one lever moved (3 stages, group_m 4 or 16, no
+cluster, mma_depth 0, one store box, bn 128 with one consumer) at 4096^3 and 8192^3, each judged by its stage's
+judge, beside cuBLAS and cuBLASLt's FP8 GEMM (default and fast accumulation) of the same run. Writes
+results/sweeps/<gpu>_gemm.json; not yet recorded.
 The lessons' own sweeps, results/sweeps/<gpu>_lessons.json, are written by tools/record_sweeps.py, not here.
 """
 import argparse
@@ -45,37 +50,46 @@ def _write(record, name):
     print(f"wrote {out}")
 
 
-def attention(gpu, dims):
+def ladder(gpu, name, keep=lambda size: True):
+    """Each of the track's SWEEP_VARIANTS on each of its benchmark workloads that `keep` accepts, judged by the
+    stage's own judge (tracks.judge_of), beside the track's peers of the same run: results/sweeps/<gpu>_<name>.json
+    (attention and GEMM)."""
     import numpy as np
-    from cudabook import attention, bench, results
-    from cudabook.attention import benchmark
+    from cudabook import bench, results
+    from cudabook import track as tracks
+    t = tracks.get(name)
+    benchmark = t.bench
     rows = []
     for size in benchmark.WORKLOADS:
-        if size["d"] not in dims:
+        if not keep(size):
             continue
-        name = benchmark.workload_name(**size)
+        wname = benchmark.workload_name(**size)
         args, problem = benchmark.prepare(size, rng=np.random.default_rng(0))
         ctx = benchmark.context(problem)
         peers = benchmark.peers(args, problem, ctx, repeats=10, progress=lambda *a: None)
-        print(f"{name}: {benchmark.summary(ctx)}")
-        for stage, params in VARIANTS["attention"]:
-            module = attention.stage(stage)
+        print(f"{wname}: {benchmark.summary(ctx)}")
+        for stage, params in VARIANTS[name]:
+            module = t.stage(stage)
             try:
                 problem.poison()
                 module.launch(problem, **params)
-                ok = attention.judge(problem.result(), *args).ok
+                ok = tracks.judge_of(t, stage)(problem.result(), *args).ok
                 ms = bench.time_ms(lambda: module.launch(problem, **params), repeats=10, batch=5)
             except Exception as e:  # a variant that does not fit is reported, not fatal
                 print(f"  {stage:22s} {str(params):34s} not run: {type(e).__name__}: {e}")
                 continue
-            row = {"workload": name, "stage": stage, "params": params, "median_us": round(ms * 1e3, 1),
+            row = {"workload": wname, "stage": stage, "params": params, "median_us": round(ms * 1e3, 1),
                    "correct": ok, **benchmark.metrics(problem, ms * 1e3, ctx)}
             rows.append(row)
-            print(f"  {stage:22s} {str(params):34s} {ms * 1e3:9.1f} us {row['TFLOPs']:7.1f} TFLOP/s "
-                  f"{row.get('pct_of_sdpa', float('nan')):6.1f} % of SDPA  {'ok' if ok else 'WRONG'}")
-        rows += [{"workload": name, "stage": k, **v} for k, v in peers.items()]
+            figure = benchmark.PLOT_KEY
+            print(f"  {stage:22s} {str(params):34s} {ms * 1e3:9.1f} us {row.get('TFLOPs', float('nan')):7.1f} TFLOP/s "
+                  f"{row.get(figure, float('nan')):6.1f} {figure}  {'ok' if ok else 'WRONG'}")
+        rows += [{"workload": wname, "stage": k, **v} for k, v in peers.items()]
+        for k, v in peers.items():
+            if "median_us" in v:
+                print(f"  {k:57s} {v['median_us']:9.1f} us")
     record = {"gpu": gpu.name, "commit": results._commit(), "source_digest": results.source_digest(), "rows": rows}
-    _write(record, f"{results.slug(gpu.name)}_attention.json")
+    _write(record, f"{results.slug(gpu.name)}_{name}.json")
 
 
 def msda(gpu, locations):
@@ -123,9 +137,11 @@ def main(argv=None):
     if gpu is None:
         sys.exit(f"needs a GPU: {device.why_no_gpu()}")
     if args.track == "attention":
-        attention(gpu, args.d)
-    else:
+        ladder(gpu, "attention", keep=lambda size: size["d"] in args.d)
+    elif args.track == "msda":
         msda(gpu, args.locations)
+    else:
+        ladder(gpu, args.track)
 
 
 if __name__ == "__main__":

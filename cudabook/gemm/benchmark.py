@@ -25,6 +25,11 @@ REQUIRED = ("median_us", "TFLOPs", "pct_of_cublas", "correct")
 PLOT_KEY, PLOT_LABEL = "pct_of_cublas", "% of cuBLAS (bf16)"
 SIZE_PLAN = dict(x=("M", "N", "K"), values=(256, 512, 1024, 2048, 4096, 8192), workloads="first")   # cudabook.sizes
 PEERS_FIRST = True           # the stages' % of cuBLAS needs cuBLAS's time
+# tools/sweep_params.py --track gemm: rungs 07 (bf16) and 08 (FP8) at their defaults and with one lever moved,
+# at both sizes, beside cuBLAS and cuBLASLt's FP8 GEMM of the same run (what the two rungs stand against)
+SWEEP_VARIANTS = [(stage, extra) for stage in ("07_clusters", "08_fp8")
+                  for extra in ({}, {"stages": 3}, {"group_m": 4}, {"group_m": 16}, {"cluster": 1},
+                                {"mma_depth": 0}, {"store_boxes": 1}, {"bn": 128, "consumers": 1})]
 
 
 def workload_name(M, N, K):
