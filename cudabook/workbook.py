@@ -74,13 +74,17 @@ def main(argv=None) -> int:
     paths = [p for f in folders for p in sorted((ROOT / f).glob("*.ipynb")) + sorted((ROOT / f).glob("*/*.ipynb"))]
     failures = 0
     jobs = args.jobs or (min((os.cpu_count() or 1) + 1, 4) if cudabook.SIMULATOR else 1)
+
+    def said(ok, seconds, err):
+        return f"{'ok' if ok else 'FAILED'} ({seconds:.0f} s){'  ' + err if err else ''}"
+
     started = time.perf_counter()
     if jobs == 1:
         for i, path in enumerate(paths, 1):
             print(f"[{i}/{len(paths)}] {path.relative_to(ROOT)} ...", end=" ", flush=True)
             ok, seconds, err = execute(path, BUILD / path.parent.relative_to(ROOT), args.timeout)
             failures += not ok
-            print(f"{'ok' if ok else 'FAILED'} ({seconds:.0f} s){'  ' + err if err else ''}", flush=True)
+            print(said(ok, seconds, err), flush=True)
     else:                        # each notebook in its own kernel process anyway: `jobs` of them at a time
         import concurrent.futures
         print(f"{len(paths)} notebooks, {jobs} at a time", flush=True)
@@ -90,8 +94,7 @@ def main(argv=None) -> int:
             for i, done in enumerate(concurrent.futures.as_completed(futures), 1):
                 ok, seconds, err = done.result()
                 failures += not ok
-                print(f"[{i}/{len(paths)}] {futures[done].relative_to(ROOT)} {'ok' if ok else 'FAILED'} "
-                      f"({seconds:.0f} s){'  ' + err if err else ''}", flush=True)
+                print(f"[{i}/{len(paths)}] {futures[done].relative_to(ROOT)} {said(ok, seconds, err)}", flush=True)
     print(f"{len(paths)} notebooks in {time.perf_counter() - started:.0f} s")
     print(f"executed notebooks are in {(BUILD / 'notebooks').relative_to(ROOT)}/, "
           f"{(BUILD / 'solutions').relative_to(ROOT)}/")

@@ -43,18 +43,6 @@ extern "C" __global__ void probe(const unsigned char* tiles, int ktiles, int ste
 """
 
 
-def fragment_index():
-    """(row, column) of each thread's 64 accumulators: the PTX ISA's m64nNk32 D fragment (warp w rows 16 w ..
-    16 w + 15; lane l register 4 j + 2 h + e: row 16 w + l / 4 + 8 h, column 8 j + 2 (l % 4) + e)."""
-    rows, cols = np.zeros((128, 64), int), np.zeros((128, 64), int)
-    for thread in range(128):
-        w, lane = thread // 32, thread % 32
-        for i in range(64):
-            j, h, e = i // 4, (i // 2) % 2, i % 2
-            rows[thread, i], cols[thread, i] = 16 * w + lane // 4 + 8 * h, 8 * j + 2 * (lane % 4) + e
-    return rows, cols
-
-
 def tiles_image(a_codes, bt_codes):
     """k-tiles of 128 bytes of K: A's 64 rows then Bt's two boxes of 64 rows, each 128-byte swizzled (TMA's
     layout), 24576 bytes a tile."""
@@ -115,8 +103,9 @@ def accumulators(a_codes, bt_codes, init, steps):
     Bt [128, 32 steps] given as e4m3 bytes: on the GPU, or in the CPU emulator inside cudabook.emulate.emulating()
     (the emulator takes host addresses)."""
     from cudabook import emulate, nvrtc
+    from cudabook.gemm.wgmma import accumulator_positions, from_registers
     kernel = nvrtc.load(nvrtc.compile(KERNEL, arch="sm_90a", name="probe_fp8_sums.cu"), "probe")
-    rows, cols = fragment_index()
+    rows, cols = accumulator_positions(128)
     img, ktiles = tiles_image(a_codes, bt_codes)
     regs = np.ascontiguousarray(np.asarray(init, np.float32)[rows, cols]).ravel()
     out = np.full(128 * 64, np.nan, np.float32)
@@ -131,9 +120,7 @@ def accumulators(a_codes, bt_codes, init, steps):
                                d_out.device_ctypes_pointer.value], types, shared=1024 + 24576)
         cuda.synchronize()
         out = d_out.copy_to_host()
-    d = np.full((64, 128), np.nan, np.float32)
-    d[rows, cols] = out.reshape(128, 64)
-    return d
+    return from_registers(out, 128)
 
 
 def recorded(path):

@@ -105,7 +105,8 @@ def run_one(path: pathlib.Path, runner: str, timeout: int, gpu: int | None = Non
     after = os.times()
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
     entry = {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "ok": ok, "error": err}
-    return entry if gpu is None else dict(entry, gpu_index=gpu)
+    # several notebooks at once: the children's CPU time of this process is theirs together, not this one's
+    return entry if gpu is None else dict(entry, cpu_s=None, gpu_index=gpu)
 
 
 def visible_gpus() -> int:
@@ -169,7 +170,8 @@ def measure(paths, out: pathlib.Path, runner: str, timeout: int, progress=print,
                 entry.update(commit=commit, date=date)
                 record["notebooks"][name] = entry
                 progress((f"[{i}/{len(paths)}] {name} on GPU {w % gpus}: " if spread else "")
-                         + f"{'ok' if entry['ok'] else 'FAILED'} {entry['wall_s']:.0f} s (CPU {entry['cpu_s']:.0f} s)"
+                         + f"{'ok' if entry['ok'] else 'FAILED'} {entry['wall_s']:.0f} s"
+                         + (f" (CPU {entry['cpu_s']:.0f} s)" if entry["cpu_s"] is not None else "")
                          + (f"  {entry['error']}" if entry["error"] else ""), flush=True)
                 record.update(machine=info, runner=runner, commit=commit, dirty=results._dirty(), date=date,
                               cache="warm" if warm else "empty at the start",

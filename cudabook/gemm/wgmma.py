@@ -14,6 +14,8 @@ A `wgmma.mma_async` instruction reads its A and B tiles from shared memory throu
     explain(desc)                                  -> str       one line per field, for the lesson
     k_tile_descriptors(a_addr, b_addr)             -> [(a, b)]  what the kernels pass to the four k16 wgmmas
                                                                 of one 64-wide k-tile
+    accumulator_positions(n)                       -> (rows, cols)  where each thread's accumulators sit in D
+    from_registers(regs, n)                        -> D [64, n]     D from the warpgroup's registers
 
 The GEMM kernels' tiles are 128-byte swizzled (TMA writes them so): an atom is 8 rows of 128 bytes (1024 B).
     A, [M, K] row-major, is "K-major": SBO = 1024 (the next 8 rows of M), LBO unused (a k16 slice, 32 bytes, lies
@@ -80,3 +82,24 @@ def k_tile_descriptors(a_addr: int, b_addr: int, bk: int = BK) -> list[tuple[int
     `a_addr` (a warpgroup's 64 rows), B MN-major at `b_addr` (the stage's BN/64 boxes of [bk x 64])."""
     return [(descriptor(a_addr + K16_STEP_A * kk, **A_K_MAJOR),
              descriptor(b_addr + K16_STEP_B * kk, lbo=bk * 128, sbo=1024)) for kk in range(bk // 16)]
+
+
+def accumulator_positions(n: int):
+    """(rows, cols), int arrays [128, n / 2]: where thread t's accumulator register i sits in D [64 x n], the PTX
+    ISA's wgmma D fragment (m64nNk16 and m64nNk32 alike): warp w owns rows 16 w .. 16 w + 15; lane l's register
+    4 j + 2 h + e is row 16 w + l / 4 + 8 h, column 8 j + 2 (l % 4) + e."""
+    import numpy as np
+    thread, i = np.meshgrid(np.arange(128), np.arange(n // 2), indexing="ij")
+    w, lane = thread // 32, thread % 32
+    j, h, e = i // 4, (i // 2) % 2, i % 2
+    return 16 * w + lane // 4 + 8 * h, 8 * j + 2 * (lane % 4) + e
+
+
+def from_registers(regs, n: int, dtype=None):
+    """D [64 x n] from the warpgroup's accumulator registers regs [128, n / 2] (accumulator_positions)."""
+    import numpy as np
+    regs = np.asarray(regs).reshape(128, n // 2)
+    d = np.full((64, n), np.nan, dtype or regs.dtype)
+    rows, cols = accumulator_positions(n)
+    d[rows, cols] = regs
+    return d

@@ -152,15 +152,9 @@ def run(a_codes, bt_codes, *, steps=None, init=0.0, sd=1, sa=1, sb=1, mode=0, la
 
 
 def fragment(regs, n):
-    """D [64 x N] from the threads' registers: the PTX ISA's m64nNk32 D fragment, the same as m64nNk16's (warp w
-    rows 16 w .. 16 w + 15; lane l register 4 j + 2 h + e: row 16 w + l / 4 + 8 h, column 8 j + 2 (l % 4) + e)."""
-    d = np.full((64, n), np.nan, np.float32)
-    for thread in range(128):
-        w, lane = thread // 32, thread % 32
-        for i in range(n // 2):
-            j, h, e = i // 4, (i // 2) % 2, i % 2
-            d[16 * w + lane // 4 + 8 * h, 8 * j + 2 * (lane % 4) + e] = regs[thread, i]
-    return d
+    """D [64 x N] from the threads' registers: the PTX ISA's m64nNk32 D fragment, the same as m64nNk16's."""
+    from cudabook.gemm.wgmma import from_registers
+    return from_registers(regs, n, np.float32)
 
 
 # ------------------------------------------------------------------------------------------ the arithmetic's model

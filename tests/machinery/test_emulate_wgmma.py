@@ -182,15 +182,9 @@ def run_n16(image, a_rows, da, db, *, sd=1, sa=1, sb=1, ta=0, tb=0, mode=0, thre
 
 
 def fragment(out):
-    """D [64 x 16] from the threads' registers: the PTX ISA's wgmma D fragment (warp w rows 16 w .. 16 w + 15;
-    lane l register 4 j + 2 h + e: row 16 w + l / 4 + 8 h, column 8 j + 2 (l % 4) + e)."""
-    d = np.full((64, 16), np.nan)
-    for thread in range(128):
-        w, lane = thread // 32, thread % 32
-        for i in range(8):
-            j, h, e = i // 4, (i // 2) % 2, i % 2
-            d[16 * w + lane // 4 + 8 * h, 8 * j + 2 * (lane % 4) + e] = out[thread, i]
-    return d
+    """D [64 x 16] from the threads' registers: the PTX ISA's wgmma D fragment (gemm.wgmma.accumulator_positions)."""
+    from cudabook.gemm.wgmma import from_registers
+    return from_registers(out, 16, np.float64)
 
 
 START = fragment(np.tile(1.0 + np.arange(8, dtype=np.float32), (128, 1)))   # d[i] = 1 + i, as the kernel sets
@@ -301,13 +295,8 @@ def test_a_kit_sized_wgmma_from_tma_boxes_is_the_product():
             kern = nvrtc.load(nvrtc.compile(src, name="kit.cu"), "k")
             kern.launch(1, 128, [image.ctypes.data, image.size, n, out.ctypes.data],
                         [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p], shared=1024 + image.size)
-        got = np.full((64, n), np.nan)
-        regs = out.reshape(128, n // 2)
-        for thread in range(128):
-            w, lane = thread // 32, thread % 32
-            for i in range(n // 2):
-                j, h, e = i // 4, (i // 2) % 2, i % 2
-                got[16 * w + lane // 4 + 8 * h, 8 * j + 2 * (lane % 4) + e] = regs[thread, i]
+        from cudabook.gemm.wgmma import from_registers
+        got = from_registers(out, n, np.float64)
         assert np.array_equal(got, a @ b), n
 
 
