@@ -540,3 +540,13 @@ def test_large_draws_run_on_threads_and_give_the_same_inputs_on_any_machine(monk
     assert not np.array_equal(np.asarray(threaded[0]).view(np.uint16), np.asarray(small[0]).view(np.uint16))
     w = np.asarray(threaded[4]).reshape(3, 40, 2, -1).sum(-1)
     assert np.allclose(w, 1, atol=1e-5) and np.abs(np.asarray(threaded[0]).astype(np.float32)).max() <= 1
+
+
+def test_an_unknown_kind_of_sampling_locations_is_named():
+    import numpy as np
+    import pytest
+
+    from cudabook.msda import inputs
+    with pytest.raises(ValueError, match="locations must be 'local' or 'uniform', got 'grid'"):
+        inputs.random_problem(N=1, Lq=4, M=1, levels=((3, 3),), P=1, D=4, locations="grid",
+                              rng=np.random.default_rng(0))
