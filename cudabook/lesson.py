@@ -251,12 +251,15 @@ class RecordedSweeps(list):
         p.text(repr(self))
 
 
-def sweep(stage: str, param: str, values, *, fixed=None, size=None, track=None):
+def sweep(stage: str, param: str, values, *, fixed=None, size=None, track=None, live=None):
     """Time `stage` for each value of one launch parameter (GPU), or check each one is correct (simulator).
 
-    With a GPU: a table and a plot of the track's figure per value, measured now; with CUDABOOK_RECORD_SWEEPS
-    naming a JSON file, the sweep is also merged into that file (see save_sweep). Returns [(value, µs, figure,
-    correct)]. Without one (or where this machine cannot run the stage): the simulator still checks every value
+    With a GPU: a table and a plot of the track's figure per value. At workshop pace, a value this card's record
+    (results/sweeps/<gpu>_lessons.json) already holds for the same stage, parameter, fixed settings, size and
+    other defaults is shown from it, marked ‡ with its commit and date, and the others are measured now;
+    live=True, CUDABOOK_FULL_LADDER=1 or CUDABOOK_RECORD_SWEEPS measures every value now. With
+    CUDABOOK_RECORD_SWEEPS naming a JSON file, the sweep is also merged into that file (see save_sweep). Returns
+    [(value, µs, figure, correct)]. Without one (or where this machine cannot run the stage): the simulator still checks every value
     for correctness, and the timings recorded on GPUs (results/sweeps/*_lessons.json, written by
     tools/record_sweeps.py) are shown, each labelled with its card and commit. Returns those records, or None."""
     t = tracks.get(track)
@@ -275,27 +278,71 @@ def sweep(stage: str, param: str, values, *, fixed=None, size=None, track=None):
                                            **{**fixed, param: v})
                 print(f"  {param}={v!r:>6}: {verdict.message.splitlines()[0]}")
         return show_recorded_sweep(t, stage, param, fixed)
-    return _timed_sweep(t, module, stage, param, values, fixed, size)
+    import os
+
+    from . import device
+    gpu = device.gpu()
+    gpu = gpu.name if gpu else "this GPU"
+    kept = None
+    if not (full_ladder(live) or os.environ.get(SWEEP_ENV)):
+        kept = card_sweep(t, stage, param, fixed, size, gpu)
+    return _timed_sweep(t, module, stage, param, values, fixed, size, gpu, kept)
 
 
-def _timed_sweep(t, module, stage, param, values, fixed, size):
+def card_sweep(t, stage, param, fixed, size, gpu, folder=None):
+    """This card's recorded sweep of (stage, param) with exactly these fixed settings and size, and with the
+    stage's other defaults as they are today (results.not_today), or None: the sweep whose rows a lesson may
+    show instead of measuring them again."""
+    fixed, size = results.json_plain(fixed or {}), results.json_plain(size)
+    for e in recorded_sweeps(t, stage, param, fixed, folder=folder):
+        if e.get("gpu") != gpu or (e.get("fixed") or {}) != fixed or results.json_plain(e.get("size")) != size:
+            continue
+        if e.get("defaults") is None or results.not_today(t, stage, e["defaults"], ignore={param, *fixed}):
+            continue
+        return e
+    return None
+
+
+def _recorded_row(kept, v):
+    """The row of value v in the recorded sweep `kept` (None: not recorded, or recorded as an error)."""
+    for row in (kept or {}).get("rows", []):
+        if row.get("value") == results.json_plain(v) and "error" not in row and "median_us" in row:
+            return row
+    return None
+
+
+def _timed_sweep(t, module, stage, param, values, fixed, size, gpu="this GPU", kept=None):
     import os
 
     import matplotlib.pyplot as plt
 
-    from . import device, refmemo
+    from . import refmemo
     spec = t.bench
     used = size or spec.WORKLOADS[0]
     say = Progress()
-    with refmemo.reporting(say):
-        w = workload(t, used, peers=True, progress=say)   # peers first where the figures need their time
-    args, problem, ctx = w["args"], w["problem"], w["ctx"]
-    gpu = device.gpu()
-    print(f"Measured now on {gpu.name if gpu else 'this GPU'}, {spec.workload_name(**used)}:")
+    todo = [v for v in values if _recorded_row(kept, v) is None]
+    if todo:
+        with refmemo.reporting(say):
+            w = workload(t, used, peers=True, progress=say)   # peers first where the figures need their time
+        args, problem, ctx = w["args"], w["problem"], w["ctx"]
+    where = f"{gpu}, {spec.workload_name(**used)}"
+    if kept is None or len(todo) == len(values):
+        print(f"Measured now on {where}:")
+    else:
+        when = f"{kept.get('commit') or '?'} ({(kept.get('date') or '?')[:10]})"
+        print(f"On {where}: ‡ recorded on this card at {when}"
+              + (f"; {', '.join(repr(v) for v in todo)} measured now" if todo else "")
+              + f". {t.NAME}.sweep(..., live=True), or CUDABOOK_FULL_LADDER=1, measures every value now.")
     print(_table_header(param, spec))
     rows, out = [], []
     for v in values:
         kw = {**fixed, param: v}
+        row = _recorded_row(kept, v)
+        if row is not None:
+            rows.append(row)
+            out.append((v, row["median_us"], row.get(spec.PLOT_KEY), bool(row.get("correct"))))
+            print(_table_row(param, row, spec) + "  ‡")
+            continue
         try:
             problem.poison()
             module.launch(problem, **kw)
@@ -313,8 +360,9 @@ def _timed_sweep(t, module, stage, param, values, fixed, size):
             out.append((v, us, m.get(spec.PLOT_KEY), ok))
         rows.append(row)
         print(_table_row(param, row, spec))
-    plot_sweep(stage, param, [(gpu.name if gpu else "this GPU", rows)], spec,
-               f"measured now on {gpu.name if gpu else 'this GPU'}")
+    plot_sweep(stage, param, [(gpu, rows)], spec, f"measured now on {gpu}" if len(todo) == len(values) else
+               f"on {gpu}, {'‡ recorded at ' + (kept.get('commit') or '?') if len(todo) < len(values) else ''}"
+               f"{', the rest measured now' if todo else ''}")
     plt.show()
     path = os.environ.get(SWEEP_ENV)
     if path and all("error" in r for r in rows):

@@ -292,3 +292,49 @@ def test_every_recorded_sweep_is_one_a_lesson_still_invites():
              for e in json.loads(path.read_text())["sweeps"]
              if key(e["track"], e["stage"], e["param"], e["values"], e.get("fixed"), e.get("size")) not in invited]
     assert not stale, f"recorded sweeps no lesson invites any more: {stale}"
+
+
+def test_on_a_gpu_a_sweep_shows_this_cards_recorded_values_and_measures_the_rest(results_dir, monkeypatch, capsys,
+                                                                                 figures):
+    # workshop pace: a value this card has recorded (same stage, param, fixed settings, size and defaults) is
+    # shown from the record, marked ‡; a value it lacks is measured now; live=True measures them all
+    monkeypatch.setattr(lesson, "SIMULATOR", False)
+    monkeypatch.delenv(lesson.SWEEP_ENV, raising=False)
+    monkeypatch.delenv(lesson.FULL_ENV, raising=False)
+    t, last = _fake_track()
+    timed = []
+    monkeypatch.setattr(results, "_timing", lambda fn, repeats: (fn(), timed.append(last["tile"]),
+                                                                 10.0 * last["tile"])[2])
+    from cudabook import device
+    monkeypatch.setattr(device, "gpu", lambda: types.SimpleNamespace(name="NVIDIA H100 80GB HBM3"))
+    rec = [{"value": 8, "median_us": 5.0, "GBps": 2000.0, "pct_of_copy": 200.0, "correct": True},
+           {"value": 16, "error": "ValueError: out of registers"}]
+    entry = dict(_entry(track="resample", stage="03_coalesced", param="tile", values=[8, 16, 32], rows=rec),
+                 defaults={"tile": 8, "mode": "a", "depth": 2}, workload="fake n=4")
+    lesson.save_sweep(results_dir / "sweeps" / "H100_80GB_HBM3_lessons.json", entry, pedigree=PEDIGREE)
+    other_card = dict(PEDIGREE, machine={"gpu": "NVIDIA H200"})
+    lesson.save_sweep(results_dir / "sweeps" / "H200_lessons.json",
+                      dict(entry, rows=[dict(rec[0], value=32)]), pedigree=other_card)
+    got = lesson.sweep("03_coalesced", "tile", [8, 16, 32], track=t)
+    out = capsys.readouterr().out
+    assert timed == [16, 32]                                    # 8 from the record; 16's error is measured again
+    assert [(v, us) for v, us, _, _ in got] == [(8, 5.0), (16, 160.0), (32, 320.0)]
+    assert "‡ recorded on this card at abc1234 (2025-01-02); 16, 32 measured now" in out
+    assert "live=True" in out and "200.0  ✓  ‡" in out
+    assert "‡ recorded at abc1234" in figures[-1].axes[0].get_title()
+    timed.clear()
+    lesson.sweep("03_coalesced", "tile", [8, 16, 32], track=t, live=True)
+    assert timed == [8, 16, 32] and "Measured now on NVIDIA H100" in capsys.readouterr().out
+    timed.clear()
+    monkeypatch.setenv(lesson.FULL_ENV, "1")
+    lesson.sweep("03_coalesced", "tile", [8, 16, 32], track=t)
+    assert timed == [8, 16, 32]
+    monkeypatch.delenv(lesson.FULL_ENV)
+    # another fixed setting, or defaults that changed since, are not this sweep: all measured now
+    timed.clear()
+    lesson.sweep("03_coalesced", "tile", [8, 16, 32], fixed={"mode": "b"}, track=t)
+    assert timed == [8, 16, 32]
+    t.stage("03_coalesced").PARAMS["width"] = 4              # a setting the record did not have
+    timed.clear()
+    lesson.sweep("03_coalesced", "tile", [8, 16, 32], track=t)
+    assert timed == [8, 16, 32]
