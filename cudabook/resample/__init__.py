@@ -85,7 +85,12 @@ def judge(got, src_times, src_feats, tgt_times):
 from . import benchmark as bench  # noqa: E402,F401  (the track's workloads, ceiling, peers and table)
 
 
+DEMO_BATCHES = 8      # a lesson's checks on a GPU: the benchmark's rows, an eighth of its batches
+
+
 def demo_size():
-    """Sizes the lessons use: small in the simulator, benchmark-sized on a GPU."""
+    """Sizes a lesson's checks use: small in the simulator; on a GPU the benchmark's S, T and D with DEMO_BATCHES
+    batches instead of its 64 (the same rows, grids of thousands of blocks, an eighth of the bytes: each check's
+    fresh inputs and float64 reference take about a second, not eight; the ladder measures at full size)."""
     from .. import SIMULATOR
-    return dict(B=2, S=24, T=20, D=8) if SIMULATOR else dict(bench.BENCH_SIZE)
+    return dict(B=2, S=24, T=20, D=8) if SIMULATOR else dict(bench.BENCH_SIZE, B=DEMO_BATCHES)

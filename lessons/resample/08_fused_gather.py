@@ -628,9 +628,11 @@ if why and not SIMULATOR:
           f"set CUDABOOK_SIMULATOR=1 before `import cudabook` to use it.)")
 else:
     try:
-        if not why:                     # the benchmark's size once, with the defaults (its float64 reference is slow)
-            verdict = resample.check_on(s08.launch, *resample.random_problem(**resample.demo_size(), rng=rng))
-            print(f"defaults, benchmark size, on the GPU: {str(verdict).splitlines()[0]}\n")
+        if not why:                     # the benchmark's rows once, with the defaults (its float64 reference is slow)
+            big = resample.demo_size()
+            verdict = resample.check_on(s08.launch, *resample.random_problem(**big, rng=rng))
+            print(f"defaults, {', '.join(f'{k}={v}' for k, v in big.items())}, on the GPU: "
+                  f"{str(verdict).splitlines()[0]}\n")
         sizes, failed = {}, []
         print(f"{'emulated on the CPU' if why else 'on the GPU':36s}" + "".join(f"{name:>14}" for name, _ in cases))
         for kw in settings:
