@@ -104,6 +104,11 @@ def timings_table(folder=TIMINGS) -> str:
         ran = sum(1 for e in r["notebooks"].values() if e["ok"])
         loads = r.get("load_avg_1min") or []
         load = f", 1-minute load average {min(loads):.1f}–{max(loads):.1f} on {m['cores']} cores" if loads else ""
+        if (r.get("gpus") or 1) > 1 or (r.get("per_gpu") or 1) > 1:      # time_lessons --gpus / --per-gpu
+            wall = r.get("run_wall_s")
+            load += (f"; spread over {r.get('gpus') or 1} GPUs of one node, {r.get('per_gpu') or 1} notebook at a "
+                     f"time on each" + (f", the whole run {wall / 60:.1f} min" if wall else "")
+                     + " (the notebooks of a track started together: each paid for what a lone run reuses)")
         lines.append(f"- **{_column(r)}**: {m['cpu']}, {what}; Python {m['python']}, numba {pk.get('numba')}, "
                      f"numba-cuda {pk.get('numba-cuda')}, cuda-bindings {pk.get('cuda-bindings')}; "
                      f"{ran} of {len(r['notebooks'])} notebooks ran to the end; {r['runner']}, one fresh "
