@@ -9,11 +9,15 @@ STAMP   := $(VENV)/.installed
 workbook: $(STAMP)            ## run every lesson headlessly; executed notebooks + results report in build/
 	$(BIN)/python -m cudabook.workbook
 
+# The workbook's own modules are byte-compiled first: where PYTHONDONTWRITEBYTECODE is set (CI's machines) no
+# import writes a .pyc, and each of the run's hundreds of processes (notebook kernels, graders' children) would
+# compile them again from source.
 # test processes (pytest-xdist; each test file or notebook stays in one process): `make test WORKERS=8`. Three on
 # CI's two cores: the simulator's threads spend much of their time handing the interpreter lock to each other, and
 # a third process fills the core that leaves idle (the whole suite in a fresh clone: 574 s with 2, 433 s with 3).
 WORKERS ?= 3
 test: $(STAMP)                ## unit tests + every lesson, solution and lab through nbval (what CI runs)
+	$(BIN)/python -m compileall -q cudabook tests tools > /dev/null
 	$(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile tests --nbval-lax notebooks solutions labs
 
 gpu-test: $(STAMP)            ## only the GPU tests (marked gpu / hopper); without a GPU they skip, saying why
