@@ -203,32 +203,61 @@ def _simulated_in_child(t, stage_name, kernel, params, say) -> bool | None:
     return _in_child(t, stage_name, {"source": source, "name": fn.__name__}, params, say, "in the simulator")
 
 
+def child_parts() -> int:
+    """How many child processes share the grading cases of a run in the simulator or the emulator from a GPU
+    machine: CUDABOOK_CHILD_PARTS, else one per two cores, at most 4 (a GPU node has cores to spare; the
+    simulator's run of every case one after another was most of a Numba lab's grading time there)."""
+    named = os.environ.get("CUDABOOK_CHILD_PARTS", "").strip()
+    if named:
+        try:
+            return max(1, int(named))
+        except ValueError:
+            raise ValueError(f"CUDABOOK_CHILD_PARTS must be a whole number of processes, got {named!r}") from None
+    return max(1, min(4, (os.cpu_count() or 1) // 2))
+
+
 def _in_child(t, stage_name, job, params, say, where) -> bool | None:
+    """Grade `job` in child processes started in the simulator, child_parts() of them at once, each taking every
+    parts-th case: True when every part passes; False when one fails (the lowest part's lines said); None when
+    none failed and one could not be graded (why said)."""
+    parts = child_parts()
     try:
-        payload = json.dumps({"track": t.NAME, "stage": stage_name, "params": params, **job})
+        payloads = [json.dumps({"track": t.NAME, "stage": stage_name, "params": params, **job, "part": i,
+                                "parts": parts}) for i in range(parts)]
     except TypeError:
         say(f"not also run {where}: a launch parameter is not plain data ({sorted(params)})")
         return None
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "CUDABOOK_SET_CUDASIM")}
     env.update(CUDABOOK_SIMULATOR="1", CUDA_VISIBLE_DEVICES="")
-    try:
-        done = subprocess.run([sys.executable, "-m", "cudabook.labs", "--in-child"], input=payload, text=True,
-                              capture_output=True, env=env, timeout=EMULATED_CHILD_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def run(payload):
+        try:
+            got = subprocess.run([sys.executable, "-m", "cudabook.labs", "--in-child"], input=payload, text=True,
+                                 capture_output=True, env=env, timeout=EMULATED_CHILD_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return None
+        return got.returncode, got.stdout.strip("\n"), got.stderr
+
+    with ThreadPoolExecutor(parts) as pool:
+        done = list(pool.map(run, payloads))
+    failed = [d[1] for d in done if d is not None and d[0] == FAILED]
+    if failed:                   # a part that failed is the verdict, whatever another part did
+        say(failed[0])
+        return False
+    if any(d is None for d in done):
         say(f"not also run {where}: it took more than {EMULATED_CHILD_TIMEOUT_S} s")
         return None
-    lines = done.stdout.strip("\n")
-    if done.returncode == PASSED:
+    if all(code == PASSED for code, _, _ in done):
         return True
-    if done.returncode == FAILED:
-        say(lines)
-        return False
-    reason = (lines.splitlines() or done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+    code, lines, err = next(d for d in done if d[0] != PASSED)
+    reason = (lines.splitlines() or err.strip().splitlines() or [f"exit status {code}"])[-1]
     say(f"not also run {where}: {reason}")
     return None
 
 
 EMULATED_CHILD_TIMEOUT_S = 180
+_CHILD_PART = (0, 1)      # (part, parts): the grading cases this process runs (a child: set from its job)
 PASSED, FAILED, NOT_GRADED = 0, 3, 4     # the child's exit status (1 would be a Python error of its own)
 
 
@@ -243,7 +272,9 @@ def _child_main():
     """The child of _in_child: grade what stdin holds (a C++ lab region, in the emulator; or a Numba kernel's
     source, in the simulator); exit PASSED, FAILED, or NOT_GRADED when it could not be graded here (the last line
     says why)."""
+    global _CHILD_PART
     job = json.loads(sys.stdin.read())
+    _CHILD_PART = (int(job.get("part", 0)), int(job.get("parts", 1)))
     t = _track.get(job["track"])
     if not SIMULATOR:
         print("the child process did not start in the simulator")
@@ -339,8 +370,13 @@ def _run_cases(t, module, stage_name, kernel, track, params, say) -> bool:
     _run_cases.graded for the PASS line."""
     graded = _run_cases.graded = []
     _run_cases.failed = None      # ("verdict" or "error", inputs, variant) of the case that failed
+    part, parts = _CHILD_PART     # a child grading part of the cases: every parts-th case from the part-th
+    flat = -1
     for variant in getattr(module, "GRADING_VARIANTS", [{}]):   # e.g. other pipeline depths, where a race shows
         for name, inputs, label in cases(stage_name, track):
+            flat += 1
+            if flat % parts != part:
+                continue
             label = ", ".join([label] + [f"{k}={v}" for k, v in variant.items()])
             graded.append((name, inputs, label))
             start = time.monotonic()

@@ -92,3 +92,51 @@ def test_on_a_gpu_a_right_numba_kernel_passes_both(monkeypatch, capsys):
     _gpu_run_that_passes(monkeypatch)
     assert labs.grade("02_smem_tiles", gemm_tiled, track="gemm")
     assert "and Numba's simulator agrees" in capsys.readouterr().out
+
+
+def test_child_parts_share_the_cases_each_once(monkeypatch):
+    # from a GPU machine the simulator's (or emulator's) run is split over child processes, every parts-th case
+    # (and variant) each: together they grade every case exactly once
+    import types
+    monkeypatch.setattr(labs, "cases", lambda stage, track: [(f"case {i}", i, f"label {i}") for i in range(5)])
+    monkeypatch.setattr(labs.check, "check_case", lambda *a, **k: types.SimpleNamespace(ok=True))
+    module = types.SimpleNamespace(GRADING_VARIANTS=[{}, {"stages": 3}], launch=None)
+    seen = []
+    for parts in (1, 3, 4):
+        got = []
+        for part in range(parts):
+            monkeypatch.setattr(labs, "_CHILD_PART", (part, parts))
+            assert labs._run_cases(track.get("gemm"), module, "02_smem_tiles", None, "gemm", {}, print)
+            got += [label for _, _, label in labs._run_cases.graded]
+        seen.append(sorted(got))
+    assert seen[0] == seen[1] == seen[2] and len(seen[0]) == 10 and len(set(seen[0])) == 10
+
+
+def test_child_parts_are_named_or_sized_from_the_cores(monkeypatch):
+    monkeypatch.setenv("CUDABOOK_CHILD_PARTS", "3")
+    assert labs.child_parts() == 3
+    monkeypatch.setenv("CUDABOOK_CHILD_PARTS", "three")
+    with pytest.raises(ValueError, match="CUDABOOK_CHILD_PARTS must be a whole number"):
+        labs.child_parts()
+    monkeypatch.delenv("CUDABOOK_CHILD_PARTS")
+    monkeypatch.setattr(labs.os, "cpu_count", lambda: 16)
+    assert labs.child_parts() == 4
+    monkeypatch.setattr(labs.os, "cpu_count", lambda: 2)
+    assert labs.child_parts() == 1
+
+
+def test_split_over_children_a_race_still_fails_and_a_right_kernel_passes(monkeypatch):
+    from cudabook.attention.mistakes import MISTAKES
+    from cudabook.gemm.s02_smem_tiles import gemm_tiled
+    monkeypatch.setenv("CUDABOOK_CHILD_PARTS", "3")
+    syncwarp = next(m for m in MISTAKES if "syncwarp" in m.what)
+    notes = []
+    verdict = labs._simulated_in_child(track.get("attention"), "03_tiled", wrong_attempt("attention", syncwarp), {},
+                                       notes.append)
+    assert verdict is False and "a race on shared memory" in "\n".join(notes), notes
+    notes = []
+    assert labs._simulated_in_child(track.get("gemm"), "02_smem_tiles", gemm_tiled, {}, notes.append) is True, notes
+    monkeypatch.setenv("CUDABOOK_CHILD_PARTS", "2")
+    late = next(m for m in table("attention") if m.where == "emulator")
+    verdict, said = child("attention", "04_mma_cp_async", wrong_attempt("attention", late))
+    assert verdict is False and "WHEN it is read is not" in said
