@@ -275,3 +275,21 @@ def test_no_profiles_are_recorded_under_results_by_these_tests():
     names = sorted(p.name for p in folder.glob("*.json")) if folder.exists() else []
     assert not any("Testcard" in n for n in names)
     assert os.path.basename(str(FIXTURE)).startswith("ncu_synthetic")
+
+
+def test_a_live_profile_says_each_stage_as_it_starts(capsys, monkeypatch):
+    # ncu takes seconds a stage (a process that prepares the full-size workload, then the replays): the cell says
+    # which stage it is profiling before it waits, never silent
+    from cudabook.profile import display
+    from cudabook.profile.table import Profile
+
+    def fake_profile(track, stage, size=None, **params):
+        print(f"(ncu runs {stage})")
+        return Profile([], track=track, gpu="NVIDIA Testcard", label="measured now", stages={stage: {}})
+    monkeypatch.setattr(display, "profile", fake_profile)
+    p = profile.show("resample", "04_smem_windows", "05_double_buffered", live=True)
+    lines = capsys.readouterr().out.splitlines()
+    first = next(i for i, line in enumerate(lines) if "profiling resample 04_smem_windows now with ncu" in line)
+    assert "(ncu runs 04_smem_windows)" in lines[first + 1]
+    assert "profiling resample 05_double_buffered now with ncu" in lines[first + 2]
+    assert sorted(p.stages) == ["04_smem_windows", "05_double_buffered"]
