@@ -24,15 +24,28 @@ def _display(p):
 def show(track, *stages, size=None, live=None, folder=None, **params) -> Profile | None:
     """Show the profile of one or more stages and return it (None if there is none to show).
 
-    On a GPU with ncu it profiles the stages now; otherwise (no GPU, no ncu, no permission: it says which) it
-    shows the profile recorded in results/profiles/, labelled with the card and the date it was measured.
-    live=False always shows the record; CUDABOOK_PROFILE=recorded does the same for every call."""
+    On a GPU with ncu it profiles the stages now, unless this card's record holds every stage asked, profiled at
+    its defaults and the workload's size from the code as it is today (records.stage_digest): then that record is
+    shown, marked ‡ (ncu took about 12 s a stage on an H100); otherwise (no GPU, no ncu, no permission: it says
+    which) it shows the profile recorded in results/profiles/, labelled with the card and the date it was
+    measured. live=True, CUDABOOK_PROFILE=live or CUDABOOK_FULL_LADDER=1 always profiles now; live=False and
+    CUDABOOK_PROFILE=recorded always show the record."""
     from .. import SIMULATOR
     from .. import track as tracks
     t = tracks.get(track)
     names = [_stage_name(t, s) for s in stages] or list(t.STAGES)
     if live is None:
-        live = not SIMULATOR and os.environ.get("CUDABOOK_PROFILE", "live") != "recorded"
+        from ..lesson import full_ladder
+        mode = os.environ.get("CUDABOOK_PROFILE", "").strip().lower()
+        live = not SIMULATOR and mode != "recorded"
+        if live and mode != "live" and not full_ladder(None) and size is None and not params:
+            kept = card_profile(t, names, folder)
+            if kept is not None:
+                commits = ", ".join(sorted({s.get("commit") or "?" for s in kept.stages.values()}))
+                print(f"‡ This card's profile, recorded at {commits} from the code these stages have today: "
+                      f"profile.show(..., live=True), or CUDABOOK_PROFILE=live, profiles them now.")
+                _display(kept)
+                return kept
     if live:
         from ..lesson import Progress
         say = Progress()
@@ -55,4 +68,19 @@ def show(track, *stages, size=None, live=None, folder=None, **params) -> Profile
               f"`python -m cudabook.profile --record {t.NAME}` (into results/profiles/).")
         return None
     _display(p)
+    return p
+
+
+def card_profile(t, names, folder=None) -> Profile | None:
+    """This GPU's recorded profile of every stage in `names`, each profiled at its defaults from the code it has
+    today (its recorded stage_digest is today's), or None."""
+    from .records import _gpu_name, stage_digest
+    gpu = _gpu_name()
+    p = recorded(t.NAME, *names, folder=folder, gpu=gpu)
+    if p is None or p.gpu != gpu or set(p.stages) != set(names):
+        return None
+    for name in names:
+        info = p.stages[name]
+        if info.get("params") or info.get("code") is None or info.get("code") != stage_digest(t.NAME, name):
+            return None
     return p

@@ -5,7 +5,7 @@ import datetime
 import pathlib
 
 from .ncu import NcuForbidden, NcuMissing, ProfileUnavailable, collect, ncu_version, require_ncu
-from .records import _gpu_name, _stage_name, new_record, save_record, stage_entry
+from .records import _gpu_name, _stage_name, new_record, save_record, stage_digest, stage_entry
 from .table import Profile, derive
 
 
@@ -60,7 +60,7 @@ def record(track, stages=None, *, size=None, params=None, folder=None, progress=
         else:
             try:
                 got = collect(ncu, t.NAME, name, size=size, params=params.get(name))
-                rec["stages"][name] = stage_entry(got, params.get(name))
+                rec["stages"][name] = dict(stage_entry(got, params.get(name)), code=stage_digest(t.NAME, name))
                 progress(repr(Profile([derive(k, name) for k in got["kernels"]], label=f"{name} · ncu {version}")))
                 if got["missing"]:
                     progress(f"  (this ncu does not know: {', '.join(got['missing'])})")

@@ -25,6 +25,32 @@ def _gpu_name():
     return g.name if g else None
 
 
+def stage_digest(track, stage) -> str | None:
+    """sha256 of the code a stage's profile measures: the stage's module and the cudabook modules whose functions
+    it uses (refmemo.code_digest), the track's benchmark (which prepares the workload), the CUDA C++ it compiles
+    (its SOURCE) and every kernel file of its track and header of the kit (which it may include). A recorded
+    profile whose stages' digests are today's measured today's code. None when the stage cannot be imported."""
+    import hashlib
+
+    from .. import track as tracks
+    from ..refmemo import code_digest
+    t = tracks.get(track)
+    try:
+        module = t.stage(stage)
+    except Exception:
+        return None
+    h = hashlib.sha256()
+    for name in (module.__name__, t.bench.__name__):
+        h.update(code_digest(name).encode())
+    files = [pathlib.Path(module.SOURCE)] if getattr(module, "SOURCE", None) else []
+    kernels = pathlib.Path(module.__file__).parent / "kernels"
+    files += sorted(kernels.glob("*.cu*")) + sorted((ROOT / "cudabook" / "kit" / "include").glob("*.cu*"))
+    for f in dict.fromkeys(files):
+        if f.is_file():
+            h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def record_path(gpu: str, track: str, folder=None) -> pathlib.Path:
     from ..results import slug
     return pathlib.Path(folder or PROFILES) / f"{slug(gpu)}_{track}.json"
@@ -118,7 +144,7 @@ def from_record(record, stages) -> Profile:
         if not s or "kernels" not in s:
             continue
         rows += [derive(k, name) for k in s["kernels"]]
-        info[name] = {k: s.get(k) for k in ("workload", "size", "min_bytes", "params", "date", "commit")}
+        info[name] = {k: s.get(k) for k in ("workload", "size", "min_bytes", "params", "date", "commit", "code")}
     dates = sorted({(s.get("date") or "")[:10] for s in info.values()} - {""})
     when = ", ".join(dates) or (record.get("date") or "?")[:10]
     return Profile(rows, track=record["track"], gpu=record["gpu"], ncu=record.get("ncu"), stages=info,

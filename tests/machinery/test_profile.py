@@ -293,3 +293,75 @@ def test_a_live_profile_says_each_stage_as_it_starts(capsys, monkeypatch):
     assert "(ncu runs 04_smem_windows)" in lines[first + 1]
     assert "profiling resample 05_double_buffered now with ncu" in lines[first + 2]
     assert sorted(p.stages) == ["04_smem_windows", "05_double_buffered"]
+
+
+def test_a_stages_digest_follows_its_code(monkeypatch):
+    from cudabook import refmemo
+    from cudabook.profile import records
+    a, b = records.stage_digest("resample", "05_double_buffered"), records.stage_digest("resample", "07_tma")
+    assert a and b and a != b and a == records.stage_digest("resample", "05_double_buffered")
+    assert records.stage_digest("msda", "03_smem_tiles") not in (a, b)
+    real = refmemo.code_digest
+    monkeypatch.setattr(refmemo, "code_digest", lambda name: real(name) + ("x" if "s05" in name else ""))
+    assert records.stage_digest("resample", "05_double_buffered") != a          # its module changed
+    assert records.stage_digest("resample", "07_tma") == b
+
+
+def _on_a_gpu(monkeypatch, card="NVIDIA Testcard"):
+    """show() as on a GPU with ncu: profile() notes the stages it was asked to profile now."""
+    from cudabook.profile import display, records
+    from cudabook.profile.table import Profile
+    monkeypatch.setattr("cudabook.SIMULATOR", False)
+    monkeypatch.setattr(records, "_gpu_name", lambda: card)
+    monkeypatch.delenv("CUDABOOK_PROFILE", raising=False)
+    monkeypatch.delenv("CUDABOOK_FULL_LADDER", raising=False)
+    live = []
+
+    def fake_profile(track, stage, size=None, **params):
+        live.append(stage)
+        return Profile([], track=track, gpu=card, label="measured now", stages={stage: {}})
+    monkeypatch.setattr(display, "profile", fake_profile)
+    return live
+
+
+def test_on_a_gpu_this_cards_record_of_todays_code_is_shown_not_profiled_again(tmp_path, capsys, monkeypatch):
+    from cudabook.profile import records
+    live = _on_a_gpu(monkeypatch)
+    for stage in ("04_smem_windows", "05_double_buffered"):
+        rec = _record(stage)
+        rec["stages"][stage]["code"] = records.stage_digest("resample", stage)
+        profile.save_record(rec, tmp_path)
+    p = profile.show("resample", "04_smem_windows", "05_double_buffered", folder=tmp_path)
+    out = capsys.readouterr().out
+    assert live == [] and "‡ This card's profile" in out and "live=True" in out
+    assert sorted(p.stages) == ["04_smem_windows", "05_double_buffered"]
+    profile.show("resample", "04_smem_windows", "05_double_buffered", folder=tmp_path, live=True)
+    assert live == ["04_smem_windows", "05_double_buffered"]
+    live.clear()
+    monkeypatch.setenv("CUDABOOK_PROFILE", "live")
+    profile.show("resample", "04_smem_windows", folder=tmp_path)
+    assert live == ["04_smem_windows"]
+    monkeypatch.delenv("CUDABOOK_PROFILE")
+    live.clear()
+    profile.show("resample", "04_smem_windows", "07_tma", folder=tmp_path)      # 07 not recorded: both now
+    assert live == ["04_smem_windows", "07_tma"]
+
+
+def test_on_a_gpu_a_record_of_other_code_or_another_card_is_profiled_again(tmp_path, capsys, monkeypatch):
+    from cudabook.profile import records
+    live = _on_a_gpu(monkeypatch)
+    rec = _record("05_double_buffered")
+    rec["stages"]["05_double_buffered"]["code"] = "0123456789abcdef"          # the kernel changed since
+    profile.save_record(rec, tmp_path)
+    profile.show("resample", "05_double_buffered", folder=tmp_path)
+    assert live == ["05_double_buffered"]
+    old = _record("04_smem_windows")                                         # an older record: no digest
+    profile.save_record(old, tmp_path)
+    profile.show("resample", "04_smem_windows", folder=tmp_path)
+    assert live == ["05_double_buffered", "04_smem_windows"]
+    live.clear()
+    other = _record("04_smem_windows", gpu="NVIDIA Othercard")
+    other["stages"]["04_smem_windows"]["code"] = records.stage_digest("resample", "04_smem_windows")
+    profile.save_record(other, tmp_path)
+    profile.show("resample", "04_smem_windows", folder=tmp_path)
+    assert live == ["04_smem_windows"] and "‡" not in capsys.readouterr().out
