@@ -72,15 +72,17 @@ def show(track, *stages, size=None, live=None, folder=None, **params) -> Profile
 
 
 def card_profile(t, names, folder=None) -> Profile | None:
-    """This GPU's recorded profile of every stage in `names`, each profiled at its defaults from the code it has
-    today (its recorded stage_digest is today's), or None."""
+    """This GPU's recorded profile of every stage in `names`, each profiled at its defaults, on the track's first
+    workload, from the code it has today (its recorded stage_digest is today's), or None."""
     from .records import _gpu_name, stage_digest
     gpu = _gpu_name()
     p = recorded(t.NAME, *names, folder=folder, gpu=gpu)
     if p is None or p.gpu != gpu or set(p.stages) != set(names):
         return None
+    default = t.bench.workload_name(**t.bench.WORKLOADS[0])       # what a lesson's profile cell profiles
     for name in names:
         info = p.stages[name]
-        if info.get("params") or info.get("code") is None or info.get("code") != stage_digest(t.NAME, name):
+        if info.get("params") or info.get("workload") != default or info.get("code") is None \
+                or info.get("code") != stage_digest(t.NAME, name):
             return None
     return p

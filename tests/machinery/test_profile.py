@@ -365,3 +365,14 @@ def test_on_a_gpu_a_record_of_other_code_or_another_card_is_profiled_again(tmp_p
     profile.save_record(other, tmp_path)
     profile.show("resample", "04_smem_windows", folder=tmp_path)
     assert live == ["04_smem_windows"] and "‡" not in capsys.readouterr().out
+
+
+def test_on_a_gpu_a_record_of_another_size_is_profiled_again(tmp_path, monkeypatch):
+    from cudabook.profile import records
+    live = _on_a_gpu(monkeypatch)
+    rec = _record("05_double_buffered")
+    rec["stages"]["05_double_buffered"].update(code=records.stage_digest("resample", "05_double_buffered"),
+                                               workload="resample B=8 S=4096 T=4096 D=256 sorted")
+    profile.save_record(rec, tmp_path)
+    profile.show("resample", "05_double_buffered", folder=tmp_path)
+    assert live == ["05_double_buffered"]
