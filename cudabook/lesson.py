@@ -259,9 +259,9 @@ def sweep(stage: str, param: str, values, *, fixed=None, size=None, track=None, 
     other defaults is shown from it, marked ‡ with its commit and date, and the others are measured now;
     live=True, CUDABOOK_FULL_LADDER=1 or CUDABOOK_RECORD_SWEEPS measures every value now. With
     CUDABOOK_RECORD_SWEEPS naming a JSON file, the sweep is also merged into that file (see save_sweep). Returns
-    [(value, µs, figure, correct)]. Without one (or where this machine cannot run the stage): the simulator still checks every value
-    for correctness, and the timings recorded on GPUs (results/sweeps/*_lessons.json, written by
-    tools/record_sweeps.py) are shown, each labelled with its card and commit. Returns those records, or None."""
+    [(value, µs, figure, correct)]. Without one (or where this machine cannot run the stage): the simulator still
+    checks every value for correctness, and the timings recorded on GPUs (results/sweeps/*_lessons.json, written
+    by tools/record_sweeps.py) are shown, each labelled with its card and commit. Returns those records, or None."""
     t = tracks.get(track)
     module = t.stage(stage)
     fixed = fixed or {}
@@ -320,13 +320,15 @@ def _timed_sweep(t, module, stage, param, values, fixed, size, gpu="this GPU", k
     spec = t.bench
     used = size or spec.WORKLOADS[0]
     say = Progress()
-    todo = [v for v in values if _recorded_row(kept, v) is None]
+    from_record = [_recorded_row(kept, v) for v in values]
+    todo = [v for v, row in zip(values, from_record) if row is None]
     if todo:
         with refmemo.reporting(say):
             w = workload(t, used, peers=True, progress=say)   # peers first where the figures need their time
         args, problem, ctx = w["args"], w["problem"], w["ctx"]
     where = f"{gpu}, {spec.workload_name(**used)}"
-    if kept is None or len(todo) == len(values):
+    all_now = len(todo) == len(values)
+    if all_now:
         print(f"Measured now on {where}:")
     else:
         when = f"{kept.get('commit') or '?'} ({(kept.get('date') or '?')[:10]})"
@@ -335,9 +337,8 @@ def _timed_sweep(t, module, stage, param, values, fixed, size, gpu="this GPU", k
               + f". {t.NAME}.sweep(..., live=True), or CUDABOOK_FULL_LADDER=1, measures every value now.")
     print(_table_header(param, spec))
     rows, out = [], []
-    for v in values:
+    for v, row in zip(values, from_record):
         kw = {**fixed, param: v}
-        row = _recorded_row(kept, v)
         if row is not None:
             rows.append(row)
             out.append((v, row["median_us"], row.get(spec.PLOT_KEY), bool(row.get("correct"))))
@@ -360,9 +361,8 @@ def _timed_sweep(t, module, stage, param, values, fixed, size, gpu="this GPU", k
             out.append((v, us, m.get(spec.PLOT_KEY), ok))
         rows.append(row)
         print(_table_row(param, row, spec))
-    plot_sweep(stage, param, [(gpu, rows)], spec, f"measured now on {gpu}" if len(todo) == len(values) else
-               f"on {gpu}, {'‡ recorded at ' + (kept.get('commit') or '?') if len(todo) < len(values) else ''}"
-               f"{', the rest measured now' if todo else ''}")
+    plot_sweep(stage, param, [(gpu, rows)], spec, f"measured now on {gpu}" if all_now else
+               f"on {gpu}, ‡ recorded at {kept.get('commit') or '?'}" + (", the rest measured now" if todo else ""))
     plt.show()
     path = os.environ.get(SWEEP_ENV)
     if path and all("error" in r for r in rows):

@@ -575,6 +575,8 @@ def _one_corner_weighed_wrong(got, ref, bound, D, inputs) -> str | None:
         else:
             if np.prod([len(c) for c in choices]) > 16:
                 continue
+            tells = {(b, b0): np.linalg.norm(off[n, q, m, b0:b0 + b])        # wrong enough to tell corners apart
+                         > _TELLS * np.linalg.norm(tol[n, q, m, b0:b0 + b]) for b in sizes for b0 in range(0, D, b)}
             item_fits, item_seen = [], []
             for c in range(4):
                 fits = np.zeros((len(sizes), D), bool)          # per size: the vectors (by first channel) that fit
@@ -590,7 +592,7 @@ def _one_corner_weighed_wrong(got, ref, bound, D, inputs) -> str | None:
                     X = np.array([value[n, rows[c], m] for _, rows in combo], np.float64)   # [L * P, D]
                     for s, b in enumerate(sizes):
                         for b0 in range(0, D, b):
-                            if np.linalg.norm(off[n, q, m, b0:b0 + b]) <= _TELLS * np.linalg.norm(tol[n, q, m, b0:b0 + b]):
+                            if not tells[b, b0]:
                                 continue        # barely wrong: any corner's span fits it within the tolerance
                             A = X[:, b0:b0 + b].T
                             coef, _, rank, _ = np.linalg.lstsq(A, err[b0:b0 + b], rcond=None)
