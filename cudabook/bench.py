@@ -84,30 +84,35 @@ def copy_ceilings(nbytes, *, repeats=25) -> dict:
     the driver's cuMemcpyDtoDAsync, a Numba copy kernel moving 4 x 16 bytes per thread per step, the C++
     streaming copies of kit/include/stream_copy.cu in STREAM_SHAPES (loads that skip L1, stores marked streaming:
     on an H100 the driver's copy is not the fastest copy), and PyTorch's `copy_` when torch is installed. The
-    ceiling is the fastest: the one a streaming kernel can reach."""
+    ceiling is the fastest: the one a streaming kernel can reach. Each of our copies is checked once before it
+    is timed (a wrong copy raises); the buffers are filled and compared on the GPU, so gigabytes cost the host
+    nothing."""
     _require_gpu()
     from cuda.bindings import driver as drv
 
     words = max(int(nbytes) // 2 // 64, 1 << 14) * 16
-    src = cuda.to_device(np.arange(words, dtype=np.uint32).reshape(1, 1, words))
+    src = cuda.device_array((1, 1, words), dtype=np.uint32)
     dst = cuda.device_array_like(src)
     moved = 2 * words * 4
+    sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
+    ledger = _CopyLedger(src, dst, words, sms)
 
     def driver_copy():
         err, = drv.cuMemcpyDtoDAsync(dst.device_ctypes_pointer.value, src.device_ctypes_pointer.value, words * 4, 0)
         if err != drv.CUresult.CUDA_SUCCESS:
             raise RuntimeError(f"cuMemcpyDtoDAsync failed: {err.name}")
 
-    sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
-    kernel = _copy_kernel()
+    ledger.check(driver_copy, "the driver's cuMemcpyDtoDAsync")
     out = {"memcpy": moved / (time_ms(driver_copy, repeats=repeats, batch=10) * 1e-3) / 1e9}
+    kernel = _copy_kernel()
     for per_sm in (4, 8):
         blocks = sms * per_sm
-        ms = time_ms(lambda: kernel[blocks, 256](src, dst), repeats=repeats, batch=10)
-        out[f"kernel16x4_{per_sm}"] = moved / (ms * 1e-3) / 1e9
-    if not np.array_equal(dst.copy_to_host(), src.copy_to_host()):
-        raise RuntimeError("the copy ceiling's copy kernel copied wrongly")
-    out.update(_stream_copies(src, dst, words // 4, sms, repeats))
+
+        def numba_copy():
+            kernel[blocks, 256](src, dst)
+        ledger.check(numba_copy, f"the copy ceiling's Numba copy kernel ({blocks} blocks)")
+        out[f"kernel16x4_{per_sm}"] = moved / (time_ms(numba_copy, repeats=repeats, batch=10) * 1e-3) / 1e9
+    out.update(_stream_copies(ledger, repeats))
     out.update(_torch_copy(words * 4, repeats))
     return {k: round(v, 1) for k, v in out.items()}
 
@@ -140,14 +145,49 @@ def _copy_kernel():
     return copy16x4
 
 
-def _stream_copies(src, dst, vectors, sms, repeats) -> dict:
+def _stream_copy_text() -> str:
+    import pathlib
+    return (pathlib.Path(__file__).parent / "kit" / "include" / "stream_copy.cu").read_text()
+
+
+class _CopyLedger:
+    """The copy ceiling's source (filled once, on the GPU, with a pattern of each word's index) and destination,
+    and `check`: clear the destination, copy once, and count the 16-byte vectors that differ, all on the GPU."""
+
+    def __init__(self, src, dst, words, sms):
+        import ctypes
+
+        from . import nvrtc
+        self.src, self.dst, self.words, self.sms = src, dst, words, sms
+        self.a, self.b = src.device_ctypes_pointer.value, dst.device_ctypes_pointer.value
+        cubin = nvrtc.compile(_stream_copy_text(), name="stream_copy.cu")
+        self.count = cuda.to_device(np.zeros(1, dtype=np.uint64))
+        self._unequal = nvrtc.load(cubin, "count_unequal")
+        self._types = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p)
+        nvrtc.load(cubin, "fill_words").launch((sms * 8, 1, 1), (256, 1, 1), (self.a, words),
+                                                (ctypes.c_void_p, ctypes.c_longlong))
+
+    def check(self, copy, what):
+        from cuda.bindings import driver as drv
+        err, = drv.cuMemsetD32Async(self.b, 0, self.words, 0)
+        if err != drv.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(f"cuMemsetD32Async failed: {err.name}")
+        copy()
+        self.count.copy_to_device(np.zeros(1, dtype=np.uint64))
+        self._unequal.launch((self.sms * 8, 1, 1), (256, 1, 1),
+                             (self.a, self.b, self.words // 4, self.count.device_ctypes_pointer.value), self._types)
+        unequal = int(self.count.copy_to_host()[0])
+        if unequal:
+            raise RuntimeError(f"{what} copied wrongly: {unequal:,} of {self.words // 4:,} 16-byte vectors differ")
+
+
+def _stream_copies(ledger, repeats) -> dict:
     """GB/s of stream_copy.cu in each of STREAM_SHAPES, each checked (a wrong copy raises)."""
     import ctypes
-    import pathlib
 
     from . import nvrtc
-    text = (pathlib.Path(__file__).parent / "kit" / "include" / "stream_copy.cu").read_text()
-    a, b = src.device_ctypes_pointer.value, dst.device_ctypes_pointer.value
+    text = _stream_copy_text()
+    vectors, sms = ledger.words // 4, ledger.sms
     out = {}
     for threads, unroll, persistent in STREAM_SHAPES:
         kernel = nvrtc.load(nvrtc.compile(text, name="stream_copy.cu",
@@ -158,11 +198,8 @@ def _stream_copies(src, dst, vectors, sms, repeats) -> dict:
         types = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong)
 
         def run():
-            kernel.launch((blocks, 1, 1), (threads, 1, 1), (a, b, vectors), types)
-        dst.copy_to_device(np.zeros(dst.shape, dst.dtype))
-        run()
-        if not np.array_equal(dst.copy_to_host(), src.copy_to_host()):
-            raise RuntimeError(f"stream_copy ({threads} x {unroll}, persistent={persistent}) copied wrongly")
+            kernel.launch((blocks, 1, 1), (threads, 1, 1), (ledger.a, ledger.b, vectors), types)
+        ledger.check(run, f"stream_copy ({threads} x {unroll}, persistent={persistent})")
         ms = time_ms(run, repeats=repeats, batch=10)
         out[f"stream{threads}x{unroll}{'_persistent' if persistent else ''}"] = 2 * vectors * 16 / (ms * 1e-3) / 1e9
     return out

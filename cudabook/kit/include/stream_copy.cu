@@ -54,3 +54,20 @@ extern "C" __global__ void __launch_bounds__(NT) stream_copy(const uint4* __rest
   copy_step(src, dst, blockIdx.x * span, n);
 #endif
 }
+
+// The ceiling's bookkeeping, on the GPU so that a copy of gigabytes is filled and checked without the host
+// touching a byte of it. fill_words: word i of a becomes a mix of i (no two nearby words alike, none zero by
+// pattern); count_unequal: adds to *count the 16-byte vectors where a and b differ.
+extern "C" __global__ void fill_words(uint32_t* a, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+    a[i] = (uint32_t)(i * 2654435761ull) ^ (uint32_t)(i >> 32) ^ 0x9e3779b9u;
+}
+
+extern "C" __global__ void count_unequal(const uint4* a, const uint4* b, long long n, unsigned long long* count) {
+  unsigned int unequal = 0;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    const uint4 x = a[i], y = b[i];
+    unequal += (x.x != y.x) | (x.y != y.y) | (x.z != y.z) | (x.w != y.w);
+  }
+  if (unequal) atomicAdd(count, (unsigned long long)unequal);
+}
