@@ -5,6 +5,7 @@ import json
 import pathlib
 import subprocess
 
+from ..nvrtc import INCLUDE, _local_includes
 from ..results import RecordError, read_record, require_field
 from .ncu import ROOT
 from .table import Profile, derive
@@ -28,7 +29,7 @@ def _gpu_name():
 def stage_digest(track, stage) -> str | None:
     """sha256 of the code a stage's profile measures: the stage's module and the cudabook modules whose functions
     it uses (refmemo.code_digest), the track's benchmark (which prepares the workload), the CUDA C++ it compiles
-    (its SOURCE) and every kernel file of its track and header of the kit (which it may include). A recorded
+    (its SOURCE), every kernel file of its track, and the headers these include (the kit's among them). A recorded
     profile whose stages' digests are today's measured today's code. None when the stage cannot be imported."""
     import hashlib
 
@@ -44,10 +45,16 @@ def stage_digest(track, stage) -> str | None:
         h.update(code_digest(name).encode())
     files = [pathlib.Path(module.SOURCE)] if getattr(module, "SOURCE", None) else []
     kernels = pathlib.Path(module.__file__).parent / "kernels"
-    files += sorted(kernels.glob("*.cu*")) + sorted((ROOT / "cudabook" / "kit" / "include").glob("*.cu*"))
+    files += sorted(kernels.glob("*.cu*"))
     for f in dict.fromkeys(files):
         if f.is_file():
             h.update(f.name.encode() + b"\0" + f.read_bytes())
+    headers = {}
+    for f in files:      # the kit's headers these include (not the rest of the kit: the copy ceiling's kernels)
+        if f.is_file():
+            headers.update(_local_includes(f.read_text(), [kernels, INCLUDE]))
+    for name in sorted(headers):
+        h.update(name.encode() + b"\0" + headers[name].encode())
     return h.hexdigest()[:16]
 
 

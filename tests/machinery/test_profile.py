@@ -307,6 +307,19 @@ def test_a_stages_digest_follows_its_code(monkeypatch):
     assert records.stage_digest("resample", "07_tma") == b
 
 
+def test_a_stages_digest_follows_the_kit_headers_it_includes_and_no_others(monkeypatch, tmp_path):
+    import shutil
+
+    from cudabook.profile import records
+    shutil.copytree(records.INCLUDE, tmp_path, dirs_exist_ok=True)
+    monkeypatch.setattr(records, "INCLUDE", tmp_path)
+    before = {s: records.stage_digest("resample", s) for s in ("05_double_buffered", "07_tma")}
+    (tmp_path / "stream_copy.cu").write_text("// the copy ceiling's kernels, rewritten\n")
+    assert {s: records.stage_digest("resample", s) for s in before} == before
+    (tmp_path / "tma.cuh").write_text((tmp_path / "tma.cuh").read_text() + "\n// changed\n")
+    assert records.stage_digest("resample", "07_tma") != before["07_tma"]               # 07 includes tma.cuh
+
+
 def _on_a_gpu(monkeypatch, card="NVIDIA Testcard"):
     """show() as on a GPU with ncu: profile() notes the stages it was asked to profile now."""
     from cudabook.profile import display, records
