@@ -28,8 +28,11 @@ def markers(name: str) -> tuple[str, str]:
 
 # ------------------------------------------------------------------------------------------------ timings
 def records(folder=TIMINGS) -> list[dict]:
-    """The timing records, CPUs first, then GPUs by name."""
+    """The timing records, CPUs first, then GPUs by name, each with only the notebooks the workbook has today (a
+    record keeps the time of a notebook since renamed or removed; the guide shows none of those)."""
     found = [json.loads(p.read_text()) for p in sorted(pathlib.Path(folder).glob("*.json"))]
+    for r in found:
+        r["notebooks"] = {name: e for name, e in r["notebooks"].items() if (ROOT / name).is_file()}
     return sorted(found, key=lambda r: (r["machine"]["gpu"] != "simulator", r["machine"]["gpu"]))
 
 

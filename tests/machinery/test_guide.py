@@ -72,6 +72,18 @@ def test_a_card_without_a_record_is_not_yet_measured(tmp_path):
     assert guide.timings_table(tmp_path / "none").count("not yet measured") == len(guide.CARDS)
 
 
+def test_the_guide_shows_no_notebook_the_workbook_no_longer_has(tmp_path):
+    """A record keeps the times of notebooks since renamed (GEMM's 08_sizes became 09_sizes): the guide shows the
+    notebooks of today only, and counts only those."""
+    record = json.loads(next(guide.TIMINGS.glob("H100*.json")).read_text())
+    entry = next(iter(record["notebooks"].values()))
+    record["notebooks"] = {"notebooks/gemm/08_sizes.ipynb": entry, "notebooks/gemm/01_naive.ipynb": entry}
+    (tmp_path / "H100_80GB_HBM3.json").write_text(json.dumps(record))
+    table = guide.timings_table(tmp_path)
+    assert "| 08_sizes |" not in table and "| 01_naive |" in table
+    assert "1 of 1 notebooks ran to the end" in table
+
+
 def test_the_timing_tool_covers_every_lesson_and_solution():
     paths = {p.relative_to(ROOT).as_posix() for p in time_lessons.notebooks_in([])}
     want = {p.relative_to(ROOT).as_posix() for f in ("notebooks", "solutions")
