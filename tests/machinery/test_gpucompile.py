@@ -37,3 +37,30 @@ def test_the_solution_compiles(capsys):
     from cudabook.resample.s01_naive import resample_naive as solution
     assert resample.grade("01_naive", solution)
     assert "compiles for a GPU (sm_90)" in capsys.readouterr().out
+
+
+def _specs_of_a_launch(kernel):
+    from cudabook import gpucompile
+    times = np.sort(np.random.default_rng().random((1, 8), dtype=np.float32), axis=1)
+    feats = np.zeros((1, 8, 2), np.uint16)
+    targets = times[:, 1:3].copy()
+    out = np.zeros((1, 2, 2), np.uint16)
+    with gpucompile.recording() as seen:
+        kernel[(1, 1), 32](times, feats, targets, out)
+    return seen[kernel.py_func.__name__]
+
+
+def test_the_stages_own_kernel_is_compiled_only_when_the_learners_fails():
+    """A right kernel costs one compile; the control (the stage's own kernel) is compiled only to tell "your
+    kernel does not compile" from "nothing compiles here": a control that cannot compile then means CannotCheck."""
+    from cudabook import gpucompile
+    from cudabook.resample.s01_naive import resample_naive as solution
+    specs = _specs_of_a_launch(solution)
+    broken_control = "find_interval"       # a device function: as a kernel of these four arguments it fails to type
+    assert gpucompile.compile_for_gpu(solution, "cudabook.resample.s01_naive", specs,
+                                      control=broken_control) is None          # never compiled: the kernel was fine
+    with pytest.raises(gpucompile.CannotCheck, match="does not compile here either"):
+        gpucompile.compile_for_gpu(resample_naive, "cudabook.resample.s01_naive", specs, control=broken_control)
+    error = gpucompile.compile_for_gpu(resample_naive, "cudabook.resample.s01_naive", specs,
+                                       control="resample_naive")
+    assert error and "TypingError" in error
