@@ -59,6 +59,25 @@ def execute(path: pathlib.Path, out_dir: pathlib.Path | None, timeout: int) -> t
     return ok, seconds, err
 
 
+def longest_first(paths, simulator: bool) -> list:
+    """`paths` with the notebooks that took longest on this kind of machine first (the records in
+    results/timings: CPU ones for the simulator, else GPU ones), those never timed before them all: with several
+    at a time, a long notebook started last would run alone at the end."""
+    import json
+    recorded: dict[str, float] = {}
+    for file in sorted((ROOT / "results" / "timings").glob("*.json")):
+        try:
+            record = json.loads(file.read_text())
+            if (record["machine"]["gpu"] == "simulator") != simulator:
+                continue
+            for name, entry in record["notebooks"].items():
+                recorded[name] = max(recorded.get(name, 0.0), float(entry["wall_s"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    key = lambda p: -recorded.get(p.relative_to(ROOT).as_posix(), float("inf"))
+    return sorted(paths, key=key)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--labs", action="store_true", help="also execute the labs")
@@ -87,10 +106,10 @@ def main(argv=None) -> int:
             print(said(ok, seconds, err), flush=True)
     else:                        # each notebook in its own kernel process anyway: `jobs` of them at a time
         import concurrent.futures
-        print(f"{len(paths)} notebooks, {jobs} at a time", flush=True)
+        print(f"{len(paths)} notebooks, {jobs} at a time, the longest first", flush=True)
         with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
             futures = {pool.submit(execute, path, BUILD / path.parent.relative_to(ROOT), args.timeout): path
-                       for path in paths}
+                       for path in longest_first(paths, cudabook.SIMULATOR)}
             for i, done in enumerate(concurrent.futures.as_completed(futures), 1):
                 ok, seconds, err = done.result()
                 failures += not ok

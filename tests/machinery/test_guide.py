@@ -190,3 +190,14 @@ def test_a_cell_threshold_that_is_not_a_number_is_named():
                           env={**os.environ, "CUDABOOK_CELL_SECONDS": "ten"}, timeout=60)
     assert done.returncode == 1 and "CUDABOOK_CELL_SECONDS must be a number of seconds" in done.stderr
     assert "'ten'" in done.stderr
+
+
+def test_make_workbook_starts_the_notebooks_that_took_longest_first():
+    """Several at a time, a long notebook started last runs alone at the end: `make workbook` orders them by this
+    kind of machine's record, the untimed first."""
+    from cudabook import workbook
+    record = json.loads(next(guide.TIMINGS.glob("cpu_*.json")).read_text())["notebooks"]
+    slow, fast = (max(record, key=lambda k: record[k]["wall_s"]), min(record, key=lambda k: record[k]["wall_s"]))
+    untimed = ROOT / "notebooks" / "never_timed.ipynb"
+    order = workbook.longest_first([ROOT / fast, ROOT / slow, untimed], simulator=True)
+    assert order == [untimed, ROOT / slow, ROOT / fast]
