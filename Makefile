@@ -7,11 +7,12 @@ STAMP   := $(VENV)/.installed
 .PHONY: workbook test gpu-test gpu-notebooks bench notebooks lab wheelhouse clean
 
 workbook: $(STAMP)            ## run every lesson headlessly; executed notebooks + results report in build/
+	$(BIN)/python -m compileall -q cudabook > /dev/null
 	$(BIN)/python -m cudabook.workbook
 
-# The workbook's own modules are byte-compiled first: where PYTHONDONTWRITEBYTECODE is set (CI's machines) no
-# import writes a .pyc, and each of the run's hundreds of processes (notebook kernels, graders' children) would
-# compile them again from source.
+# The workbook's own modules are byte-compiled first (by `workbook` and `test`): where PYTHONDONTWRITEBYTECODE is
+# set (CI's machines) no import writes a .pyc, and each of the run's processes (notebook kernels, graders'
+# children) would compile them again from source (`make workbook` on 2 cores: 214 s of notebooks, 188 s with).
 # test processes (pytest-xdist; each test file or notebook stays in one process): `make test WORKERS=8`. Three on
 # CI's two cores: the simulator's threads spend much of their time handing the interpreter lock to each other, and
 # a third process fills the core that leaves idle (the whole suite in a fresh clone: 574 s with 2, 433 s with 3).
