@@ -158,7 +158,7 @@ class _CopyLedger:
         import ctypes
 
         from . import nvrtc
-        self.src, self.dst, self.words, self.sms = src, dst, words, sms
+        self.words, self.sms = words, sms
         self.a, self.b = src.device_ctypes_pointer.value, dst.device_ctypes_pointer.value
         cubin = nvrtc.compile(_stream_copy_text(), name="stream_copy.cu")
         self.count = cuda.to_device(np.zeros(1, dtype=np.uint64))

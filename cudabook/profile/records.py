@@ -46,13 +46,12 @@ def stage_digest(track, stage) -> str | None:
     files = [pathlib.Path(module.SOURCE)] if getattr(module, "SOURCE", None) else []
     kernels = pathlib.Path(module.__file__).parent / "kernels"
     files += sorted(kernels.glob("*.cu*"))
+    headers = {}         # the kit's headers these include (not the rest of the kit: the copy ceiling's kernels)
     for f in dict.fromkeys(files):
         if f.is_file():
-            h.update(f.name.encode() + b"\0" + f.read_bytes())
-    headers = {}
-    for f in files:      # the kit's headers these include (not the rest of the kit: the copy ceiling's kernels)
-        if f.is_file():
-            headers.update(_local_includes(f.read_text(), [kernels, INCLUDE]))
+            text = f.read_bytes()
+            h.update(f.name.encode() + b"\0" + text)
+            headers.update(_local_includes(text.decode(), [kernels, INCLUDE]))
     for name in sorted(headers):
         h.update(name.encode() + b"\0" + headers[name].encode())
     return h.hexdigest()[:16]
