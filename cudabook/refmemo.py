@@ -127,14 +127,16 @@ def _say(line):
 
 
 # ---------------------------------------------------------------------------------------------- the memo
-def code_digest(module_name: str) -> str:
+def code_digest(module_name: str, leave_out: tuple[str, ...] = ()) -> str:
     """sha256 of the code a memo's references come from: the module that made the memo and every module of the
-    cudabook package whose functions it imports (a track's checking.py and its inputs.py, say)."""
+    cudabook package whose functions it imports (a track's checking.py and its inputs.py, say), but for those
+    whose last name is in leave_out."""
     module = sys.modules.get(module_name)
     names = {module_name}
     for value in vars(module).values() if module else ():
         owner = getattr(value, "__module__", None)
-        if callable(value) and isinstance(owner, str) and owner.split(".")[0] == "cudabook":
+        if (callable(value) and isinstance(owner, str) and owner.split(".")[0] == "cudabook"
+                and owner.rsplit(".", 1)[-1] not in leave_out):
             names.add(owner)
     h = hashlib.sha256()
     for name in sorted(names):

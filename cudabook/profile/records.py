@@ -28,7 +28,8 @@ def _gpu_name():
 
 def stage_digest(track, stage) -> str | None:
     """sha256 of the code a stage's profile measures: the stage's module and the cudabook modules whose functions
-    it uses (refmemo.code_digest), the track's benchmark (which prepares the workload), the CUDA C++ it compiles
+    it uses (refmemo.code_digest), the track's benchmark (which prepares the workload) but not the track's checker
+    (it reads what a kernel wrote and cannot change its counters), the CUDA C++ it compiles
     (its SOURCE), every kernel file of its track, and the headers these include (the kit's among them). A recorded
     profile whose stages' digests are today's measured today's code. None when the stage cannot be imported."""
     import hashlib
@@ -42,7 +43,7 @@ def stage_digest(track, stage) -> str | None:
         return None
     h = hashlib.sha256()
     for name in (module.__name__, t.bench.__name__):
-        h.update(code_digest(name).encode())
+        h.update(code_digest(name, leave_out=("checking",)).encode())
     files = [pathlib.Path(module.SOURCE)] if getattr(module, "SOURCE", None) else []
     kernels = pathlib.Path(module.__file__).parent / "kernels"
     files += sorted(kernels.glob("*.cu*"))

@@ -302,9 +302,23 @@ def test_a_stages_digest_follows_its_code(monkeypatch):
     assert a and b and a != b and a == records.stage_digest("resample", "05_double_buffered")
     assert records.stage_digest("msda", "03_smem_tiles") not in (a, b)
     real = refmemo.code_digest
-    monkeypatch.setattr(refmemo, "code_digest", lambda name: real(name) + ("x" if "s05" in name else ""))
+    monkeypatch.setattr(refmemo, "code_digest", lambda name, **kw: real(name, **kw) + ("x" if "s05" in name else ""))
     assert records.stage_digest("resample", "05_double_buffered") != a          # its module changed
     assert records.stage_digest("resample", "07_tma") == b
+
+
+def test_a_stages_digest_leaves_out_the_checker(monkeypatch):
+    """A hint's wording in msda/checking.py cannot change a kernel's counters: its profile stays today's."""
+    import pathlib
+
+    from cudabook.msda import checking
+    from cudabook.profile import records
+    before = records.stage_digest("msda", "03_smem_tiles")
+    real = pathlib.Path.read_bytes
+    monkeypatch.setattr(pathlib.Path, "read_bytes",
+                        lambda self: real(self) + (b"# a hint reworded" if self.name == "checking.py" else b""))
+    assert pathlib.Path(checking.__file__).read_bytes().endswith(b"# a hint reworded")
+    assert records.stage_digest("msda", "03_smem_tiles") == before
 
 
 def test_a_stages_digest_follows_the_kit_headers_it_includes_and_no_others(monkeypatch, tmp_path):
