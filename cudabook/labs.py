@@ -18,7 +18,8 @@ text shows a likely cause that the wrong outputs alone do not name.
 On a GPU, a lab the GPU passes is graded once more where a race cannot hide, in a child process started in the
 simulator: a C++ lab in the CPU emulator (the copies landing as late and as early as the waits allow), a Numba lab
 in Numba's simulator (every shared-memory access checked against the barriers, cudabook.simrace). A mistake only
-that run shows fails, and the verdict says which run found it.
+that run shows fails, and the verdict says which run found it. That run starts with the GPU's own (a learner waits
+for the longer of the two) and is stopped unread when the GPU's answer is already wrong.
 
 The cases come from the track (`grading_cases`): fresh random inputs, small in the simulator and larger on a
 GPU, edge cases in both; the verdict from the track's `judge` (float64 reference, the arithmetic's tolerance).
@@ -142,11 +143,22 @@ def grade(stage_name, kernel, *, track=None, quiet=False, **params) -> bool:
         if t.unavailable(stage_name):      # no GPU that runs it: emulated on the CPU (cudabook.emulate)
             return _grade_emulated(t, module, stage_name, kernel, track, params, say)
         region = _run_cases.region
-    with (gpucompile.recording() if SIMULATOR and not isinstance(kernel, str) else contextlib.nullcontext({})) \
-            as launches:
-        if not _run_cases(t, module, stage_name, kernel, track, params, say):
-            return False
-        graded = _run_cases.graded
+    # On a GPU the run where a race cannot hide starts now, in child processes, while the GPU runs the cases: a
+    # learner waits for the longer of the two, not for both. It is stopped if the GPU's answer is already wrong.
+    notes, second = [], None
+    if not SIMULATOR and (not isinstance(kernel, str) or getattr(module, "EMULATED", False)):
+        second = (_start_child(t, stage_name, {"region": region}, params, notes.append, "by the CPU emulator")
+                  if isinstance(kernel, str) else _start_simulated(t, stage_name, kernel, params, notes.append))
+    right = False
+    try:
+        with (gpucompile.recording() if SIMULATOR and not isinstance(kernel, str) else contextlib.nullcontext({})) \
+                as launches:
+            if not _run_cases(t, module, stage_name, kernel, track, params, say):
+                return False
+            graded, right = _run_cases.graded, True
+    finally:
+        if second is not None and not right:
+            second.stop()                  # the GPU's cases failed (or raised): the second run has nothing to add
     compiled = False
     if SIMULATOR and not isinstance(kernel, str):
         fn = getattr(kernel, "py_func", None) or getattr(kernel, "fn", None)
@@ -163,15 +175,13 @@ def grade(stage_name, kernel, *, track=None, quiet=False, **params) -> bool:
                 "cannot compile it for a GPU:\n" + problem)
             return False
     also = ""
-    if not SIMULATOR and (not isinstance(kernel, str) or getattr(module, "EMULATED", False)):
+    if second is not None:
         # the GPU's answer is right; a race it happened not to show still fails where every access is checked
-        notes = []
+        again = second.verdict()
         if isinstance(kernel, str):
-            again = _emulated_in_child(t, stage_name, region, params, notes.append)
-            where = "by the CPU emulator, where copies land as late and as early as your waits allow"
+            where = EMULATOR_WHERE
             agrees = "the CPU emulator agrees, with the copies landing as late and as early as your waits allow"
         else:
-            again = _simulated_in_child(t, stage_name, kernel, params, notes.append)
             where = "in Numba's simulator, which checks every shared-memory access against the barriers"
             agrees = "Numba's simulator agrees, every shared-memory access checked against the barriers"
         if again is False:
@@ -188,10 +198,18 @@ def grade(stage_name, kernel, *, track=None, quiet=False, **params) -> bool:
     return True
 
 
+EMULATOR_WHERE = "by the CPU emulator, where copies land as late and as early as your waits allow"
+
+
 def _simulated_in_child(t, stage_name, kernel, params, say) -> bool | None:
     """Grade a Numba kernel in the simulator from a process that has a GPU: its source, run in a child process
     started in the simulator, in the namespace of the stage's module (the helpers a lab kernel calls). True or
     False: the simulator's verdict (its lines said); None: it could not be run there (why said)."""
+    return _start_simulated(t, stage_name, kernel, params, say).verdict()
+
+
+def _start_simulated(t, stage_name, kernel, params, say) -> "_ChildRun":
+    """_simulated_in_child, started: its verdict() waits for it."""
     import inspect
     import textwrap
     fn = getattr(kernel, "py_func", None) or kernel
@@ -199,8 +217,8 @@ def _simulated_in_child(t, stage_name, kernel, params, say) -> bool | None:
         source = textwrap.dedent(inspect.getsource(fn))
     except (OSError, TypeError) as e:
         say(f"not also run in the simulator: the kernel's source cannot be read ({e})")
-        return None
-    return _in_child(t, stage_name, {"source": source, "name": fn.__name__}, params, say, "in the simulator")
+        return _ChildRun.settled(None)
+    return _start_child(t, stage_name, {"source": source, "name": fn.__name__}, params, say, "in the simulator")
 
 
 def child_parts() -> int:
@@ -220,40 +238,97 @@ def _in_child(t, stage_name, job, params, say, where) -> bool | None:
     """Grade `job` in child processes started in the simulator, child_parts() of them at once, each taking every
     parts-th case: True when every part passes; False when one fails (the lowest part's lines said); None when
     none failed and one could not be graded (why said)."""
+    return _start_child(t, stage_name, job, params, say, where).verdict()
+
+
+def _start_child(t, stage_name, job, params, say, where) -> "_ChildRun":
+    """_in_child, started: the child processes run while the caller goes on; verdict() waits for them."""
     parts = child_parts()
     try:
         payloads = [json.dumps({"track": t.NAME, "stage": stage_name, "params": params, **job, "part": i,
                                 "parts": parts}) for i in range(parts)]
     except TypeError:
         say(f"not also run {where}: a launch parameter is not plain data ({sorted(params)})")
-        return None
+        return _ChildRun.settled(None)
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "CUDABOOK_SET_CUDASIM")}
     env.update(CUDABOOK_SIMULATOR="1", CUDA_VISIBLE_DEVICES="")
-    from concurrent.futures import ThreadPoolExecutor
+    return _ChildRun(payloads, env, say, where)
 
-    def run(payload):
-        try:
-            got = subprocess.run([sys.executable, "-m", "cudabook.labs", "--in-child"], input=payload, text=True,
-                                 capture_output=True, env=env, timeout=EMULATED_CHILD_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
+
+class _ChildRun:
+    """The child processes of one second run (python -m cudabook.labs --in-child, one job each on stdin).
+    verdict(): wait for them (EMULATED_CHILD_TIMEOUT_S from their start at most) and read their verdict, as
+    _in_child describes; stop(): end them unread."""
+
+    def __init__(self, payloads, env, say, where):
+        import threading
+        self.say, self.where, self.waited, self._result = say, where, False, None
+        self._started = time.monotonic()
+        self._procs = [subprocess.Popen([sys.executable, "-m", "cudabook.labs", "--in-child"], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                       for _ in payloads]
+        self._out = [None] * len(payloads)
+
+        def talk(i, proc, payload):      # feed and drain each child beside the caller: a full pipe never stalls it
+            try:
+                self._out[i] = proc.communicate(payload)
+            except (OSError, ValueError):
+                self._out[i] = None
+        self._talkers = [threading.Thread(target=talk, args=(i, p, payload), daemon=True)
+                         for i, (p, payload) in enumerate(zip(self._procs, payloads))]
+        for th in self._talkers:
+            th.start()
+
+    @classmethod
+    def settled(cls, result):
+        """A run that was never started: its verdict is `result` (its reason already said)."""
+        run = cls.__new__(cls)
+        run.waited, run._result, run._procs = True, result, []
+        return run
+
+    def stop(self):
+        if self.waited:
+            return
+        for p in self._procs:
+            if p.poll() is None:
+                p.kill()
+        for p in self._procs:
+            p.wait()
+        self.waited = True
+
+    def verdict(self) -> bool | None:
+        if self.waited:
+            return self._result
+        timed_out = False
+        for th in self._talkers:
+            th.join(max(0.0, EMULATED_CHILD_TIMEOUT_S - (time.monotonic() - self._started)))
+            timed_out |= th.is_alive()
+        if timed_out:
+            self.stop()
+            for th in self._talkers:
+                th.join()
+        self.waited = True
+        done = [None if out is None or p.returncode is None or (timed_out and p.returncode < 0)
+                else (p.returncode, (out[0] or "").strip("\n"), out[1] or "")
+                for p, out in zip(self._procs, self._out)]
+        self._result = self._read(done)
+        return self._result
+
+    def _read(self, done) -> bool | None:
+        say, where = self.say, self.where
+        failed = [d[1] for d in done if d is not None and d[0] == FAILED]
+        if failed:                   # a part that failed is the verdict, whatever another part did
+            say(failed[0])
+            return False
+        if any(d is None for d in done):
+            say(f"not also run {where}: it took more than {EMULATED_CHILD_TIMEOUT_S} s")
             return None
-        return got.returncode, got.stdout.strip("\n"), got.stderr
-
-    with ThreadPoolExecutor(parts) as pool:
-        done = list(pool.map(run, payloads))
-    failed = [d[1] for d in done if d is not None and d[0] == FAILED]
-    if failed:                   # a part that failed is the verdict, whatever another part did
-        say(failed[0])
-        return False
-    if any(d is None for d in done):
-        say(f"not also run {where}: it took more than {EMULATED_CHILD_TIMEOUT_S} s")
+        if all(code == PASSED for code, _, _ in done):
+            return True
+        code, lines, err = next(d for d in done if d[0] != PASSED)
+        reason = (lines.splitlines() or err.strip().splitlines() or [f"exit status {code}"])[-1]
+        say(f"not also run {where}: {reason}")
         return None
-    if all(code == PASSED for code, _, _ in done):
-        return True
-    code, lines, err = next(d for d in done if d[0] != PASSED)
-    reason = (lines.splitlines() or err.strip().splitlines() or [f"exit status {code}"])[-1]
-    say(f"not also run {where}: {reason}")
-    return None
 
 
 EMULATED_CHILD_TIMEOUT_S = 180

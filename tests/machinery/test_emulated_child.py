@@ -94,6 +94,38 @@ def test_on_a_gpu_a_right_numba_kernel_passes_both(monkeypatch, capsys):
     assert "and Numba's simulator agrees" in capsys.readouterr().out
 
 
+def test_on_a_gpu_the_second_run_starts_before_the_gpus_cases(monkeypatch, capsys):
+    # a learner waits for the longer of the GPU's cases and the simulator's run, not for both one after the other
+    from cudabook.gemm.s02_smem_tiles import gemm_tiled
+    events, start = [], labs._start_simulated
+    monkeypatch.setattr(labs, "_start_simulated", lambda *a: events.append("second run started") or start(*a))
+    _gpu_run_that_passes(monkeypatch)
+    gpu_run = labs._run_cases
+
+    def recorded(*a):
+        events.append("GPU cases")
+        ok = gpu_run(*a)
+        recorded.graded = gpu_run.graded
+        return ok
+    monkeypatch.setattr(labs, "_run_cases", recorded)
+    assert labs.grade("02_smem_tiles", gemm_tiled, track="gemm")
+    assert events == ["second run started", "GPU cases"]
+    assert "and Numba's simulator agrees" in capsys.readouterr().out
+
+
+def test_on_a_gpu_a_wrong_answer_stops_the_second_run_unread(monkeypatch, capsys):
+    from cudabook.gemm.s02_smem_tiles import gemm_tiled
+    runs, start = [], labs._start_simulated
+    monkeypatch.setattr(labs, "_start_simulated", lambda *a: runs.append(start(*a)) or runs[-1])
+    monkeypatch.setattr(labs, "SIMULATOR", False)
+    monkeypatch.setattr(labs, "_run_cases", lambda *a: print("case 1: wrong") or False)
+    assert not labs.grade("02_smem_tiles", gemm_tiled, track="gemm")
+    (run,) = runs
+    assert run.waited and run._procs and all(p.returncode is not None for p in run._procs)   # ended, not left
+    out = capsys.readouterr().out
+    assert "case 1: wrong" in out and "simulator" not in out
+
+
 def test_child_parts_share_the_cases_each_once(monkeypatch):
     # from a GPU machine the simulator's (or emulator's) run is split over child processes, every parts-th case
     # (and variant) each: together they grade every case exactly once
