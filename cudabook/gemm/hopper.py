@@ -49,12 +49,26 @@ def pointer(array) -> int:
     return device.address(array)
 
 
+def launch_registers(threads: int) -> int:
+    """The registers a thread of a block of `threads` starts with under __launch_bounds__(threads, 1): the
+    register file (65,536) shared out, in steps of 8, at most 255 (168 for 384 threads)."""
+    return min(255, 65536 // threads) // 8 * 8
+
+
 def check_registers(stage: str, consumers: int, producer_regs: int, consumer_regs: int):
-    """ValueError unless setmaxnreg's counts are legal and the warpgroups' registers fit the register file."""
+    """ValueError unless setmaxnreg's counts are legal and the warpgroups' registers fit the block's own pool.
+    setmaxnreg.inc takes registers only from the pool of its block (PTX ISA, setmaxnreg): the registers the
+    block was launched with, launch_registers(threads) a thread. A split that asks for more than that waits in
+    setmaxnreg.inc for ever (40 + 2 x 232 = 504 = 3 x 168 fits; 32 + 2 x 240 = 512 does not)."""
     regs_ok = all(24 <= r <= 256 and r % 8 == 0 for r in (producer_regs, consumer_regs))
-    if not regs_ok or 128 * (producer_regs + consumers * consumer_regs) > 65536:
+    threads = 128 * (consumers + 1)
+    pool = threads * launch_registers(threads)
+    if not regs_ok or 128 * (producer_regs + consumers * consumer_regs) > pool:
         raise ValueError(f"{stage}: producer_regs and consumer_regs must be multiples of 8 in 24..256 with "
-                         f"128 * (producer_regs + consumers * consumer_regs) <= 65536 (the register file)")
+                         f"128 * (producer_regs + consumers * consumer_regs) <= {pool:,} (the block's register "
+                         f"pool: {threads} threads x {launch_registers(threads)} registers; setmaxnreg.inc takes "
+                         f"only from it), got producer_regs={producer_regs}, consumer_regs={consumer_regs}, "
+                         f"consumers={consumers}")
 
 
 def enqueue(rung, defaults: dict, cache: dict, p, kernel, params: dict, build):

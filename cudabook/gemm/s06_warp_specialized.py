@@ -26,7 +26,7 @@ PARAMS = {
     "stages": 4,            # depth of the full/empty ring (48 KiB a stage at 128 x 256)
     "group_m": 8,           # tile rows walked together by the grouped tile order
     "producer_regs": 40,    # setmaxnreg.dec for the producer warpgroup
-    "consumer_regs": 232,   # setmaxnreg.inc for the consumers (128 * (producer + consumers * this) <= 65536)
+    "consumer_regs": 232,   # setmaxnreg.inc for the consumers (producer + consumers * this <= 3 * 168)
     "blocks": 0,            # 0: one block per SM (no more than there are tiles); else exactly this many
 }
 MIN_CC = (9, 0)

@@ -219,8 +219,8 @@ print(f"{'spread = 4 (scores past exp limit)':40s}", verdict.message)
 #   float32 and sits well inside;
 # - **the float32 sums** over Nk keys, and finally **one bf16 rounding** of the output (half a bf16 ulp).
 #
-# In the tolerance, the allowance for a bf16 P dominates (about `2⁻⁸` of the weighted average of `|v|`: one or
-# two bf16 steps of a typical output). In this rung's actual error, the output's own rounding dominates. Per
+# In the tolerance, the allowance for a bf16 P dominates (about `2⁻⁸` of the weighted average of `|v|`: several
+# bf16 steps of a typical output, more with more keys, since the output's signed terms cancel and `|v|` does not). In this rung's actual error, the output's own rounding dominates. Per
 # element, on one random problem, the error against half a bf16 ulp and against the tolerance:
 
 # %%

@@ -216,7 +216,8 @@ print(f"(a block may have {s03.SHARED_LIMIT // 1024} KB of static shared memory:
 # Fused, attention is compute-bound: DRAM is no longer the limit, arithmetic is. A tile's own intensity, `BQ`,
 # says how hard the block leans on L2; the more rows share a tile, the less. Here float32 tiles in shared memory
 # cap it (the last line above). The tensor-core rungs keep Q, K and V in bf16 (Q in registers in rung 04, in
-# shared memory, read by `wgmma`, in 05 and 06), and by default serve 64 or 128 query rows a block.
+# shared memory, read by `wgmma`, in 05 and 06), and by default serve 64, 128 or 192 query rows a block (192:
+# rung 06 at d = 64, three consumer warpgroups).
 #
 # What this rung gains over rung 02, counted per query row at the benchmark's size (rung 03 with the GPU's
 # default block of 16 rows, which share each tile's fetch):

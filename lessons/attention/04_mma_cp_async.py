@@ -131,7 +131,8 @@ lesson.show_region(source, start="// The online softmax", end="o[j][2 * h + 1] *
 #
 # `mma.sync` multiplies bf16, so P must be rounded: relative error at most `2^-8` (round to nearest: bf16 keeps
 # 8 significant bits) on each weight, in `[0, 1]`. The output is a weighted average of V's rows, so the error it
-# can cause is at most `2^-8 · Σ_j w_j |v_j|` (`WV`): about a bf16 step of a typical output. This kernel rounds
+# can cause is at most `2^-8 · Σ_j w_j |v_j|` (`WV`): several bf16 steps of a typical output, since the output's
+# signed terms cancel and WV's do not (the cell below prints half a step against WV). This kernel rounds
 # to nearest and sums `l` from the float p, so only the numerator changes: it is off by `Σ_j w_j δ_j v_j` with
 # every `|δ_j| ≤ 2^-8`, at most `2^-8 WV`. The checker's tolerance (see `cudabook/attention/inputs.py`) allows
 # `2^-8 (1 + 2^-8) WV` for this step: one rounding to nearest, no more. A kernel that truncates (up to `2^-7`)
@@ -389,7 +390,8 @@ for rec in results.load_all():
         if name.startswith("attention ") and "median_us" in st and "median_us" in peers.get("sdpa_flash", {}):
             print(f"{rec['gpu']} · {name} · commit {w.get('commit') or rec.get('commit')}: "
                   f"{peers['sdpa_flash']['median_us'] / st['median_us']:.2f}x")
-#
+
+# %% [markdown]
 # ## Experiments
 #
 # The tile of keys `bkv` (more work per barrier, more registers for S), the depth of the ring, and the warps a

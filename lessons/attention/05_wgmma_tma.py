@@ -226,7 +226,9 @@ else:
 # Look at one pass of a warpgroup: wait for the tile; S's wgmmas, and **wait** for them; the softmax on
 # ordinary cores; O's wgmmas, and **wait**; a block-wide barrier; the refill. While a warpgroup does its
 # softmax, its tensor-core work is done and the next is not issued; and both warpgroups of a block run the same
-# steps at the same moments, so the tensor cores idle during every softmax. How long is a softmax, next to the
+# steps at the same moments, so where one block fills an SM (d = 128: its shared memory and registers leave room
+# for no second) the tensor cores idle during every softmax. At d = 64 a block is small enough for two to share
+# an SM, and one block's products can run during the other's softmax, though nothing arranges it. How long is a softmax, next to the
 # products? Its exponentials alone (one `ex2` a score, on the SM's special-function units), against the two
 # products, at the H100 SXM5 rates the FlashAttention-3 paper gives
 # ([arXiv:2407.08608](https://arxiv.org/abs/2407.08608)): 989 TFLOP/s of bf16 matrix products, 3.9 TFLOP/s of
@@ -245,8 +247,8 @@ for d in s05.HEAD_DIMS:
 
 # %% [markdown]
 # At d = 128 the exponentials alone take about half as long as the products, at d = 64 about as long, before
-# counting the max, the scaling, the sums, the rescale of O and the conversions. Run one after the other, the
-# tensor cores wait that long every tile. A schematic of two warpgroups, then of what rung 06 does:
+# counting the max, the scaling, the sums, the rescale of O and the conversions. Run one after the other, as in
+# a block alone on its SM, the tensor cores wait that long every tile. A schematic of two warpgroups, then of what rung 06 does:
 
 # %%
 def lanes(ax, y0, overlapped, tiles=3):

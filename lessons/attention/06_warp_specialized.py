@@ -463,7 +463,8 @@ print("\n(x: the fastest SDPA's time over this variant's, above 1 is faster than
 # start early, the causal section below) timed its causal rows on the kernel before that change.
 #
 # **Tried and not kept.** The exponentials could be shared out: compute 2^x for part of the scores with a
-# degree-5 polynomial on the FMA units instead of `MUFU.EX2`, the trick FlashAttention-4 uses on Blackwell.
+# polynomial on the FMA units instead of `MUFU.EX2` (degree 5 in the variant tried here), the trick
+# FlashAttention-4 uses on Blackwell.
 # Readings of one session on an H200 (d = 64, not causal, 3 consumers, 3 stages, one run each, not records):
 # all on MUFU 536.0 µs; 2 of S's 16 n8 column blocks on FMA 587.7 µs; 4 of them 625.4 µs; 6 of them 673.1 µs.
 # Nsight Compute on the same H200, one launch at

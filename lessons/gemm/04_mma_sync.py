@@ -97,8 +97,10 @@ lesson.show_region(s04.source(), start="// Each lane's ldmatrix row address", en
 # 512 bytes a row: all eight rows start in bank 0: **8-way**.
 #
 # The fix: keep every 16-byte chunk in its 128-byte line, but permute the chunks inside the line: the chunk's
-# slot XOR the line's number (mod 8). Eight consecutive rows at the same logical chunk then sit in eight
-# different slots. The same function places the `cp.async` copies and computes the `ldmatrix` addresses, so
+# slot XOR the row's number (mod 8) when a row is 128 bytes or longer (B's rows), or XOR the 128-byte line's
+# number (mod 8) when shorter rows share a line (A's: two rows a line). Eight consecutive rows at the same
+# logical chunk then sit in eight different slots. (For B, XOR with the line's number would not do: a 512-byte
+# row is four lines, so line numbers 4r, 4r + 4, ... take only two values mod 8.) The same function places the `cp.async` copies and computes the `ldmatrix` addresses, so
 # nothing else changes:
 
 # %%

@@ -155,8 +155,11 @@ if recorded:
 # ## Experiments
 #
 # The ring depth (`stages`), the grouped order (`group_m`: 1 is plain row-major order) and the register split
-# (`consumer_regs`; the three warpgroups must fit the SM's 64K registers: 128 x (producer + 2 x consumer) <=
-# 65536).
+# (`consumer_regs`). The split must fit the registers the block was launched with, not the whole register file:
+# `setmaxnreg.inc` takes only from its own block's pool. Launched with `__launch_bounds__(384, 1)`, each thread
+# starts with 168 (65,536 / 384, rounded down to a multiple of 8), so producer + 2 x consumer <= 3 x 168 = 504:
+# 40 + 2 x 232 fits exactly; 32 + 2 x 240 = 512 would leave a consumer waiting in `setmaxnreg.inc` for ever, and
+# the launch refuses it.
 
 # %%
 gemm.sweep("06_warp_specialized", "stages", [2, 3, 4])

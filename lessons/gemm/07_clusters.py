@@ -1,5 +1,5 @@
 # %% [markdown]
-# # GEMM 07 · Clusters, multicast and a TMA store: at cuBLAS speed
+# # GEMM 07 · Clusters, multicast and a TMA store: near cuBLAS speed
 #
 # Rung 06 keeps the tensor cores busy most of the time. What is left is in the edges: bytes that cross from
 # L2 more often than they need to, and an epilogue during which a warpgroup stores instead of multiplying.

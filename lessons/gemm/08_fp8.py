@@ -296,8 +296,8 @@ if RUNS:
 # three products into one k32 step: `+2^8`, `-2^8` and a small `q = 2^-e`. In float32 the sum is `q`. On an H100
 # it is `q` for `e ≤ 5` and **0** from `e = 6` on. Within a k32 step the 32 products and the accumulator are
 # aligned to the exponent of the largest, and each keeps only multiples of `2^(8 - 13)` (cut toward zero). The
-# same holds when `2^8` is already in the accumulator from an earlier step. bf16's k16 step keeps about 25 bits
-# in the same probe.
+# same holds when `2^8` is already in the accumulator from an earlier step. (The bf16 rungs' k16 step was not put
+# through this probe; their tolerance allows for alignment to float32's 24 bits, cudabook/gemm/inputs.py.)
 #
 # Two finer points show only on random data (tools/probe_fp8_sums.py read back about 150,000 accumulators of an
 # H100; the CPU emulator reproduces every bit). A product aligns by its operands' exponents added, not by its own:
@@ -389,8 +389,9 @@ for record in results.load_all():
 
 # %% [markdown]
 # Read the two cards side by side. Rung 08 runs about twice rung 07 at 8192³, and short of that at 4096³ on
-# both: what does not get faster (the epilogue, the last partial wave of tiles, lesson 09) is a larger share
-# once the main loop takes half the time. Against cuBLASLt's default, whose promoted sums cost time, rung 08 is
+# both. Why is open: the last partial wave cannot be it (4096³ and 8192³ keep the clusters equally busy, 97 %,
+# lesson 09), and part of the larger ratio at 8192³ is rung 07 running slower there than at 4096³ in the H100
+# record, not rung 08 running faster. The epilogue, which FP8 does not speed up, is a guess nobody measured. Against cuBLASLt's default, whose promoted sums cost time, rung 08 is
 # ahead in every record, by more at 4096³ than at 8192³. Against cuBLASLt doing the same arithmetic (fast
 # accumulation) it is level, a percent or so behind, on the H100 at both sizes and on the H200 at 4096³. The
 # H200 at 8192³ is the odd one: there the library's fast mode ran slower than its own default, so rung 08's

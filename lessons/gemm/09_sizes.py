@@ -99,8 +99,8 @@ for record in sizes.load("gemm"):
 # %% [markdown]
 # Read the plot and the lines above from left to right.
 #
-# - **The smallest sizes**: every rung is far from cuBLAS, and the order of the Hopper rungs is *reversed*: rung
-#   05, with 128 x 128 tiles and one block per tile, beats 06 and 07, whose 128 x 256 tiles are half as many.
+# - **The smallest sizes**: every rung is far from cuBLAS, and the Hopper rungs are out of the ladder's order: rung
+#   05, with 128 x 128 tiles and one block per tile, beats 07 and 06, whose 128 x 256 tiles are half as many.
 #   At 1024 that is 32 tiles for 132 SMs: three quarters of the GPU idle, however good the pipeline. Rung 05
 #   lands where that log's first WGMMA kernel did, near half of cuBLAS. (Below one wave, the share of SMs busy
 #   is not the share of cuBLAS reached: cuBLAS is far from its own peak at those sizes too, as its TFLOP/s
@@ -111,9 +111,10 @@ for record in sizes.load("gemm"):
 #   problem is large. That is the ceiling of the Numba rungs 01 to 03, and why the benchmark also measures them
 #   against SGEMM (the `% of SGEMM` column above).
 #
-# One caution when you read % of cuBLAS at the largest sizes, where rung 07 comes level with cuBLAS: a
+# One caution when you read % of cuBLAS at the largest sizes, where rung 07 comes near cuBLAS in this record: a
 # percentage is only as steady as its yardstick. cuBLAS's own TFLOP/s, printed below beside the rungs', moves
-# from size to size and from run to run (at 8192 the GPU runs hot and its clocks move). Compare rungs within one
+# from size to size and from run to run (why was not measured here: the clocks under a long tensor-core load are
+# one guess). The benchmark's own record at 8192³ has rung 07 further behind on the H100 than this one does. Compare rungs within one
 # run (as every table here does), never across runs.
 
 # %%

@@ -234,7 +234,7 @@ else:
 # a box is a tile of up to 16 KiB (128 rows x 128 bytes), and the per-box part is spread over 64 times more
 # data than here.
 #
-# So the question is a rate, not a bandwidth. If each SM's TMA unit can start one box every `t` nanoseconds,
+# So one question is a rate, not a bandwidth. If each SM's TMA unit can start one box every `t` nanoseconds,
 # the kernel cannot take less than `boxes x t / SMs`, however fast memory is. Rung 02 reads the same corners
 # with ordinary loads: one warp-wide 16-byte load fetches a corner of 8 heads at once (512 bytes, twice a box),
 # and the loads of all the warps on an SM are in flight side by side. The records give both sides at the
@@ -359,12 +359,41 @@ for description, kw, guess in tma.PROBES:
 # The ladder so far against the copy ceiling, the reference gather and PyTorch. On a Hopper GPU, rungs 03 and
 # 04, the copy ceiling, the reference gather and PyTorch eager are measured now; rungs 01 and 02 and
 # `torch.compile` come from this card's record (‡). Otherwise: the records in `results/`, or a note that there
-# are none yet. Read rung 04 against rung 02 with the box-rate numbers above:
-# if the TMA rung is slower, the reason to look for is a rate of boxes, not the bytes. The sweeps after it say
-# whose rate.
+# are none yet. Read rung 04 against rung 02 with the box-rate numbers above in mind, then with the profile
+# after it, which counts the bytes.
 
 # %%
 record = msda.ladder_so_far("04_tma_boxes", peers=True)
+
+# %% [markdown]
+# ## What the profile counts
+#
+# Nsight Compute's DRAM bytes and L2 hit rate for rungs 02 and 04 (the profile recorded for this card in
+# `results/profiles/`, the `local` workload; on a GPU with ncu and no record for today's code, measured now):
+
+# %%
+from cudabook import profile
+
+prof = profile.show("msda", "02_warp_cooperative", "04_tma_boxes")
+copy = next((r["copy_GBps"] for r in results.load_all() if prof and r.get("gpu") == prof.gpu and r.get("copy_GBps")),
+            None)                                          # this card's copy ceiling, from its benchmark record
+for stage in ("02_warp_cooperative", "04_tma_boxes"):
+    k = prof.kernel(stage) if prof else None
+    if k and k["dram_read_MB"] and k["dram_MB"]:
+        print(f"{stage}: {k['dram_read_MB'] / 1e3:.1f} GB read from DRAM, L2 hit rate {k['l2_hit_pct']:.0f} %"
+              + (f"; its DRAM bytes at the card's copy ceiling ({copy:,.0f} GB/s) take "
+                 f"{k['dram_MB'] / copy * 1e3:,.0f} µs of its {k['duration_us']:,.0f} µs" if copy else ""))
+
+# %% [markdown]
+# Read the two lines. The corners are the same for both rungs, yet rung 04 reads several times the bytes from
+# DRAM that rung 02 reads, its L2 hit rate is far lower, and its DRAM traffic alone, moved as fast as this card
+# copies memory, takes a large share of its run time (for rung 02, a small one). At the default setting this
+# rung spends much of its time on bytes it should not need, whatever the rate of boxes. A likely cause,
+# not yet measured: each block takes one contiguous run of the items (`first` and `last` in the kernel), so the
+# blocks resident at one moment work at places far apart in the problem, spread over all the images, and the
+# reuse the `local` workload offers in L2 (neighbouring queries sampling the same pixels) is lost. Rung 02's
+# warps take the items in order, side by side. An item order that interleaves the blocks, profiled the same
+# way, would test it: an open experiment.
 
 # %% [markdown]
 # ## Experiments: consumers, ring depth and blocks an SM
@@ -413,8 +442,8 @@ for e in lesson.recorded_sweeps("msda", "04_tma_boxes", "blocks_per_sm"):
 #
 # Even so, rung 04 does not beat rung 02's plain loads, and on `uniform` it is far behind. A producer that loads
 # the next item's positions before it waits was tried on an H100 while this rung was tuned (scratch runs, not in
-# results/): it ran faster where few blocks share an SM and no faster at the default, where the producers are no
-# longer the only limit. Rung 05 takes another road and drops the copy engine altogether.
+# results/): it ran faster where few blocks share an SM and no faster at the default, where the DRAM traffic the
+# profile above counts is the limit. Rung 05 takes another road and drops the copy engine altogether.
 
 # %% [markdown]
 # Announce the bytes and ask for the boxes yourself: [lab 04](../../labs/msda/04_tma_boxes.ipynb) (the

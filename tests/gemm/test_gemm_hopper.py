@@ -148,6 +148,12 @@ def test_parameters_are_checked(mod):
 def test_register_budget_is_checked():
     with pytest.raises(ValueError, match="register"):
         s06.compile_cubin(consumer_regs=256, producer_regs=56)
+    # 512 registers fit the register file but not the block's pool (3 x 168): setmaxnreg.inc would wait for ever
+    with pytest.raises(ValueError, match="64,512 .*pool.*producer_regs=32, consumer_regs=240"):
+        s06.compile_cubin(consumer_regs=240, producer_regs=32)
+    from cudabook.gemm import hopper
+    assert hopper.launch_registers(384) == 168 and hopper.launch_registers(256) == 248
+    hopper.check_registers("06", 2, 40, 232)                                      # 504: the defaults fit exactly
     with pytest.raises(ValueError, match="cluster"):
         s07.compile_cubin(cluster=3)
 

@@ -29,7 +29,8 @@
 // FP8 1 is rung 08: the same kernel on e4m3 inputs. A [M, K] and B stored transposed, Bt [N, K] (fp8 wgmma
 // reads both operands K-major), one byte an element: a 128-byte row holds BK = 128 of K, one wgmma covers k32,
 // and the accumulators are multiplied by `scale` (the product of the two per-tensor scales) before rounding to
-// bf16. Every byte count (stages, boxes, descriptors' strides) is the bf16 kernel's.
+// bf16. The stages', boxes' and SBO's byte counts are the bf16 kernel's; B's descriptor is not (K-major here,
+// MN-major there: its LBO and its step along k differ).
 #include "hopper.cuh"
 
 #ifndef BN

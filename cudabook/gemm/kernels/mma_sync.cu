@@ -65,8 +65,9 @@ static_assert(STAGES >= 2, "a pipeline needs at least two stages");
 // rows in the same banks whenever a row is a multiple of 128 bytes long (8-way conflict), or in two sets
 // when it is 64 bytes (4-way).
 //
-// The fix permutes the 16-byte chunks inside each 128-byte line: the chunk's slot is XORed with the line's
-// number (mod 8). Eight consecutive rows at the same logical chunk then land in eight different slots.
+// The fix permutes the 16-byte chunks inside each 128-byte line: the chunk's slot is XORed with the row's
+// number (mod 8) for rows of 128 bytes or more, with the line's number (mod 8) where shorter rows share a line.
+// Eight consecutive rows at the same logical chunk then land in eight different slots.
 // Nothing moves between lines, so each cp.async still writes whole 16-byte chunks, and it costs one XOR.
 //   returns: the chunk's index within the tile (multiply by 16 for bytes)
 __device__ __forceinline__ int swz(int row, int chunk, int cpr) {

@@ -266,7 +266,7 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
 
 // stmatrix: the warp stores four 8 x 8 bf16 matrices; lane i gives the shared address of row i % 8 of matrix
 // i / 8, and register k of lane t holds row t / 4, columns 2 (t % 4) and +1 of matrix k: exactly how a wgmma
-// accumulator fragment is laid out, so one instruction stores what took sixteen 4-byte st.shared.
+// accumulator fragment is laid out, so one instruction stores what took four 4-byte st.shared a thread.
 __device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
   asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
                :: "r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
