@@ -212,8 +212,10 @@ record = msda.ladder_so_far("03_smem_tiles", peers=True)
 #
 # - **the barriers put the samples in single file.** Each sample's copies feed shared-memory stores, a barrier
 #   follows, then the blend, then another barrier, and only after it come the next sample's loads: the
-#   compiler does not move memory accesses across a barrier, so a warp has at most one sample's loads out
-#   at a time. Rung 02 has no barrier between samples;
+#   compiler does not move memory accesses across a barrier. That costs less than it sounds, because rung 02
+#   keeps no more loads out: each of its corner loads sits in its own branch and is used by the next
+#   instruction. Counted in the SASS the way lesson 05 counts (compiled with CUDA 13.5 on a machine without a
+#   GPU, so a reading, not a record), both rungs have one 16-byte load in flight a lane;
 # - **more shared-memory traffic than there are corner loads** (the table of counts above), and with it more
 #   time waiting for shared memory;
 # - **more registers a thread**, so fewer warps an SM.

@@ -268,8 +268,9 @@ for rec in results.load_all():
 # T is an estimate (the loads in flight are counted at issue, in program order), and it is some hundreds of
 # nanoseconds: longer than an idle cache hit, because every SM's requests queue in the same L1s and L2. At
 # that latency a rate like rung 05's needs tens of kilobytes in flight on every SM. Rung 02 cannot keep
-# that much: each lane has at most one sample's four loads out, often fewer (zero-weight corners are skipped),
-# and before each sample it waits for shuffles that wait for another lane's arithmetic. With T about the same,
+# that much: each lane has one load out at a time (each corner's load sits in its own branch, skipped for a
+# zero weight, and is used by the next instruction: one in flight, counted in its SASS as above, compiled with
+# CUDA 13.5 without a GPU), and before each sample it waits for shuffles that wait for another lane's arithmetic. With T about the same,
 # its lower rate *is* its smaller number of bytes in flight. On the `uniform` workload the reference gather
 # itself slows down (fewer of the corners hit in L1 and L2, so T grows), and so do the rungs, while their loads
 # in flight stay the same.
