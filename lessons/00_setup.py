@@ -2,8 +2,8 @@
 # # 00 · Setup and ceilings
 #
 # Before we make anything fast we need two things: to know **what machine we are on**, and to know **how
-# fast is possible** on it. Every later stage reports its speed as a percentage of a ceiling measured here,
-# in the same process, on the same GPU. A number without a ceiling tells you nothing.
+# fast is possible** on it. Every later stage reports its speed as a percentage of a ceiling measured the way
+# this notebook measures it, in the lesson's own process, on the same GPU. A number without a ceiling tells you nothing.
 #
 # The first cell must always be `import cudabook`. With no GPU it switches Numba to its
 # [CUDA simulator](https://nvidia.github.io/numba-cuda/user/simulator.html) (which must happen before numba is

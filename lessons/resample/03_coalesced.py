@@ -136,8 +136,8 @@ resample.sweep("03_coalesced", "vec_bytes", [2, 4, 8, 16])
 # are two, so each warp has more of its row in flight at once; that is the next stages' theme.
 #
 # Every warp reads its two source rows straight from global memory, and neighbouring targets share source
-# rows (about one source interval per target at S = T): each source row is fetched twice or more, from L2 if
-# lucky. Next, [04 · shared-memory windows](04_smem_windows.ipynb): a block loads the rows its targets need
+# rows (about one source interval per target at S = T): a source row is fetched about twice on average (some
+# not at all, some three times or more), from L2 if lucky. Next, [04 · shared-memory windows](04_smem_windows.ipynb): a block loads the rows its targets need
 # once, into shared memory.
 
 # %% [markdown]

@@ -192,8 +192,9 @@ resample.ladder_so_far("04_smem_windows")
 # - **fewer requests through L1 and L2**: the row fetches counted above, each a warp-wide load that occupies
 #   the load/store units, L1 and the L2 slices whether it hits or not, shrink by the printed factor, so the
 #   same request capacity moves more new bytes;
-# - **fewer searches**: two per block of 32 targets instead of one per target, so far fewer chains of
-#   dependent loads to wait on before any feature moves.
+# - **fewer searches in global memory**: two per block of 32 targets instead of one per target, so far fewer
+#   chains of dependent global loads to wait on before any feature moves (each target still searches the
+#   window, in shared memory).
 #
 # The records, stage 03 against 04, at the benchmark size:
 

@@ -114,7 +114,9 @@ else:
 # Compare with both of stage 05's ways. The shared-memory double buffer, the one this stage improves on, was
 # slower than stage 04 (lesson 05: on an H200 while it was built, and in the H100 `buffers` sweep in
 # results/sweeps/). `cp.async` beats stage 04 on every card recorded in results/ (the ladder, and the
-# comparison printed under it): no registers hold the window, so more blocks fit on an SM. Against stage 05's
+# comparison printed under it). A likely reason, from the H100 profile rather than a measurement of the cause:
+# no registers hold the window (64 a thread against stage 04's 102), so its blocks can be twice as large at the
+# same four blocks an SM, twice the warps. Against stage 05's
 # default (no window: a search prepass, then eight register loads in flight a lane) it loses on every one: a
 # windowed block still waits at barriers for its slowest copy and every item pays the searches inside its
 # window, while the gather's warps never wait for each other. Honest reading: on this problem, the window in

@@ -362,9 +362,9 @@ for record in results.load_all():
 # (times far from evenly spread, or unsorted targets), the full search takes over. Two dependent rounds of
 # global loads instead of the full search's four (targets, two rounds of probes, the window).
 #
-# The search is not free even where it does not run: its code takes registers (48 a thread in the sm_90a
-# build, 40 before), and the H200's occupancy query gave 7 blocks an SM at `window_rows=40`, where the old
-# kernel's registers and shared memory would allow 10. In a reading at the old window size, capping the
+# The search is not free even where it does not run: its code takes registers (56 a thread in the build the
+# H100 profile in results/profiles/ measured, 40 before), and the H200's occupancy query gave 7 blocks an SM at
+# `window_rows=40`: 56 registers allow 7 blocks of 160 threads, where the old kernel's 40 would allow 9. In a reading at the old window size, capping the
 # blocks at 7 an SM instead of 8 changed nothing, so it costs little here. Asking for more blocks with
 # `__launch_bounds__` (a minimum of 8, 9 or 10 an SM, so the compiler must fit 48, 40 or 32 registers, the last
 # two with a stack) made it slower on the H100, one run: 98.4, 102.7 and 116.1 µs against 97.7; on an H200, 8
@@ -397,7 +397,7 @@ for record in results.load_all():
 #
 # What was left between the stage and its floor (97.6 against 93.3 µs in the H100 readings above) had an obvious
 # suspect: the second wave's blocks, waiting for a prepass not yet done. Measured, the suspect is innocent. Part
-# of the gap is the first wave's own searches: in the H100 readings the main kernel alone takes 1.2 µs more with
+# of the gap is the first wave's own searches: in the H100 readings the main kernel alone takes 1.3 µs more with
 # them than without (94.6 against 93.3, pairs ready in both). The rest, in readings on one H100, one process, the
 # first wave searching for itself in each (not records):
 #

@@ -17,8 +17,8 @@
 # What stage 08 changes: a warp owns a few consecutive targets (`targets_per_warp`: by default as many as make
 # 128 output vectors, 4 at D = 256) and searches for their intervals itself. Each element then gets its target's
 # interval and weight by a shuffle from the lane that found them. And one thing it copies late in the lesson,
-# after measuring it: each thread of the compiler's gather (in the tile its autotuner picked on the H100) moves
-# two 16-byte pieces of each row, not one.
+# after measuring it: each thread of the compiler's gather (in the tile its autotuner picked on the H100) has
+# four 16-byte loads in flight, not one.
 #
 # References: PTX ISA: [shfl.sync](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-shfl-sync),
 # [vote.sync](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#parallel-synchronization-and-communication-instructions-vote-sync)
@@ -54,7 +54,8 @@ from cudabook.resample import s08_fused_gather as s08
 # still ahead. The records in `results/` give each one's time and two yardsticks. **% of copy** compares with
 # the fastest plain copy of every input and the output. **% of needed** compares with the time that copy takes
 # for only the bytes no kernel can avoid: the source rows some target uses, read once, and the output, written
-# once. % of needed cannot pass 100: that is the wall. % of copy can pass 100: sorted random targets leave some
+# once. % of needed should not pass 100: that is the wall (a measured copy rate, not a law: a run's write-back
+# can spill into the next). % of copy can pass 100: sorted random targets leave some
 # source rows unread, so a gather moves fewer bytes than the copy of every input does. % of needed is the fair
 # yardstick.
 
@@ -197,10 +198,10 @@ for owner, key in dict(owner_of.values()).items():
 #    little less than those bytes (the cell's last line), so DRAM read each needed row about once. Nobody staged
 #    anything. (The third reading is an earlier version of stage 08, below, with a prepass and 2 targets a
 #    warp: its L1 hit rate is close.)
-# 4. **Two pieces of each row a thread**, in the first reading's tile. A block's elements spread over its
-#    threads come to 16 channels a
-#    thread (the cell computes it from the first reading): two 16-byte pieces of each of the two rows, four loads
-#    in flight a thread. Keep this one in mind; it comes back under "Two vectors a lane".
+# 4. **Four loads in flight a thread**, in the first reading's tile. A block's elements spread over its
+#    threads come to 16 channels a thread (the cell computes it from the first reading): four 16-byte pieces,
+#    four loads in flight a thread. (How its tile splits them between rows and targets, the saved kernel does
+#    not say.) Keep this one in mind; it comes back under "Two vectors a lane".
 
 # %%
 README = (results.RESULTS / "inductor" / "README.md").read_text()
@@ -215,7 +216,7 @@ print(f"{rows:,} output rows x {channels} channels = {rows * channels:,} element
       f"{threads} threads: {rows * channels // blocks:,} elements a block ({rows // blocks} rows' worth)")
 print(f"{per_sm} blocks an SM x {SMS} SMs = {per_sm * SMS:,} at a time: {blocks / (per_sm * SMS):.1f} waves")
 per_thread = rows * channels // blocks // threads
-print(f"{per_thread} channels a thread: {per_thread * 2 // 16} pieces of 16 bytes from each of the two rows")
+print(f"{per_thread} channels a thread, each read from two source rows: {per_thread * 2 * 2 // 16} loads of 16 bytes")
 
 for record in results.load_all():
     for name, w in record["workloads"].items():
@@ -476,8 +477,8 @@ except nvrtc.ToolMissing as e:
 #
 # ### Two vectors a lane: twice the loads in flight, for no more registers
 #
-# Point 4 of the compiler's gather: each of its threads loads two 16-byte pieces of each row. Stage 08 can do
-# the same two ways. `unroll=2` gives a lane two elements of a sweep, and they may belong to two different
+# Point 4 of the compiler's gather: each of its threads has four 16-byte loads in flight. Stage 08 can have
+# more in flight two ways. `unroll=2` gives a lane two elements of a sweep, and they may belong to two different
 # targets: two shuffled source offsets, two addresses. `vectors_per_lane=2` (the default) gives a lane one
 # element of two vectors, half a row apart, from one shuffled offset: the second vector of each row is the
 # first one's address plus a constant, which the load instruction carries for free. Prediction: both put four
@@ -705,8 +706,8 @@ for record in results.load_all():
 # sweep at the end gives its gain). The compiler's draw counts too: earlier H100
 # records caught other draws of its time, about a microsecond apart, the size of stage 08's distance from the aim.
 # The aim is close to the wall: the line "the aim" above gives 5 % under the compiler's time as a share of the
-# needed-bytes ceiling (printed above), and the profile below shows that stage 08 moves no more bytes than it
-# must.
+# needed-bytes ceiling (printed above), and the profile below shows that stage 08 moves within a few percent of
+# the bytes it must.
 #
 # How far ahead also depends on the compiler's run. Inductor's autotuner times a few tile shapes for the gather
 # when it first compiles and keeps the fastest, and which one wins changes from process to process: in fresh

@@ -41,8 +41,8 @@
 # a lane before it uses any; try that once yours passes, and grade it with
 # `grade("08_fused_gather", GATHER, unroll=2)`. A loop that steps `32 * UNROLL` but handles one element a lane
 # passes with the default `UNROLL = 1` and fails with `unroll=2`. `PPL` is not optional: a loop that moves one
-# vector a lane is right only where `PPL` is 1 (odd `VPR`), and the grader's "wide rows" case has 34 vectors a
-# row. To take it in two steps, first pass `grade("08_fused_gather", GATHER, vectors_per_lane=1)`, then add
+# vector a lane is right only where `PPL` is 1 (odd `VPR`), and the grader's cases include rows of an even
+# number of vectors (34 in the simulator's "wide rows" case, 32 in a GPU's first case). To take it in two steps, first pass `grade("08_fused_gather", GATHER, vectors_per_lane=1)`, then add
 # the slot's second vector.
 #
 # Without a GPU that runs the stage (compute capability 8.0 or newer), the grader compiles your code for
