@@ -179,7 +179,7 @@ def grade(stage_name, kernel, *, track=None, quiet=False, **params) -> bool:
         # the GPU's answer is right; a race it happened not to show still fails where every access is checked
         again = second.verdict()
         if isinstance(kernel, str):
-            where = EMULATOR_WHERE
+            where = "by the CPU emulator, where copies land as late and as early as your waits allow"
             agrees = "the CPU emulator agrees, with the copies landing as late and as early as your waits allow"
         else:
             where = "in Numba's simulator, which checks every shared-memory access against the barriers"
@@ -196,9 +196,6 @@ def grade(stage_name, kernel, *, track=None, quiet=False, **params) -> bool:
         + "; ".join(f"{name} ({label})" for name, _, label in graded)
         + ("; and it compiles for a GPU (sm_90)" if compiled else "") + also)
     return True
-
-
-EMULATOR_WHERE = "by the CPU emulator, where copies land as late and as early as your waits allow"
 
 
 def _simulated_in_child(t, stage_name, kernel, params, say) -> bool | None:

@@ -62,11 +62,12 @@ def check_registers(stage: str, consumers: int, producer_regs: int, consumer_reg
     setmaxnreg.inc for ever (40 + 2 x 232 = 504 = 3 x 168 fits; 32 + 2 x 240 = 512 does not)."""
     regs_ok = all(24 <= r <= 256 and r % 8 == 0 for r in (producer_regs, consumer_regs))
     threads = 128 * (consumers + 1)
-    pool = threads * launch_registers(threads)
+    each = launch_registers(threads)
+    pool = threads * each
     if not regs_ok or 128 * (producer_regs + consumers * consumer_regs) > pool:
         raise ValueError(f"{stage}: producer_regs and consumer_regs must be multiples of 8 in 24..256 with "
                          f"128 * (producer_regs + consumers * consumer_regs) <= {pool:,} (the block's register "
-                         f"pool: {threads} threads x {launch_registers(threads)} registers; setmaxnreg.inc takes "
+                         f"pool: {threads} threads x {each} registers; setmaxnreg.inc takes "
                          f"only from it), got producer_regs={producer_regs}, consumer_regs={consumer_regs}, "
                          f"consumers={consumers}")
 
