@@ -400,7 +400,9 @@ def not_today(track, stage, params, ignore=()) -> str | None:
     record (now True)", "threads=64 (now 256)", "x=1 (no longer a setting)"), or None when they agree, when the
     record has no settings, or when the stage is gone. A default written `64 if SIMULATOR else 256` is read for
     the GPU from the source (cudabook.literal; a test keeps every stage's PARAMS readable so). Settings named in
-    `ignore` are not compared (a sweep's own parameter, its fixed ones)."""
+    `ignore` are not compared (a sweep's own parameter, its fixed ones). A setting added to a stage after records
+    were taken, named in the stage's ADDED_PARAMS with the value that reproduces the kernel those records ran, is
+    not a difference while today's default is that value."""
     if not isinstance(params, dict):
         return None
     try:
@@ -416,8 +418,11 @@ def not_today(track, stage, params, ignore=()) -> str | None:
     if not isinstance(defaults, dict):
         return None
     diffs = []
+    added = getattr(module, "ADDED_PARAMS", {})     # settings newer than some records, which ran as these values
     for key, now in defaults.items():
         if key in ignore:
+            continue
+        if key not in params and key in added and values_known and json_plain(added[key]) == json_plain(now):
             continue
         if key not in params:
             diffs.append(f"{key} not in the record" + (f" (now {now!r})" if values_known else ""))

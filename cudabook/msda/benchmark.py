@@ -41,6 +41,7 @@ PLOT_KEY, PLOT_LABEL = "pct_of_copy", "% of copy bandwidth (minimum traffic)"
 SIZE_PLAN = dict(x=("Lq",), values=(1000, 4000, 15420), workloads="first")   # cudabook.sizes: queries per image
 # tools/sweep_params.py: the fast rungs' parameters, swept on a GPU at the benchmark's size
 SWEEP_VARIANTS = ([("02_warp_cooperative", {}), ("02_warp_cooperative", {"vec_bytes": 8}),
+                   ("04_tma_boxes", {}), ("04_tma_boxes", {"strided": True}),
                    ("05_lane_groups", {"threads": 128}), ("05_lane_groups", {"threads": 256}),
                    ("05_lane_groups", {"threads": 512}), ("05_lane_groups", {"threads": 256, "branchless": False})]
                   + [("05_lane_groups", {"threads": t, "vectors": v}) for v in (2, 4) for t in (128, 256, 512)])

@@ -23,8 +23,11 @@ PARAMS = {
     "depth": 1,            # slots in flight per consumer warp (the ring has consumer_warps * depth slots); a small
                            # ring lets more blocks, so more producers, share an SM: what the lesson's sweeps show
     "blocks_per_sm": 0,    # 0: as many as fit
-    "blocks": 0,           # 0: fill the GPU (every block walks a contiguous run of items); else exactly this many
+    "blocks": 0,           # 0: fill the GPU; else exactly this many
+    "strided": False,      # False: every block walks a contiguous run of items, so the blocks in flight spread over
+                           # all the images; True: block b takes items b, b + blocks, ..., so they work side by side
 }
+ADDED_PARAMS = {"strided": False}   # records older than this setting ran the contiguous runs (results.not_today)
 MIN_CC = (9, 0)
 EMULATED = True            # without a GPU the lab grader runs this kernel on the CPU (cudabook.emulate)
 MAX_LEVELS = 8
@@ -35,12 +38,15 @@ RUNG = CudaRung(NAME, SOURCE, min_cc=MIN_CC)
 source, unavailable = RUNG.source, RUNG.unavailable
 
 
-def config(D: int, L: int, P: int, consumer_warps=PARAMS["consumer_warps"], depth=PARAMS["depth"]) -> dict:
+def config(D: int, L: int, P: int, consumer_warps=PARAMS["consumer_warps"], depth=PARAMS["depth"],
+           strided=PARAMS["strided"]) -> dict:
     if not 1 <= L <= MAX_LEVELS:
         raise ValueError(f"{NAME}: at most {MAX_LEVELS} levels (one tensor map each, passed by value), got L = {L}")
     check_settings(NAME, threads=(consumer_warps + 1) * 32 if isinstance(consumer_warps, int) else consumer_warps,
                  depth=(depth, 1), consumer_warps=(consumer_warps, 1))
-    return dict(DV=int(D), LV=int(L), PV=int(P), NCW=int(consumer_warps), DEPTH=int(depth))
+    if not isinstance(strided, bool):
+        raise ValueError(f"{NAME}: strided is True or False, got {strided!r}")
+    return dict(DV=int(D), LV=int(L), PV=int(P), NCW=int(consumer_warps), DEPTH=int(depth), STRIDED=int(strided))
 
 
 def _round_up(x, m):
@@ -58,7 +64,7 @@ def smem_bytes(cfg: dict) -> int:
 def compile_cubin(arch: str | None = "sm_90a", D: int = 32, L: int = 4, P: int = 4, source_text: str | None = None,
                   **params) -> bytes:
     """The cubin for these sizes (needs no GPU: arch defaults to sm_90a)."""
-    cfg = config(D, L, P, **{k: v for k, v in params.items() if k in ("consumer_warps", "depth")})
+    cfg = config(D, L, P, **{k: v for k, v in params.items() if k in ("consumer_warps", "depth", "strided")})
     return RUNG.compile({**cfg, "EXPECT_SMEM": smem_bytes(cfg)}, arch=arch, source_text=source_text)
 
 
@@ -98,7 +104,7 @@ def launch(p, kernel=None, **params):
         return
     N, S, M, D, Lq, L, P = p.shape
     items = N * Lq * M
-    cfg = config(D, L, P, params["consumer_warps"], params["depth"])
+    cfg = config(D, L, P, params["consumer_warps"], params["depth"], params["strided"])
     smem = smem_bytes(cfg)
     prep = RUNG.prepare(RUNG.text(kernel), {**cfg, "EXPECT_SMEM": smem}, KERNEL, smem=smem,
                         threads=(cfg["NCW"] + 1) * 32, advice="fewer consumer_warps or a smaller depth")

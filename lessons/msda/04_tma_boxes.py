@@ -392,21 +392,24 @@ for stage in ("02_warp_cooperative", "04_tma_boxes"):
 # not yet measured: each block takes one contiguous run of the items (`first` and `last` in the kernel), so the
 # blocks resident at one moment work at places far apart in the problem, spread over all the images, and the
 # reuse the `local` workload offers in L2 (neighbouring queries sampling the same pixels) is lost. Rung 02's
-# warps take the items in order, side by side. An item order that interleaves the blocks, profiled the same
-# way, would test it: an open experiment.
+# warps take the items in order, side by side. The setting `strided=True` tests it: block b takes the items
+# b, b + blocks, b + 2 blocks, ..., so the blocks resident at one moment work on neighbouring items, as rung
+# 02's warps do. Its sweep is the last experiment below.
 
 # %% [markdown]
-# ## Experiments: consumers, ring depth and blocks an SM
+# ## Experiments: consumers, ring depth, blocks an SM and the item order
 #
 # `consumer_warps` sets how many warps blend while one produces; `depth` how many items each consumer warp has
-# in flight; `blocks_per_sm` limits how many blocks share an SM (0: as many as fit). Prediction to test: if the
-# SM's TMA unit is the bottleneck, none of the three changes much, because the boxes arrive no faster. (Without
-# a Hopper GPU there is nothing to time: the sweeps show the records.)
+# in flight; `blocks_per_sm` limits how many blocks share an SM (0: as many as fit); `strided` is the item
+# order of the profile's question. Prediction to test: if the SM's TMA unit is the bottleneck, none of the
+# first three changes much, because the boxes arrive no faster. (Without a Hopper GPU there is nothing to time:
+# the sweeps show the records.)
 
 # %%
 msda.sweep("04_tma_boxes", "consumer_warps", [1, 2, 4, 8])
 msda.sweep("04_tma_boxes", "depth", [1, 2, 4])
 msda.sweep("04_tma_boxes", "blocks_per_sm", [1, 2, 4, 8, 0])
+msda.sweep("04_tma_boxes", "strided", [False, True])
 
 # %% [markdown]
 # The recorded `blocks_per_sm` sweeps, read against one block an SM, and that one block's time shared out over

@@ -77,6 +77,18 @@ def test_a_default_that_differs_in_the_simulator_is_compared_as_a_gpu_runs_it():
         results.not_today(msda, "01_naive", None) is None
 
 
+def test_a_setting_added_after_a_record_is_no_difference_while_its_default_runs_the_old_kernel(monkeypatch):
+    # msda 04's `strided` came after its records; they ran the contiguous runs, today's default (False)
+    from cudabook import track as tracks
+    from cudabook.msda import s04_tma_boxes as s04
+    msda = tracks.get("msda")
+    old = {k: v for k, v in s04.PARAMS.items() if k != "strided"}
+    assert results.not_today(msda, "04_tma_boxes", old) is None
+    assert results.not_today(msda, "04_tma_boxes", {**old, "strided": True}) == "strided=True (now False)"
+    monkeypatch.setattr(s04, "ADDED_PARAMS", {"strided": True})   # had the records run another kernel: a difference
+    assert results.not_today(msda, "04_tma_boxes", old) == "strided not in the record (now False)"
+
+
 def test_every_stages_defaults_are_readable_from_its_source():
     # so that a record's table reads the same on a CPU and on a GPU
     import inspect

@@ -45,6 +45,18 @@ def test_right_in_the_emulator(D, levels, P, locations, landing):
     assert verdict.ok, verdict
 
 
+@pytest.mark.skipif(not HOST_CXX, reason="the emulator needs a host C++ compiler and the simulator's host memory")
+@pytest.mark.parametrize("D, levels, P, locations", SHAPES[:3])
+def test_the_strided_item_order_is_right_in_the_emulator(D, levels, P, locations):
+    args = _case(D, levels, P, locations)
+    p = msda.upload(*args)
+    p.poison()
+    with emulate.emulating("lazy"):
+        s04.launch(p, blocks=4, consumer_warps=2, depth=2, strided=True)   # 4 blocks: items per block 34 or 35
+    verdict = msda.judge(p.result(), *args)
+    assert verdict.ok, verdict
+
+
 @pytest.mark.hopper
 @pytest.mark.parametrize("D, levels, P, locations", SHAPES + [(32, inputs.SEED_LEVELS, 8, "local")])
 def test_right_on_a_hopper_gpu(D, levels, P, locations):
@@ -53,7 +65,8 @@ def test_right_on_a_hopper_gpu(D, levels, P, locations):
         pytest.skip(why)
     for seed in range(2):
         args = _case(D, levels, P, locations, seed)
-        for params in ({}, {"blocks": 5, "consumer_warps": 4, "depth": 2}, {"consumer_warps": 1, "depth": 1}):
+        for params in ({}, {"blocks": 5, "consumer_warps": 4, "depth": 2}, {"consumer_warps": 1, "depth": 1},
+                       {"strided": True}, {"blocks": 5, "consumer_warps": 4, "depth": 2, "strided": True}):
             out = msda.run("04", *args, **params)
             verdict = msda.judge(out, *args)
             assert verdict.ok, (params, verdict)
@@ -62,6 +75,11 @@ def test_right_on_a_hopper_gpu(D, levels, P, locations):
 def test_more_than_eight_levels_is_refused_with_the_rule():
     with pytest.raises(ValueError, match="at most 8 levels"):
         s04.config(32, 9, 4)
+
+
+def test_strided_is_a_bool():
+    with pytest.raises(ValueError, match="strided is True or False"):
+        s04.config(32, 4, 4, strided=1)
 
 
 def _region():

@@ -19,7 +19,8 @@
 // Each box is only 8 * D bytes (256 at D = 32): the lesson measures what a bulk copy that small costs.
 //
 // Compile-time constants (NVRTC -D): DV channels per head, LV levels (at most 8), PV points, NCW consumer warps,
-// DEPTH slots per consumer warp (STAGES = NCW * DEPTH).
+// DEPTH slots per consumer warp (STAGES = NCW * DEPTH), STRIDED (0: each block walks a contiguous run of items;
+// 1: block b takes the items b, b + gridDim.x, ..., so the blocks in flight work on neighbouring items).
 #include "hopper.cuh"
 
 #ifndef DV
@@ -36,6 +37,9 @@
 #endif
 #ifndef DEPTH
 #define DEPTH 1
+#endif
+#ifndef STRIDED
+#define STRIDED 0
 #endif
 #define LP (LV * PV)                        // samples per item
 #define STAGES (NCW * DEPTH)
@@ -72,7 +76,11 @@ msda_tma_boxes(const __grid_constant__ Maps maps, const int* __restrict__ shapes
     const uint32_t full0 = smem_u32(smem + OFF_BAR), empty0 = full0 + 8 * STAGES;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const long long items = (long long)N * Lq * M;
-    const long long first = items * blockIdx.x / gridDim.x, last = items * (blockIdx.x + 1) / gridDim.x;
+#if STRIDED   // this block's k-th item is first + k * step, while below last
+    const long long first = blockIdx.x, step = gridDim.x, last = items;
+#else
+    const long long first = items * blockIdx.x / gridDim.x, step = 1, last = items * (blockIdx.x + 1) / gridDim.x;
+#endif
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
@@ -85,8 +93,8 @@ msda_tma_boxes(const __grid_constant__ Maps maps, const int* __restrict__ shapes
 
     if (warp == 0) {
         // ------------------------------------------------------------ producer
-        for (long long k = 0; first + k < last; ++k) {
-            const long long item = first + k;
+        for (long long k = 0; first + k * step < last; ++k) {
+            const long long item = first + k * step;
             const int m = (int)(item % M), q = (int)(item / M % Lq), n = (int)(item / ((long long)M * Lq));
             const int s = (int)(k % STAGES);
             mbar_wait(empty0 + 8 * s, (uint32_t)((k / STAGES) & 1) ^ 1);   // its consumer is done with the slot
@@ -131,8 +139,8 @@ msda_tma_boxes(const __grid_constant__ Maps maps, const int* __restrict__ shapes
     } else {
         // ------------------------------------------------------------ consumers
         const int cw = warp - 1, g = lane / WP, j0 = lane % WP;
-        for (long long k = cw; first + k < last; k += NCW) {
-            const long long item = first + k;
+        for (long long k = cw; first + k * step < last; k += NCW) {
+            const long long item = first + k * step;
             const int s = (int)(k % STAGES);
             mbar_wait(full0 + 8 * s, (uint32_t)((k / STAGES) & 1));      // the boxes have landed
             const unsigned char* slot = smem + s * SLOT_BYTES;
