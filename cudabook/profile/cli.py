@@ -49,6 +49,8 @@ def main(argv=None) -> int:
     """python -m cudabook.profile TRACK STAGE...             profile now and print the table
     python -m cudabook.profile --record TRACK [STAGE...]   profile and save results/profiles/<gpu>_<track>.json
     python -m cudabook.profile --show TRACK [STAGE...]     the recorded profile
+    --params JSON: the stages' launch settings (a variant); --folder DIR: the records' folder instead of
+    results/profiles/ (a variant's record goes in a folder of its own: a record holds one profile a stage)
     (--run TRACK STAGE --info PATH [--size JSON] [--params JSON] is the driver ncu runs.)"""
     import argparse
     ap = argparse.ArgumentParser(prog="python -m cudabook.profile", description=main.__doc__,
@@ -59,6 +61,7 @@ def main(argv=None) -> int:
     ap.add_argument("--info", help=argparse.SUPPRESS)
     ap.add_argument("--size", type=json.loads, help="the problem's size as JSON, e.g. '{\"B\": 8, ...}'")
     ap.add_argument("--params", type=json.loads, help="the stage's launch parameters as JSON")
+    ap.add_argument("--folder", help="the records' folder (default results/profiles/)")
     ap.add_argument("track")
     ap.add_argument("stages", nargs="*")
     a = ap.parse_args(argv)
@@ -75,10 +78,10 @@ def main(argv=None) -> int:
             from .. import track as tracks
             t = tracks.get(a.track)
             params = {_stage_name(t, s): a.params for s in a.stages} if a.params else None
-            path = record(a.track, a.stages or None, size=a.size, params=params)
+            path = record(a.track, a.stages or None, size=a.size, params=params, folder=a.folder)
             print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
         elif a.show:
-            p = recorded(a.track, *a.stages)
+            p = recorded(a.track, *a.stages, folder=a.folder)
             print(repr(p) if p else f"No profile of {a.track} recorded yet.")
         else:
             for s in a.stages:

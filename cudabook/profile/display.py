@@ -1,12 +1,14 @@
 """show(): the profile of some stages in the notebook, measured now where it can be, else as recorded."""
 from __future__ import annotations
 
+import json
 import os
 
 from .measure import profile
 from .ncu import ProfileUnavailable
 from .records import _stage_name, recorded
 from .table import Profile
+from ..results import json_plain
 
 
 def _display(p):
@@ -38,8 +40,8 @@ def show(track, *stages, size=None, live=None, folder=None, **params) -> Profile
         from ..lesson import full_ladder
         mode = os.environ.get("CUDABOOK_PROFILE", "").strip().lower()
         live = not SIMULATOR and mode != "recorded"
-        if live and mode != "live" and not full_ladder(None) and size is None and not params:
-            kept = card_profile(t, names, folder)
+        if live and mode != "live" and not full_ladder(None) and size is None:
+            kept = card_profile(t, names, folder, params)
             if kept is not None:
                 commits = ", ".join(sorted({s.get("commit") or "?" for s in kept.stages.values()}))
                 print(f"‡ This card's profile, recorded at {commits} from the code these stages have today: "
@@ -63,17 +65,25 @@ def show(track, *stages, size=None, live=None, folder=None, **params) -> Profile
         except ProfileUnavailable as e:
             print(f"No live profile: {e}\n")
     p = recorded(t.NAME, *names, folder=folder)
+    asked = json_plain(params)
+    if p is not None and any(json_plain(p.stages.get(n, {}).get("params") or {}) != asked for n in names):
+        print(f"The recorded profile of {t.NAME} {', '.join(names)} was taken with other settings than {params}: "
+              f"not shown.")
+        p = None
     if p is None or not p:
-        print(f"No profile of {t.NAME} {', '.join(names)} recorded yet: profiles are recorded on a GPU with "
-              f"`python -m cudabook.profile --record {t.NAME}` (into results/profiles/).")
+        flags = f" --params '{json.dumps(asked)}'" if params else ""
+        where = f" --folder {folder}" if folder else ""
+        print(f"No profile of {t.NAME} {', '.join(names)}{' with ' + str(params) if params else ''} recorded yet: "
+              f"profiles are recorded on a GPU with `python -m cudabook.profile --record {t.NAME}"
+              f"{' ' + ' '.join(names) if params else ''}{flags}{where}` (into results/profiles/).")
         return None
     _display(p)
     return p
 
 
-def card_profile(t, names, folder=None) -> Profile | None:
-    """This GPU's recorded profile of every stage in `names`, each profiled at its defaults, on the track's first
-    workload, from the code it has today (its recorded stage_digest is today's), or None."""
+def card_profile(t, names, folder=None, params=None) -> Profile | None:
+    """This GPU's recorded profile of every stage in `names`, each profiled with `params` (none: at its defaults),
+    on the track's first workload, from the code it has today (its recorded stage_digest is today's), or None."""
     from .records import _gpu_name, stage_digest
     gpu = _gpu_name()
     p = recorded(t.NAME, *names, folder=folder, gpu=gpu)
@@ -82,7 +92,8 @@ def card_profile(t, names, folder=None) -> Profile | None:
     default = t.bench.workload_name(**t.bench.WORKLOADS[0])       # what a lesson's profile cell profiles
     for name in names:
         info = p.stages[name]
-        if info.get("params") or info.get("workload") != default or info.get("code") is None \
+        if json_plain(info.get("params") or {}) != json_plain(params or {}) or info.get("workload") != default \
+                or info.get("code") is None \
                 or info.get("code") != stage_digest(t.NAME, name):
             return None
     return p

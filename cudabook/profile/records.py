@@ -154,9 +154,11 @@ def from_record(record, stages) -> Profile:
         info[name] = {k: s.get(k) for k in ("workload", "size", "min_bytes", "params", "date", "commit", "code")}
     dates = sorted({(s.get("date") or "")[:10] for s in info.values()} - {""})
     when = ", ".join(dates) or (record.get("date") or "?")[:10]
+    settings = "; ".join(f"{n} " + ", ".join(f"{k}={v!r}" for k, v in s["params"].items())
+                         for n, s in info.items() if s.get("params"))
     return Profile(rows, track=record["track"], gpu=record["gpu"], ncu=record.get("ncu"), stages=info,
-                   label=f"recorded on {record['gpu']}, {when} (ncu {record.get('ncu') or '?'})",
-                   date=when)
+                   label=f"recorded on {record['gpu']}, {when} (ncu {record.get('ncu') or '?'})"
+                         + (f", with {settings}" if settings else ""), date=when)
 
 
 def recorded(track, *stages, folder=None, gpu=None) -> Profile | None:

@@ -386,15 +386,16 @@ for stage in ("02_warp_cooperative", "04_tma_boxes"):
 
 # %% [markdown]
 # Read the two lines. The corners are the same for both rungs, yet rung 04 reads several times the bytes from
-# DRAM that rung 02 reads, its L2 hit rate is far lower, and its DRAM traffic alone, moved as fast as this card
-# copies memory, takes a large share of its run time (for rung 02, a small one). At the default setting this
-# rung spends much of its time on bytes it should not need, whatever the rate of boxes. A likely cause,
-# not yet measured: each block takes one contiguous run of the items (`first` and `last` in the kernel), so the
-# blocks resident at one moment work at places far apart in the problem, spread over all the images, and the
-# reuse the `local` workload offers in L2 (neighbouring queries sampling the same pixels) is lost. Rung 02's
-# warps take the items in order, side by side. The setting `strided=True` tests it: block b takes the items
-# b, b + blocks, b + 2 blocks, ..., so the blocks resident at one moment work on neighbouring items, as rung
-# 02's warps do. Its sweep is the last experiment below.
+# DRAM that rung 02 reads, and its L2 hit rate is far lower. A likely cause: each block takes one contiguous run
+# of the items (`first` and `last` in the kernel), so the blocks resident at one moment work at places far apart
+# in the problem, spread over all the images, and the reuse the `local` workload offers in L2 (neighbouring
+# queries sampling the same pixels) is lost. Rung 02's warps take the items in order, side by side.
+#
+# Do not conclude yet that these bytes are what makes rung 04 slow. The last number on each line is the time its
+# DRAM traffic would take at the copy ceiling: a large share of rung 04's run, but a share is not a cause. A
+# kernel can move many bytes and still wait mostly on something else. Only an experiment that removes the bytes
+# and times the kernel answers it: `strided=True` (the last sweep below) gives block b the items b, b + blocks,
+# b + 2 blocks, ..., so the blocks resident at one moment work on neighbouring items, as rung 02's warps do.
 
 # %% [markdown]
 # ## Experiments: consumers, ring depth, blocks an SM and the item order
@@ -412,6 +413,33 @@ msda.sweep("04_tma_boxes", "blocks_per_sm", [1, 2, 4, 8, 0])
 msda.sweep("04_tma_boxes", "strided", [False, True])
 
 # %% [markdown]
+# ## The item order: the bytes go, the time stays
+#
+# The profile of `strided=True` (recorded on a card, in a folder of its own: a record holds one profile a
+# stage), printed under the default's:
+
+# %%
+strided = profile.show("msda", "04_tma_boxes", strided=True, live=False,
+                       folder=results.RESULTS / "profiles" / "msda_04_strided")
+base = profile.recorded("msda", "04_tma_boxes", gpu=strided.gpu) if strided else None
+if strided and base and base.gpu == strided.gpu:
+    a, b = base.kernel("04_tma_boxes"), strided.kernel("04_tma_boxes")
+    print(f"{strided.gpu}, rung 04 under ncu: contiguous runs {a['dram_read_MB'] / 1e3:.1f} GB read from DRAM, "
+          f"L2 hit rate {a['l2_hit_pct']:.0f} %, {a['duration_us']:,.0f} µs; strided {b['dram_read_MB'] / 1e3:.1f} GB, "
+          f"{b['l2_hit_pct']:.0f} %, {b['duration_us']:,.0f} µs ({(1 - b['duration_us'] / a['duration_us']) * 100:.0f} % "
+          f"less time for {(1 - b['dram_read_MB'] / a['dram_read_MB']) * 100:.0f} % fewer DRAM bytes)")
+for e in lesson.recorded_sweeps("msda", "04_tma_boxes", "strided"):
+    t = {r["value"]: r["median_us"] for r in e["rows"] if "median_us" in r}
+    if False in t and True in t:
+        print(f"{e['gpu']}, the `strided` sweep (commit {e.get('commit')}): {t[False]:,.0f} µs in contiguous runs, "
+              f"{t[True]:,.0f} µs strided")
+
+# %% [markdown]
+# The guess about the cause was right: in the strided order the DRAM bytes fall several-fold (still above rung
+# 02's) and the L2 hit rate comes back to rung 02's. The guess that they cost the time was wrong: on the card recorded, the run
+# is only a few percent shorter. DRAM was busy, not the bottleneck. The stall column still says the warps wait
+# mostly on memory (`long_scoreboard`), but not which warps; the `blocks_per_sm` sweep below says which.
+#
 # The recorded `blocks_per_sm` sweeps, read against one block an SM, and that one block's time shared out over
 # the items each SM's producer works through:
 
@@ -445,8 +473,9 @@ for e in lesson.recorded_sweeps("msda", "04_tma_boxes", "blocks_per_sm"):
 #
 # Even so, rung 04 does not beat rung 02's plain loads, and on `uniform` it is far behind. A producer that loads
 # the next item's positions before it waits was tried on an H100 while this rung was tuned (scratch runs, not in
-# results/): it ran faster where few blocks share an SM and no faster at the default, where the DRAM traffic the
-# profile above counts is the limit. Rung 05 takes another road and drops the copy engine altogether.
+# results/): it ran faster where few blocks share an SM and no faster at the default, for a reason not measured
+# (the DRAM traffic, once the suspect, is ruled out by the strided order above). Rung 05 takes another road and
+# drops the copy engine altogether.
 
 # %% [markdown]
 # Announce the bytes and ask for the boxes yourself: [lab 04](../../labs/msda/04_tma_boxes.ipynb) (the

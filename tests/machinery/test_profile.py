@@ -403,3 +403,25 @@ def test_on_a_gpu_a_record_of_another_size_is_profiled_again(tmp_path, monkeypat
     profile.save_record(rec, tmp_path)
     profile.show("resample", "05_double_buffered", folder=tmp_path)
     assert live == ["05_double_buffered"]
+
+
+def test_a_variants_record_is_shown_for_those_settings_only(tmp_path, capsys, monkeypatch):
+    # a variant (a stage with some settings moved) is recorded in a folder of its own; shown on this card for the
+    # same settings, profiled again for others, and never passed off as the defaults' profile
+    from cudabook.profile import records
+    live = _on_a_gpu(monkeypatch)
+    rec = _record("05_double_buffered")
+    rec["stages"]["05_double_buffered"].update(code=records.stage_digest("resample", "05_double_buffered"),
+                                               params={"threads": 128})
+    profile.save_record(rec, tmp_path)
+    p = profile.show("resample", "05_double_buffered", folder=tmp_path, threads=128)
+    assert live == [] and "‡ This card's profile" in capsys.readouterr().out
+    assert "with 05_double_buffered threads=128" in p.label
+    profile.show("resample", "05_double_buffered", folder=tmp_path, threads=64)
+    profile.show("resample", "05_double_buffered", folder=tmp_path)
+    assert live == ["05_double_buffered", "05_double_buffered"]
+    monkeypatch.setattr("cudabook.SIMULATOR", True)
+    assert profile.show("resample", "05_double_buffered", folder=tmp_path) is None
+    out = capsys.readouterr().out
+    assert "taken with other settings than {}" in out and "not shown" in out
+    assert profile.show("resample", "05_double_buffered", folder=tmp_path, threads=128) is not None
