@@ -38,5 +38,5 @@ from .ncu import (OPTIONAL, PERMISSION_HELP, PLACES, ROOT, NcuForbidden, NcuMiss
                   available_metrics, collect, find_ncu, ncu_version, require_ncu)
 from .parsing import parse_csv, short_name, to_base
 from .records import (PROFILES, SCHEMA, from_record, load_record, load_records, new_record, record_path, recorded,
-                      save_record, stage_entry, validate_record)
+                      save_record, stage_entry, validate_record, variant_folder)
 from .table import Profile, derive

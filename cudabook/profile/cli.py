@@ -7,7 +7,7 @@ import sys
 
 from .measure import profile, record
 from .ncu import ROOT, ProfileUnavailable
-from .records import _stage_name, recorded
+from .records import _stage_name, recorded, variant_folder
 
 
 def _drive(track, stage, info_path, size=None, params=None) -> int:
@@ -49,8 +49,8 @@ def main(argv=None) -> int:
     """python -m cudabook.profile TRACK STAGE...             profile now and print the table
     python -m cudabook.profile --record TRACK [STAGE...]   profile and save results/profiles/<gpu>_<track>.json
     python -m cudabook.profile --show TRACK [STAGE...]     the recorded profile
-    --params JSON: the stages' launch settings (a variant); --folder DIR: the records' folder instead of
-    results/profiles/ (a variant's record goes in a folder of its own: a record holds one profile a stage)
+    --params JSON: the stages' launch settings (a variant: recorded in results/profiles/variants/, a folder for
+    each stage and settings); --folder DIR: the records' folder instead
     (--run TRACK STAGE --info PATH [--size JSON] [--params JSON] is the driver ncu runs.)"""
     import argparse
     ap = argparse.ArgumentParser(prog="python -m cudabook.profile", description=main.__doc__,
@@ -77,9 +77,16 @@ def main(argv=None) -> int:
         if a.record:
             from .. import track as tracks
             t = tracks.get(a.track)
-            params = {_stage_name(t, s): a.params for s in a.stages} if a.params else None
-            path = record(a.track, a.stages or None, size=a.size, params=params, folder=a.folder)
-            print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+            if a.params and not a.folder:      # each stage's variant in its own folder (records.variant_folder)
+                if not a.stages:
+                    ap.error("--params needs the stages it applies to")
+                paths = [record(a.track, [s], size=a.size, params={_stage_name(t, s): a.params},
+                                folder=variant_folder(a.track, s, a.params)) for s in a.stages]
+            else:
+                params = {_stage_name(t, s): a.params for s in a.stages} if a.params else None
+                paths = [record(a.track, a.stages or None, size=a.size, params=params, folder=a.folder)]
+            for path in paths:
+                print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
         elif a.show:
             p = recorded(a.track, *a.stages, folder=a.folder)
             print(repr(p) if p else f"No profile of {a.track} recorded yet.")

@@ -6,7 +6,7 @@ import os
 
 from .measure import profile
 from .ncu import ProfileUnavailable
-from .records import _stage_name, recorded
+from .records import _stage_name, recorded, variant_folder
 from .table import Profile
 from ..results import json_plain
 
@@ -36,6 +36,8 @@ def show(track, *stages, size=None, live=None, folder=None, **params) -> Profile
     from .. import track as tracks
     t = tracks.get(track)
     names = [_stage_name(t, s) for s in stages] or list(t.STAGES)
+    if folder is None and params and len(names) == 1:      # a variant's record lives in a folder of its own
+        folder = variant_folder(t.NAME, names[0], params)
     if live is None:
         from ..lesson import full_ladder
         mode = os.environ.get("CUDABOOK_PROFILE", "").strip().lower()
@@ -72,7 +74,7 @@ def show(track, *stages, size=None, live=None, folder=None, **params) -> Profile
         p = None
     if p is None or not p:
         flags = f" --params '{json.dumps(asked)}'" if params else ""
-        where = f" --folder {folder}" if folder else ""
+        where = f" --folder {folder}" if folder and not (params and len(names) == 1) else ""
         print(f"No profile of {t.NAME} {', '.join(names)}{' with ' + str(params) if params else ''} recorded yet: "
               f"profiles are recorded on a GPU with `python -m cudabook.profile --record {t.NAME}"
               f"{' ' + ' '.join(names) if params else ''}{flags}{where}` (into results/profiles/).")

@@ -58,6 +58,20 @@ def stage_digest(track, stage) -> str | None:
     return h.hexdigest()[:16]
 
 
+def variant_folder(track, stage, params) -> pathlib.Path:
+    """Where the profiles of a stage run with other settings than its defaults are recorded: a folder of their
+    own under results/profiles/variants/, named by the stage and the settings (a record holds one profile a
+    stage, so the defaults' record and each variant's cannot share a file)."""
+    import json
+    import re
+
+    from ..results import json_plain
+    from .. import track as tracks
+    name = _stage_name(tracks.get(track), stage)
+    words = [f"{k}-{json.dumps(json_plain(v))}" for k, v in sorted(params.items())]
+    return PROFILES / "variants" / re.sub(r"[^A-Za-z0-9_.=-]+", "", "_".join([track, name, *words]))
+
+
 def record_path(gpu: str, track: str, folder=None) -> pathlib.Path:
     from ..results import slug
     return pathlib.Path(folder or PROFILES) / f"{slug(gpu)}_{track}.json"

@@ -415,12 +415,11 @@ msda.sweep("04_tma_boxes", "strided", [False, True])
 # %% [markdown]
 # ## The item order: the bytes go, the time stays
 #
-# The profile of `strided=True` (recorded on a card, in a folder of its own: a record holds one profile a
-# stage), printed under the default's:
+# The profile of `strided=True`, as recorded on a card (a variant's profiles are kept in
+# `results/profiles/variants/`), then the two side by side:
 
 # %%
-strided = profile.show("msda", "04_tma_boxes", strided=True, live=False,
-                       folder=results.RESULTS / "profiles" / "msda_04_strided")
+strided = profile.show("msda", "04_tma_boxes", strided=True, live=False)
 base = profile.recorded("msda", "04_tma_boxes", gpu=strided.gpu) if strided else None
 if strided and base and base.gpu == strided.gpu:
     a, b = base.kernel("04_tma_boxes"), strided.kernel("04_tma_boxes")

@@ -425,3 +425,21 @@ def test_a_variants_record_is_shown_for_those_settings_only(tmp_path, capsys, mo
     out = capsys.readouterr().out
     assert "taken with other settings than {}" in out and "not shown" in out
     assert profile.show("resample", "05_double_buffered", folder=tmp_path, threads=128) is not None
+
+
+def test_a_variant_is_recorded_and_found_in_a_folder_named_by_its_settings(monkeypatch, tmp_path):
+    from cudabook.profile import cli, display, records
+    monkeypatch.setattr(records, "PROFILES", tmp_path)
+    folder = records.variant_folder("resample", "05", {"threads": 128, "pdl": False})
+    assert folder == tmp_path / "variants" / "resample_05_double_buffered_pdl-false_threads-128"
+    wrote = []
+    monkeypatch.setattr(cli, "record", lambda track, stages, **kw: wrote.append((stages, kw)) or kw["folder"] / "x")
+    assert cli.main(["--record", "resample", "04", "05", "--params", '{"threads": 128}']) == 0
+    assert [(s, kw["folder"].name, kw["params"]) for s, kw in wrote] == [
+        (["04"], "resample_04_smem_windows_threads-128", {"04_smem_windows": {"threads": 128}}),
+        (["05"], "resample_05_double_buffered_threads-128", {"05_double_buffered": {"threads": 128}})]
+    asked = []
+    monkeypatch.setattr(display, "recorded", lambda track, *names, folder=None, gpu=None: asked.append(folder))
+    monkeypatch.setattr("cudabook.SIMULATOR", True)
+    profile.show("resample", "05", threads=128)
+    assert asked == [tmp_path / "variants" / "resample_05_double_buffered_threads-128"]
