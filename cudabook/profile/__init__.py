@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from ..results import RecordError, read_record, require_field  # noqa: F401  (as before the split)
 from .cli import main
-from .display import show
+from .display import show, variants
 from .measure import profile, record
 from .metrics import COLUMN_NOTES, COLUMNS, METRICS, STALL_FAMILIES, STALL_REASONS, STALLS, metric_names
 from .ncu import (OPTIONAL, PERMISSION_HELP, PLACES, ROOT, NcuForbidden, NcuMissing, ProfileUnavailable,

@@ -99,3 +99,40 @@ def card_profile(t, names, folder=None, params=None) -> Profile | None:
                 or info.get("code") != stage_digest(t.NAME, name):
             return None
     return p
+
+
+def variants(track, stage, settings, gpu=None) -> list[dict]:
+    """Print one card's recorded profiles of `stage` at its defaults and with each of `settings` (a list of
+    dicts of launch settings; their records: records.variant_folder), a line each: time (and as a share of the
+    defaults'), DRAM bytes read and % of DRAM peak, L2 hit rate. The card: `gpu`, else this GPU if it has the
+    defaults' record, else the card of the latest. Returns the rows printed ([] when nothing is recorded)."""
+    from .. import track as tracks
+    t = tracks.get(track)
+    name = _stage_name(t, stage)
+    base = recorded(t.NAME, name, gpu=gpu)
+    if base is None:
+        print(f"No profile of {t.NAME} {name} recorded yet (python -m cudabook.profile --record {t.NAME} {name}).")
+        return []
+    rows, missing = [], []
+    for params in [{}] + list(settings):
+        p = recorded(t.NAME, name, gpu=base.gpu, folder=variant_folder(t.NAME, name, params) if params else None)
+        k = p.kernel(name) if p is not None and p.gpu == base.gpu else None
+        if not k or json_plain((p.stages.get(name) or {}).get("params") or {}) != json_plain(params):
+            missing.append(params)
+            continue
+        rows.append({"params": params, "commit": (p.stages.get(name) or {}).get("commit"), **k})
+    first = rows[0]["duration_us"] if rows and not rows[0]["params"] else None
+    print(f"{base.gpu}, {t.NAME} {name} under ncu ({(base.stages.get(name) or {}).get('workload')}):")
+    print(f"  {'settings':30s} {'µs':>9s} {'× defaults':>11s} {'DRAM MB read':>13s} {'DRAM % of peak':>15s} "
+          f"{'L2 hit %':>9s}  commit")
+    for r in rows:
+        label = ", ".join(f"{k}={v!r}" for k, v in r["params"].items()) or "defaults"
+        share = f"{r['duration_us'] / first:.3f}" if first else "–"
+        dram = "–" if r.get("dram_pct") is None else f"{r['dram_pct']:.1f}"
+        print(f"  {label:30s} {r['duration_us']:9,.1f} {share:>11s} {r['dram_read_MB']:13,.1f} {dram:>15s} "
+              f"{r['l2_hit_pct']:9.1f}  {r.get('commit') or '?'}")
+    for params in missing:
+        print(f"  {', '.join(f'{k}={v!r}' for k, v in params.items()) or 'defaults'}: not recorded on {base.gpu} "
+              f"(python -m cudabook.profile --record {t.NAME} {name}"
+              + (f" --params '{json.dumps(json_plain(params))}'" if params else "") + ")")
+    return rows

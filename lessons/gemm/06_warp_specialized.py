@@ -149,8 +149,20 @@ if recorded:
 # At the larger size a tile row is long, a row-major wave touches every B panel, and the grouped order reads
 # far fewer bytes a wave. At the smaller one, the size of the `group_m` sweep, a tile row is short: a row-major
 # wave is already compact, this count does not favour `group_m = 8` over 1, and A and B together are not much
-# larger than L2. Yet the sweep records a gain for grouping at that size, which this count does not explain:
-# an open question (the L2 hit rate and DRAM bytes from Nsight Compute at `group_m` 1 and 8 would tell).
+# larger than L2. Yet the H100's sweep (below) records a gain for grouping at that size, which this count does
+# not explain. Nsight Compute's counters at `group_m` 1 and 8, where recorded:
+
+# %%
+from cudabook import profile
+
+profile.variants("gemm", "06_warp_specialized", [{"group_m": 1}])
+
+# %% [markdown]
+# On the H200 they recorded, row-major order reads no more from DRAM than the grouped one and takes about the
+# same time, and that card's recorded sweep below shows no gain for grouping either: at this size the order does
+# not matter there. The gain is in the H100's sweep. The H100 has the same L2 but less DRAM bandwidth, so bytes
+# that cost the H200 nothing may cost it time; whether that is the reason is open until the same counters are
+# recorded on an H100.
 #
 # ## Experiments
 #

@@ -121,9 +121,56 @@ gemm.ladder_so_far("07_clusters", peers=True)
 # each k-tile's wgmmas before issuing the next). When this rung was built on an H100 (measurements not kept in
 # `results/`), clusters of 2 were the big step, multicast added a little at 8192, and `stmatrix` and
 # `mma_depth` were within the noise. The sweeps below, recorded in results/sweeps/, measure three of the
-# switches at 4096: there the TMA store is about as large a step as the cluster. Check on your GPU.
+# switches at 4096: on the H100 the TMA store is about as large a step as the cluster, on the H200 it is by far
+# the larger. Check on your GPU.
 
 # %%
 gemm.sweep("07_clusters", "cluster", [1, 2, 4])
 gemm.sweep("07_clusters", "multicast", [0, 1, 2])
 gemm.sweep("07_clusters", "tma_store", [False, True])
+
+# %% [markdown]
+# ## What the profiles say
+#
+# Times alone say which switch pays, not why. Nsight Compute's counters of each switch, recorded on a card at the
+# lesson's size (`python -m cudabook.profile --record gemm 07 --params '{"cluster": 1}'` and so on; the line of
+# each command is printed where a setting is not recorded yet):
+
+# %%
+from cudabook import SIMULATOR, profile
+
+found = profile.variants("gemm", "07_clusters", [{"multicast": 0}, {"cluster": 1}, {"tma_store": False},
+                                                 {"cluster": 1, "tma_store": False}, {"cluster": 4}])
+if not SIMULATOR and not gemm.unavailable("07_clusters"):
+    from cudabook.gemm import s07_clusters as s07
+    a, b = gemm.random_problem(4096, 4096, 4096)
+    for c in (1, 2, 4):                    # how many clusters of each size this GPU holds at once
+        s07._clusters.clear()
+        gemm.run("07_clusters", a, b, cluster=c)
+        print(f"cluster={c}: {list(s07._clusters.values())[0]} clusters at once "
+              f"(cuOccupancyMaxActiveClusters), {c * list(s07._clusters.values())[0]} blocks on SMs")
+
+# %% [markdown]
+# Read it column by column. The card and commit are on each line; the readings below are those of the card
+# this lesson was written against (an H200 at commit d762ab7), and the H100's sweeps above already differ: there
+# the cluster is a much larger step than on the H200.
+#
+# - **DRAM is not the limit on the H200.** In every variant DRAM runs at a fraction of its peak. The bytes a
+#   cluster saves are real (without it, DRAM reads rise by about a quarter), but they are not what the time is
+#   made of there. The H100 has less DRAM bandwidth, which may be why the cluster pays more on it: open until
+#   these counters are recorded on an H100.
+# - **The cluster's DRAM saving does not come from multicast.** With `multicast=0` the two blocks of a cluster
+#   still read the same B boxes at about the same moment, so the second read finds them in L2: DRAM reads stay at
+#   the defaults'. What multicast saves is the second trip from L2 to the SMs (the defaults' L2 hit rate is lower
+#   than `multicast=0`'s most likely because those second reads, all hits, are gone). It is worth a couple of
+#   percent on both cards' sweeps.
+# - **The TMA store is the largest single step on the H200.** Without it, the cluster is worth almost nothing
+#   there: the consumers' register stores hold up the next tile's MMAs, and with the epilogue on the critical
+#   path, how B arrives matters little. Once the store runs in the background, the loads are what is left to
+#   hide, and the cluster helps. (This is the likely reading of the 2 x 2 of `cluster` and `tma_store`; no
+#   counter above shows the epilogue's share directly.)
+# - **Clusters of 4 lose for a reason that is not in the kernel**: the lines printed on a GPU above say how
+#   many clusters fit at once (on the H200 this lesson was read on, at commit d762ab7: 30 clusters of 4, so
+#   120 of its 132 SMs). A cluster must sit inside one GPC, and a GPC's SM count is not always a multiple of
+#   4, so some SMs are left without a block for the whole run. The L2 hit rate falls as well (not explained
+#   here).

@@ -443,3 +443,19 @@ def test_a_variant_is_recorded_and_found_in_a_folder_named_by_its_settings(monke
     monkeypatch.setattr("cudabook.SIMULATOR", True)
     profile.show("resample", "05", threads=128)
     assert asked == [tmp_path / "variants" / "resample_05_double_buffered_threads-128"]
+
+
+def test_variants_prints_each_recorded_setting_against_the_defaults(monkeypatch, tmp_path, capsys):
+    from cudabook.profile import records
+    monkeypatch.setattr(records, "PROFILES", tmp_path)
+    profile.save_record(_record("05_double_buffered"), tmp_path)
+    slow = _record("05_double_buffered")
+    slow["stages"]["05_double_buffered"]["params"] = {"buffers": 1}
+    slow["stages"]["05_double_buffered"]["kernels"][0]["metrics"]["gpu__time_duration.sum"] *= 2
+    profile.save_record(slow, records.variant_folder("resample", "05", {"buffers": 1}))
+    rows = profile.variants("resample", "05", [{"buffers": 1}, {"buffers": 3}])
+    out = capsys.readouterr().out
+    assert [r["params"] for r in rows] == [{}, {"buffers": 1}]
+    assert rows[1]["duration_us"] == pytest.approx(2 * rows[0]["duration_us"])
+    assert "NVIDIA Testcard, resample 05_double_buffered under ncu" in out and "2.000" in out
+    assert "buffers=3: not recorded on NVIDIA Testcard" in out and "--params '{\"buffers\": 3}'" in out
