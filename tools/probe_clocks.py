@@ -1,0 +1,102 @@
+"""What the SM clock does while the tensor cores work without a pause: cuBLAS's bf16 GEMM (torch.matmul) run back
+to back for some seconds at each size, nvidia-smi sampling the SM clock, the power draw and the throttle reasons
+every 100 ms beside it. Writes results/readings/<gpu>_clocks.json (the samples, and per size the TFLOP/s of the
+whole run and the median clock and power while it ran).
+
+    python tools/probe_clocks.py [--seconds 4] [--sizes 4096 8192]      (on an NVIDIA GPU with torch and nvidia-smi)
+
+Why: a tensor-core peak on a spec sheet is quoted at the boost clock. A GEMM that keeps the tensor cores busy
+draws enough power to meet the card's limit, and the clock comes down until it fits: a kernel's short timing
+(a few hundred ms, as the benchmark's) may still run near the boost clock, a long one does not. The reasons are
+NVML's clock event reasons (nvidia-smi's clocks_event_reasons.active): 0x1 idle, 0x4 software power cap, 0x20 or
+0x40 thermal slowdown.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+QUERY = "timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active"
+
+
+def _sample(line: str):
+    """One nvidia-smi csv line -> (time.time() seconds, MHz, W, °C, reasons), or None."""
+    import datetime
+    parts = [p.strip() for p in line.split(",")]
+    if len(parts) != 5:
+        return None
+    try:
+        when = datetime.datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+        return when, float(parts[1].split()[0]), float(parts[2].split()[0]), float(parts[3]), parts[4]
+    except ValueError:
+        return None
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=4.0, help="how long each size runs back to back")
+    ap.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
+    ap.add_argument("--out", default=None, help="the JSON file (default results/readings/<gpu>_clocks.json)")
+    a = ap.parse_args(argv)
+    import torch
+
+    from cudabook import results
+    if not torch.cuda.is_available():
+        sys.exit("needs an NVIDIA GPU with torch")
+    smi = subprocess.Popen(["nvidia-smi", f"--query-gpu={QUERY}", "--format=csv,noheader", "-lms", "100",
+                            "-i", str(torch.cuda.current_device())], stdout=subprocess.PIPE, text=True)
+    runs = []
+    try:
+        time.sleep(1.0)                              # the idle clock first
+        for n in a.sizes:
+            x = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+            y = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+            torch.matmul(x, y)
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            calls, t0 = 0, time.time()
+            start.record()
+            while time.time() - t0 < a.seconds:
+                for _ in range(10):
+                    torch.matmul(x, y)
+                calls += 10
+                torch.cuda.synchronize()
+            end.record()
+            torch.cuda.synchronize()
+            t1 = time.time()
+            ms = start.elapsed_time(end)
+            runs.append({"size": n, "calls": calls, "seconds": round(ms / 1e3, 3), "from": t0, "to": t1,
+                         "TFLOPs": round(2 * n ** 3 * calls / (ms * 1e-3) / 1e12, 1)})
+            del x, y
+            time.sleep(1.0)                          # cool down between sizes
+    finally:
+        smi.terminate()
+    samples = [s for s in (_sample(line) for line in smi.communicate()[0].splitlines()) if s]
+    for r in runs:
+        during = [s for s in samples if r["from"] + 0.5 <= s[0] <= r["to"]]   # after the first half second
+        r.update(median_sm_MHz=statistics.median(s[1] for s in during) if during else None,
+                 median_W=statistics.median(s[2] for s in during) if during else None,
+                 reasons=sorted({s[4] for s in during}))
+    gpu = torch.cuda.get_device_name()
+    record = {"kind": "clocks under a tensor-core load", "gpu": gpu, "commit": results._commit(),
+              "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "torch": torch.__version__, "runs": runs,
+              "samples": [[round(s[0], 2), s[1], s[2], s[3], s[4]] for s in samples]}
+    out = pathlib.Path(a.out) if a.out else results.RESULTS / "readings" / f"{results.slug(gpu)}_clocks.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=1) + "\n")
+    for r in runs:
+        print(f"{gpu} {r['size']}^3 bf16 cuBLAS for {r['seconds']} s: {r['TFLOPs']} TFLOP/s, SM clock "
+              f"{r['median_sm_MHz']} MHz (median), {r['median_W']} W, reasons {', '.join(r['reasons'])}")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
