@@ -113,9 +113,8 @@ for record in sizes.load("gemm"):
 #
 # One caution when you read % of cuBLAS at the largest sizes, where rung 07 comes near cuBLAS in this record: a
 # percentage is only as steady as its yardstick. cuBLAS's own TFLOP/s, printed below beside the rungs', moves
-# from size to size and from run to run (why was not measured here: the clocks under a long tensor-core load are
-# one guess). The benchmark's own record at 8192³ has rung 07 further behind on the H100 than this one does. Compare rungs within one
-# run (as every table here does), never across runs.
+# from size to size and from run to run. The benchmark's own record at 8192³ has rung 07 further behind on the
+# H100 than this one does. Compare rungs within one run (as every table here does), never across runs.
 
 # %%
 for record in sizes.load("gemm"):
@@ -123,6 +122,42 @@ for record in sizes.load("gemm"):
     print(sizes.format_table(sizes.table(record, "TFLOPs")))
 
 # %% [markdown]
+# ## Why no one reaches the spec sheet's 989 TFLOP/s: the clock comes down
+#
+# The spec sheet's dense bf16 rate is 4096 FLOP a clock on each SM (2048 multiply-adds, 512 on each of its four
+# tensor cores) at the clock the sheet quotes. The card does not hold
+# that clock while the tensor cores work without a pause: their power meets the card's limit, and the clock
+# comes down until the power fits. `tools/probe_clocks.py` runs cuBLAS's GEMM back to back for a few seconds
+# and samples the SM clock, the power draw and NVML's reason for the clock beside it:
+
+# %%
+import json
+
+from cudabook import results
+
+REASONS = {0x1: "idle", 0x4: "software power cap", 0x20: "thermal slowdown (software)",
+           0x40: "thermal slowdown (hardware)"}
+for path in sorted((results.RESULTS / "readings").glob("*_clocks.json")):
+    r = json.loads(path.read_text())
+    sms = next((rec["machine"].get("sms") for rec in results.load_all()
+                if rec.get("gpu") == r["gpu"] and rec.get("machine", {}).get("sms")), None)
+    print(f"{r['gpu']} (tools/probe_clocks.py at commit {r['commit']}, {r['date'][:10]}):")
+    for run in r["runs"]:
+        mhz = run["median_sm_MHz"]
+        why = ", ".join(REASONS.get(int(x, 16), x) for x in run["reasons"]) or "none"
+        peak = f"; at that clock the tensor cores' rate is {sms * 4096 * mhz / 1e6:,.0f}" if sms and mhz else ""
+        print(f"  {run['size']}³ for {run['seconds']:.0f} s: cuBLAS {run['TFLOPs']:,.0f} TFLOP/s, SM clock {mhz:,.0f} MHz "
+              f"(median), {run['median_W']:,.0f} W, clock held down by: {why}{peak}")
+
+# %% [markdown]
+# Read it against the spec sheet: run without a pause, the SM clock sits far below its top, held down by the
+# power cap, and the tensor cores' rate at that clock is already well below 989. A benchmark that times a few
+# hundred milliseconds (this workbook's) catches the card partway down, which is one reason a percentage of
+# cuBLAS moves from run to run: both the rung and cuBLAS run at whatever clock the card has at that moment, and
+# the one timed later in a run may meet a lower one. That is also why `tools/sweep_params.py` times every
+# variant twice, in order and then in reverse. (On a card without this record, run the tool: it needs only
+# torch and nvidia-smi.)
+#
 # **Try it.** Measure one rung with another tile width, e.g. (after `from cudabook import results`)
 # `results.measure_workload("gemm", dict(M=1024, N=1024, K=1024), stages=["05_wgmma_tma"], params={"05_wgmma_tma": {"bn": 64}})`,
 # and compare the wave count with the table above. On a GPU, put other rungs on the plot, e.g. a Numba rung
