@@ -278,3 +278,31 @@ gemm.ladder_so_far("05_wgmma_tma", peers=True)
 # %%
 gemm.sweep("05_wgmma_tma", "bn", [64, 128, 256])
 gemm.sweep("05_wgmma_tma", "stages", [2, 3, 4])
+
+# %% [markdown]
+# The recorded sweeps hold two surprises: the default (`bn=128`, 4 stages) is not the best setting of either
+# knob. Fewer stages run faster, and the widest tile beats the default by several points. Count what each
+# setting leaves room for on an SM (no GPU needed: the registers from the compiled cubin, the shared memory from
+# the ring, the blocks by the occupancy rules in `cudabook.kit.occupancy`):
+
+# %%
+from cudabook.kit import occupancy
+
+print(f"{'setting':12s} {'registers':>9s} {'shared KiB':>10s} {'blocks an SM':>12s}  limited by")
+for setting in ({}, {"stages": 3}, {"stages": 2}, {"bn": 64}, {"bn": 256}):
+    cfg = s05.config(**{**s05.PARAMS, **setting})
+    usage = nvrtc.resource_usage(s05.compile_cubin(**setting))[s05.KERNEL]
+    shared = s05.smem_bytes(cfg) + usage["shared"]
+    o = occupancy.blocks_per_sm(usage["registers"], 128 * cfg["WGS"], shared)
+    label = ", ".join(f"{k}={v}" for k, v in setting.items()) or "defaults"
+    print(f"{label:12s} {usage['registers']:9d} {shared / 1024:10.1f} {o.blocks:12d}  {o.limit}")
+
+# %% [markdown]
+# The default's four stages of 32 KiB leave room for one block an SM. With two or three stages, two blocks
+# share it (then registers are the limit). That is what the stage sweep measures: with one block, every
+# k-tile's drain (both warpgroups waiting at `wait<0>` and `__syncthreads`, as above) leaves the tensor cores
+# idle; with two, the other block's wgmmas most likely fill that gap. More stages did not buy more copies in
+# flight worth having; they cost the second block. The wide tile keeps one block an SM, but each k-tile's
+# wgmmas are twice as long (n = 256) for the same drain, and each k-slice of A read from shared memory feeds
+# twice the columns. The narrow tile (`bn=64`) fits two blocks and is still the slowest: its wgmmas are short,
+# and the drain weighs most. Rung 06 removes the drain instead of hiding it, and keeps `bn=256`.
