@@ -1,9 +1,10 @@
 """A measured timeline of a stage's kernels over a few calls back to back: each kernel's start and end as CUPTI
-saw them (through torch.profiler), for each of some settings (by default programmatic dependent launch on and
+saw them (through torch.profiler), queued behind a sleeping kernel so that the host's launches leave no gaps,
+for each of some settings (by default programmatic dependent launch on and
 off), at the track's benchmark size. Writes results/readings/<gpu>_<track>_<stage>_timeline.json; the lessons
 draw it (cudabook.lesson.draw_timeline).
 
-    python tools/probe_timeline.py --track resample --stage 07_tma [--calls 4] [--settings '{"pdl": true}' '{"pdl": false}']
+    python tools/probe_timeline.py --track resample --stage 07_tma [--calls 6] [--settings '{"pdl": true}' '{"pdl": false}']
 
 What it can show: when each kernel's first block started and its last block ended, so the gap between two
 kernels, or their overlap. A kernel launched with PDL may start (its blocks resident, waiting in
@@ -20,6 +21,7 @@ import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+HOLD_US = 3000           # a sleeping kernel first, long enough for the host to queue every call behind it
 sys.path.insert(0, str(ROOT))
 
 
@@ -34,7 +36,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--track", required=True)
     ap.add_argument("--stage", required=True)
-    ap.add_argument("--calls", type=int, default=4, help="calls back to back in each timeline")
+    ap.add_argument("--calls", type=int, default=6, help="calls back to back in each timeline")
     ap.add_argument("--settings", type=json.loads, nargs="+", default=[{"pdl": True}, {"pdl": False}])
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
@@ -42,7 +44,7 @@ def main(argv=None):
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from cudabook import device, results
+    from cudabook import bench, device, results
     from cudabook import track as tracks
     from numba import cuda
     t = tracks.get(a.track)
@@ -62,13 +64,14 @@ def main(argv=None):
         cuda.synchronize()
         time.sleep(0.2)
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            bench._sleeper()[1, 1](HOLD_US)      # the GPU sleeps while the host queues every call
             for _ in range(a.calls):
                 module.launch(problem, **settings)
             cuda.synchronize()
         with tempfile.TemporaryDirectory() as tmp:
             path = pathlib.Path(tmp) / "trace.json"
             prof.export_chrome_trace(str(path))
-            spans = kernel_spans(json.loads(path.read_text()))
+            spans = [s for s in kernel_spans(json.loads(path.read_text())) if "sleep_us" not in s["name"]]
         if spans:
             t0 = spans[0]["start_us"]
             for s in spans:

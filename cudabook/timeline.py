@@ -1,0 +1,81 @@
+"""Measured kernel timelines (tools/probe_timeline.py: each kernel's start and end as CUPTI saw them, over a few
+calls back to back, for each of some settings), read back and drawn: results/readings/<gpu>_<track>_<stage>_timeline.json.
+
+The first call of each timeline is left out of what is drawn and counted: it follows the sleeping kernel the
+calls were queued behind (in the earliest records, the profiler's own start-up), not a call like the others.
+"""
+from __future__ import annotations
+
+import json
+
+from . import results
+
+
+def load(track: str, stage: str) -> list[dict]:
+    """Every card's recorded timeline of (track, stage), newest last."""
+    found = []
+    for path in sorted((results.RESULTS / "readings").glob(f"*_{track}_{stage}_timeline.json")):
+        record = json.loads(path.read_text())
+        if record.get("track") == track and record.get("stage") == stage:
+            found.append(record)
+    return sorted(found, key=lambda r: r.get("date") or "")
+
+
+def calls(run: dict, per_call: int) -> list[list[dict]]:
+    """The run's kernels cut into calls of `per_call` kernels each, the first call left out."""
+    k = run["kernels"]
+    return [k[i:i + per_call] for i in range(per_call, len(k) - per_call + 1, per_call)]
+
+
+def per_call(record: dict) -> int:
+    """Kernels a call launches: the run's kernels over its calls."""
+    return max(1, len(record["runs"][0]["kernels"]) // max(1, record["calls"]))
+
+
+def steps(run: dict, per: int) -> list[dict]:
+    """Between each kernel and the next (first call left out): the next one's start minus this one's end (a
+    negative gap: they overlapped), with both names; and each call's period (start of a call to the next's)."""
+    kernels = [k for call in calls(run, per) for k in call]
+    out = [{"from": a["name"], "to": b["name"], "gap_us": round(b["start_us"] - a["end_us"], 2)}
+           for a, b in zip(kernels, kernels[1:])]
+    starts = [c[0]["start_us"] for c in calls(run, per)]
+    return out, [round(b - a, 2) for a, b in zip(starts, starts[1:])]
+
+
+def show(track: str, stage: str):
+    """Draw each card's recorded timeline of (track, stage), a panel a setting, and print the gaps and the
+    periods; or say that none is recorded and how to record one."""
+    import matplotlib.pyplot as plt
+    found = load(track, stage)
+    if not found:
+        print(f"No timeline of {track} {stage} recorded yet: on a GPU, "
+              f"python tools/probe_timeline.py --track {track} --stage {stage}")
+        return []
+    for record in found:
+        per = per_call(record)
+        runs = record["runs"]
+        names = list(dict.fromkeys(k["name"] for k in runs[0]["kernels"]))
+        fig, axes = plt.subplots(len(runs), 1, figsize=(9, 0.9 + 0.55 * len(names) * len(runs)), squeeze=False)
+        print(f"{record['gpu']}, {record['workload']}, commit {record['commit']} ({record['date'][:10]}), "
+              f"{record['calls']} calls back to back, the first left out:")
+        for ax, run in zip(axes[:, 0], runs):
+            kept = calls(run, per)
+            if not kept:
+                continue
+            t0 = kept[0][0]["start_us"]
+            for c, call in enumerate(kept):
+                for k in call:
+                    row = names.index(k["name"])
+                    ax.broken_barh([(k["start_us"] - t0, k["end_us"] - k["start_us"])], (row - 0.35, 0.7),
+                                   color=f"C{c % 10}", alpha=0.85)
+            ax.set_yticks(range(len(names)), names, fontsize=8)
+            ax.invert_yaxis()
+            label = ", ".join(f"{k}={v}" for k, v in run["settings"].items()) or "defaults"
+            ax.set_title(f"{record['gpu']}: {label} (a colour a call)", fontsize=9)
+            ax.set_xlabel("µs (CUPTI's start and end of each kernel)", fontsize=8)
+            gaps, periods = steps(run, per)
+            print(f"  {label}: a call every {', '.join(f'{p:.1f}' for p in periods)} µs; between kernels: "
+                  + "; ".join(f"{g['from']} → {g['to']} {g['gap_us']:+.2f}" for g in gaps[:2 * per]) + " µs")
+        plt.tight_layout()
+        plt.show()
+    return found
