@@ -415,24 +415,24 @@ for record in results.load_all():
 # kernel drain and complete, then launches the prepass and brings up its blocks, and only then (by PDL) the main
 # kernel's.
 #
-# The picture below is a schematic, drawn by hand to show the order of events, not a measurement: nothing in
-# it is to scale (the gaps between kernels, a microsecond or two, are drawn far too wide next to the kernels).
-# `▓▒░` is a kernel's tail, its last blocks running while SMs go idle; `|` is its last block exiting;
-# `[ completion ]` is what follows, until its writes are visible and its completion is seen. The main kernel
-# never runs `launch_dependents`, so `|` is its trigger: with PDL or without, the prepass of call N+1 is
-# launched only after it, and the tail is never overlapped.
-#
-# ```text
-# the prepass launched the ordinary way (the main kernels with PDL, launched as the prepass triggers):
-#   main kernel, call N   ██████████████▓▒░|[ completion ]
-#   prepass, call N+1                                     [launch]███████
-#   main kernel, call N+1                                         [launch]██████████████▓▒░|
-#
-# the prepass launched with PDL too (the fifth try):
-#   main kernel, call N   ██████████████▓▒░|[ completion ]
-#   prepass, call N+1                       [launch, wait]███████
-#   main kernel, call N+1                                 [launch]██████████████▓▒░|
-# ```
+# The timeline below is measured, not drawn by hand: `tools/probe_timeline.py` queues several calls behind a
+# sleeping kernel and records, through CUPTI, when each kernel's first block started and its last block ended,
+# with the stage as it is now (the prepass launched with PDL too, the fifth try below) and with `pdl=False`
+# (both kernels launched the ordinary way). Under the plot, the gap from each kernel's end to the next one's
+# start (negative: they overlap) and the time from one call to the next.
+
+# %%
+from cudabook import timeline
+
+timeline.show("resample", "07_tma")
+
+# %% [markdown]
+# Read the two panels. Launched the ordinary way, each kernel starts about a microsecond after the one before
+# it has ended, twice a call, and the prepass runs alone in between. With PDL, the prepass starts as the last
+# main kernel's last block ends (a small negative gap: its blocks are already resident, waiting), and this call's
+# main kernel starts within a microsecond after it, long before the prepass ends: the two run side by side.
+# Neither panel overlaps a main kernel's tail: the main kernel never runs `launch_dependents`, so the next
+# prepass is launched only when its last block exits.
 #
 # So the fifth try, now in the code, launches the prepass with programmatic dependent launch too. It is launched
 # as soon as the last block of the kernel before it (the previous call's main kernel, when calls follow each

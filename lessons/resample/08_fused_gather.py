@@ -532,6 +532,19 @@ except nvrtc.ToolMissing as e:
 #   call's gather, which never triggers, so for it only the gap is hidden. Stage 07 launches its prepass and its
 #   streaming kernel the same way.
 #
+# Measured on a card (`tools/probe_timeline.py`: several calls queued behind a sleeping kernel, each kernel's
+# start and end as CUPTI saw them), with the default search, with PDL and without:
+
+# %%
+from cudabook import timeline
+
+timeline.show("resample", "08_fused_gather")
+
+# %% [markdown]
+# Without PDL each gather starts about a microsecond after the last one ends; with it, the next one's blocks
+# start as the last block of the one before exits (a small negative gap). That microsecond a call is all PDL
+# hides here: the kernels do not overlap beyond it.
+#
 # The host launches a kernel this way only if its own source waits (a learner's copy without the wait would
 # race the kernel before it: it runs the ordinary way), and the search kernel only if it waits before it lets
 # the gather start (`cudabook.nvrtc.waits_for_prerequisite` and `waits_before_trigger` read the source). The

@@ -21,7 +21,8 @@ from cudabook import track
 PACKAGE = pathlib.Path(cudabook.__file__).resolve().parent
 ALLOWED_TO_NAME_TRACKS = {"cudabook.track", "cudabook.__main__"}
 MACHINERY = {"cudabook.track", "cudabook.check", "cudabook.labs", "cudabook.results", "cudabook.lesson",
-             "cudabook.sizes", "cudabook.notebooks", "cudabook.workbook", "cudabook.__main__", "cudabook.profile"}
+             "cudabook.sizes", "cudabook.notebooks", "cudabook.workbook", "cudabook.__main__", "cudabook.profile",
+             "cudabook.timeline"}
 
 
 def _modules() -> dict[str, pathlib.Path]:
