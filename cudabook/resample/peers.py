@@ -6,6 +6,8 @@ run at all: cudabook.peers.available).
 """
 from __future__ import annotations
 
+import contextlib
+
 
 def resample_torch(times, feats, targets):
     """np.interp per (batch, channel) in float32, bf16 out. times [B,S] f32, feats [B,S,D] bf16, targets [B,T]."""
@@ -20,9 +22,20 @@ def resample_torch(times, feats, targets):
     return (a + w * (c - a)).to(torch.bfloat16)
 
 
+def inductor_pdl(torch):
+    """Inductor's option to launch its Triton kernels with programmatic dependent launch (off by default), as a
+    context in which a function is compiled; a RuntimeError saying so where this torch has no such option."""
+    triton_config = torch._inductor.config.triton
+    if not hasattr(triton_config, "enable_pdl"):
+        raise RuntimeError(f"torch {torch.__version__} has no inductor PDL option (torch._inductor.config.triton"
+                           f".enable_pdl)")
+    return torch._inductor.config.patch({"triton.enable_pdl": True})
+
+
 def measure(src_times, src_feats, tgt_times, ref, scale, *, repeats=25, names=None):
-    """{"torch_eager": {...}, "torch_compile": {...}, "torch_compile_max_autotune": {...}}: median_us and
-    correctness on these inputs."""
+    """{"torch_eager": {...}, "torch_compile": {...}, "torch_compile_max_autotune": {...},
+    "torch_compile_max_autotune_pdl": {...}}: median_us and correctness on these inputs. The last is max-autotune
+    compiled with inductor's PDL option on (an error row saying so where this torch has none)."""
     import numpy as np
     import torch
 
@@ -42,13 +55,15 @@ def measure(src_times, src_feats, tgt_times, ref, scale, *, repeats=25, names=No
     # results/sizes/). The strongest mode a user would pick: max-autotune without CUDA graphs (the timing
     # already queues the calls back to back behind a sleeping kernel, so graphs would only add their own
     # launch); it tries Triton configurations and takes minutes to compile.
-    for name, make in (("torch_eager", lambda: resample_torch), ("torch_compile", compiled),
-                       ("torch_compile_max_autotune", lambda: compiled("max-autotune-no-cudagraphs"))):
+    for name, make, pdl in (("torch_eager", lambda: resample_torch, False), ("torch_compile", compiled, False),
+                            ("torch_compile_max_autotune", lambda: compiled("max-autotune-no-cudagraphs"), False),
+                            ("torch_compile_max_autotune_pdl", lambda: compiled("max-autotune-no-cudagraphs"), True)):
         if names is not None and name not in names:
             continue
         try:
             fn = make()
-            got = fn(times, feats, targets)          # compiles (torch.compile) and warms up
+            with inductor_pdl(torch) if pdl else contextlib.nullcontext():
+                got = fn(times, feats, targets)      # compiles (torch.compile) and warms up
             ms = bench.time_ms(lambda: fn(times, feats, targets), repeats=repeats, batch=10)
             bits = got.view(torch.int16).cpu().numpy().view(np.uint16)
             verdict = compare(bits.view(BF16), ref, scale)

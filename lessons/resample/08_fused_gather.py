@@ -523,7 +523,9 @@ except nvrtc.ToolMissing as e:
 #   `griddepcontrol.wait` waits out what is left. The `pdl` sweep at the end measures the difference (read after
 #   the sweeps: a microsecond or two). `torch.compile`'s code could do the same (Triton has the switch), and
 #   inductor left it off here (the metadata printed above), so part of this stage's lead over the compiler is
-#   this launch. (A gather that ran `launch_dependents` early would let the next call's blocks onto the SMs its
+#   this launch. `make bench` therefore also times max-autotune compiled with inductor's PDL option on
+#   (`torch_compile_max_autotune_pdl`, where the installed torch has the option; the records below show it
+#   once a card has been benchmarked since). (A gather that ran `launch_dependents` early would let the next call's blocks onto the SMs its
 #   tail leaves idle; that has not been tried here.)
 # - With `search="prepass"` there are two kernels, as in `torch.compile`'s code. The search kernel,
 #   `resample_find`, waits for the kernel before it and then runs `griddepcontrol.launch_dependents`: once every
@@ -688,7 +690,8 @@ for record in results.load_all():
             continue
         rows = {**w["stages"], **w.get("peers", {})}
         us = {k: rows.get(k, {}).get("median_us")
-              for k in ("07_tma", "08_fused_gather", "torch_compile", "torch_compile_max_autotune")}
+              for k in ("07_tma", "08_fused_gather", "torch_compile", "torch_compile_max_autotune",
+                        "torch_compile_max_autotune_pdl")}
         compilers = [v for k, v in us.items() if k.startswith("torch_compile") and v]
         best = min(compilers) if compilers else None           # the compiler: its faster mode in this record
         print(f"{record['gpu']} · {name}")
@@ -697,8 +700,8 @@ for record in results.load_all():
             continue
         for k, v in us.items():
             if v:
-                print(f"  {k:>26}: {v:7.1f} µs")
-        for peer in ("07_tma", "torch_compile", "torch_compile_max_autotune"):
+                print(f"  {k:>30}: {v:7.1f} µs")
+        for peer in ("07_tma", "torch_compile", "torch_compile_max_autotune", "torch_compile_max_autotune_pdl"):
             if us[peer]:
                 d = 100 * (us["08_fused_gather"] - us[peer]) / us[peer]
                 print(f"  08 against {peer}: {d:+.1f} % of its time ({'08' if d < 0 else peer} ahead)")
