@@ -523,9 +523,12 @@ except nvrtc.ToolMissing as e:
 #   `griddepcontrol.wait` waits out what is left. The `pdl` sweep at the end measures the difference (read after
 #   the sweeps: a microsecond or two). `torch.compile`'s code could do the same (Triton has the switch), and
 #   inductor left it off here (the metadata printed above), so part of this stage's lead over the compiler is
-#   this launch. `make bench` therefore also times max-autotune compiled with inductor's PDL option on
-#   (`torch_compile_max_autotune_pdl`, where the installed torch has the option; the records below show it
-#   once a card has been benchmarked since). (A gather that ran `launch_dependents` early would let the next call's blocks onto the SMs its
+#   this launch. How large a part: in one process on an H200 at commit 1e13fe4 (a reading, not a record),
+#   `torch.compile`'s default mode took 68.1 µs a call with the option off and 64.6 µs with
+#   `torch._inductor.config.triton.enable_pdl` on, twice each, the same both times. That is most of the lead the
+#   records give this stage over the compiler on that card. `make bench` therefore also times max-autotune with
+#   the option on (`torch_compile_max_autotune_pdl`, where the installed torch has it); the records below show
+#   it once a card has been benchmarked since, and only then is the compiler at its strongest here. (A gather that ran `launch_dependents` early would let the next call's blocks onto the SMs its
 #   tail leaves idle; that has not been tried here.)
 # - With `search="prepass"` there are two kernels, as in `torch.compile`'s code. The search kernel,
 #   `resample_find`, waits for the kernel before it and then runs `griddepcontrol.launch_dependents`: once every
