@@ -384,6 +384,31 @@ def resource_usage(cubin: bytes) -> dict:
 _texts: dict = {}
 
 
+def cxx_code(text: str) -> str:
+    """CUDA C++ without its comments (// and /* */, not inside string or character literals), trailing blanks
+    and empty lines: what a digest of the code should see."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in "\"'":                                   # a literal: copied to its closing quote
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i:j + 1])
+            i = j + 1
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            out.append(" ")
+            i = n if j < 0 else j + 2
+        else:
+            out.append(c)
+            i += 1
+    return "\n".join(line.rstrip() for line in "".join(out).splitlines() if line.strip())
+
+
 def source_text(path) -> str:
     """A kernel file's text, re-read when the file changes (an edited kernel is picked up at the next launch)."""
     path = pathlib.Path(path)

@@ -86,7 +86,7 @@ def show(track, *stages, size=None, live=None, folder=None, **params) -> Profile
 def card_profile(t, names, folder=None, params=None) -> Profile | None:
     """This GPU's recorded profile of every stage in `names`, each profiled with `params` (none: at its defaults),
     on the track's first workload, from the code it has today (its recorded stage_digest is today's), or None."""
-    from .records import _gpu_name, stage_digest
+    from .records import _gpu_name, todays_code
     gpu = _gpu_name()
     p = recorded(t.NAME, *names, folder=folder, gpu=gpu)
     if p is None or p.gpu != gpu or set(p.stages) != set(names):
@@ -95,8 +95,7 @@ def card_profile(t, names, folder=None, params=None) -> Profile | None:
     for name in names:
         info = p.stages[name]
         if json_plain(info.get("params") or {}) != json_plain(params or {}) or info.get("workload") != default \
-                or info.get("code") is None \
-                or info.get("code") != stage_digest(t.NAME, name):
+                or not todays_code(t.NAME, name, info.get("code")):
             return None
     return p
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import pathlib
 import subprocess
+import sys
 
 from ..nvrtc import INCLUDE, _local_includes
 from ..results import RecordError, read_record, require_field
@@ -26,15 +27,74 @@ def _gpu_name():
     return g.name if g else None
 
 
-def stage_digest(track, stage) -> str | None:
-    """sha256 of the code a stage's profile measures: the stage's module and the cudabook modules whose functions
-    it uses (refmemo.code_digest), the track's benchmark (which prepares the workload) but not the track's checker
-    (it reads what a kernel wrote and cannot change its counters), the CUDA C++ it compiles
-    (its SOURCE), every kernel file of its track, and the headers these include (the kit's among them). A recorded
-    profile whose stages' digests are today's measured today's code. None when the stage cannot be imported."""
+def python_code(text: str) -> str:
+    """A Python module's code without its comments, docstrings and layout (its syntax tree, docstrings dropped):
+    what a digest of the code should see. A text that does not parse is returned as it is."""
+    import ast
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
+def _owners(namespace: dict, names=None, leave_out=()) -> set[str]:
+    """The cudabook modules that define the callables of `namespace` (those in `names` only, if given), but for
+    those whose last name is in leave_out."""
+    found = set()
+    for key, value in namespace.items():
+        owner = getattr(value, "__module__", None)
+        if ((names is None or key in names) and callable(value) and isinstance(owner, str)
+                and owner.split(".")[0] == "cudabook" and owner.rsplit(".", 1)[-1] not in leave_out):
+            found.add(owner)
+    return found
+
+
+def _code_names(code) -> set[str]:
+    """Every global name a function's code (and the functions and lambdas inside it) refers to."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            names |= _code_names(const)
+    return names
+
+
+def _workload_code(bench) -> str:
+    """What a profile takes from a track's benchmark: its first workload and the code of `prepare`, which draws
+    and uploads it (and the modules of the functions prepare calls), not its peers, columns or sweeps."""
+    import inspect
+    import json
+
+    from ..results import json_plain
+    prepare = bench.prepare
+    parts = [json.dumps(json_plain(bench.WORKLOADS[0]), sort_keys=True), python_code(
+        inspect.cleandoc("\n" + inspect.getsource(prepare)))]
+    for name in sorted(_owners(prepare.__globals__, _code_names(prepare.__code__), ("checking",))):
+        parts.append(name + "\0" + python_code(pathlib.Path(sys.modules[name].__file__).read_text()))
+    return "\n".join(parts)
+
+
+def stage_digest(track, stage, code_only: bool = True) -> str | None:
+    """sha256 of the code a stage's profile measures. A recorded profile whose stages' digests are today's
+    measured today's code. None when the stage cannot be imported.
+
+    code_only (what records keep since 2026-11-28): the stage's module and the cudabook modules whose functions
+    it uses, the workload the profile draws (the benchmark's first workload and its `prepare`, with the modules
+    of the functions that calls), the CUDA C++ the stage compiles (its SOURCE), every kernel file of its track
+    and the headers these include (the kit's among them), each as code alone: without comments, docstrings and
+    layout (python_code, nvrtc.cxx_code). A comment fixed in a kernel, a docstring, or a peer added to the
+    benchmark leaves the records standing. code_only=False: the digest older records hold: the files' text, the
+    whole benchmark module (refmemo.code_digest), not the track's checker. todays_code accepts both."""
     import hashlib
 
     from .. import track as tracks
+    from ..nvrtc import cxx_code
     from ..refmemo import code_digest
     t = tracks.get(track)
     try:
@@ -42,8 +102,13 @@ def stage_digest(track, stage) -> str | None:
     except Exception:
         return None
     h = hashlib.sha256()
-    for name in (module.__name__, t.bench.__name__):
-        h.update(code_digest(name, leave_out=("checking",)).encode())
+    if code_only:
+        for name in sorted({module.__name__} | _owners(vars(module), leave_out=("checking",))):
+            h.update(name.encode() + b"\0" + python_code(pathlib.Path(sys.modules[name].__file__).read_text()).encode())
+        h.update(_workload_code(t.bench).encode())
+    else:
+        for name in (module.__name__, t.bench.__name__):
+            h.update(code_digest(name, leave_out=("checking",)).encode())
     files = [pathlib.Path(module.SOURCE)] if getattr(module, "SOURCE", None) else []
     kernels = pathlib.Path(module.__file__).parent / "kernels"
     files += sorted(kernels.glob("*.cu*"))
@@ -51,11 +116,18 @@ def stage_digest(track, stage) -> str | None:
     for f in dict.fromkeys(files):
         if f.is_file():
             text = f.read_bytes()
-            h.update(f.name.encode() + b"\0" + text)
+            h.update(f.name.encode() + b"\0" + (cxx_code(text.decode()).encode() if code_only else text))
             headers.update(_local_includes(text.decode(), [kernels, INCLUDE]))
     for name in sorted(headers):
-        h.update(name.encode() + b"\0" + headers[name].encode())
+        h.update(name.encode() + b"\0" + (cxx_code(headers[name]) if code_only else headers[name]).encode())
     return h.hexdigest()[:16]
+
+
+def todays_code(track, stage, recorded_digest) -> bool:
+    """Whether a recorded stage digest is that of the stage's code today: the code-only digest (records made
+    since 2026-11-28), or the text digest older records hold."""
+    return recorded_digest is not None and recorded_digest in (stage_digest(track, stage),
+                                                               stage_digest(track, stage, code_only=False))
 
 
 def variant_folder(track, stage, params) -> pathlib.Path:

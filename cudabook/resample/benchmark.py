@@ -71,14 +71,14 @@ def metrics(problem, median_us, ctx) -> dict:
     return out
 
 
-PEERS = ("torch_eager", "torch_compile", "torch_compile_max_autotune", "torch_compile_max_autotune_pdl")
+PEERS = ("torch_eager", "torch_compile", "torch_compile_max_autotune")
 LESSON_PEERS = ("torch_eager", "torch_compile")   # what a lesson measures now; max-autotune (minutes of compiling)
 # comes from the card's record, unless the lesson measures the whole ladder (cudabook.lesson, full=True)
 
 
 def peers(args, problem, ctx, *, repeats=25, progress=print, only=None) -> dict:
-    """torch eager and torch.compile (default, max-autotune-no-cudagraphs, and that with inductor's PDL option)
-    on the same data, timed the same way (only: those named; skipped, saying why, without torch)."""
+    """torch eager and torch.compile (default and max-autotune-no-cudagraphs) on the same data, timed the same
+    way (only: those named; skipped, saying why, without torch)."""
     from .. import peers as peer_mod
     if peer_mod.skipped(progress):
         return {}

@@ -32,10 +32,17 @@ def inductor_pdl(torch):
     return torch._inductor.config.patch({"triton.enable_pdl": True})
 
 
+def wanted(name, names) -> bool:
+    """Whether peer `name` is timed when `names` are asked for (None: all): a peer with inductor's PDL option
+    ("..._pdl") is timed wherever the same peer without it is."""
+    return names is None or name in names or name.removesuffix("_pdl") in names
+
+
 def measure(src_times, src_feats, tgt_times, ref, scale, *, repeats=25, names=None):
     """{"torch_eager": {...}, "torch_compile": {...}, "torch_compile_max_autotune": {...},
     "torch_compile_max_autotune_pdl": {...}}: median_us and correctness on these inputs. The last is max-autotune
-    compiled with inductor's PDL option on (an error row saying so where this torch has none)."""
+    compiled with inductor's PDL option on (an error row saying so where this torch has none), timed wherever
+    max-autotune is (names: those to time)."""
     import numpy as np
     import torch
 
@@ -58,7 +65,7 @@ def measure(src_times, src_feats, tgt_times, ref, scale, *, repeats=25, names=No
     for name, make, pdl in (("torch_eager", lambda: resample_torch, False), ("torch_compile", compiled, False),
                             ("torch_compile_max_autotune", lambda: compiled("max-autotune-no-cudagraphs"), False),
                             ("torch_compile_max_autotune_pdl", lambda: compiled("max-autotune-no-cudagraphs"), True)):
-        if names is not None and name not in names:
+        if not wanted(name, names):
             continue
         try:
             fn = make()

@@ -295,30 +295,60 @@ def test_a_live_profile_says_each_stage_as_it_starts(capsys, monkeypatch):
     assert sorted(p.stages) == ["04_smem_windows", "05_double_buffered"]
 
 
+def _with_text(monkeypatch, name, extra):
+    """Every read of the file called `name` (text or bytes) gets `extra` appended, as if the file had it."""
+    import pathlib
+    real_text, real_bytes = pathlib.Path.read_text, pathlib.Path.read_bytes
+    monkeypatch.setattr(pathlib.Path, "read_text",
+                        lambda self, *a, **k: real_text(self, *a, **k) + (extra if self.name == name else ""))
+    monkeypatch.setattr(pathlib.Path, "read_bytes",
+                        lambda self: real_bytes(self) + (extra.encode() if self.name == name else b""))
+
+
 def test_a_stages_digest_follows_its_code(monkeypatch):
-    from cudabook import refmemo
     from cudabook.profile import records
     a, b = records.stage_digest("resample", "05_double_buffered"), records.stage_digest("resample", "07_tma")
     assert a and b and a != b and a == records.stage_digest("resample", "05_double_buffered")
     assert records.stage_digest("msda", "03_smem_tiles") not in (a, b)
-    real = refmemo.code_digest
-    monkeypatch.setattr(refmemo, "code_digest", lambda name, **kw: real(name, **kw) + ("x" if "s05" in name else ""))
+    _with_text(monkeypatch, "s05_double_buffered.py", "\nEXTRA = 1\n")
     assert records.stage_digest("resample", "05_double_buffered") != a          # its module changed
     assert records.stage_digest("resample", "07_tma") == b
 
 
+def test_a_stages_digest_follows_the_workload_it_draws(monkeypatch):
+    from cudabook.profile import records
+    before = records.stage_digest("resample", "05_double_buffered")
+    _with_text(monkeypatch, "inputs.py", "\ndef drawn_otherwise():\n    return 2\n")   # prepare's random_problem
+    assert records.stage_digest("resample", "05_double_buffered") != before
+
+
+def test_comments_docstrings_and_the_benchmarks_peers_leave_the_digest_and_older_records_standing(monkeypatch):
+    """A comment fixed in a kernel or a header, a docstring, or a peer added to the benchmark cannot change a
+    stage's counters: the code-only digest (what records keep) stays; the text digest older records hold moves,
+    and todays_code accepts a record of either kind while its own kind still matches."""
+    from cudabook.profile import records
+    code, text = records.stage_digest("resample", "07_tma"), records.stage_digest("resample", "07_tma", False)
+    assert records.todays_code("resample", "07_tma", code) and records.todays_code("resample", "07_tma", text)
+    for name, extra in (("tma.cu", "\n// a comment fixed\n/* and a block */\n"), ("tma.cuh", "\n// a note\n"),
+                        ("s07_tma.py", "\n# a comment\n"),
+                        ("benchmark.py", "\nPEERS_TOO = ('another peer',)\n")):
+        with monkeypatch.context() as m:
+            _with_text(m, name, extra)
+            assert records.stage_digest("resample", "07_tma") == code, name
+            assert records.stage_digest("resample", "07_tma", False) != text, name
+            assert records.todays_code("resample", "07_tma", code) and not records.todays_code("resample", "07_tma", text)
+    assert records.python_code('"""doc"""\nx = 1  # c\ndef f():\n    """d"""\n    return 2\n') == \
+        records.python_code("x=1\ndef f():\n    return 2\n")
+    assert not records.todays_code("resample", "07_tma", None)
+
+
 def test_a_stages_digest_leaves_out_the_checker(monkeypatch):
     """A hint's wording in msda/checking.py cannot change a kernel's counters: its profile stays today's."""
-    import pathlib
-
-    from cudabook.msda import checking
     from cudabook.profile import records
-    before = records.stage_digest("msda", "03_smem_tiles")
-    real = pathlib.Path.read_bytes
-    monkeypatch.setattr(pathlib.Path, "read_bytes",
-                        lambda self: real(self) + (b"# a hint reworded" if self.name == "checking.py" else b""))
-    assert pathlib.Path(checking.__file__).read_bytes().endswith(b"# a hint reworded")
-    assert records.stage_digest("msda", "03_smem_tiles") == before
+    before = records.stage_digest("msda", "03_smem_tiles"), records.stage_digest("msda", "03_smem_tiles", False)
+    _with_text(monkeypatch, "checking.py", "\nHINT = 'a hint reworded'\n")
+    assert (records.stage_digest("msda", "03_smem_tiles"), records.stage_digest("msda", "03_smem_tiles", False)) \
+        == before
 
 
 def test_a_stages_digest_follows_the_kit_headers_it_includes_and_no_others(monkeypatch, tmp_path):
@@ -328,9 +358,9 @@ def test_a_stages_digest_follows_the_kit_headers_it_includes_and_no_others(monke
     shutil.copytree(records.INCLUDE, tmp_path, dirs_exist_ok=True)
     monkeypatch.setattr(records, "INCLUDE", tmp_path)
     before = {s: records.stage_digest("resample", s) for s in ("05_double_buffered", "07_tma")}
-    (tmp_path / "stream_copy.cu").write_text("// the copy ceiling's kernels, rewritten\n")
+    (tmp_path / "stream_copy.cu").write_text("__global__ void rewritten() {}\n")
     assert {s: records.stage_digest("resample", s) for s in before} == before
-    (tmp_path / "tma.cuh").write_text((tmp_path / "tma.cuh").read_text() + "\n// changed\n")
+    (tmp_path / "tma.cuh").write_text((tmp_path / "tma.cuh").read_text() + "\n__device__ int changed;\n")
     assert records.stage_digest("resample", "07_tma") != before["07_tma"]               # 07 includes tma.cuh
 
 
@@ -459,3 +489,16 @@ def test_variants_prints_each_recorded_setting_against_the_defaults(monkeypatch,
     assert rows[1]["duration_us"] == pytest.approx(2 * rows[0]["duration_us"])
     assert "NVIDIA Testcard, resample 05_double_buffered under ncu" in out and "2.000" in out
     assert "buffers=3: not recorded on NVIDIA Testcard" in out and "--params '{\"buffers\": 3}'" in out
+
+
+def test_cxx_code_drops_comments_but_not_what_looks_like_them_in_literals():
+    from cudabook import nvrtc
+    text = ('#include "a.h"  // the header\n'
+            'const char* s = "a // not a comment", *t = "/* nor this */"; /* a block\n'
+            'over two lines */ int x = \'/\';   \n'
+            '\n'
+            'asm volatile("mov.u32 %0, %1;" : "=r"(x) : "r"(1)); // pinned\n')
+    assert nvrtc.cxx_code(text) == ('#include "a.h"\n'
+                                    'const char* s = "a // not a comment", *t = "/* nor this */";   int x = \'/\';\n'
+                                    'asm volatile("mov.u32 %0, %1;" : "=r"(x) : "r"(1));')
+    assert nvrtc.cxx_code('char q = \'"\'; // "quoted"\nint y;') == "char q = '\"';\nint y;"

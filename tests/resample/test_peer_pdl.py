@@ -25,6 +25,8 @@ def test_a_torch_without_the_option_says_so():
         peers.inductor_pdl(torch)
 
 
-def test_the_benchmark_times_it_and_a_lesson_does_not():
-    assert "torch_compile_max_autotune_pdl" in benchmark.PEERS
-    assert "torch_compile_max_autotune_pdl" not in benchmark.LESSON_PEERS
+def test_it_is_timed_with_max_autotune_so_in_the_benchmark_and_not_in_a_lesson():
+    pdl = "torch_compile_max_autotune_pdl"
+    assert peers.wanted(pdl, benchmark.PEERS) and peers.wanted(pdl, None)
+    assert not peers.wanted(pdl, benchmark.LESSON_PEERS)
+    assert peers.wanted("torch_eager", benchmark.LESSON_PEERS) and not peers.wanted("torch_compile", ["torch_eager"])
