@@ -22,14 +22,17 @@ variants and holds the first six only: no recorded sweep has 2 or 4 vectors a la
 gemm: rungs 07 (bf16) and 08 (FP8) at their defaults and with one lever moved (3 stages, group_m 4 or 16, no
 cluster, mma_depth 0, one store box, bn 128 with one consumer) at 4096^3 and 8192^3, each judged by its stage's
 judge, beside cuBLAS and cuBLASLt's FP8 GEMM (default and fast accumulation) of the same run. Writes
-results/sweeps/<gpu>_gemm.json (H200 at 9dd2d1c, timed once each, in order).
-Every variant is timed twice, all in order and then all in reverse; a row's median_us is the mean of its two
-passes (pass_us), so that no variant always goes first. Records before this change timed each variant once, in order.
+results/sweeps/<gpu>_gemm.json (H200 at 7dff942).
+Every variant is timed in six rounds, each round timing every variant once (in order, then in reverse), so that a
+clock drifting under the load drifts under all alike; a row's median_us is the median of its rounds (round_us).
+The H200 GEMM record at 7dff942 timed two passes (pass_us: in order, then reversed); older records timed each
+variant once, in order.
 The lessons' own sweeps, results/sweeps/<gpu>_lessons.json, are written by tools/record_sweeps.py, not here.
 """
 import argparse
 import json
 import os
+import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -53,14 +56,18 @@ def _write(record, name):
     print(f"wrote {out}")
 
 
-def _two_passes(runs, time_ms):
-    """Time every run twice, in order and then in reverse, so that no variant is always measured first (the first
-    measurements of a sweep can be slower, from the clocks' state: a default measured first once looked 3-4 %
-    worse than every lever). Yields (*run[:-1], (ms of the first pass, ms of the second))."""
-    first = [time_ms(r[-1]) for r in runs]
-    second = [time_ms(r[-1]) for r in reversed(runs)][::-1]
-    for r, a, b in zip(runs, first, second):
-        yield (*r[:-1], (a, b))
+def _interleaved(runs, time_ms, rounds=6):
+    """Time every run in `rounds` rounds, each round timing every run once (in order, then in reverse the next
+    round), and yield (*run[:-1], [ms of each round]). A card whose clock drifts under a long tensor-core load
+    (the power cap: GEMM 09's clock probe) then drifts under every variant alike: timed one after another, at
+    8192^3 on an H200 the same default measured 1,384 us first and 1,566 us last."""
+    per = [[] for _ in runs]
+    for r in range(rounds):
+        order = range(len(runs)) if r % 2 == 0 else reversed(range(len(runs)))
+        for i in order:
+            per[i].append(time_ms(runs[i][-1]))
+    for run, ms in zip(runs, per):
+        yield (*run[:-1], ms)
 
 
 def ladder(gpu, name, keep=lambda size: True):
@@ -94,15 +101,15 @@ def ladder(gpu, name, keep=lambda size: True):
                 print(f"  {stage:22s} {str(params):34s} not run: {type(e).__name__}: {e}")
                 continue
             runs.append((stage, params, ok, launch))
-        for stage, params, ok, ms in _two_passes(runs, lambda launch: bench.time_ms(launch, repeats=10, batch=5)):
-            row = {"workload": wname, "stage": stage, "params": params, "median_us": round(sum(ms) / 2 * 1e3, 1),
-                   "pass_us": [round(m * 1e3, 1) for m in ms], "correct": ok,
-                   **benchmark.metrics(problem, sum(ms) / 2 * 1e3, ctx)}
+        for stage, params, ok, ms in _interleaved(runs, lambda launch: bench.time_ms(launch, repeats=3, batch=5)):
+            us = statistics.median(ms) * 1e3
+            row = {"workload": wname, "stage": stage, "params": params, "median_us": round(us, 1),
+                   "round_us": [round(m * 1e3, 1) for m in ms], "correct": ok, **benchmark.metrics(problem, us, ctx)}
             rows.append(row)
             figure = benchmark.PLOT_KEY
             print(f"  {stage:22s} {str(params):34s} {row['median_us']:9.1f} us {row.get('TFLOPs', float('nan')):7.1f} "
                   f"TFLOP/s {row.get(figure, float('nan')):6.1f} {figure}  {'ok' if ok else 'WRONG'}  "
-                  f"(passes {row['pass_us'][0]} / {row['pass_us'][1]} us)")
+                  f"(rounds {min(row['round_us'])}-{max(row['round_us'])} us)")
         rows += [{"workload": wname, "stage": k, **v} for k, v in peers.items()]
         for k, v in peers.items():
             if "median_us" in v:
@@ -128,11 +135,12 @@ def msda(gpu, locations):
         err = float(np.nanmax(np.abs(got - want))) if not np.isnan(got).any() else float("nan")
         runs.append((stage, params, err, lambda module=module, params=params: module.launch(problem, **params)))
     rows = []
-    for stage, params, err, ms in _two_passes(runs, lambda launch: bench.time_ms(launch, repeats=15)):
-        rows.append({"stage": stage, "params": params, "median_us": round(sum(ms) / 2 * 1e3, 1),
-                     "pass_us": [round(m * 1e3, 1) for m in ms], "max_abs_err_image0": err})
-        print(f"{stage:22s} {str(params):40s} {sum(ms) / 2 * 1e3:10.1f} us   max |err| on image 0: {err:.3g}"
-              f"  (passes {ms[0] * 1e3:.1f} / {ms[1] * 1e3:.1f} us)")
+    for stage, params, err, ms in _interleaved(runs, lambda launch: bench.time_ms(launch, repeats=3)):
+        us = statistics.median(ms) * 1e3
+        rows.append({"stage": stage, "params": params, "median_us": round(us, 1),
+                     "round_us": [round(m * 1e3, 1) for m in ms], "max_abs_err_image0": err})
+        print(f"{stage:22s} {str(params):40s} {us:10.1f} us   max |err| on image 0: {err:.3g}"
+              f"  (rounds {min(ms) * 1e3:.1f}-{max(ms) * 1e3:.1f} us)")
     record = {"gpu": gpu.name, "workload": benchmark.workload_name(**size), "commit": results._commit(),
               "source_digest": results.source_digest(), "rows": rows}
     _write(record, f"{results.slug(gpu.name)}_msda_{locations}.json")
