@@ -56,13 +56,14 @@ def _write(record, name):
     print(f"wrote {out}")
 
 
-def _interleaved(runs, time_ms, rounds=6):
+def _interleaved(runs, time_ms, rounds=6, on_round=lambda r: None):
     """Time every run in `rounds` rounds, each round timing every run once (in order, then in reverse the next
-    round), and yield (*run[:-1], [ms of each round]). A card whose clock drifts under a long tensor-core load
+    round), and yield (*run[:-1], [what time_ms gave in each round]). on_round(r) is called as round r begins. A card whose clock drifts under a long tensor-core load
     (the power cap: GEMM 09's clock probe) then drifts under every variant alike: timed one after another, at
     8192^3 on an H200 the same default measured 1,384 us first and 1,566 us last."""
     per = [[] for _ in runs]
     for r in range(rounds):
+        on_round(r)
         order = range(len(runs)) if r % 2 == 0 else reversed(range(len(runs)))
         for i in order:
             per[i].append(time_ms(runs[i][-1]))
@@ -86,8 +87,8 @@ def ladder(gpu, name, keep=lambda size: True):
         wname = benchmark.workload_name(**size)
         args, problem = benchmark.prepare(size, rng=np.random.default_rng(0))
         ctx = benchmark.context(problem)
-        peers = benchmark.peers(args, problem, ctx, repeats=10, progress=lambda *a: None)
-        print(f"{wname}: {benchmark.summary(ctx)}")
+        print(f"{wname} (the peers are timed again in each round; a figure against them is a round's, then the "
+              f"median):")
         runs = []
         for stage, params in VARIANTS[name]:
             module = t.stage(stage)
@@ -96,24 +97,46 @@ def ladder(gpu, name, keep=lambda size: True):
                 module.launch(problem, **params)
                 ok = tracks.judge_of(t, stage)(problem.result(), *args).ok
                 launch = (lambda module=module, params=params: module.launch(problem, **params))
-                bench.time_ms(launch, repeats=3, batch=5)                    # compiled and warm before any pass
+                bench.time_ms(launch, repeats=3, batch=5)                    # compiled and warm before any round
             except Exception as e:  # a variant that does not fit is reported, not fatal
                 print(f"  {stage:22s} {str(params):34s} not run: {type(e).__name__}: {e}")
                 continue
             runs.append((stage, params, ok, launch))
-        for stage, params, ok, ms in _interleaved(runs, lambda launch: bench.time_ms(launch, repeats=3, batch=5)):
-            us = statistics.median(ms) * 1e3
+        # Each round: the peers (into a copy of the context, their times the yardstick of that round), then every
+        # variant. A figure against a peer is taken within each round and its median kept, so a variant and the
+        # peer it is read against were timed minutes apart at most, under the same clock.
+        peer_rounds, contexts = {}, []
+
+        def timed(launch):
+            if not contexts or len(contexts) <= timed.round:
+                ctx_r = dict(ctx)
+                for k, v in benchmark.peers(args, problem, ctx_r, repeats=3, progress=lambda *a: None).items():
+                    peer_rounds.setdefault(k, []).append(v)
+                contexts.append(ctx_r)
+            return bench.time_ms(launch, repeats=3, batch=5), contexts[timed.round]
+        timed.round = 0
+        figure = benchmark.PLOT_KEY
+        for stage, params, ok, got in _interleaved(runs, timed, on_round=lambda r: setattr(timed, "round", r)):
+            us_r = [ms * 1e3 for ms, _ in got]
+            us = statistics.median(us_r)
             row = {"workload": wname, "stage": stage, "params": params, "median_us": round(us, 1),
-                   "round_us": [round(m * 1e3, 1) for m in ms], "correct": ok, **benchmark.metrics(problem, us, ctx)}
+                   "round_us": [round(u, 1) for u in us_r], "correct": ok,
+                   **benchmark.metrics(problem, us, contexts[-1])}
+            per_round = [benchmark.metrics(problem, u, c).get(figure) for u, (_, c) in zip(us_r, got)]
+            if all(v is not None for v in per_round):
+                row[figure] = round(statistics.median(per_round), 2)      # within each round, then the median
             rows.append(row)
-            figure = benchmark.PLOT_KEY
             print(f"  {stage:22s} {str(params):34s} {row['median_us']:9.1f} us {row.get('TFLOPs', float('nan')):7.1f} "
                   f"TFLOP/s {row.get(figure, float('nan')):6.1f} {figure}  {'ok' if ok else 'WRONG'}  "
                   f"(rounds {min(row['round_us'])}-{max(row['round_us'])} us)")
-        rows += [{"workload": wname, "stage": k, **v} for k, v in peers.items()]
-        for k, v in peers.items():
-            if "median_us" in v:
-                print(f"  {k:57s} {v['median_us']:9.1f} us")
+        print(f"  the last round's peers: {benchmark.summary(contexts[-1])}" if contexts else "  no variant ran")
+        for k, got in peer_rounds.items():
+            timed_rounds = [v["median_us"] for v in got if "median_us" in v]
+            row = {"workload": wname, "stage": k, **got[-1]}
+            if timed_rounds:
+                row.update(median_us=round(statistics.median(timed_rounds), 2), round_us=timed_rounds)
+                print(f"  {k:57s} {row['median_us']:9.1f} us (rounds {min(timed_rounds)}-{max(timed_rounds)})")
+            rows.append(row)
     record = {"gpu": gpu.name, "commit": results._commit(), "source_digest": results.source_digest(), "rows": rows}
     _write(record, f"{results.slug(gpu.name)}_{name}.json")
 
