@@ -6,10 +6,11 @@ draw it (cudabook.lesson.draw_timeline).
 
     python tools/probe_timeline.py --track resample --stage 07_tma [--calls 6] [--settings '{"pdl": true}' '{"pdl": false}']
 
-What it can show: when each kernel's first block started and its last block ended, so the gap between two
-kernels, or their overlap. A kernel launched with PDL may start (its blocks resident, waiting in
-griddepcontrol.wait) before the kernel before it has ended. What it cannot show: anything inside a kernel (when
-its blocks passed the wait, how its tail drains).
+What it can show: when CUPTI saw each kernel start and end, so the gap between two kernels, or their overlap.
+A kernel launched with PDL may start (its blocks resident, waiting in griddepcontrol.wait) before the kernel
+before it is seen to end; CUPTI does not document at what granularity it stamps a kernel's end (the last block's
+exit, or its completion a little later). What it cannot show: anything inside a kernel (when its blocks passed
+the wait, how its tail drains).
 """
 from __future__ import annotations
 

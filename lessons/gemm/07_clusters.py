@@ -151,26 +151,31 @@ if not SIMULATOR and not gemm.unavailable("07_clusters"):
               f"(cuOccupancyMaxActiveClusters), {c * list(s07._clusters.values())[0]} blocks on SMs")
 
 # %% [markdown]
-# Read it column by column. The card and commit are on each line; the readings below are those of the card
-# this lesson was written against (an H200 at commit d762ab7), and the H100's sweeps above already differ: there
-# the cluster is a much larger step than on the H200.
+# Read it column by column. The card is in the table's header and the commit on each line; the readings below
+# are those of the card this lesson was written against (an H200 at commit d762ab7), and the H100's sweeps above
+# already differ: there the cluster is a much larger step than on the H200.
 #
-# - **DRAM is not the limit on the H200.** In every variant DRAM runs at a fraction of its peak. The bytes a
-#   cluster saves are real (without it, DRAM reads rise by about a quarter), but they are not what the time is
-#   made of there. The H100 has less DRAM bandwidth, which may be why the cluster pays more on it: open until
-#   these counters are recorded on an H100.
-# - **The cluster's DRAM saving does not come from multicast.** With `multicast=0` the two blocks of a cluster
-#   still read the same B boxes at about the same moment, so the second read finds them in L2: DRAM reads stay at
-#   the defaults'. What multicast saves is the second trip from L2 to the SMs (the defaults' L2 hit rate is lower
-#   than `multicast=0`'s most likely because those second reads, all hits, are gone). It is worth a couple of
-#   percent on both cards' sweeps.
+# - **DRAM is not the limit on the H200.** In every variant DRAM runs at a fraction of its peak. Clusters of 2
+#   read about a quarter fewer bytes from DRAM than no cluster, but those bytes are not what the time is made of
+#   there. The H100 has less L2 and less DRAM bandwidth, either of which may be why the cluster pays more on it:
+#   open until these counters are recorded on an H100.
+# - **That DRAM saving does not come from multicast.** With `multicast=0` DRAM reads stay at the defaults'. Two
+#   things remain that could explain it: the two blocks of a cluster read the same B boxes at about the same
+#   moment, so the second read finds them in L2; and the tile order changes with the cluster, because `group_m`
+#   counts cluster rows (a group is 8 tile rows without a cluster, 16 with clusters of 2), and lesson 06's count
+#   gives the taller group fewer distinct panels a wave. A profile of `cluster=1, group_m=16` would separate the
+#   two; it has not been recorded. What multicast saves is the second trip from L2 to the SMs (the defaults' L2
+#   hit rate is lower than `multicast=0`'s most likely because those second reads, all hits, are gone). It is
+#   worth one to two percent on both cards' sweeps.
 # - **The TMA store is the largest single step on the H200.** Without it, the cluster is worth almost nothing
 #   there: the consumers' register stores hold up the next tile's MMAs, and with the epilogue on the critical
 #   path, how B arrives matters little. Once the store runs in the background, the loads are what is left to
 #   hide, and the cluster helps. (This is the likely reading of the 2 x 2 of `cluster` and `tma_store`; no
 #   counter above shows the epilogue's share directly.)
-# - **Clusters of 4 lose for a reason that is not in the kernel**: the lines printed on a GPU above say how
-#   many clusters fit at once (on the H200 this lesson was read on, at commit d762ab7: 30 clusters of 4, so
-#   120 of its 132 SMs). A cluster must sit inside one GPC, and a GPC's SM count is not always a multiple of
-#   4, so some SMs are left without a block for the whole run. The L2 hit rate falls as well (not explained
-#   here).
+# - **Clusters of 4 lose for two reasons, both in the launch and the tile order.** The lines printed on a GPU
+#   above say how many clusters fit at once (on the H200 this lesson was read on, at commit d762ab7: 30 clusters
+#   of 4, so 120 of its 132 SMs: a cluster must sit inside one GPC, and a GPC's SM count is not always a multiple
+#   of 4). At 4096³ there are 128 cluster tiles of 4 for 30 clusters, so the busiest clusters do 5 where clusters
+#   of 2 do at most 4 of theirs: up to a quarter more time, of which the idle SMs are a smaller part. And since
+#   `group_m` counts cluster rows, a group of 8 clusters of 4 spans all 32 tile rows of M, so each wave reads all
+#   of A: DRAM reads rise and the L2 hit rate falls, as the last line shows.

@@ -124,11 +124,12 @@ for record in sizes.load("gemm"):
 # %% [markdown]
 # ## Why no one reaches the spec sheet's 989 TFLOP/s: the clock comes down
 #
-# The spec sheet's dense bf16 rate is 4096 FLOP a clock on each SM (2048 multiply-adds, 512 on each of its four
-# tensor cores) at the clock the sheet quotes. The card does not hold
-# that clock while the tensor cores work without a pause: their power meets the card's limit, and the clock
-# comes down until the power fits. `tools/probe_clocks.py` runs cuBLAS's GEMM back to back for a few seconds
-# and samples the SM clock, the power draw and NVML's reason for the clock beside it:
+# The tensor cores' dense bf16 rate is 4096 FLOP a clock on each SM (2048 multiply-adds, 512 on each of its
+# four tensor cores). The spec sheet gives no clock; 989 TFLOP/s over 132 SMs implies 1,830 MHz, below the
+# card's top clock. The card does not hold either while the tensor cores work without a pause: their power
+# meets the card's limit, and the clock comes down until the power fits. `tools/probe_clocks.py` runs cuBLAS's
+# GEMM back to back for a few seconds and samples the SM clock, the power draw and NVML's reason for the clock
+# beside it; each line also gives cuBLAS's share of the tensor cores' rate at the clock it ran at:
 
 # %%
 import json
@@ -145,18 +146,23 @@ for path in sorted((results.RESULTS / "readings").glob("*_clocks.json")):
     for run in r["runs"]:
         mhz = run["median_sm_MHz"]
         why = ", ".join(REASONS.get(int(x, 16), x) for x in run["reasons"]) or "none"
-        peak = f"; at that clock the tensor cores' rate is {sms * 4096 * mhz / 1e6:,.0f}" if sms and mhz else ""
+        rate = sms * 4096 * mhz / 1e6 if sms and mhz else None
+        peak = (f"; the tensor cores' rate at that clock {rate:,.0f} TFLOP/s, cuBLAS {100 * run['TFLOPs'] / rate:.0f} "
+                f"% of it") if rate else ""
         print(f"  {run['size']}³ for {run['seconds']:.0f} s: cuBLAS {run['TFLOPs']:,.0f} TFLOP/s, SM clock {mhz:,.0f} MHz "
               f"(median), {run['median_W']:,.0f} W, clock held down by: {why}{peak}")
 
 # %% [markdown]
-# Read it against the spec sheet: run without a pause, the SM clock sits far below its top, held down by the
-# power cap, and the tensor cores' rate at that clock is already well below 989. A benchmark that times a few
-# hundred milliseconds (this workbook's) catches the card partway down, which is one reason a percentage of
-# cuBLAS moves from run to run: both the rung and cuBLAS run at whatever clock the card has at that moment, and
-# the one timed later in a run may meet a lower one. That is also why `tools/sweep_params.py` times every
-# variant twice, in order and then in reverse. (On a card without this record, run the tool: it needs only
-# torch and nvidia-smi.)
+# Read it against the spec sheet: run without a pause, the SM clock sits well below the 1,830 MHz the spec
+# implies, held down by the power cap, and the tensor cores' rate at that clock is already well below 989. The
+# clock is not all of the gap: cuBLAS reaches only part of even that lowered rate. In the samples the clock falls
+# within the first fraction of a second of load. The workbook's benchmark, which times short batches with pauses
+# between them, evidently runs at a higher clock: its record has cuBLAS well above the rate printed here (the
+# records' TFLOP/s are in the tables above). Which clock it ran at was not measured. Both the rung and cuBLAS run
+# at whatever clock the card has at that moment, which is one reason a percentage of cuBLAS moves from run to
+# run. That is also why `tools/sweep_params.py` times its variants and the peers in six rounds, alternately in
+# order and in reverse, and reads each variant against the peer of its own round. (The lessons' own sweeps time
+# each value once, in order.) On a card without this record, run the tool: it needs only torch and nvidia-smi.
 #
 # **Try it.** Measure one rung with another tile width, e.g. (after `from cudabook import results`)
 # `results.measure_workload("gemm", dict(M=1024, N=1024, K=1024), stages=["05_wgmma_tma"], params={"05_wgmma_tma": {"bn": 64}})`,

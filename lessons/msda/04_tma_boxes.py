@@ -385,7 +385,7 @@ for stage in ("02_warp_cooperative", "04_tma_boxes"):
                  f"{k['dram_MB'] / copy * 1e3:,.0f} µs of its {k['duration_us']:,.0f} µs" if copy else ""))
 
 # %% [markdown]
-# Read the two lines. The corners are the same for both rungs, yet rung 04 reads several times the bytes from
+# Read the two lines. The corners are the same for both rungs, yet rung 04 reads about ten times the bytes from
 # DRAM that rung 02 reads, and its L2 hit rate is far lower. A likely cause: each block takes one contiguous run
 # of the items (`first` and `last` in the kernel), so the blocks resident at one moment work at places far apart
 # in the problem, spread over all the images, and the reuse the `local` workload offers in L2 (neighbouring
@@ -472,9 +472,10 @@ for e in lesson.recorded_sweeps("msda", "04_tma_boxes", "blocks_per_sm"):
 #
 # Even so, rung 04 does not beat rung 02's plain loads, and on `uniform` it is far behind. A producer that loads
 # the next item's positions before it waits was tried on an H100 while this rung was tuned (scratch runs, not in
-# results/): it ran faster where few blocks share an SM and no faster at the default, for a reason not measured
-# (the DRAM traffic, once the suspect, is ruled out by the strided order above). Rung 05 takes another road and
-# drops the copy engine altogether.
+# results/): it ran faster where few blocks share an SM and no faster at the default, for a reason not measured.
+# (The DRAM traffic, once the suspect, is ruled out on the H200 by the strided order above; on the H100, where
+# this rung's DRAM runs far closer to its peak in the profile, the strided order has not been measured.) Rung 05
+# takes another road and drops the copy engine altogether.
 
 # %% [markdown]
 # Announce the bytes and ask for the boxes yourself: [lab 04](../../labs/msda/04_tma_boxes.ipynb) (the

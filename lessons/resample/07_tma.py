@@ -416,23 +416,27 @@ for record in results.load_all():
 # kernel's.
 #
 # The timeline below is measured, not drawn by hand: `tools/probe_timeline.py` queues several calls behind a
-# sleeping kernel and records, through CUPTI, when each kernel's first block started and its last block ended,
-# with the stage as it is now (the prepass launched with PDL too, the fifth try below) and with `pdl=False`
-# (both kernels launched the ordinary way). Under the plot, the gap from each kernel's end to the next one's
+# sleeping kernel and records, through CUPTI, when each kernel started and ended, with the stage as it is now
+# (the prepass launched with PDL too, the fifth try below) and with `pdl=False`. That setting launches both
+# kernels the ordinary way and also turns the first wave's own searches off (there is no early start for them
+# to use), so the two panels differ in both. Under the plot, the gap from each kernel's end to the next one's
 # start (negative: they overlap) and the time from one call to the next.
 
 # %%
 from cudabook import timeline
 
-timeline.show("resample", "07_tma")
+_ = timeline.show("resample", "07_tma")
 
 # %% [markdown]
-# Read the two panels. Launched the ordinary way, each kernel starts about a microsecond after the one before
-# it has ended, twice a call, and the prepass runs alone in between. With PDL, the prepass starts as the last
-# main kernel's last block ends (a small negative gap: its blocks are already resident, waiting), and this call's
-# main kernel starts within a microsecond after it, long before the prepass ends: the two run side by side.
-# Neither panel overlaps a main kernel's tail: the main kernel never runs `launch_dependents`, so the next
-# prepass is launched only when its last block exits.
+# Read the two panels. Launched the ordinary way, each kernel starts one to two microseconds after the one before
+# it has ended, twice a call, and the prepass runs alone in between. With PDL, the prepass starts a fraction of a
+# microsecond before the last main kernel's recorded end, and this call's main kernel starts within a microsecond
+# after it, long before the prepass ends: the two run side by side (the prepass takes longer so, sharing the SMs
+# with the first wave). The negative gap is the likely sign that CUPTI's end of a kernel comes a little after its
+# last block exits, once its completion is seen, and that the prepass's blocks start in between and wait (an
+# inference: CUPTI does not say at what granularity it stamps a kernel's end). Neither panel overlaps a main
+# kernel's tail: the main kernel never runs `launch_dependents`, so the next prepass is launched only when its
+# last block exits.
 #
 # So the fifth try, now in the code, launches the prepass with programmatic dependent launch too. It is launched
 # as soon as the last block of the kernel before it (the previous call's main kernel, when calls follow each

@@ -543,12 +543,13 @@ except nvrtc.ToolMissing as e:
 # %%
 from cudabook import timeline
 
-timeline.show("resample", "08_fused_gather")
+_ = timeline.show("resample", "08_fused_gather")
 
 # %% [markdown]
-# Without PDL each gather starts about a microsecond after the last one ends; with it, the next one's blocks
-# start as the last block of the one before exits (a small negative gap). That microsecond a call is all PDL
-# hides here: the kernels do not overlap beyond it.
+# Without PDL each gather starts about a microsecond after the last one's recorded end; with it, a fraction of a
+# microsecond before (most likely: its blocks start as the last block of the one before exits, and CUPTI stamps
+# the end a little later, when the completion is seen). That microsecond a call is all PDL hides here: the
+# kernels do not overlap beyond it.
 #
 # The host launches a kernel this way only if its own source waits (a learner's copy without the wait would
 # race the kernel before it: it runs the ordinary way), and the search kernel only if it waits before it lets
