@@ -6,8 +6,10 @@ capability 9.0 (H100, H200) only:
 
 - shared memory: 228 KiB an SM, given in units of 128 bytes; a block takes its static and dynamic shared
   memory plus 1 KiB the system reserves for each block;
-- registers: 65,536 an SM, given to warps in units of 256 (a thread's count rounded up so that 32 threads fill
-  whole units), at most 255 a thread;
+- registers: 65,536 an SM in four sub-partitions of 16,384; a warp lives in one of them and takes its
+  registers in units of 256 (a thread's count rounded up so that 32 threads fill whole units), at most 255 a
+  thread; and a block whose warps, rounded up to a multiple of four, would need more than the SM's 65,536 does
+  not launch at all;
 - threads: at most 2,048 an SM; blocks: at most 32 an SM.
 """
 from __future__ import annotations
@@ -19,25 +21,25 @@ SMEM_RESERVED_PER_BLOCK = 1024
 SMEM_UNIT = 128
 REGISTERS_PER_SM = 65536
 REGISTER_UNIT = 256              # registers are given to a warp in units of this many
+SUBPARTITIONS = 4                # an SM's register file is split in four; a warp's registers come from one
 THREADS_PER_SM = 2048
 BLOCKS_PER_SM = 32
 
 
 @dataclass(frozen=True)
 class Occupancy:
-    blocks: int          # blocks an SM holds at once: the least of the three limits below and BLOCKS_PER_SM
+    blocks: int          # blocks an SM holds at once: the least of the limits below and BLOCKS_PER_SM
     by_shared: int
-    by_registers: int
+    by_registers: int | None     # None: the kernel uses no registers, no limit
     by_threads: int
 
     @property
     def limit(self) -> str:
-        """Which resource sets `blocks` (the first of shared memory, registers, threads that does)."""
-        for name, n in (("shared memory", self.by_shared), ("registers", self.by_registers),
-                        ("threads", self.by_threads)):
-            if n == self.blocks:
-                return name
-        return "blocks an SM"
+        """What sets `blocks`: every resource that allows no more ("shared memory and registers" when both do)."""
+        names = [name for name, n in (("shared memory", self.by_shared), ("registers", self.by_registers),
+                                      ("threads", self.by_threads), ("blocks an SM", BLOCKS_PER_SM))
+                 if n == self.blocks]
+        return " and ".join(names)
 
 
 def blocks_per_sm(registers: int, threads: int, shared_bytes: int) -> Occupancy:
@@ -49,6 +51,12 @@ def blocks_per_sm(registers: int, threads: int, shared_bytes: int) -> Occupancy:
     warps = -(-threads // 32)
     per_warp = -(-registers * 32 // REGISTER_UNIT) * REGISTER_UNIT
     by_shared = SMEM_PER_SM // (-(-(shared_bytes + SMEM_RESERVED_PER_BLOCK) // SMEM_UNIT) * SMEM_UNIT)
-    by_registers = REGISTERS_PER_SM // (per_warp * warps) if per_warp else BLOCKS_PER_SM
+    if not per_warp:
+        by_registers = None                      # no registers: not a limit
+    elif per_warp * -(-warps // SUBPARTITIONS) * SUBPARTITIONS > REGISTERS_PER_SM:
+        by_registers = 0                         # the block does not launch
+    else:                                        # warps that fit in each sub-partition, over the block's warps
+        by_registers = REGISTERS_PER_SM // SUBPARTITIONS // per_warp * SUBPARTITIONS // warps
     by_threads = THREADS_PER_SM // (warps * 32)
-    return Occupancy(min(by_shared, by_registers, by_threads, BLOCKS_PER_SM), by_shared, by_registers, by_threads)
+    limits = [by_shared, by_threads, BLOCKS_PER_SM] + ([by_registers] if by_registers is not None else [])
+    return Occupancy(min(limits), by_shared, by_registers, by_threads)

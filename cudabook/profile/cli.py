@@ -7,7 +7,7 @@ import sys
 
 from .measure import profile, record
 from .ncu import ROOT, ProfileUnavailable
-from .records import _stage_name, recorded, variant_folder
+from .records import _stage_name, variant_folder
 
 
 def _drive(track, stage, info_path, size=None, params=None) -> int:
@@ -73,23 +73,27 @@ def main(argv=None) -> int:
         def stop(signum, frame):
             raise SystemExit(128 + signum)
         signal.signal(signal.SIGTERM, stop)
+    if a.params is not None and not isinstance(a.params, dict):
+        ap.error(f"--params: a JSON object of settings, e.g. '{{\"threads\": 128}}', got {a.params!r}")
+    if a.params and not a.stages:
+        ap.error("--params needs the stages it applies to")
     try:
         if a.record:
             from .. import track as tracks
             t = tracks.get(a.track)
             if a.params and not a.folder:      # each stage's variant in its own folder (records.variant_folder)
-                if not a.stages:
-                    ap.error("--params needs the stages it applies to")
-                paths = [record(a.track, [s], size=a.size, params={_stage_name(t, s): a.params},
-                                folder=variant_folder(a.track, s, a.params)) for s in a.stages]
+                if a.size:
+                    ap.error("--size with --params needs --folder: a variant's own folder holds the benchmark's size")
+                paths = [record(a.track, [s], params={_stage_name(t, s): a.params},
+                                folder=variant_folder(t, s, a.params)) for s in a.stages]
             else:
                 params = {_stage_name(t, s): a.params for s in a.stages} if a.params else None
                 paths = [record(a.track, a.stages or None, size=a.size, params=params, folder=a.folder)]
             for path in paths:
                 print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
         elif a.show:
-            p = recorded(a.track, *a.stages, folder=a.folder)
-            print(repr(p) if p else f"No profile of {a.track} recorded yet.")
+            from .display import show
+            show(a.track, *a.stages, live=False, folder=a.folder, **(a.params or {}))
         else:
             for s in a.stages:
                 print(repr(profile(a.track, s, a.size, **(a.params or {}))), "\n")

@@ -8,7 +8,6 @@ from .measure import profile
 from .ncu import ProfileUnavailable
 from .records import _stage_name, recorded, variant_folder
 from .table import Profile
-from ..results import json_plain
 
 
 def _display(p):
@@ -23,21 +22,53 @@ def _display(p):
     print(repr(p))
 
 
+def _recorded_as(t, names, params, folder=None, gpu=None, only_gpu=False) -> Profile | None:
+    """The recorded profile of `names`, each stage run with `params`: from `folder` if given, else each stage
+    from its own record (results/profiles/ for the defaults, records.variant_folder for a variant), put
+    together; None unless every stage has one, on one card, taken with these settings."""
+    from .records import variant_settings
+    if folder is not None:
+        parts = [recorded(t.NAME, *names, folder=folder, gpu=gpu, only_gpu=only_gpu)]
+    else:
+        parts = [recorded(t.NAME, n, folder=variant_folder(t, n, params), gpu=gpu, only_gpu=only_gpu)
+                 for n in names]
+    if any(p is None for p in parts) or len({p.gpu for p in parts}) != 1:
+        return None
+    stages = {k: v for p in parts for k, v in p.stages.items()}
+    if set(stages) != set(names) or any(variant_settings(t, n, stages[n].get("params")) !=
+                                        variant_settings(t, n, params) for n in names):
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    return Profile([r for p in parts for r in p], track=t.NAME, gpu=parts[0].gpu, ncu=parts[0].ncu,
+                   label=parts[0].label, stages=stages, date=parts[0].date)
+
+
+def _record_command(t, names, params, folder) -> tuple[str, str]:
+    """The command that records what show() looks for, and the folder it writes into."""
+    from .records import variant_settings
+    asked = next((v for v in (variant_settings(t, n, params) for n in names) if v), {})
+    flags = f" --params '{json.dumps(asked)}'" if asked else ""
+    where = f" --folder {folder}" if folder is not None else ""
+    into = str(folder) if folder is not None else "results/profiles/variants/" if asked else "results/profiles/"
+    stages = " " + " ".join(names) if asked or folder is not None else ""
+    return f"python -m cudabook.profile --record {t.NAME}{stages}{flags}{where}", into
+
+
 def show(track, *stages, size=None, live=None, folder=None, **params) -> Profile | None:
     """Show the profile of one or more stages and return it (None if there is none to show).
 
-    On a GPU with ncu it profiles the stages now, unless this card's record holds every stage asked, profiled at
-    its defaults and the workload's size from the code as it is today (records.stage_digest): then that record is
-    shown, marked ‡ (ncu took about 12 s a stage on an H100); otherwise (no GPU, no ncu, no permission: it says
-    which) it shows the profile recorded in results/profiles/, labelled with the card and the date it was
-    measured. live=True, CUDABOOK_PROFILE=live or CUDABOOK_FULL_LADDER=1 always profiles now; live=False and
-    CUDABOOK_PROFILE=recorded always show the record."""
+    On a GPU with ncu it profiles the stages now, unless this card's record holds every stage asked, profiled
+    with these settings (`params`; none: the defaults) and the workload's size from the code as it is today
+    (records.stage_digest): then that record is shown, marked ‡ (ncu took about 12 s a stage on an H100);
+    otherwise (no GPU, no ncu, no permission: it says which) it shows the profile recorded, labelled with the
+    card and the date it was measured. A stage's defaults are recorded in results/profiles/, a variant in a
+    folder of its own (records.variant_folder), unless `folder` names one. live=True, CUDABOOK_PROFILE=live or
+    CUDABOOK_FULL_LADDER=1 always profiles now; live=False and CUDABOOK_PROFILE=recorded always show the record."""
     from .. import SIMULATOR
     from .. import track as tracks
     t = tracks.get(track)
     names = [_stage_name(t, s) for s in stages] or list(t.STAGES)
-    if folder is None and params and len(names) == 1:      # a variant's record lives in a folder of its own
-        folder = variant_folder(t.NAME, names[0], params)
     if live is None:
         from ..lesson import full_ladder
         mode = os.environ.get("CUDABOOK_PROFILE", "").strip().lower()
@@ -66,18 +97,12 @@ def show(track, *stages, size=None, live=None, folder=None, **params) -> Profile
             return p
         except ProfileUnavailable as e:
             print(f"No live profile: {e}\n")
-    p = recorded(t.NAME, *names, folder=folder)
-    asked = json_plain(params)
-    if p is not None and any(json_plain(p.stages.get(n, {}).get("params") or {}) != asked for n in names):
-        print(f"The recorded profile of {t.NAME} {', '.join(names)} was taken with other settings than {params}: "
-              f"not shown.")
-        p = None
+    p = _recorded_as(t, names, params, folder)
     if p is None or not p:
-        flags = f" --params '{json.dumps(asked)}'" if params else ""
-        where = f" --folder {folder}" if folder and not (params and len(names) == 1) else ""
-        print(f"No profile of {t.NAME} {', '.join(names)}{' with ' + str(params) if params else ''} recorded yet: "
-              f"profiles are recorded on a GPU with `python -m cudabook.profile --record {t.NAME}"
-              f"{' ' + ' '.join(names) if params else ''}{flags}{where}` (into results/profiles/).")
+        with_ = f" with {params}" if params else ""
+        command, into = _record_command(t, names, params, folder)
+        print(f"No profile of {t.NAME} {', '.join(names)}{with_} recorded yet: profiles are recorded on a GPU with "
+              f"`{command}` (into {into}).")
         return None
     _display(p)
     return p
@@ -88,50 +113,62 @@ def card_profile(t, names, folder=None, params=None) -> Profile | None:
     on the track's first workload, from the code it has today (its recorded stage_digest is today's), or None."""
     from .records import _gpu_name, todays_code
     gpu = _gpu_name()
-    p = recorded(t.NAME, *names, folder=folder, gpu=gpu)
-    if p is None or p.gpu != gpu or set(p.stages) != set(names):
+    p = _recorded_as(t, names, params or {}, folder, gpu=gpu, only_gpu=True)
+    if p is None:
         return None
     default = t.bench.workload_name(**t.bench.WORKLOADS[0])       # what a lesson's profile cell profiles
     for name in names:
         info = p.stages[name]
-        if json_plain(info.get("params") or {}) != json_plain(params or {}) or info.get("workload") != default \
-                or not todays_code(t.NAME, name, info.get("code")):
+        if info.get("workload") != default or not todays_code(t.NAME, name, info.get("code")):
             return None
     return p
+
+
+def _cell(value, spec, width) -> str:
+    return f"{'–':>{width}s}" if value is None else f"{value:{width}{spec}}"
 
 
 def variants(track, stage, settings, gpu=None) -> list[dict]:
     """Print one card's recorded profiles of `stage` at its defaults and with each of `settings` (a list of
     dicts of launch settings; their records: records.variant_folder), a line each: time (and as a share of the
-    defaults'), DRAM bytes read and % of DRAM peak, L2 hit rate. The card: `gpu`, else this GPU if it has the
-    defaults' record, else the card of the latest. Returns the rows printed ([] when nothing is recorded)."""
+    defaults'), DRAM bytes read and % of DRAM peak, L2 hit rate. The card: `gpu` (that card only), else this
+    GPU if it has the defaults' record, else the card of the latest. A variant recorded on another workload than
+    the defaults' is listed as such, not compared. Returns the rows printed ([] when nothing is recorded)."""
     from .. import track as tracks
     t = tracks.get(track)
     name = _stage_name(t, stage)
-    base = recorded(t.NAME, name, gpu=gpu)
+    base = _recorded_as(t, [name], {}, gpu=gpu, only_gpu=gpu is not None)
     if base is None:
-        print(f"No profile of {t.NAME} {name} recorded yet (python -m cudabook.profile --record {t.NAME} {name}).")
+        where = f" on {gpu}" if gpu else ""
+        print(f"No profile of {t.NAME} {name}{where} recorded yet (python -m cudabook.profile --record {t.NAME} "
+              f"{name}).")
         return []
-    rows, missing = [], []
+    workload = (base.stages.get(name) or {}).get("workload")
+    rows, missing, other = [], [], []
     for params in [{}] + list(settings):
-        p = recorded(t.NAME, name, gpu=base.gpu, folder=variant_folder(t.NAME, name, params) if params else None)
-        k = p.kernel(name) if p is not None and p.gpu == base.gpu else None
-        if not k or json_plain((p.stages.get(name) or {}).get("params") or {}) != json_plain(params):
+        p = _recorded_as(t, [name], params, gpu=base.gpu, only_gpu=True)
+        k = p.kernel(name) if p is not None else None
+        if not k:
             missing.append(params)
+            continue
+        if (p.stages.get(name) or {}).get("workload") != workload:
+            other.append((params, (p.stages.get(name) or {}).get("workload")))
             continue
         rows.append({"params": params, "commit": (p.stages.get(name) or {}).get("commit"), **k})
     first = rows[0]["duration_us"] if rows and not rows[0]["params"] else None
-    print(f"{base.gpu}, {t.NAME} {name} under ncu ({(base.stages.get(name) or {}).get('workload')}):")
+    print(f"{base.gpu}, {t.NAME} {name} under ncu ({workload}):")
     print(f"  {'settings':30s} {'µs':>9s} {'× defaults':>11s} {'DRAM MB read':>13s} {'DRAM % of peak':>15s} "
           f"{'L2 hit %':>9s}  commit")
     for r in rows:
         label = ", ".join(f"{k}={v!r}" for k, v in r["params"].items()) or "defaults"
-        share = f"{r['duration_us'] / first:.3f}" if first else "–"
-        dram = "–" if r.get("dram_pct") is None else f"{r['dram_pct']:.1f}"
-        print(f"  {label:30s} {r['duration_us']:9,.1f} {share:>11s} {r['dram_read_MB']:13,.1f} {dram:>15s} "
-              f"{r['l2_hit_pct']:9.1f}  {r.get('commit') or '?'}")
+        share = f"{r['duration_us'] / first:.3f}" if first and r.get("duration_us") else "–"
+        print(f"  {label:30s} {_cell(r.get('duration_us'), ',.1f', 9)} {share:>11s} "
+              f"{_cell(r.get('dram_read_MB'), ',.1f', 13)} {_cell(r.get('dram_pct'), '.1f', 15)} "
+              f"{_cell(r.get('l2_hit_pct'), '.1f', 9)}  {r.get('commit') or '?'}")
+    for params, w in other:
+        print(f"  {', '.join(f'{k}={v!r}' for k, v in params.items())}: recorded on another workload ({w}), "
+              f"not compared")
     for params in missing:
         print(f"  {', '.join(f'{k}={v!r}' for k, v in params.items()) or 'defaults'}: not recorded on {base.gpu} "
-              f"(python -m cudabook.profile --record {t.NAME} {name}"
-              + (f" --params '{json.dumps(json_plain(params))}'" if params else "") + ")")
+              f"({_record_command(t, [name], params, None)[0]})")
     return rows

@@ -130,18 +130,51 @@ def todays_code(track, stage, recorded_digest) -> bool:
                                                                stage_digest(track, stage, code_only=False))
 
 
-def variant_folder(track, stage, params) -> pathlib.Path:
+def variant_settings(track, stage, params) -> dict:
+    """The settings of `params` that differ from the stage's defaults (as a GPU runs it), as plain JSON values:
+    what names a variant. {} for the defaults. A value that is not plain data is refused, naming the setting."""
+    import json
+
+    from .. import track as tracks
+    from ..results import _gpu_defaults, json_plain
+    t = tracks.get(track) if isinstance(track, str) else track
+    module = t.stage(stage)
+    try:
+        defaults = _gpu_defaults(module)[0]
+    except TypeError:
+        defaults = _gpu_defaults.__wrapped__(module)[0]
+    out = {}
+    for k, v in sorted((params or {}).items()):
+        try:
+            json.dumps(json_plain(v))
+        except TypeError:
+            raise ValueError(f"profile variant of {t.NAME} {_stage_name(t, stage)}: setting {k}={v!r} is not "
+                             f"plain data (numbers, strings, booleans, lists, dicts)") from None
+        if not (isinstance(defaults, dict) and k in defaults and json_plain(defaults[k]) == json_plain(v)):
+            out[k] = json_plain(v)
+    return out
+
+
+def variant_folder(track, stage, params) -> pathlib.Path | None:
     """Where the profiles of a stage run with other settings than its defaults are recorded: a folder of their
-    own under results/profiles/variants/, named by the stage and the settings (a record holds one profile a
-    stage, so the defaults' record and each variant's cannot share a file)."""
+    own under results/profiles/variants/ (a record holds one profile a stage, so the defaults' record and each
+    variant's cannot share a file), named by the stage and the settings that differ from its defaults, readable,
+    then a short hash of them (so that settings that read alike, 1 and "1", never share a folder). None for the
+    defaults (settings equal to them included): their record is results/profiles/ itself."""
+    import hashlib
     import json
     import re
 
-    from ..results import json_plain
     from .. import track as tracks
-    name = _stage_name(tracks.get(track), stage)
-    words = [f"{k}-{json.dumps(json_plain(v))}" for k, v in sorted(params.items())]
-    return PROFILES / "variants" / re.sub(r"[^A-Za-z0-9_.=-]+", "", "_".join([track, name, *words]))
+    t = tracks.get(track) if isinstance(track, str) else track
+    name = _stage_name(t, stage)
+    settings = variant_settings(t, name, params)
+    if not settings:
+        return None
+    text = json.dumps(settings, sort_keys=True)
+    words = [f"{k}-{json.dumps(v)}" for k, v in settings.items()]
+    readable = re.sub(r"[^A-Za-z0-9_.=-]+", "", "_".join([t.NAME, name, *words]))[:120]
+    return PROFILES / "variants" / f"{readable}_{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
 def record_path(gpu: str, track: str, folder=None) -> pathlib.Path:
@@ -247,14 +280,17 @@ def from_record(record, stages) -> Profile:
                          + (f", with {settings}" if settings else ""), date=when)
 
 
-def recorded(track, *stages, folder=None, gpu=None) -> Profile | None:
+def recorded(track, *stages, folder=None, gpu=None, only_gpu=False) -> Profile | None:
     """The recorded profile of `stages` (all recorded ones if none named): from this GPU's record if there is
-    one (or `gpu`'s), else from the most recent record that has them; None if nothing is recorded."""
+    one (or `gpu`'s), else from the most recent record that has them; None if nothing is recorded (only_gpu:
+    nothing on `gpu` itself)."""
     from .. import track as tracks
     t = tracks.get(track)
     names = [_stage_name(t, s) for s in stages] or list(t.STAGES)
     records = [r for r in load_records(t.NAME, folder) if any(n in r["stages"] and "kernels" in r["stages"][n]
                                                                for n in names)]
+    if only_gpu:
+        records = [r for r in records if r["gpu"] == gpu]
     if not records:
         return None
     want = gpu or _gpu_name()

@@ -10,12 +10,23 @@ def test_each_limit_in_turn():
     assert (o.by_shared, o.by_registers, o.blocks, o.limit) == (3, 2, 2, "registers")   # 12 units of 256 a warp
     o = occupancy.blocks_per_sm(registers=90, threads=256, shared_bytes=132128 + 1024)
     assert (o.blocks, o.limit) == (1, "shared memory")
+    o = occupancy.blocks_per_sm(registers=90, threads=256, shared_bytes=99352 + 1024)
+    assert (o.blocks, o.limit) == (2, "shared memory and registers")
     o = occupancy.blocks_per_sm(registers=168, threads=384, shared_bytes=0)             # GEMM 06's launch bounds
     assert (o.by_registers, o.blocks) == (1, 1)
     o = occupancy.blocks_per_sm(registers=32, threads=1024, shared_bytes=0)
-    assert (o.blocks, o.limit) == (2, "registers") and o.by_threads == 2
-    assert occupancy.blocks_per_sm(registers=16, threads=32, shared_bytes=0).blocks == 32       # the block limit
+    assert (o.blocks, o.limit) == (2, "registers and threads")
+    o = occupancy.blocks_per_sm(registers=16, threads=32, shared_bytes=0)
+    assert (o.blocks, o.limit) == (32, "blocks an SM")
+    assert occupancy.blocks_per_sm(registers=0, threads=32, shared_bytes=0).limit == "blocks an SM"
     assert occupancy.blocks_per_sm(registers=32, threads=128, shared_bytes=228 * 1024).blocks == 0
+
+
+def test_registers_are_counted_per_sub_partition():
+    # a warp's registers come from one of the SM's four quarters: blocks whose warps are not a multiple of four
+    # fit fewer than the whole file's count would say (cases checked against CUDA 13.0's cuda_occupancy.h)
+    for registers, threads, blocks in ((90, 96, 6), (90, 32, 20), (40, 544, 2), (224, 288, 0), (90, 256, 2)):
+        assert occupancy.blocks_per_sm(registers, threads, 0).blocks == blocks, (registers, threads)
 
 
 def test_impossible_launches_are_refused_with_the_rule():
@@ -27,7 +38,7 @@ def test_impossible_launches_are_refused_with_the_rule():
 
 @pytest.mark.hopper
 @pytest.mark.parametrize("params", [{}, {"stages": 2}, {"stages": 3}, {"bn": 64}, {"bn": 256}])
-def test_the_rules_agree_with_the_driver_on_a_hopper_gpu(params):
+def test_the_rules_agree_with_the_driver_on_a_hopper_gpu(params):   # (whole warpgroups: see the msda test below)
     from cudabook.gemm import s05_wgmma_tma as s05
     why = s05.unavailable()
     if why:
@@ -38,3 +49,18 @@ def test_the_rules_agree_with_the_driver_on_a_hopper_gpu(params):
     usage = nvrtc.resource_usage(prep.cubin)[s05.KERNEL]
     model = occupancy.blocks_per_sm(usage["registers"], threads, smem + usage["shared"])
     assert model.blocks == prep.blocks_per_sm, (params, usage, smem, model)
+
+
+@pytest.mark.hopper
+@pytest.mark.parametrize("consumer_warps", [2, 4])     # blocks of 3 and 5 warps: the sub-partition rule matters
+def test_the_rules_agree_with_the_driver_for_blocks_of_odd_warps(consumer_warps):
+    from cudabook.msda import s04_tma_boxes as s04
+    why = s04.unavailable()
+    if why:
+        pytest.skip(why)
+    cfg = s04.config(32, 4, 8, consumer_warps=consumer_warps)
+    smem, threads = s04.smem_bytes(cfg), (consumer_warps + 1) * 32
+    prep = s04.RUNG.prepare(s04.source(), {**cfg, "EXPECT_SMEM": smem}, s04.KERNEL, smem=smem, threads=threads)
+    usage = nvrtc.resource_usage(prep.cubin)[s04.KERNEL]
+    model = occupancy.blocks_per_sm(usage["registers"], threads, smem + usage["shared"])
+    assert model.blocks == prep.blocks_per_sm, (consumer_warps, usage, smem, model)

@@ -436,43 +436,74 @@ def test_on_a_gpu_a_record_of_another_size_is_profiled_again(tmp_path, monkeypat
 
 
 def test_a_variants_record_is_shown_for_those_settings_only(tmp_path, capsys, monkeypatch):
-    # a variant (a stage with some settings moved) is recorded in a folder of its own; shown on this card for the
-    # same settings, profiled again for others, and never passed off as the defaults' profile
+    # a variant (a stage with some settings moved) is shown on this card for the same settings, profiled again for
+    # others, and never passed off as the defaults' profile
     from cudabook.profile import records
     live = _on_a_gpu(monkeypatch)
     rec = _record("05_double_buffered")
     rec["stages"]["05_double_buffered"].update(code=records.stage_digest("resample", "05_double_buffered"),
-                                               params={"threads": 128})
+                                               params={"threads": 64})
     profile.save_record(rec, tmp_path)
-    p = profile.show("resample", "05_double_buffered", folder=tmp_path, threads=128)
+    p = profile.show("resample", "05_double_buffered", folder=tmp_path, threads=64)
     assert live == [] and "‡ This card's profile" in capsys.readouterr().out
-    assert "with 05_double_buffered threads=128" in p.label
-    profile.show("resample", "05_double_buffered", folder=tmp_path, threads=64)
+    assert "with 05_double_buffered threads=64" in p.label
+    profile.show("resample", "05_double_buffered", folder=tmp_path, threads=256)
     profile.show("resample", "05_double_buffered", folder=tmp_path)
     assert live == ["05_double_buffered", "05_double_buffered"]
     monkeypatch.setattr("cudabook.SIMULATOR", True)
     assert profile.show("resample", "05_double_buffered", folder=tmp_path) is None
     out = capsys.readouterr().out
-    assert "taken with other settings than {}" in out and "not shown" in out
-    assert profile.show("resample", "05_double_buffered", folder=tmp_path, threads=128) is not None
+    assert "No profile of resample 05_double_buffered recorded yet" in out and f"--folder {tmp_path}" in out
+    assert profile.show("resample", "05_double_buffered", folder=tmp_path, threads=64) is not None
 
 
 def test_a_variant_is_recorded_and_found_in_a_folder_named_by_its_settings(monkeypatch, tmp_path):
     from cudabook.profile import cli, display, records
     monkeypatch.setattr(records, "PROFILES", tmp_path)
-    folder = records.variant_folder("resample", "05", {"threads": 128, "pdl": False})
-    assert folder == tmp_path / "variants" / "resample_05_double_buffered_pdl-false_threads-128"
+    folder = records.variant_folder("resample", "05", {"threads": 64, "vec_bytes": 16})   # 16: the default
+    assert folder.parent == tmp_path / "variants" and folder.name.startswith("resample_05_double_buffered_threads-64_")
+    assert records.variant_folder("resample", "05", {"threads": 128}) is None                 # the defaults' own
     wrote = []
-    monkeypatch.setattr(cli, "record", lambda track, stages, **kw: wrote.append((stages, kw)) or kw["folder"] / "x")
-    assert cli.main(["--record", "resample", "04", "05", "--params", '{"threads": 128}']) == 0
-    assert [(s, kw["folder"].name, kw["params"]) for s, kw in wrote] == [
-        (["04"], "resample_04_smem_windows_threads-128", {"04_smem_windows": {"threads": 128}}),
-        (["05"], "resample_05_double_buffered_threads-128", {"05_double_buffered": {"threads": 128}})]
+    monkeypatch.setattr(cli, "record", lambda track, stages, **kw: wrote.append((stages, kw)) or tmp_path / "x")
+    assert cli.main(["--record", "resample", "04", "05", "--params", '{"threads": 64}']) == 0
+    assert [(s, kw["folder"], kw["params"]) for s, kw in wrote] == [
+        (["04"], records.variant_folder("resample", "04", {"threads": 64}), {"04_smem_windows": {"threads": 64}}),
+        (["05"], records.variant_folder("resample", "05", {"threads": 64}), {"05_double_buffered": {"threads": 64}})]
     asked = []
-    monkeypatch.setattr(display, "recorded", lambda track, *names, folder=None, gpu=None: asked.append(folder))
+    monkeypatch.setattr(display, "recorded", lambda track, *names, folder=None, gpu=None, only_gpu=False:
+                        asked.append(folder))
     monkeypatch.setattr("cudabook.SIMULATOR", True)
-    profile.show("resample", "05", threads=128)
-    assert asked == [tmp_path / "variants" / "resample_05_double_buffered_threads-128"]
+    profile.show("resample", "04", "05", threads=64)                       # each stage from its own folder
+    assert asked == [records.variant_folder("resample", s, {"threads": 64}) for s in ("04", "05")]
+
+
+def test_variant_folders_never_collide_and_refuse_what_is_not_data(monkeypatch, tmp_path):
+    from cudabook.profile import records
+    monkeypatch.setattr(records, "PROFILES", tmp_path)
+    pairs = [({"threads": "64"}, {"threads": 64}), ({"threads": [6, 4]}, {"threads": [64]}),
+             ({"buffers": "a b"}, {"buffers": "ab"}), ({"threads": True}, {"threads": "true"})]
+    for a, b in pairs:
+        assert records.variant_folder("resample", "05", a) != records.variant_folder("resample", "05", b), (a, b)
+    with pytest.raises(ValueError, match="setting threads=<class 'object'> is not plain data"):
+        records.variant_folder("resample", "05", {"threads": object})
+
+
+def test_the_command_line_checks_params_and_shows_a_variant_as_asked(monkeypatch, tmp_path, capsys):
+    from cudabook.profile import cli, records
+    monkeypatch.setattr(records, "PROFILES", tmp_path)
+    monkeypatch.setattr("cudabook.SIMULATOR", True)
+    for argv, message in ((["--record", "resample", "05", "--params", "5"], "a JSON object of settings"),
+                          (["--record", "resample", "--params", '{"threads": 64}'], "needs the stages"),
+                          (["--record", "resample", "05", "--params", '{"threads": 64}', "--size", '{"B": 8}'],
+                           "--size with --params needs --folder")):
+        with pytest.raises(SystemExit):
+            cli.main(argv)
+        assert message in capsys.readouterr().err
+    profile.save_record(_record("05_double_buffered"), tmp_path)          # the defaults only
+    cli.main(["--show", "resample", "05", "--params", '{"threads": 64}'])
+    out = capsys.readouterr().out
+    assert "No profile of resample 05_double_buffered with {'threads': 64} recorded yet" in out
+    assert "resample_naive" not in out                                    # the defaults' table is not shown
 
 
 def test_variants_prints_each_recorded_setting_against_the_defaults(monkeypatch, tmp_path, capsys):
@@ -480,15 +511,22 @@ def test_variants_prints_each_recorded_setting_against_the_defaults(monkeypatch,
     monkeypatch.setattr(records, "PROFILES", tmp_path)
     profile.save_record(_record("05_double_buffered"), tmp_path)
     slow = _record("05_double_buffered")
-    slow["stages"]["05_double_buffered"]["params"] = {"buffers": 1}
+    slow["stages"]["05_double_buffered"]["params"] = {"threads": 64}
     slow["stages"]["05_double_buffered"]["kernels"][0]["metrics"]["gpu__time_duration.sum"] *= 2
-    profile.save_record(slow, records.variant_folder("resample", "05", {"buffers": 1}))
-    rows = profile.variants("resample", "05", [{"buffers": 1}, {"buffers": 3}])
+    profile.save_record(slow, records.variant_folder("resample", "05", {"threads": 64}))
+    small = _record("05_double_buffered")
+    small["stages"]["05_double_buffered"].update(params={"threads": 32}, workload="resample B=8 tiny")
+    small["stages"]["05_double_buffered"]["kernels"][0]["metrics"]["lts__t_sector_hit_rate.pct"] = None
+    profile.save_record(small, records.variant_folder("resample", "05", {"threads": 32}))
+    rows = profile.variants("resample", "05", [{"threads": 64}, {"threads": 256}, {"threads": 32}])
     out = capsys.readouterr().out
-    assert [r["params"] for r in rows] == [{}, {"buffers": 1}]
+    assert [r["params"] for r in rows] == [{}, {"threads": 64}]
     assert rows[1]["duration_us"] == pytest.approx(2 * rows[0]["duration_us"])
     assert "NVIDIA Testcard, resample 05_double_buffered under ncu" in out and "2.000" in out
-    assert "buffers=3: not recorded on NVIDIA Testcard" in out and "--params '{\"buffers\": 3}'" in out
+    assert "threads=256: not recorded on NVIDIA Testcard" in out and "--params '{\"threads\": 256}'" in out
+    assert "threads=32: recorded on another workload (resample B=8 tiny), not compared" in out
+    assert profile.variants("resample", "05", [{"threads": 64}], gpu="NVIDIA Othercard") == []
+    assert "No profile of resample 05_double_buffered on NVIDIA Othercard" in capsys.readouterr().out
 
 
 def test_cxx_code_drops_comments_but_not_what_looks_like_them_in_literals():
