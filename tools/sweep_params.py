@@ -71,6 +71,20 @@ def _interleaved(runs, time_ms, rounds=6, on_round=lambda r: None):
         yield (*run[:-1], ms)
 
 
+def _median_fields(rounds: list[dict]) -> dict:
+    """One row from a row a round: each number the median of the rounds that have it (a figure against a peer
+    is so taken within each round first), anything else from the last round, and `correct` only if every round
+    was."""
+    out = dict(rounds[-1]) if rounds else {}
+    for key in {k for r in rounds for k in r}:
+        values = [r[key] for r in rounds if isinstance(r.get(key), (int, float)) and not isinstance(r.get(key), bool)]
+        if values:
+            out[key] = round(statistics.median(values), 2)
+    if any("correct" in r for r in rounds):
+        out["correct"] = all(r.get("correct", False) for r in rounds)
+    return out
+
+
 def ladder(gpu, name, keep=lambda size: True):
     """Each of the track's SWEEP_VARIANTS on each of its benchmark workloads that `keep` accepts, judged by the
     stage's own judge (tracks.judge_of), beside the track's peers of the same run: results/sweeps/<gpu>_<name>.json
@@ -121,10 +135,7 @@ def ladder(gpu, name, keep=lambda size: True):
             us = statistics.median(us_r)
             row = {"workload": wname, "stage": stage, "params": params, "median_us": round(us, 1),
                    "round_us": [round(u, 1) for u in us_r], "correct": ok,
-                   **benchmark.metrics(problem, us, contexts[-1])}
-            per_round = [benchmark.metrics(problem, u, c).get(figure) for u, (_, c) in zip(us_r, got)]
-            if all(v is not None for v in per_round):
-                row[figure] = round(statistics.median(per_round), 2)      # within each round, then the median
+                   **_median_fields([benchmark.metrics(problem, u, c) for u, (_, c) in zip(us_r, got)])}
             rows.append(row)
             print(f"  {stage:22s} {str(params):34s} {row['median_us']:9.1f} us {row.get('TFLOPs', float('nan')):7.1f} "
                   f"TFLOP/s {row.get(figure, float('nan')):6.1f} {figure}  {'ok' if ok else 'WRONG'}  "
@@ -132,9 +143,9 @@ def ladder(gpu, name, keep=lambda size: True):
         print(f"  the last round's peers: {benchmark.summary(contexts[-1])}" if contexts else "  no variant ran")
         for k, got in peer_rounds.items():
             timed_rounds = [v["median_us"] for v in got if "median_us" in v]
-            row = {"workload": wname, "stage": k, **got[-1]}
+            row = {"workload": wname, "stage": k, **_median_fields(got)}
             if timed_rounds:
-                row.update(median_us=round(statistics.median(timed_rounds), 2), round_us=timed_rounds)
+                row["round_us"] = timed_rounds
                 print(f"  {k:57s} {row['median_us']:9.1f} us (rounds {min(timed_rounds)}-{max(timed_rounds)})")
             rows.append(row)
     record = {"gpu": gpu.name, "commit": results._commit(), "source_digest": results.source_digest(), "rows": rows}

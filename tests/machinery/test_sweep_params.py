@@ -2,6 +2,8 @@
 import importlib.util
 import pathlib
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
@@ -63,3 +65,6 @@ def test_a_ladder_sweep_times_the_peers_in_every_round_and_reads_each_variant_ag
     for r in range(6):
         assert peer["round_us"][r] < min(a["round_us"][r], b["round_us"][r])
     assert peer["median_us"] == sorted(peer["round_us"])[2] / 2 + sorted(peer["round_us"])[3] / 2
+    for row in (a, b):                        # each figure against the peer: the median of the rounds' own
+        per_round = sorted(100 * p / v for p, v in zip(peer["round_us"], row["round_us"]))
+        assert row["pct_of_peer"] == pytest.approx((per_round[2] + per_round[3]) / 2, abs=0.06)

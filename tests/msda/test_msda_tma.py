@@ -1,6 +1,7 @@
 """Deformable attention rung 04 (TMA boxes, sm_90a): compiled for Hopper everywhere, run on a CPU by the
 emulator (copies landing late and early), and on a Hopper GPU for real; its lab's solution region passes (its
 planted mistakes: cudabook/msda/mistakes.py, graded in tests/msda/test_msda_mistakes.py)."""
+import os
 import shutil
 
 import numpy as np
@@ -55,6 +56,35 @@ def test_the_strided_item_order_is_right_in_the_emulator(D, levels, P, locations
         s04.launch(p, blocks=4, consumer_warps=2, depth=2, strided=True)   # 4 blocks: items per block 34 or 35
     verdict = msda.judge(p.result(), *args)
     assert verdict.ok, verdict
+
+
+STORE = ("                    if (j < W2) out[item * W2 + j] = pack_bf16x2(acc_lo[u], acc_hi[u]);\n"
+         "                }\n            }\n")   # the consumers' store, at the end of an item
+
+
+@pytest.mark.skipif(not HOST_CXX, reason="the emulator needs a host C++ compiler and the simulator's host memory")
+@pytest.mark.parametrize("strided", [False, True])
+@pytest.mark.parametrize("blocks", [4, 7, 138])
+def test_each_item_is_done_once_by_the_block_its_order_gives_it(blocks, strided):
+    # the kernel, instrumented: once its lanes have stored an item, lane 0 writes into the item's first word the
+    # block that did it, and into the second how many times it has been done; the output alone would not tell
+    # the two orders apart, nor an item done twice
+    assert s04.source().count(STORE) == 1
+    text = s04.source().replace(STORE, STORE + "            __syncwarp();\n            if (lane == 0) { out[item * W2] "
+                                "= 0x7F000000u + blockIdx.x; out[item * W2 + 1] = atomicAdd(&times_done[item], 1u) + 1; }\n")
+    text = text.replace('#include "hopper.cuh"', f'#include "hopper.cuh"\n__device__ unsigned int times_done[1024];  '
+                        f'// build {blocks} {strided} {os.getpid()}')       # a build of its own: the counts start at 0
+    args = _case(16, [(5, 7), (3, 4)], 3, "local")
+    p = msda.upload(*args)
+    with emulate.emulating("lazy"):
+        s04.launch(p, kernel=text, blocks=blocks, consumer_warps=2, depth=2, strided=strided)
+    words = p.out.copy_to_host().view(np.uint32).reshape(-1, 8)            # D = 16: 8 words an item
+    items = words.shape[0]                                                   # N * Lq * M = 138
+    owner = (words[:, 0] - 0x7F000000).tolist()
+    want = [i % blocks if strided else max(b for b in range(blocks) if items * b // blocks <= i)
+            for i in range(items)]
+    assert owner == want
+    assert (words[:, 1] == 1).all(), "an item written more than once"
 
 
 @pytest.mark.hopper
