@@ -12,7 +12,13 @@ from . import results
 
 
 def load(track: str, stage: str) -> list[dict]:
-    """Every card's recorded timeline of (track, stage), newest last."""
+    """Every card's recorded timeline of (track, stage) (the stage by name or number), newest last."""
+    from . import track as tracks
+    try:
+        t = tracks.get(track)
+        stage = t.stage(stage).NAME
+    except Exception:     # an unknown track or stage: look for the name as given
+        pass
     found = []
     for path in sorted((results.RESULTS / "readings").glob(f"*_{track}_{stage}_timeline.json")):
         record = json.loads(path.read_text())
@@ -27,9 +33,13 @@ def calls(run: dict, per_call: int) -> list[list[dict]]:
     return [k[i:i + per_call] for i in range(per_call, len(k) - per_call + 1, per_call)]
 
 
-def per_call(record: dict) -> int:
-    """Kernels a call launches: the run's kernels over its calls."""
-    return max(1, len(record["runs"][0]["kernels"]) // max(1, record["calls"]))
+def per_call(record: dict, run: dict) -> int | None:
+    """Kernels a call of this run launches: as recorded, else its kernels over its calls; None when they do not
+    share out evenly (a kernel lost from the trace, or one more)."""
+    if run.get("per_call"):
+        return run["per_call"]
+    calls_made = max(1, record["calls"])
+    return len(run["kernels"]) // calls_made if len(run["kernels"]) % calls_made == 0 and run["kernels"] else None
 
 
 def steps(run: dict, per: int) -> list[dict]:
@@ -52,15 +62,19 @@ def show(track: str, stage: str):
               f"python tools/probe_timeline.py --track {track} --stage {stage}")
         return []
     for record in found:
-        per = per_call(record)
         runs = record["runs"]
-        names = list(dict.fromkeys(k["name"] for k in runs[0]["kernels"]))
+        names = list(dict.fromkeys(k["name"] for run in runs for k in run["kernels"]))
         fig, axes = plt.subplots(len(runs), 1, figsize=(9, 0.9 + 0.55 * len(names) * len(runs)), squeeze=False)
         print(f"{record['gpu']}, {record['workload']}, commit {record['commit']} ({record['date'][:10]}), "
               f"{record['calls']} calls back to back, the first left out:")
         for ax, run in zip(axes[:, 0], runs):
-            kept = calls(run, per)
+            label = ", ".join(f"{k}={v}" for k, v in run["settings"].items()) or "defaults"
+            per = per_call(record, run)
+            kept = calls(run, per) if per else []
             if not kept:
+                print(f"  {label}: {len(run['kernels'])} kernels for {record['calls']} calls do not share out "
+                      f"evenly; not drawn")
+                ax.set_axis_off()
                 continue
             t0 = kept[0][0]["start_us"]
             for c, call in enumerate(kept):
@@ -70,7 +84,6 @@ def show(track: str, stage: str):
                                    color=f"C{c % 10}", alpha=0.85)
             ax.set_yticks(range(len(names)), names, fontsize=8)
             ax.invert_yaxis()
-            label = ", ".join(f"{k}={v}" for k, v in run["settings"].items()) or "defaults"
             ax.set_title(f"{record['gpu']}: {label} (a colour a call)", fontsize=9)
             ax.set_xlabel("µs (CUPTI's start and end of each kernel)", fontsize=8)
             gaps, periods = steps(run, per)

@@ -27,17 +27,26 @@ sys.path.insert(0, str(ROOT))
 QUERY = "timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active"
 
 
+def _number(field: str):
+    """A number of nvidia-smi's ("1575 MHz", "690.84 W", "61"), None where it says none ("[N/A]", "")."""
+    try:
+        return float(field.split()[0])
+    except (ValueError, IndexError):
+        return None
+
+
 def _sample(line: str):
-    """One nvidia-smi csv line -> (time.time() seconds, MHz, W, °C, reasons), or None."""
+    """One nvidia-smi csv line -> (time.time() seconds, MHz, W, °C, reasons), each field None where nvidia-smi
+    gave none; None for a line that is not a sample (no time stamp, too few fields)."""
     import datetime
     parts = [p.strip() for p in line.split(",")]
     if len(parts) != 5:
         return None
     try:
         when = datetime.datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
-        return when, float(parts[1].split()[0]), float(parts[2].split()[0]), float(parts[3]), parts[4]
     except ValueError:
         return None
+    return when, _number(parts[1]), _number(parts[2]), _number(parts[3]), parts[4] or None
 
 
 def main(argv=None):
@@ -51,8 +60,12 @@ def main(argv=None):
     from cudabook import results
     if not torch.cuda.is_available():
         sys.exit("needs an NVIDIA GPU with torch")
+    import tempfile
+    device = torch.cuda.get_device_properties(torch.cuda.current_device())
+    gpu_id = f"GPU-{device.uuid}"        # nvidia-smi's own index ignores CUDA_VISIBLE_DEVICES; the UUID does not
+    log = tempfile.TemporaryFile(mode="w+")                      # (a pipe read only at the end would fill up)
     smi = subprocess.Popen(["nvidia-smi", f"--query-gpu={QUERY}", "--format=csv,noheader", "-lms", "100",
-                            "-i", str(torch.cuda.current_device())], stdout=subprocess.PIPE, text=True)
+                            "-i", gpu_id], stdout=log, stderr=subprocess.STDOUT, text=True)
     runs = []
     try:
         time.sleep(1.0)                              # the idle clock first
@@ -79,14 +92,21 @@ def main(argv=None):
             time.sleep(1.0)                          # cool down between sizes
     finally:
         smi.terminate()
-    samples = [s for s in (_sample(line) for line in smi.communicate()[0].splitlines()) if s]
+        smi.wait()
+    log.seek(0)
+    text = log.read()
+    samples = [s for s in (_sample(line) for line in text.splitlines()) if s]
+    if not samples:
+        sys.exit(f"nvidia-smi gave no samples (its output: {text.strip()[:300]!r}); an older driver may call "
+                 f"the reasons clocks_throttle_reasons.active")
     for r in runs:
         during = [s for s in samples if r["from"] + 0.5 <= s[0] <= r["to"]]   # after the first half second
-        r.update(median_sm_MHz=statistics.median(s[1] for s in during) if during else None,
-                 median_W=statistics.median(s[2] for s in during) if during else None,
-                 reasons=sorted({s[4] for s in during}))
+        mhz, watts = [s[1] for s in during if s[1] is not None], [s[2] for s in during if s[2] is not None]
+        r.update(median_sm_MHz=statistics.median(mhz) if mhz else None,
+                 median_W=statistics.median(watts) if watts else None,
+                 reasons=sorted({s[4] for s in during if s[4]}), samples_during=len(during))
     gpu = torch.cuda.get_device_name()
-    record = {"kind": "clocks under a tensor-core load", "gpu": gpu, "commit": results._commit(),
+    record = {"kind": "clocks under a tensor-core load", "gpu": gpu, "gpu_id": gpu_id, "commit": results._commit(),
               "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "torch": torch.__version__, "runs": runs,
               "samples": [[round(s[0], 2), s[1], s[2], s[3], s[4]] for s in samples]}
     out = pathlib.Path(a.out) if a.out else results.RESULTS / "readings" / f"{results.slug(gpu)}_clocks.json"

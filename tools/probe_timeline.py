@@ -2,7 +2,7 @@
 saw them (through torch.profiler), queued behind a sleeping kernel so that the host's launches leave no gaps,
 for each of some settings (by default programmatic dependent launch on and
 off), at the track's benchmark size. Writes results/readings/<gpu>_<track>_<stage>_timeline.json; the lessons
-draw it (cudabook.lesson.draw_timeline).
+draw it (cudabook.timeline.show).
 
     python tools/probe_timeline.py --track resample --stage 07_tma [--calls 6] [--settings '{"pdl": true}' '{"pdl": false}']
 
@@ -38,7 +38,9 @@ def main(argv=None):
     ap.add_argument("--track", required=True)
     ap.add_argument("--stage", required=True)
     ap.add_argument("--calls", type=int, default=6, help="calls back to back in each timeline")
-    ap.add_argument("--settings", type=json.loads, nargs="+", default=[{"pdl": True}, {"pdl": False}])
+    ap.add_argument("--settings", type=json.loads, nargs="+", default=None,
+                    help="launch settings, one timeline each (default: pdl true and false where the stage has "
+                         "a pdl setting, else its defaults)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
     import numpy as np
@@ -56,6 +58,8 @@ def main(argv=None):
     if why:
         sys.exit(why)
     module = t.stage(a.stage)
+    if a.settings is None:
+        a.settings = [{"pdl": True}, {"pdl": False}] if "pdl" in getattr(module, "PARAMS", {}) else [{}]
     size = dict(t.bench.WORKLOADS[0])
     args, problem = t.bench.prepare(size, rng=np.random.default_rng(0))
     runs = []
@@ -66,9 +70,14 @@ def main(argv=None):
         time.sleep(0.2)
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             bench._sleeper()[1, 1](HOLD_US)      # the GPU sleeps while the host queues every call
+            queued = time.perf_counter()
             for _ in range(a.calls):
                 module.launch(problem, **settings)
+            queued = time.perf_counter() - queued
             cuda.synchronize()
+        if queued * 1e6 > 0.8 * HOLD_US:
+            print(f"  warning: queueing the {a.calls} calls took {queued * 1e6:,.0f} µs of the {HOLD_US:,} µs the "
+                  f"GPU slept: later calls may have waited for the host, and their gaps are the host's")
         with tempfile.TemporaryDirectory() as tmp:
             path = pathlib.Path(tmp) / "trace.json"
             prof.export_chrome_trace(str(path))
@@ -77,7 +86,8 @@ def main(argv=None):
             t0 = spans[0]["start_us"]
             for s in spans:
                 s["start_us"], s["end_us"] = round(s["start_us"] - t0, 3), round(s["end_us"] - t0, 3)
-        runs.append({"settings": settings, "kernels": spans})
+        per = len(spans) // a.calls if spans and len(spans) % a.calls == 0 else None
+        runs.append({"settings": settings, "kernels": spans, "per_call": per, "queue_us": round(queued * 1e6, 1)})
         print(f"{a.track} {module.NAME} {settings}:")
         for s in spans:
             print(f"  {s['start_us']:10.2f} .. {s['end_us']:10.2f} µs  {s['name'][:60]}")

@@ -19,3 +19,5 @@ def test_a_sample_line_is_read_and_a_broken_one_is_skipped():
     assert (mhz, watts, celsius, reasons) == (1575.0, 690.84, 61.0, "0x0000000000000004") and when > 0
     assert tool._sample("[N/A], 1575 MHz, 690.84 W, 61, 0x4") is None
     assert tool._sample("timestamp, clocks.current.sm [MHz]") is None
+    _, mhz, watts, _, reasons = tool._sample("2026/11/28 10:06:45.047, 1575 MHz, [N/A], , 0x4")
+    assert (mhz, watts, reasons) == (1575.0, None, "0x4")             # one field missing: the others kept

@@ -272,7 +272,7 @@ def test_show_draws_the_record_without_a_gpu(tmp_path, capsys, monkeypatch):
 
 def test_no_profiles_are_recorded_under_results_by_these_tests():
     folder = profile.PROFILES
-    names = sorted(p.name for p in folder.glob("*.json")) if folder.exists() else []
+    names = sorted(str(p.relative_to(folder)) for p in folder.rglob("*.json")) if folder.exists() else []
     assert not any("Testcard" in n for n in names)
     assert os.path.basename(str(FIXTURE)).startswith("ncu_synthetic")
 
