@@ -435,9 +435,11 @@ for e in lesson.recorded_sweeps("msda", "04_tma_boxes", "strided"):
 
 # %% [markdown]
 # The guess about the cause was right: in the strided order the DRAM bytes fall several-fold (still above rung
-# 02's) and the L2 hit rate comes back to rung 02's. The guess that they cost the time was wrong: on the card recorded, the run
-# is only a few percent shorter. DRAM was busy, not the bottleneck. The stall column still says the warps wait
-# mostly on memory (`long_scoreboard`), but not which warps; the `blocks_per_sm` sweep below says which.
+# 02's) and the L2 hit rate comes back to rung 02's. The guess that they cost the time was wrong: on the card
+# recorded, the run is only a few percent shorter. DRAM was busy, not the bottleneck. The stall column still says
+# the warps wait mostly in `long_scoreboard` (global loads, here the producer's; perhaps also the consumers' waits on their
+# slots' barriers, which this workbook has not checked), but not which warps matter; the `blocks_per_sm` sweep
+# below says which.
 #
 # The recorded `blocks_per_sm` sweeps, read against one block an SM, and that one block's time shared out over
 # the items each SM's producer works through:
