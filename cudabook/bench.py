@@ -236,3 +236,17 @@ def measure_stage(launch, problem, *, repeats=25, batch=10, **params) -> dict:
     """median_us and GBps of a stage's launch on an uploaded problem (batch launches back to back)."""
     ms = time_ms(lambda: launch(problem, **params), repeats=repeats, batch=batch)
     return {"median_us": round(ms * 1e3, 2), "GBps": round(problem.min_bytes / (ms * 1e-3) / 1e9, 1)}
+
+
+def head_to_head(calls: dict, *, rounds: int = 6, repeats: int = 3, batch: int = 5, time=None) -> dict:
+    """{name: [ms of each round]} for callables timed in interleaved rounds: each round times every one once
+    (time_ms), in order, and the next round in reverse. Two kernels compared so share whatever the card's clock
+    does while they run (under a long tensor-core load the power cap lowers it: a kernel timed minutes after
+    another may meet a slower card). `time`: the timer (time_ms by default; a test passes its own)."""
+    time = time or (lambda fn: time_ms(fn, repeats=repeats, batch=batch))
+    names = list(calls)
+    out = {n: [] for n in names}
+    for r in range(rounds):
+        for n in (names if r % 2 == 0 else names[::-1]):
+            out[n].append(time(calls[n]))
+    return out

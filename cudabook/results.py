@@ -164,8 +164,46 @@ def measure_workload(track, size, *, stages=None, peers=True, repeats=25, params
         peer_rows = spec.peers(args, problem, ctx, repeats=repeats, progress=progress, **only)
     for k, v in peer_rows.items():
         progress(f"{k}: {v}")
-    return {"track": t.NAME, "size": dict(size), "context": _plain(ctx), "stages": rows, "peers": peer_rows,
-            **_pedigree()}
+    out = {"track": t.NAME, "size": dict(size), "context": _plain(ctx), "stages": rows, "peers": peer_rows,
+           **_pedigree()}
+    duels = head_to_head(t, args, problem, rows, peer_rows, params, progress) if peers else []
+    if duels:
+        out["head_to_head"] = duels
+    return out
+
+
+def head_to_head(t, args, problem, rows, peer_rows, params=None, progress=print) -> list[dict]:
+    """The track's HEAD_TO_HEAD pairs (a rung, the peer its claim is made against), each timed again in
+    interleaved rounds (bench.head_to_head) through the track's peer_calls(args, problem), a context giving
+    {peer: a callable that enqueues one call}: [{stage, peer, rounds, stage_us, peer_us, ratio (the median over
+    the rounds of the peer's time over the rung's: above 1, the rung is ahead)}], or an error row. Pairs whose rung
+    or peer did not run correctly are left out."""
+    import statistics
+
+    from . import bench
+    spec = t.bench
+    pairs = [(s, p) for s, p in getattr(spec, "HEAD_TO_HEAD", ())
+             if rows.get(s, {}).get("correct") and peer_rows.get(p, {}).get("correct")]
+    if not pairs or not hasattr(spec, "peer_calls"):
+        return []
+    out = []
+    with spec.peer_calls(args, problem) as calls:
+        for stage, peer in pairs:
+            progress(f"{stage} against {peer}: interleaved rounds …")
+            try:
+                module, p = t.stage(stage), (params or {}).get(stage, {})
+                got = bench.head_to_head({stage: lambda: module.launch(problem, **p), peer: calls[peer]})
+                ratios = [b / a for a, b in zip(got[stage], got[peer])]
+                out.append({"stage": stage, "peer": peer, "rounds": len(ratios),
+                            "stage_us": [round(ms * 1e3, 2) for ms in got[stage]],
+                            "peer_us": [round(ms * 1e3, 2) for ms in got[peer]],
+                            "ratio": round(statistics.median(ratios), 4)})
+                progress(f"{stage} against {peer}: {out[-1]['ratio']:.3f}x (the peer's time over the rung's, "
+                         f"median of {len(ratios)} rounds)")
+            except Exception as e:  # a comparison that fails is recorded, not fatal
+                out.append({"stage": stage, "peer": peer, "error": f"{type(e).__name__}: {str(e)[:200]}"})
+                progress(f"{stage} against {peer}: ERROR {out[-1]['error']}")
+    return out
 
 
 def _plain(ctx):
@@ -576,6 +614,12 @@ def lead_lines(name, records) -> str:
                         f"more time ({stages[k]:,.1f} µs)"]
             lines.append(f"- {r['gpu']} · {wname} · commit {w.get('commit') or '?'}: the fastest peer, {peer}, "
                          f"{peers[peer]:,.1f} µs; " + "; ".join(said) + ".")
+            for d in w.get("head_to_head", []):
+                if "ratio" in d:
+                    lead = (f"{d['stage']} takes {100 * (1 - 1 / d['ratio']):.1f} % less time" if d["ratio"] >= 1
+                            else f"{d['stage']} takes {100 * (1 / d['ratio'] - 1):.1f} % more time")
+                    lines.append(f"  - timed again against {d['peer']} in {d['rounds']} interleaved rounds: {lead} "
+                                 f"(median of the rounds' ratios, {d['ratio']:.3f}x)")
     return "\n".join(lines) or "No record of this track has both rungs and peers yet."
 
 

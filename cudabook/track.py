@@ -12,8 +12,11 @@ A track is a package `cudabook/<track>/` (resample, gemm, ...) with the same sma
     judge(got, *inputs)          a Verdict against the float64 reference with the track's tolerance
     bench                        the benchmark: its workloads, yardstick, peers, the columns of its table
                                  (see results.py), SIZE_PLAN (cudabook.sizes), and optionally RECORD_KEYS (context
-                                 figures its records also keep at their top level) and IMAGE_NAME (its plot's file
-                                 name, "{gpu}_{track}.png" unless it says otherwise)
+                                 figures its records also keep at their top level), IMAGE_NAME (its plot's file
+                                 name, "{gpu}_{track}.png" unless it says otherwise), and HEAD_TO_HEAD ((rung,
+                                 peer) pairs a claim is made on) with peer_calls(args, problem) (a context giving
+                                 {peer: a callable that enqueues one call}): results.head_to_head times each pair
+                                 again in interleaved rounds
     MAP_TITLE                    its heading on the workbook's map (notebooks/00_tracks); LESSONS, the folder of
                                  its lessons under lessons/ (its NAME unless it says otherwise)
     grade, hint, splice          cudabook.labs bound to the track: grade("02_smem_tiles", kernel)

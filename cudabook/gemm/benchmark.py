@@ -12,6 +12,8 @@ TFLOP/s counts 2 M N K operations. Every output, peers' too, is checked against 
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from .checking import judge
@@ -95,6 +97,37 @@ def peers(args, problem, ctx, *, repeats=25, progress=print) -> dict:
         if "median_us" in v:
             v.update(metrics(problem, v["median_us"], ctx))
     return rows
+
+
+HEAD_TO_HEAD = (("07_clusters", "cublas"), ("08_fp8", "cublaslt_fp8_fast"))   # timed again, interleaved (results)
+
+
+@contextlib.contextmanager
+def peer_calls(args, problem):
+    """{peer: a callable that enqueues one call} for the HEAD_TO_HEAD peers, on this workload's data (torch's
+    copies of it, let go at the end)."""
+    from .. import peers as peer_mod
+    import torch
+    from .inputs import BF16
+    from .s08_fp8 import quantize
+    a, b = args
+    dev = torch.device("cuda")
+    ta = torch.from_numpy(a.view(np.int16)).to(dev).view(torch.bfloat16)
+    tb = torch.from_numpy(b.view(np.int16)).to(dev).view(torch.bfloat16)
+    calls = {"cublas": lambda: torch.matmul(ta, tb)}
+    if hasattr(torch, "_scaled_mm") and hasattr(torch, "float8_e4m3fn"):
+        (qa, sa), (qb, sb) = quantize(a.view(BF16)), quantize(b.view(BF16))
+        a8 = torch.from_numpy(qa.view(np.uint8)).to(dev).view(torch.float8_e4m3fn)
+        bt8 = torch.from_numpy(np.ascontiguousarray(qb.view(np.uint8).T)).to(dev).view(torch.float8_e4m3fn)
+        scale_a, scale_b = torch.tensor(sa, device=dev), torch.tensor(sb, device=dev)
+        calls["cublaslt_fp8_fast"] = lambda: torch._scaled_mm(a8, bt8.t(), scale_a=scale_a, scale_b=scale_b,
+                                                              out_dtype=torch.bfloat16, use_fast_accum=True)
+    try:
+        yield calls
+    finally:
+        calls.clear()
+        ta = tb = a8 = bt8 = None                 # noqa: F841  (torch's copies go back to the card)
+        peer_mod.release()
 
 
 def _fp8_peers(torch, dev, a, b, repeats, progress) -> dict:

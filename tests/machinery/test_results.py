@@ -304,3 +304,37 @@ def test_a_lesson_prepares_its_workload_and_peers_once_per_process(monkeypatch):
     assert calls[-2:] == [("prepare", 5), "context"] and lesson._WORKLOAD["key"] == ("fake", "n=5")
     assert results.measure_workload(t, dict(n=5), peers=False, check_cases=False, progress=lambda *a: None,
                                     prepared=(w["args"], w["problem"], w["ctx"], None))["peers"] == {}
+
+
+def test_head_to_head_rounds_alternate_and_a_track_pair_is_timed_again_and_claimed(monkeypatch):
+    import contextlib
+    import types
+
+    from cudabook import bench
+    order = []
+    got = bench.head_to_head({"rung": "r", "peer": "p"}, rounds=4, time=lambda f: order.append(f) or len(order))
+    assert order == list("rppr" "rppr") and got == {"rung": [1, 4, 5, 8], "peer": [2, 3, 6, 7]}
+
+    clock = iter(range(1, 1000))            # a card that slows: every timing 1 ms longer than the one before
+    monkeypatch.setattr(bench, "time_ms", lambda fn, **kw: fn() or float(next(clock)))
+    launched = []
+
+    @contextlib.contextmanager
+    def peer_calls(args, problem):
+        yield {"lib": lambda: launched.append("lib")}
+    spec = types.SimpleNamespace(HEAD_TO_HEAD=(("07", "lib"), ("08", "lib")), peer_calls=peer_calls)
+    toy = types.SimpleNamespace(bench=spec, stage=lambda name: types.SimpleNamespace(
+        launch=lambda problem, **p: launched.append(name)))
+    rows = {"07": {"correct": True, "median_us": 10.0}, "08": {"correct": False, "median_us": 5.0}}
+    duels = results.head_to_head(toy, (), None, rows, {"lib": {"correct": True, "median_us": 11.0}},
+                                 progress=lambda *a: None)
+    assert [(d["stage"], d["peer"], d["rounds"]) for d in duels] == [("07", "lib", 6)]   # 08 was wrong: left out
+    assert launched.count("07") == launched.count("lib") == 6
+    assert abs(duels[0]["ratio"] - 1) < 0.02 and len(duels[0]["stage_us"]) == 6   # the drift shared out: no lead
+    record = {"gpu": "NVIDIA Testcard", "commit": "abc", "workloads": {"gemm M=64 N=64 K=64": {
+        "stages": {"07_clusters": {"median_us": 10.0, "correct": True}},
+        "peers": {"cublas": {"median_us": 11.0, "correct": True}},
+        "head_to_head": [{"stage": "07_clusters", "peer": "cublas", "rounds": 6, "ratio": 1.02}]}}}
+    text = results.lead_lines("gemm", [record])
+    assert "timed again against cublas in 6 interleaved rounds: 07_clusters takes 2.0 % less time (median of the " \
+           "rounds' ratios, 1.020x)" in text
