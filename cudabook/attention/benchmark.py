@@ -17,6 +17,8 @@ x 192 rows against float64, and every element for NaN and for staying within the
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from .checking import judge
@@ -139,6 +141,37 @@ def peers(args, problem, ctx, *, repeats=25, progress=print) -> dict:
         if "median_us" in row:
             row.update(metrics(problem, row["median_us"], ctx))
     return rows
+
+
+HEAD_TO_HEAD = (("06_warp_specialized", "sdpa_cudnn"), ("06_warp_specialized", "sdpa_flash"))   # (results)
+
+
+@contextlib.contextmanager
+def peer_calls(args, problem):
+    """{backend's row name: a callable that enqueues one SDPA call with that backend alone} on this workload's
+    data (torch's copies of it, let go at the end)."""
+    from .. import peers as peer_mod
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    q, k, v, causal = args
+    dev = torch.device("cuda")
+    tensors = [torch.from_numpy(np.ascontiguousarray(x).view(np.int16)).to(dev).view(torch.bfloat16)
+               for x in (q, k, v)]
+
+    def call_with(chosen):
+        def call():
+            with sdpa_kernel([chosen]):
+                return F.scaled_dot_product_attention(*tensors, is_causal=causal)
+        return call
+    calls = {name: call_with(getattr(SDPBackend, backend)) for name, backend in BACKENDS
+             if hasattr(SDPBackend, backend)}
+    try:
+        yield calls
+    finally:
+        calls.clear()
+        tensors.clear()
+        peer_mod.release()
 
 
 def consistency(row, workload, record) -> str | None:
