@@ -89,7 +89,7 @@ plt.show()
 # ## Per-tensor scales
 #
 # The range, `2^-9` to 448, is narrow. A matrix whose largest element is 3000 does not fit. One whose elements
-# are around `10^-3` falls into the subnormals, where the precision runs out. So each matrix is divided by a
+# are around `10^-3` falls mostly below the smallest subnormal (`2^-9`, about 0.002) and rounds to zero. So each matrix is divided by a
 # **scale** first: `x ≈ scale x q`, with `q` in e4m3. Rung 08 chooses, for each tensor, the smallest power of two
 # that brings the largest magnitude to 448 or below:
 

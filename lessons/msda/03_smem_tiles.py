@@ -173,8 +173,8 @@ for D in (8, 24, 32, 40, 64, 128):
 
 # %% [markdown]
 # And nobody else wants a sample's corners: another head of the same query reads other channels, another query
-# other positions, and what neighbouring queries do share (the overlapping rows that make the `local` workload
-# fast) L1 and L2 already keep, for every warp on the SM, without a barrier. Reuse is the whole argument for
+# other positions, and what neighbouring queries do share (the overlapping rows that make the reference gather,
+# and rungs 04 and 05, faster on `local`) L1 and L2 already keep, for every warp on the SM, without a barrier. Reuse is the whole argument for
 # shared memory, and there is none to capture. Both tracks' records, side by side:
 
 # %%

@@ -266,14 +266,18 @@ for rec in results.load_all():
 
 # %% [markdown]
 # T is an estimate (the loads in flight are counted at issue, in program order), and it is some hundreds of
-# nanoseconds: longer than an idle cache hit, because every SM's requests queue in the same L1s and L2. At
+# nanoseconds: longer than an idle cache hit. Queueing in the L1s and L2 would explain that, or the static count
+# may overstate what is really in flight; neither was measured. At
 # that latency a rate like rung 05's needs tens of kilobytes in flight on every SM. Rung 02 cannot keep
 # that much: each lane has one load out at a time (each corner's load sits in its own branch, skipped for a
 # zero weight, and is used by the next instruction: one in flight, counted in its SASS as above, compiled with
-# CUDA 13.5 without a GPU), and before each sample it waits for shuffles that wait for another lane's arithmetic. With T about the same,
-# its lower rate *is* its smaller number of bytes in flight. On the `uniform` workload the reference gather
-# itself slows down (fewer of the corners hit in L1 and L2, so T grows), and so do the rungs, while their loads
-# in flight stay the same.
+# CUDA 13.5 without a GPU), and before each sample it waits for shuffles that wait for another lane's
+# arithmetic. On the `uniform` workload the reference gather slows down, and so do rungs 04 and 05; rungs 02 and
+# 03 hardly move (the records above, card by card). Had rung 02 been held by its bytes in flight over the same
+# T, it would have slowed as much as rung 05. Something else sets its pace, which fits its dependency chain
+# (location load, arithmetic, shuffles, corner load) better than its bytes in flight. Why the gather slows on
+# `uniform` (fewer L1 hits, most likely: one image's values fit in L2 many times over) is a hypothesis: no
+# `uniform` profile is recorded.
 #
 # ## An older sweep, and what it still shows
 #
@@ -358,8 +362,10 @@ for rec in results.load_all():
                   f"{cycles / us / 1e3:.2f} GHz (the reference gather: {w['context']['gather_us']:,.0f} µs)")
 
 # %% [markdown]
-# An H100's SMs run at up to about 2 GHz, so on the `local` workload issuing instructions fills most of rung
-# 05's time, about as long as the reference gather's loads take: the two overlap, imperfectly. On `uniform` the
+# An H100's SMs run at up to about 2 GHz (the clock of these runs was not recorded; under a long tensor-core
+# load GEMM 09's probe saw an H200 near 1.5 GHz), and the instruction count above is this machine's NVRTC build,
+# not the record's. So on the `local` workload issuing instructions fills most (at a lower clock, nearly all) of
+# rung 05's time, about as long as the reference gather's loads take: the two overlap, imperfectly. On `uniform` the
 # loads are slower and hide the instructions better, and there rung 05 **matches or beats the reference
 # gather**: level with it, within a few percent, or faster (the records above say which, card by card). A
 # kernel that computes every position, weight and blend keeps pace with one that only loads the same corners.
