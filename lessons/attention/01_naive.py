@@ -191,7 +191,8 @@ print(f"at d = 64 instead: {small_d.flops / (s_traffic + small_d.min_bytes):.1f}
 # only grows with d. Fused (q, k, v read once, out written once, S never stored) it is `N / 2`: it grows with the
 # sequence.
 #
-# (The count is what the kernels ask of global memory. Caches catch some of it: a row of S that one softmax
+# (The count is the least traffic these steps need; the kernels ask for more: the P @ V kernel has d / 32 warps
+# read each row of P, so 10 trips at d = 128. Caches catch some of it: a row of S that one softmax
 # thread walks three times may stay in L1 or L2. But S at the benchmark's size is gigabytes, and an L2 cache
 # holds tens of megabytes: most of S goes to DRAM and back.)
 #

@@ -117,10 +117,11 @@ lesson.show_region(source, start="// O += P V.", end="mma_16816(o[j + 1], pa, b1
 
 # %% [markdown]
 # The online softmax in between is rung 02's update, spread over a quad: a row's `bkv` scores lie in the four
-# lanes `4g .. 4g+3` (two keys per fragment each), so its max and sum need two `__shfl_xor_sync` steps (1 and
-# 2), not five. It works in base 2, `p = 2^(s · scale · log2 e - m)`, so each exponential is one `ex2`
+# lanes `4g .. 4g+3` (two keys per fragment each), so its max needs two `__shfl_xor_sync` steps (1 and 2) a
+# tile, not five; its sum needs none in the loop (each lane keeps its own partial sum, and the four are added
+# with the same two steps once, after the last tile). It works in base 2, `p = 2^(s · scale · log2 e - m)`, so each exponential is one `ex2`
 # instruction (`MUFU.EX2`, with the compare and multiplies of `exp2f`'s subnormal fix-up around it, which
-# lesson 06 removes) and `log2 e` is folded into the scale. Note that the row sum `l` adds the float
+# lesson 06 removes from the per-score exponentials; its rescale factor keeps `exp2f`) and `log2 e` is folded into the scale. Note that the row sum `l` adds the float
 # values of p, before they are rounded for the product.
 
 # %%

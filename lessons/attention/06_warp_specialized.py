@@ -540,9 +540,11 @@ for path, sweep, workloads in attention_sweeps():
           + ("\n  ".join(cost) or "no overlap=False row"))
 
 # %% [markdown]
-# In these sweeps the overlap is worth a few percent at d = 128 and more at d = 64, causal or not: real, and
-# modest. In a build like the one counted above, whose unmasked loop has no exponential between its waits, it
-# comes from the rescale and the issue order, not from the softmax under P V. Putting the softmax there for
+# In these sweeps the overlap is worth a few percent at d = 64, causal or not. At d = 128 it is within the
+# spread of runs: the lesson sweeps on the same kernel show none, and one sweep of `tools/sweep_params.py`
+# shows a couple of percent. In a build like the one counted above, whose unmasked loop has no exponential
+# between its waits, the likely source of the d = 64 gain is the rescale and the issue order (a hypothesis: no
+# variant separates them), not the softmax under P V. Putting the softmax there for
 # real is the next lever of this rung.
 #
 # ### (b) The register budget
