@@ -11,6 +11,12 @@ capability 9.0 (H100, H200) only:
   thread; and a block whose warps, rounded up to a multiple of four, would need more than the SM's 65,536 does
   not launch at all;
 - threads: at most 2,048 an SM; blocks: at most 32 an SM.
+
+An sm_90 cubin's own count of static shared memory (cuobjdump's "shared", `nvrtc.resource_usage`) already holds
+that 1 KiB for a kernel that uses shared memory: one that declares only `extern __shared__` reports 1,024 bytes,
+one that declares 256 bytes reports 1,280 (an sm_80 cubin reports 0 and 256). `for_kernel` takes a cubin's count
+and does not add the reservation twice; an H200's driver agrees with it where counting it twice would lose a
+block (tests/machinery/test_occupancy.py).
 """
 from __future__ import annotations
 
@@ -60,3 +66,16 @@ def blocks_per_sm(registers: int, threads: int, shared_bytes: int) -> Occupancy:
     by_threads = THREADS_PER_SM // (warps * 32)
     limits = [by_shared, by_threads, BLOCKS_PER_SM] + ([by_registers] if by_registers is not None else [])
     return Occupancy(min(limits), by_shared, by_registers, by_threads)
+
+
+def for_kernel(usage: dict, threads: int, dynamic_shared: int = 0) -> Occupancy:
+    """blocks_per_sm for an sm_90 kernel from its cubin's resource usage ({"registers", "shared", ...} as
+    nvrtc.resource_usage gives it) and its launch: `threads` a block, `dynamic_shared` bytes a block. The cubin's
+    "shared" already includes the 1 KiB reserved for each block (0 when the kernel uses no shared memory), so
+    it is taken out before the rules add it."""
+    if 0 < usage["shared"] < SMEM_RESERVED_PER_BLOCK:
+        raise ValueError(f"occupancy.for_kernel: the cubin reports {usage['shared']} bytes of shared memory, less "
+                         f"than the {SMEM_RESERVED_PER_BLOCK} an sm_90 cubin counts for a block that uses any: not "
+                         f"an sm_90 cubin? These rules are for compute capability 9.0 only")
+    static = max(usage["shared"] - SMEM_RESERVED_PER_BLOCK, 0)
+    return blocks_per_sm(usage["registers"], threads, static + dynamic_shared)

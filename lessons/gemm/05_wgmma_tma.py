@@ -293,8 +293,8 @@ print(f"{'setting':12s} {'registers':>9s} {'shared KiB':>10s} {'blocks an SM':>1
 for setting in ({}, {"stages": 3}, {"stages": 2}, {"bn": 64}, {"bn": 256}):
     cfg = s05.config(**{**s05.PARAMS, **setting})
     usage = nvrtc.resource_usage(s05.compile_cubin(**setting))[s05.KERNEL]
-    shared = s05.smem_bytes(cfg) + usage["shared"]
-    o = occupancy.blocks_per_sm(usage["registers"], 128 * cfg["WGS"], shared)
+    shared = s05.smem_bytes(cfg) + usage["shared"]     # the cubin's count holds the 1 KiB reserved a block
+    o = occupancy.for_kernel(usage, 128 * cfg["WGS"], s05.smem_bytes(cfg))
     label = ", ".join(f"{k}={v}" for k, v in setting.items()) or "defaults"
     print(f"{label:12s} {usage['registers']:9d} {shared / 1024:10.1f} {o.blocks:12d}  {o.limit}")
 

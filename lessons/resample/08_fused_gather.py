@@ -526,10 +526,11 @@ except nvrtc.ToolMissing as e:
 #   this launch. How large a part: in one process on an H200 at commit 1e13fe4 (a reading, not a record),
 #   `torch.compile`'s default mode took 68.1 µs a call with the option off and 64.6 µs with
 #   `torch._inductor.config.triton.enable_pdl` on, twice each, the same both times. That is most of the lead the
-#   records give this stage over the compiler on that card. `make bench` therefore also times max-autotune with
-#   the option on (`torch_compile_max_autotune_pdl`, where the installed torch has it); the records below show
-#   it once a card has been benchmarked since, and only then is the compiler at its strongest here. (A gather that ran `launch_dependents` early would let the next call's blocks onto the SMs its
-#   tail leaves idle; that has not been tried here.)
+#   records then gave this stage over the compiler on that card. `make bench` therefore also times max-autotune
+#   with the option on (`torch_compile_max_autotune_pdl`, where the installed torch has it). The H200 record
+#   (commit c1ba2bf) has it, and there it is the compiler's fastest mode; the H100 record predates it. (A gather
+#   that ran `launch_dependents` early would let the next call's blocks onto the SMs its tail leaves idle; that
+#   has not been tried here.)
 # - With `search="prepass"` there are two kernels, as in `torch.compile`'s code. The search kernel,
 #   `resample_find`, waits for the kernel before it and then runs `griddepcontrol.launch_dependents`: once every
 #   one of its blocks has done that, the gather may be launched while the search still runs, and its blocks wait
@@ -718,10 +719,11 @@ for record in results.load_all():
 
 # %% [markdown]
 # In both records stage 08 is the fastest resampler of this workbook, and the only rung of the ladder that
-# takes less time than `torch.compile` in the same run. Both records also have the compiler's strongest mode,
-# `max-autotune-no-cudagraphs`: it tried its Triton configurations and came out a little faster than the default
-# mode (both printed above), and the lead holds against both. The margin against the faster mode (printed above)
-# passes the 5 % this workbook aims for in the H200 record and falls short of it in the H100 one. The last step
+# takes less time than `torch.compile` in the same run. Both records also have `max-autotune-no-cudagraphs`: it
+# tried its Triton configurations and came out a little faster than the default mode (both printed above), and
+# the H200 record has max-autotune with inductor's PDL option on as well, faster again. The lead holds against
+# every mode. Against the fastest mode of each record (printed above) the margin just reaches the 5 % this
+# workbook aims for in the H200 record and falls short of it in the H100 one. The last step
 # there was not in the kernel at all: launching the gather with programmatic dependent launch (above; the `pdl`
 # sweep at the end gives its gain). The compiler's draw counts too: earlier H100
 # records caught other draws of its time, about a microsecond apart, the size of stage 08's distance from the aim.
