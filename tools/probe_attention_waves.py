@@ -26,6 +26,8 @@ def main(argv=None) -> int:
     ap.add_argument("--d", type=int, default=128)
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--heads", default="32,33,64,66", help="B x H totals (B = 1, H = this)")
+    ap.add_argument("--nk", default=None, help="keys, comma-separated (default: N): the time a block takes "
+                    "against its key tiles, whose intercept is what a block costs besides its tiles")
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--params", default="{}", help="rung 06's parameters, JSON")
     ap.add_argument("--out", default=None)
@@ -50,9 +52,11 @@ def main(argv=None) -> int:
     cfg = s06.config(a.d, a.causal, **params)
     rows_a_block = 64 * cfg["CONSUMERS"]
     cases = []
-    for heads in (int(h) for h in a.heads.split(",")):
-        size = dict(B=1, H=heads, N=a.n, d=a.d, causal=a.causal)
-        args, problem = bm.prepare(size, rng=np.random.default_rng(heads))
+    from cudabook.attention.inputs import random_problem
+    from cudabook.attention.problem import upload
+    for heads, nk in ((int(h), int(k)) for h in a.heads.split(",") for k in (a.nk or str(a.n)).split(",")):
+        args = random_problem(1, heads, a.n, nk, a.d, causal=a.causal, rng=np.random.default_rng(heads))
+        problem = upload(*args)
         s06.launch(problem, **params)
         cuda.synchronize()
         ok = judge(problem.out.copy_to_host(), *args).ok
@@ -60,12 +64,12 @@ def main(argv=None) -> int:
         with bm.peer_calls(args, problem) as calls:
             timed = bench.head_to_head({"06": lambda: s06.launch(problem, **params), "sdpa_cudnn": calls["sdpa_cudnn"]})
         ratios = [p / s for s, p in zip(timed["06"], timed["sdpa_cudnn"])]
-        case = dict(heads=heads, blocks=blocks, waves=round(blocks / sms, 3), correct=ok,
+        case = dict(heads=heads, nk=nk, blocks=blocks, waves=round(blocks / sms, 3), correct=ok,
                     stage_us=[round(1e3 * t, 2) for t in timed["06"]],
                     cudnn_us=[round(1e3 * t, 2) for t in timed["sdpa_cudnn"]],
                     ratio=round(statistics.median(ratios), 4))
         cases.append(case)
-        print(f"B H = {heads:3d}: {blocks:5d} blocks, {case['waves']:6.2f} waves, 06 "
+        print(f"B H = {heads:3d}, Nk = {nk:5d}: {blocks:5d} blocks, {case['waves']:6.2f} waves, 06 "
               f"{statistics.median(case['stage_us']):8.1f} µs, cuDNN {statistics.median(case['cudnn_us']):8.1f} µs, "
               f"cuDNN / 06 = {case['ratio']:.3f}x, correct={ok}", flush=True)
         del problem
