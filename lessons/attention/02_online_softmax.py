@@ -291,6 +291,23 @@ record = attention.ladder_so_far("02_online_softmax", peers=True)
 attention.sweep("02_online_softmax", "warps_per_block", [1, 2, 4] if SIMULATOR else [1, 2, 4, 8, 16])
 
 # %% [markdown]
+# Check the prediction against the recorded sweeps: each block size's time against the default, 4 warps.
+
+# %%
+from cudabook import lesson
+
+lesson.recorded_against("attention", "02_online_softmax", "warps_per_block", 4)
+
+# %% [markdown]
+# It holds up to 8 warps a block and fails at 16, which is clearly slower on both cards. The likely reason is
+# occupancy, read from profiles of the 4-, 8- and 16-warp blocks (Nsight Compute on an H200 at commit 21368d8,
+# one launch each, not a record): the kernel takes 72 registers a thread, so an SM's 65,536 registers hold
+# 28 of its warps, in blocks of 1, 2 or 4 warps; only 24 in blocks of 8 (three blocks); and only 16 in blocks
+# of 16, since a second block would need 73,728. Achieved occupancy was 43.5, 37.3 and 25.0 % of the 64 warp
+# slots, and the commonest stall in all three was `long_scoreboard`, a warp waiting for its loads of k and v.
+# Each warp has one query row and little to do between loads, so fewer warps leave more of that wait unhidden.
+
+# %% [markdown]
 # Write the online-softmax update yourself: [lab 02](../../labs/attention/02_online_softmax.ipynb) (the completed
 # version: [solution](../../solutions/attention/02_online_softmax_SOLUTION.ipynb)). Back:
 # [01 · naive](01_naive.ipynb). Next: [03 · tiled](03_tiled.ipynb), where a block of query rows shares each tile

@@ -470,10 +470,14 @@ print("\n(x: the fastest SDPA's time over this variant's, above 1 is faster than
 # Nsight Compute on the same H200, one launch at
 # the clock it locks (1.35 GHz): with all on MUFU the tensor pipe was 57.0 % active and the XU pipe (where MUFU
 # runs) at 58.8 % of its peak, FMA 20.1 %, ALU 28.0 %; with 4 blocks on FMA, tensor 49.0 %, XU 38.3 %, FMA
-# 30.4 %. Neither the tensor pipe nor MUFU is saturated: the kernel is bound by latency (the chain of waits,
-# barriers and dependent instructions between one issue and the next), not by a unit's throughput. So taking
-# work off MUFU bought nothing, and the polynomial's instructions (several FMAs where there was one
-# `MUFU.EX2`) only cost time.
+# 30.4 %. Neither the tensor pipe nor MUFU is saturated, so taking work off MUFU bought nothing, and the
+# polynomial's instructions (several FMAs where there was one `MUFU.EX2`) only cost time.
+# What holds the kernel back instead is a hypothesis, not a measurement: latency, the chain of waits, barriers
+# and dependent instructions between one issue and the next. A stall profile of the same defaults leans that
+# way without settling it (Nsight Compute on an H200 at commit 21368d8, one launch, not a record): the most
+# frequent reasons a warp could not issue were `wait`, a fixed-latency dependency (24 % of warp cycles), and
+# `dispatch_stall` (14 %), while `math_pipe_throttle`, a busy unit, was 2 %. Those shares average the
+# producer's warps with the consumers', and no variant separates the waits, so this stays open.
 #
 # ## What the compiler did to us
 #

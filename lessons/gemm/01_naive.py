@@ -120,8 +120,9 @@ record = gemm.ladder_so_far("01_naive", peers=True)
 #
 # The picture uses an H100 SXM's spec-sheet values (3.35 TB/s, 67 TFLOP/s fp32 on the CUDA cores, 989 TFLOP/s
 # dense bf16 on the tensor cores). The fp32 ridge is at 67 / 3.35 = 20 FLOPs per byte: left of it memory
-# limits, right of it arithmetic. Caches blur this for rung 01 (L1 and L2 catch many of its re-reads), but
-# not by enough. Stars are the TFLOP/s measured above (on this GPU, or recorded in `results/`).
+# limits, right of it arithmetic. The intensities count every byte a warp asks for as if it came from DRAM;
+# caches catch re-reads, so for rung 01 the line is a prediction to check. Stars are the TFLOP/s measured
+# above (on this GPU, or recorded in `results/`).
 
 # %%
 points = [(s, s01_naive.intensity(s), s01_naive.measured_TFLOPs(record, s))
@@ -131,6 +132,29 @@ s01_naive.draw_roofline(ax, points)
 plt.show()
 
 # %% [markdown]
+# The check, card by card: rung 01's recorded speed against what 1 FLOP a byte allows at that card's DRAM
+# bandwidth (from the record's own machine description).
+
+# %%
+from cudabook import results
+
+for rec in results.load_all():
+    w = rec["workloads"].get("gemm M=4096 N=4096 K=4096", {}).get("stages", {}).get("01_naive", {})
+    gbps = rec.get("machine", {}).get("theoretical_GBps")
+    if w.get("TFLOPs") and gbps:
+        roof = s01_naive.intensity("01_naive") * gbps / 1e3
+        print(f"{rec['gpu']} at {rec['commit']}: DRAM {gbps:,.0f} GB/s -> roof {roof:.2f} TFLOP/s; "
+              f"rung 01 measured {w['TFLOPs']:.2f} TFLOP/s ({w['TFLOPs'] / roof:.0%} of the roof)")
+
+# %% [markdown]
+# The prediction fails. Rung 01 runs at the same speed on both cards, though the H200's DRAM is the faster, and
+# well under the line on each: DRAM bandwidth is not what holds it. A profile says what does (Nsight Compute
+# on an H200 at commit 21368d8, one launch, not a record): DRAM moved 2.0 GB in the 103.6 ms, 0.4 % of its
+# peak; the L2 hit rate was 87 %; and the warps waited mostly for the issue slot (`not_selected`, 43 % of warp
+# cycles) and for a busy arithmetic pipe (`math_pipe_throttle`, 36 %). With 16 warps a scheduler, each
+# issuing in 4.8 % of its cycles, a scheduler issues in about three quarters of its cycles: the limit is
+# instructions (the loads, index arithmetic and bf16 widening around each FMA), not bytes.
+#
 # ## Experiment: the block's shape
 #
 # Change `threads_y` (rows of C a block covers; `threads_x` = 32 columns on a GPU). A taller block reuses
@@ -152,8 +176,10 @@ lesson.recorded_against("gemm", "01_naive", "threads_y", 1)
 # The second half holds. A warp's 32 lanes are 32 neighbouring columns of one row, so at every shape its load of
 # A is one value for all of them and its load of B one coalesced row; a taller block only changes how many rows
 # share each B row in L1. What no shape changes is the count: two loads for every multiply-add, the thing the
-# next rung removes. (Why the extra reuse gains nothing measurable is open: the record is one sweep, and this
-# rung was not profiled.)
+# next rung removes. Why the extra reuse gains nothing: it saves bytes, and bytes are not the limit (the
+# profile above). One row a block, profiled the same way (H200, commit 21368d8, one launch, not a record),
+# read 11.4 GB from DRAM instead of 2.0 GB and took the same time; with 8 warps a scheduler each issuing in
+# 9.6 % of cycles, its schedulers were just as busy, about three quarters of their cycles.
 
 # %% [markdown]
 # Next: [02 · shared-memory tiles](02_smem_tiles.ipynb): load each value once per block, and use it T times.

@@ -147,11 +147,15 @@ plt.show()
 # ## What limits it, and where Numba stops
 #
 # The inner loop is now almost all arithmetic: per two steps of k, 128 FFMA instructions and 8 shared loads
-# in a loop of about 140 instructions. What is left: the loop's own instructions, the loads, stores and
-# barrier of each tile, and latency the scheduler cannot hide with only 16 warps an SM (ptxas gives the
-# kernel about 126 registers a thread, which allows two blocks of 256). Both counts are from an sm_90 build
-# read with ptxas and cuobjdump when this lesson was written (not a record; another compiler may differ a
-# little); the PTX cell above shows the part you can check here: 128 `fma.rn.f32` and 8 `ld.shared.v4.f32`. cuBLAS's SGEMM is the same idea, tuned further.
+# in a loop of about 140 instructions (an sm_90 build read with cuobjdump when this lesson was written, not a
+# record; the PTX cell above shows the part you can check here: 128 `fma.rn.f32` and 8 `ld.shared.v4.f32`).
+# Is it latency, with only 16 warps an SM? A profile says no (Nsight Compute on an H200 at commit 21368d8, one
+# launch, not a record): at 126 registers a thread an SM holds two blocks of 256, about 3.9 warps a
+# scheduler, and each was issuing in 22 % of its cycles and ready but not picked in another 42 %. So a
+# scheduler issued an instruction in about 86 % of its cycles, and ready warps were to spare: the limit is
+# the issue slot itself. What the gap to SGEMM (the % of SGEMM printed above) is made of was not measured;
+# the first suspects are the instructions that are not FFMA: the loop's own, and the loads, stores and
+# barrier of each tile. cuBLAS's SGEMM is the same idea, tuned further.
 #
 # Numba stops here, for three reasons:
 #
@@ -178,3 +182,16 @@ plt.show()
 
 # %%
 gemm.sweep("03_register_blocking", "tm", [2, 4, 8, 16])
+
+# %% [markdown]
+# Check the prediction against the recorded sweeps: each `tm`'s time against 8.
+
+# %%
+from cudabook import lesson
+
+lesson.recorded_against("gemm", "03_register_blocking", "tm", 8)
+
+# %% [markdown]
+# It holds on both cards: 8 is the fastest, 4 and 2 are slower in the order of their shared values per FMA,
+# and 16 is slower too. Which of the reasons above costs 16 its time (registers, threads a block, or local
+# memory) these sweeps do not separate.

@@ -231,11 +231,36 @@ else:
 #
 # On a GPU the next cell measures rungs 03 and 04, with cuBLAS (`torch.matmul`, bf16) in the same process on
 # the same data; rungs 01 and 02 come from this card's record (‡). Without a GPU it shows the records in
-# `results/`. This kernel reaches about half of cuBLAS:
-# cuBLAS on Hopper uses the next rungs' tools, TMA copies and `wgmma`, which reads shared memory itself.
+# `results/`. In the records this kernel reaches about half of cuBLAS (the % of cuBLAS column). The next rungs
+# close most of the rest with TMA copies and `wgmma`, which reads shared memory itself; that cuBLAS's own
+# kernels use the same tools is likely, but nothing in `results/` records it.
 
 # %%
 gemm.ladder_so_far("04_mma_sync", peers=True)
+
+# %% [markdown]
+# ## Where the time goes
+#
+# The profile recorded for this card (or, on a GPU whose code differs from the record's, one taken now), and
+# every stall reason that takes at least 1 % of the warps' cycles:
+
+# %%
+from cudabook import profile
+
+prof = profile.show("gemm", "04_mma_sync")
+row = prof.kernel("04_mma_sync") if prof else None
+if row and row.get("stalls"):
+    print(f"stalls ({row.get('stall_unit')}): "
+          + ", ".join(f"{k} {v:.1f}" for k, v in row["stalls"].items() if v >= 1))
+
+# %% [markdown]
+# Waiting for memory (`long_scoreboard`) and at the barrier (`barrier`) take a small share: at the default 3
+# stages the copies are hidden. The largest share is `wait`, a warp held for the fixed number of cycles ptxas
+# put after an instruction before the next may issue; then `math_pipe_throttle`, a warp whose next
+# instruction's pipe (in this loop, most likely the tensor cores') is busy. One block of 8 warps an SM (the
+# occupancy column: 254 registers a thread) leaves two warps a scheduler to fill those cycles. That too few
+# warps is what keeps this rung at half of cuBLAS is a hypothesis: the profile does not say which
+# instructions the `wait` cycles follow.
 
 # %% [markdown]
 # ## Experiments
@@ -263,10 +288,13 @@ for rec in lesson.recorded_sweeps("gemm", "04_mma_sync", "stages"):
     pct = ", ".join(f"{row['value']} stages {row['pct_of_cublas']:.1f} %" for row in rec["rows"]
                     if "pct_of_cublas" in row)
     print(f"{rec['gpu']} at {rec['commit']}: {pct} of cuBLAS")
+lesson.recorded_against("gemm", "04_mma_sync", "swizzle", True)
 
 # %% [markdown]
-# 2 stages fall far behind 3, and 4 adds little to 3: at 2 stages every slice's copies are waited for in full,
-# and one slice of work ahead already hides nearly all of them.
+# Both predictions hold on both cards. Without the swizzle a product takes about three times as long. 2 stages
+# fall far behind 3, and 4 adds little to 3: at 2 stages every slice's copies are waited for in full, and one
+# slice of work ahead already hides nearly all of them, as the small memory and barrier stalls of the profile
+# above (3 stages) say too.
 
 # %% [markdown]
 # Every warp here still does three jobs: compute addresses and issue copies, shuffle tiles into registers
