@@ -73,11 +73,13 @@ def launch(p, kernel=None, **params):
                rows=64 * cfg["WGS"], threads=128 * cfg["WGS"])
 
 
-def launch_tma(p, rung, text, kernel_name, cfg, smem, maps, *, rows, threads):
+def launch_tma(p, rung, text, kernel_name, cfg, smem, maps, *, rows, threads, grid=None, more=()):
     """Compile (cached), encode the q, k, v tensor maps and launch one block per `rows` queries of each head:
-    what rungs 05 and 06 launch the same way."""
+    what rungs 05 and 06 launch the same way. `grid`: another grid (rung 06's persistent one); `more`: int
+    arguments after the common ones."""
     B, H, Nq, Nk, d = p.shape
     kern = rung.prepare(text, cfg, kernel_name, smem=smem)[kernel_name]
     args = [tensor_map(maps["q"], device.address(p.q)), tensor_map(maps["k"], device.address(p.k)),
-            tensor_map(maps["v"], device.address(p.v)), device.address(p.out), Nq, Nk, p.scale_log2]
-    kern.launch((-(-Nq // rows), B * H), threads, args, ARG_TYPES, shared=smem)
+            tensor_map(maps["v"], device.address(p.v)), device.address(p.out), Nq, Nk, p.scale_log2, *more]
+    kern.launch(grid or (-(-Nq // rows), B * H), threads, args, ARG_TYPES + (ctypes.c_int,) * len(more),
+                shared=smem)

@@ -8,10 +8,13 @@ wgmma shapes and online softmax), rearranged so that nothing waits that need not
     meaning it to run while P V is still on the tensor cores (ptxas decides: lesson 06 counts where it went);
   - with two consumers (three at d = 64), named barriers make them take turns at the tensor cores
     (ping-pong): one's softmax runs under another's wgmmas.
-A causal block stops after its last visible key tile (the tiles above the diagonal are never loaded).
+A causal tile stops after its last visible key tile (the tiles above the diagonal are never loaded).
+  - a persistent grid: at most one block an SM, each walking work tiles (64 x consumers query rows of one head)
+    with its rings running on, so that a tile's Q load and first K tile come in under the last tile's end.
 """
 from __future__ import annotations
 
+from .. import device
 from ..kit.rung import CudaRung
 from . import s05_wgmma_tma as _s05
 from .problem import check_config, rule_broken, start_launch
@@ -27,6 +30,8 @@ PARAMS = {
     "stages": {64: 3, 128: 2},      # K tiles (and V tiles) in the TMA rings, by head dim
     "pingpong": True,    # the consumers take turns at the tensor cores (named barriers)
     "overlap": True,     # S_t and P_{t-1} V_{t-1} in flight together, the softmax of S_t under P V
+    "persistent": True,  # one block an SM walking work tiles (False: a block a work tile)
+    "blocks": 0,         # persistent grid: 0 for one block an SM (no more than there are tiles), else this many
 }
 HEAD_DIMS = _s05.HEAD_DIMS
 KERNEL_DIR = _s05.KERNEL_DIR
@@ -40,7 +45,8 @@ source, unavailable = RUNG.source, RUNG.unavailable
 
 
 def config(d: int, causal: bool, consumers=PARAMS["consumers"], bkv=PARAMS["bkv"], stages=PARAMS["stages"],
-           pingpong=PARAMS["pingpong"], overlap=PARAMS["overlap"]) -> dict:
+           pingpong=PARAMS["pingpong"], overlap=PARAMS["overlap"], persistent=PARAMS["persistent"],
+           blocks=PARAMS["blocks"]) -> dict:
     """The kernel's compile-time constants. A parameter given as {head dim: value} takes this d's value."""
     consumers, stages = (v.get(d, v[max(v)]) if isinstance(v, dict) else v for v in (consumers, stages))
     check_config(NAME, d, HEAD_DIMS, rule_broken("consumers", consumers, (1, 2, 3), "1, 2 or 3"),
@@ -49,16 +55,20 @@ def config(d: int, causal: bool, consumers=PARAMS["consumers"], bkv=PARAMS["bkv"
                  rule_broken("bkv", bkv, (64, 128), "64 or 128"),
                  rule_broken("stages", stages, range(1, 5), "1 to 4", whole=True),
                  *(f"{name} must be True or False, got {flag!r}"
-                   for name, flag in (("pingpong", pingpong), ("overlap", overlap)) if not isinstance(flag, bool)))
+                   for name, flag in (("pingpong", pingpong), ("overlap", overlap), ("persistent", persistent))
+                   if not isinstance(flag, bool)),
+                 None if isinstance(blocks, int) and not isinstance(blocks, bool) and blocks >= 0 else
+                 f"blocks must be a whole number >= 0 (0: one block an SM), got {blocks!r}")
     cfg = dict(D=int(d), CONSUMERS=int(consumers), BKV=int(bkv), STAGES=int(stages), CAUSAL=int(bool(causal)),
-               PINGPONG=int(pingpong), OVERLAP=int(overlap))
+               PINGPONG=int(pingpong), OVERLAP=int(overlap), PERSISTENT=int(persistent))
     return cfg
 
 
 def smem_bytes(cfg: dict) -> int:
-    """Mirrors SMEM_BYTES in warp_specialized.cu: 1024 to align, Q, the K and V rings, 4 mbarriers a stage + Q's."""
+    """Mirrors SMEM_BYTES in warp_specialized.cu: 1024 to align, Q, the K and V rings, 4 mbarriers a stage + Q's
+    two (landed, released)."""
     tile = cfg["BKV"] * cfg["D"] * 2
-    return 1024 + 64 * cfg["CONSUMERS"] * cfg["D"] * 2 + cfg["STAGES"] * 2 * tile + 8 * (4 * cfg["STAGES"] + 1)
+    return 1024 + 64 * cfg["CONSUMERS"] * cfg["D"] * 2 + cfg["STAGES"] * 2 * tile + 8 * (4 * cfg["STAGES"] + 2)
 
 
 def tensor_maps(B, H, Nq, Nk, d, **params) -> dict:
@@ -77,6 +87,10 @@ def launch(p, kernel=None, **params):
     params = start_launch(p, NAME, PARAMS, params, unavailable(), HEAD_DIMS)
     if params is None:
         return
-    cfg = config(p.shape[-1], p.causal, **params)
+    B, H, Nq, Nk, d = p.shape
+    cfg = config(d, p.causal, **params)
+    rows = 64 * cfg["CONSUMERS"]
+    tiles = -(-Nq // rows) * B * H
+    grid = (min(tiles, params["blocks"] or device.gpu().sms), 1) if params["persistent"] else None
     _s05.launch_tma(p, RUNG, RUNG.text(kernel), KERNEL, cfg, smem_bytes(cfg), tensor_maps(*p.shape, **params),
-                    rows=64 * cfg["CONSUMERS"], threads=128 * (cfg["CONSUMERS"] + 1))
+                    rows=rows, threads=128 * (cfg["CONSUMERS"] + 1), grid=grid, more=(B * H,))

@@ -64,9 +64,9 @@ def test_05_compiles_to_wgmma_and_tma_without_spills(d, causal):
 
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("overlap", [True, False])
-def test_06_compiles_to_warp_specialised_wgmma_without_spills(d, causal, overlap):
-    cubin = s06.compile_cubin(d=d, causal=causal, overlap=overlap)
+@pytest.mark.parametrize("overlap, persistent", [(True, True), (False, True), (True, False)])
+def test_06_compiles_to_warp_specialised_wgmma_without_spills(d, causal, overlap, persistent):
+    cubin = s06.compile_cubin(d=d, causal=causal, overlap=overlap, persistent=persistent)
     k = s06.KERNEL
     bkv = s06.config(d, causal)["BKV"]
     hgmma = nvrtc.sass_lines(cubin, r"HGMMA", kernel=k)
@@ -101,6 +101,8 @@ def test_06_compiles_to_warp_specialised_wgmma_without_spills(d, causal, overlap
     (s06, dict(d=64, stages=5), "stages must be 1 to 4"),
     (s06, dict(d=64, pingpong=1), "pingpong must be True or False"),
     (s06, dict(d=64, overlap="yes"), "overlap must be True or False"),
+    (s06, dict(d=64, persistent=1), "persistent must be True or False"),
+    (s06, dict(d=64, blocks=-1), "blocks must be a whole number >= 0"),
 ])
 def test_bad_constants_are_refused_with_the_rule(module, params, rule):
     d = params.pop("d")
@@ -290,7 +292,7 @@ def test_lab_05_on_a_hopper_gpu_the_solution_passes(capsys):
 HOPPER_PARAMS = {
     s05: ({}, {"bkv": 64}, {"bkv": 128, "warpgroups": 1, "stages": 3}, {"warpgroups": 3}),
     s06: ({}, {"bkv": 64}, {"pingpong": False}, {"overlap": False}, {"consumers": 1, "stages": 1},
-          {"stages": 3, "bkv": 64}),
+          {"stages": 3, "bkv": 64}, {"persistent": False}, {"blocks": 3}, {"blocks": 2, "stages": 1}),
 }
 
 

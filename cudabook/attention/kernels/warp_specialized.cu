@@ -19,10 +19,18 @@
 //     Three consumers (d = 64 only: at 160 registers each, d = 128 spills) make a block of 192 query rows;
 //     at d = 64 the softmax weighs as much as the products, and a third consumer keeps the tensor cores fed.
 //
-// A block owns BQ = 64 * CONSUMERS query rows of one (batch, head). TMA zero-fills rows past Nq and Nk; keys
-// past Nk (and, when CAUSAL, after the query) get s = -inf, and a causal block stops at its last visible tile.
-// Compile-time constants (NVRTC -D): D (64 or 128), CONSUMERS (1 to 3), BKV (64 or 128), STAGES, CAUSAL,
-// PINGPONG, OVERLAP (0: one product at a time, to measure what the overlap buys), PRODUCER_REGS, CONSUMER_REGS.
+//   persistent grid (PERSISTENT): one block an SM walks work tiles w = blockIdx.x, + gridDim.x, ... and the
+//     rings run on from one tile to the next. A block costs more than its key tiles: the Q load and the first
+//     K tile, S_0 with no P V beside it, the last P V with no S beside it, the stores and the block's own
+//     launch; with a block per tile those are paid in series every time. Here the producer loads the next
+//     tile's first K as soon as a stage is free and its Q as soon as the consumers have issued their last
+//     Q Kᵀ (the "Q empty" mbarrier), under the last P V and the stores.
+//
+// A work tile is BQ = 64 * CONSUMERS query rows of one (batch, head). TMA zero-fills rows past Nq and Nk; keys
+// past Nk (and, when CAUSAL, after the query) get s = -inf, and a causal tile stops at its last visible key
+// tile. Compile-time constants (NVRTC -D): D (64 or 128), CONSUMERS (1 to 3), BKV (64 or 128), STAGES, CAUSAL,
+// PINGPONG, OVERLAP (0: one product at a time, to measure what the overlap buys), PERSISTENT (0: a block per
+// work tile, grid (query blocks, B H)), PRODUCER_REGS, CONSUMER_REGS.
 #include "hopper.cuh"
 #include "attention.cuh"    // D, BKV, STAGES, CAUSAL, NEG_INF, quad_max, quad_sum
 
@@ -34,6 +42,9 @@
 #endif
 #ifndef OVERLAP
 #define OVERLAP 1     // 1: S_t and P_{t-1} V_{t-1} in flight together, the softmax under P V
+#endif
+#ifndef PERSISTENT
+#define PERSISTENT 1  // 1: grid of at most one block an SM, each walking work tiles; 0: a block a work tile
 #endif
 #ifndef PRODUCER_REGS
 #define PRODUCER_REGS 24
@@ -49,7 +60,7 @@ constexpr int Q_BOX = BQ * 128;                    // bytes of one Q box: BQ row
 constexpr int KV_BOX = BKV * 128;                  // bytes of one K or V box
 constexpr int Q_BYTES = BOXES * Q_BOX;
 constexpr int TILE_BYTES = BOXES * KV_BOX;         // one K (or V) tile
-constexpr int SMEM_BYTES = 1024 + Q_BYTES + STAGES * 2 * TILE_BYTES + 8 * (4 * STAGES + 1);
+constexpr int SMEM_BYTES = 1024 + Q_BYTES + STAGES * 2 * TILE_BYTES + 8 * (4 * STAGES + 2);
 constexpr int NS = BKV / 8;                        // n8 column blocks of S
 constexpr int NO = D / 8;                          // n8 column blocks of O
 constexpr bool PING = PINGPONG && CONSUMERS >= 2;
@@ -63,6 +74,18 @@ struct Ring {                                      // shared-memory addresses of
   uint32_t k, v, full_k, full_v, empty_k, empty_v;
   __device__ uint32_t k_tile(int s) const { return k + s * TILE_BYTES; }
   __device__ uint32_t v_tile(int s) const { return v + s * TILE_BYTES; }
+};
+
+// The block's work tiles: w = first, first + stride, ... below total, each (query block, head) of `heads`.
+// Persistent: first = blockIdx.x, stride = gridDim.x. Otherwise one tile a block from the (x, y) grid. A
+// causal head's query blocks go longest first (the last query block has every key tile to do).
+struct Work {
+  int qblocks, total, first, stride;
+  __device__ Work(int Nq, int heads)
+      : qblocks((Nq + BQ - 1) / BQ), total(qblocks * heads),
+        first(PERSISTENT ? blockIdx.x : blockIdx.y * qblocks + blockIdx.x), stride(PERSISTENT ? gridDim.x : total) {}
+  __device__ int head(int w) const { return w / qblocks; }
+  __device__ int qb(int w) const { return CAUSAL ? qblocks - 1 - w % qblocks : w % qblocks; }
 };
 
 // S = Q Kᵀ for one consumer's 64 rows: D/16 wgmmas m64nBKVk16, both operands K-major in shared memory.
@@ -146,22 +169,23 @@ __device__ __forceinline__ void pack_p(const float (&sc)[BKV / 2], uint32_t (&pa
 extern "C" __global__ void __launch_bounds__(NT, 1)
 attention_warp_specialized(const __grid_constant__ TmaDesc map_q, const __grid_constant__ TmaDesc map_k,
                            const __grid_constant__ TmaDesc map_v, uint16_t* __restrict__ out, int Nq, int Nk,
-                           float scale_log2) {
+                           float scale_log2, int heads) {
   extern __shared__ unsigned char smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023) & ~1023u;   // 128B-swizzled boxes need 1024-byte alignment
   const uint32_t sq = base, bars = base + Q_BYTES + STAGES * 2 * TILE_BYTES;
   const Ring ring{base + Q_BYTES, base + Q_BYTES + STAGES * TILE_BYTES,
                   bars, bars + 8 * STAGES, bars + 16 * STAGES, bars + 24 * STAGES};
-  const uint32_t qbar = bars + 32 * STAGES;
-  const int tid = threadIdx.x, wg = tid / 128;
-  const int qb = CAUSAL ? gridDim.x - 1 - blockIdx.x : blockIdx.x;   // causal: the longest blocks first
-  // Causal, Nq not a multiple of BQ: the blocks start `pad` rows early, so that the rows past the end of the
-  // queries (never stored) fall in the first block, which has one key tile to do, not in the last, which has
-  // them all. TMA fills the rows before row 0 with zeros, as it does those past Nq.
-  const int pad = CAUSAL ? gridDim.x * BQ - Nq : 0;
-  const int q0 = qb * BQ - pad, head = blockIdx.y;
-  const int kv_end = CAUSAL ? min(Nk, q0 + BQ) : Nk;
-  const int tiles = (kv_end + BKV - 1) / BKV;
+  const uint32_t qbar = bars + 32 * STAGES, qempty = qbar + 8;   // Q landed; every consumer done with Q
+  // wg through a shuffle: ptxas then knows it is the same across the warp and keeps what derives from it
+  // (the Q descriptors) in uniform registers; computed from threadIdx alone, a d = 64 causal build spilled one.
+  const int tid = threadIdx.x, wg = __shfl_sync(0xffffffff, tid / 128, 0);
+  const Work work(Nq, heads);
+  // Causal, Nq not a multiple of BQ: the tiles start `pad` rows early, so that the rows past the end of the
+  // queries (never stored) fall in the first query block, which has one key tile to do, not in the last, which
+  // has them all. TMA fills the rows before row 0 with zeros, as it does those past Nq.
+  const int pad = CAUSAL ? work.qblocks * BQ - Nq : 0;
+  auto first_row = [&](int w) { return work.qb(w) * BQ - pad; };                       // q0 of work tile w
+  auto key_tiles = [&](int w) { return ((CAUSAL ? min(Nk, first_row(w) + BQ) : Nk) + BKV - 1) / BKV; };
 
   if (tid == 0 && dynamic_smem_bytes() < SMEM_BYTES) asm volatile("trap;");   // host and kernel disagree
   if (tid == 0) {
@@ -172,6 +196,7 @@ attention_warp_specialized(const __grid_constant__ TmaDesc map_q, const __grid_c
       mbar_init(ring.empty_v + 8 * s, CONSUMERS);
     }
     mbar_init(qbar, 1);
+    mbar_init(qempty, CONSUMERS);
     mbar_fence_init();
   }
   __syncthreads();
@@ -182,131 +207,147 @@ attention_warp_specialized(const __grid_constant__ TmaDesc map_q, const __grid_c
   if (wg > 0) {                                   // ---------------------------------------------- consumers
     setmaxnreg_inc<CONSUMER_REGS>();
     const int c = wg - 1, warp = (tid % 128) / 32, lane = tid % 32, lead = tid % 128 == 0;
-    const int row0 = q0 + c * 64 + warp * 16 + lane / 4;   // this lane's rows: row0 and row0 + 8
     const uint32_t q_rows = sq + c * 64 * 128;      // this consumer's 64 rows in each Q box
     auto my_turn = [&] { if (PING) named_barrier(1 + c, 256); };            // wait until the other has issued
     auto your_turn = [&] { if (PING) named_arrive(1 + (c + 1) % CONSUMERS, 256); };   // let the next issue
-    if (PING && c == CONSUMERS - 1) your_turn();     // consumer 0 goes first
+    int g = 0;                                      // key tiles of this block's earlier work tiles: the rings' laps
+    for (int w = work.first, j = 0; w < work.total; w += work.stride, ++j) {
+      const int q0 = first_row(w), head = work.head(w), tiles = key_tiles(w);
+      const int row0 = q0 + c * 64 + warp * 16 + lane / 4;   // this lane's rows: row0 and row0 + 8
+      // Each work tile runs the hand-over from the start: every barrier's waits and arrivals balance inside it.
+      if (PING && c == CONSUMERS - 1) your_turn();     // consumer 0 goes first
 
-    float o[D / 2];
+      float o[D / 2];
 #pragma unroll
-    for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
-    float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f}, alpha[2];
-    float sc[BKV / 2];
-    uint32_t pa[BKV / 16][4];
-    mbar_wait(qbar, 0);
+      for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+      float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f}, alpha[2];
+      float sc[BKV / 2];
+      uint32_t pa[BKV / 16][4];
+      mbar_wait(qbar, j & 1);
 
-    // Tile 0: S_0 alone (no P V before it).
-    mbar_wait(ring.full_k, 0);
-    my_turn();
-    wgmma_fence();
-    issue_qk(sc, q_rows, ring.k_tile(0));
-    wgmma_commit();
-    if (!(PING && c == CONSUMERS - 1 && tiles == 1)) your_turn();   // the last consumer owes no hand-over after its last issue
-    wgmma_wait<0>();
-    wgmma_keep(sc);
-    if (lead) mbar_arrive(ring.empty_k);
-    // Tiles from `masked` on may hold keys past Nk or (causal) after some query of the block: only they are masked.
-    const int masked = min(Nk / BKV, CAUSAL ? max(q0 + 1, 0) / BKV : Nk / BKV);   // q0 < 0: see `pad`
-    if (masked == 0) mask_scores(sc, 0, row0, Nk, lane);
-    softmax_step(sc, m, l, alpha, scale_log2);
-    pack_p(sc, pa);
-
-    // Iteration t: S_t and P_{t-1} V_{t-1} issued together, the softmax of S_t under P V.
-    auto step = [&](int t, bool mask) {              // inlined: `mask` is a constant at each call
-      const int s = t % STAGES, sp = (t - 1) % STAGES;
-      mbar_wait(ring.full_k + 8 * s, (t / STAGES) & 1);
-      mbar_wait(ring.full_v + 8 * sp, ((t - 1) / STAGES) & 1);
+      // Tile 0: S_0 alone (no P V before it).
+      const int s0 = g % STAGES;
+      mbar_wait(ring.full_k + 8 * s0, (g / STAGES) & 1);
       my_turn();
-#if OVERLAP
       wgmma_fence();
-      issue_qk(sc, q_rows, ring.k_tile(s));         // S_t
+      issue_qk(sc, q_rows, ring.k_tile(s0));
       wgmma_commit();
-      rescale(o, alpha);                            // by S_{t-1}'s max step, while S_t runs
-      wgmma_fence();
-      issue_pv(o, pa, ring.v_tile(sp));             // O += P_{t-1} V_{t-1}
-      wgmma_commit();
-      if (!(PING && c == CONSUMERS - 1 && t == tiles - 1)) your_turn();
-      wgmma_wait<1>();                              // S_t has landed; P V may still be running
+      if (!(PING && c == CONSUMERS - 1 && tiles == 1)) your_turn();   // the last consumer owes no hand-over after its last issue
+      wgmma_wait<0>();
       wgmma_keep(sc);
-      if (lead) mbar_arrive(ring.empty_k + 8 * s);
-      if (mask) mask_scores(sc, t * BKV, row0, Nk, lane);
+      if (lead) mbar_arrive(ring.empty_k + 8 * s0);
+      // Tiles from `masked` on may hold keys past Nk or (causal) after some query of the tile: only they are masked.
+      const int masked = min(Nk / BKV, CAUSAL ? max(q0 + 1, 0) / BKV : Nk / BKV);   // q0 < 0: see `pad`
+      if (masked == 0) mask_scores(sc, 0, row0, Nk, lane);
       softmax_step(sc, m, l, alpha, scale_log2);
-      wgmma_keep(sc);                               // the softmax happens here, under P V: without this the
-      wgmma_keep(l);                                // compiler may sink it below the wait (plain arithmetic)
-      wgmma_wait<0>();                              // P_{t-1} V_{t-1} has landed: pa may be rewritten
-      wgmma_keep(o);
+      pack_p(sc, pa);
+
+      // Iteration t: S_t and P_{t-1} V_{t-1} issued together, the softmax of S_t under P V.
+      auto step = [&](int t, bool mask) {              // inlined: `mask` is a constant at each call
+        const int s = (g + t) % STAGES, sp = (g + t - 1) % STAGES;
+        mbar_wait(ring.full_k + 8 * s, ((g + t) / STAGES) & 1);
+        mbar_wait(ring.full_v + 8 * sp, ((g + t - 1) / STAGES) & 1);
+        my_turn();
+#if OVERLAP
+        wgmma_fence();
+        issue_qk(sc, q_rows, ring.k_tile(s));         // S_t
+        wgmma_commit();
+        rescale(o, alpha);                            // by S_{t-1}'s max step, while S_t runs
+        wgmma_fence();
+        issue_pv(o, pa, ring.v_tile(sp));             // O += P_{t-1} V_{t-1}
+        wgmma_commit();
+        if (!(PING && c == CONSUMERS - 1 && t == tiles - 1)) your_turn();
+        wgmma_wait<1>();                              // S_t has landed; P V may still be running
+        wgmma_keep(sc);
+        if (lead) mbar_arrive(ring.empty_k + 8 * s);
+        if (mask) mask_scores(sc, t * BKV, row0, Nk, lane);
+        softmax_step(sc, m, l, alpha, scale_log2);
+        wgmma_keep(sc);                               // the softmax happens here, under P V: without this the
+        wgmma_keep(l);                                // compiler may sink it below the wait (plain arithmetic)
+        wgmma_wait<0>();                              // P_{t-1} V_{t-1} has landed: pa may be rewritten
+        wgmma_keep(o);
 #pragma unroll
-      for (int ps = 0; ps < BKV / 16; ++ps) wgmma_keep_a(pa[ps]);
-      if (lead) mbar_arrive(ring.empty_v + 8 * sp);
+        for (int ps = 0; ps < BKV / 16; ++ps) wgmma_keep_a(pa[ps]);
+        if (lead) mbar_arrive(ring.empty_v + 8 * sp);
 #else                                             // one product at a time: P_{t-1} and S_t never both live
+        rescale(o, alpha);
+        wgmma_fence();
+        issue_pv(o, pa, ring.v_tile(sp));             // O += P_{t-1} V_{t-1}
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_keep(o);
+#pragma unroll
+        for (int ps = 0; ps < BKV / 16; ++ps) wgmma_keep_a(pa[ps]);
+        if (lead) mbar_arrive(ring.empty_v + 8 * sp);
+        wgmma_fence();
+        issue_qk(sc, q_rows, ring.k_tile(s));         // S_t
+        wgmma_commit();
+        if (!(PING && c == CONSUMERS - 1 && t == tiles - 1)) your_turn();
+        wgmma_wait<0>();
+        wgmma_keep(sc);
+        if (lead) mbar_arrive(ring.empty_k + 8 * s);
+        if (mask) mask_scores(sc, t * BKV, row0, Nk, lane);
+        softmax_step(sc, m, l, alpha, scale_log2);
+#endif
+        pack_p(sc, pa);
+      };
+      int t = 1;
+      for (; t < min(masked, tiles); ++t) step(t, false);
+      for (; t < tiles; ++t) step(t, true);
+      if (lead) mbar_arrive(qempty);                // every Q Kᵀ of this tile has landed: Q may be replaced
+
+      // The last P V.
+      const int sl = (g + tiles - 1) % STAGES;
+      mbar_wait(ring.full_v + 8 * sl, ((g + tiles - 1) / STAGES) & 1);
       rescale(o, alpha);
       wgmma_fence();
-      issue_pv(o, pa, ring.v_tile(sp));             // O += P_{t-1} V_{t-1}
+      issue_pv(o, pa, ring.v_tile(sl));
       wgmma_commit();
       wgmma_wait<0>();
       wgmma_keep(o);
 #pragma unroll
       for (int ps = 0; ps < BKV / 16; ++ps) wgmma_keep_a(pa[ps]);
-      if (lead) mbar_arrive(ring.empty_v + 8 * sp);
-      wgmma_fence();
-      issue_qk(sc, q_rows, ring.k_tile(s));         // S_t
-      wgmma_commit();
-      if (!(PING && c == CONSUMERS - 1 && t == tiles - 1)) your_turn();
-      wgmma_wait<0>();
-      wgmma_keep(sc);
-      if (lead) mbar_arrive(ring.empty_k + 8 * s);
-      if (mask) mask_scores(sc, t * BKV, row0, Nk, lane);
-      softmax_step(sc, m, l, alpha, scale_log2);
-#endif
-      pack_p(sc, pa);
-    };
-    int t = 1;
-    for (; t < min(masked, tiles); ++t) step(t, false);
-    for (; t < tiles; ++t) step(t, true);
+      if (lead) mbar_arrive(ring.empty_v + 8 * sl);
+      g += tiles;
 
-    // The last P V.
-    const int sl = (tiles - 1) % STAGES;
-    mbar_wait(ring.full_v + 8 * sl, ((tiles - 1) / STAGES) & 1);
-    rescale(o, alpha);
-    wgmma_fence();
-    issue_pv(o, pa, ring.v_tile(sl));
-    wgmma_commit();
-    wgmma_wait<0>();
-    wgmma_keep(o);
+      // O / l in bf16; lane holds columns 8n + 2 (lane % 4) + {0, 1} of rows row0 and row0 + 8.
 #pragma unroll
-    for (int ps = 0; ps < BKV / 16; ++ps) wgmma_keep_a(pa[ps]);
-
-    // O / l in bf16; lane holds columns 8n + 2 (lane % 4) + {0, 1} of rows row0 and row0 + 8.
+      for (int h = 0; h < 2; ++h) {
+        const float inv = 1.f / quad_sum(l[h]);
+        const int r = row0 + 8 * h;
+        if (r < 0 || r >= Nq) continue;
+        uint16_t* dst = out + ((size_t)head * Nq + r) * D + 2 * (lane % 4);
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float inv = 1.f / quad_sum(l[h]);
-      const int r = row0 + 8 * h;
-      if (r < 0 || r >= Nq) continue;
-      uint16_t* dst = out + ((size_t)head * Nq + r) * D + 2 * (lane % 4);
-#pragma unroll
-      for (int n = 0; n < NO; ++n)
-        *reinterpret_cast<uint32_t*>(dst + 8 * n) = pack_bf16x2(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv);
+        for (int n = 0; n < NO; ++n)
+          *reinterpret_cast<uint32_t*>(dst + 8 * n) = pack_bf16x2(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv);
+      }
     }
   } else {                                        // ---------------------------------------------- producer
     setmaxnreg_dec<PRODUCER_REGS>();
     if (tid == 0) {
-      auto load = [&](const TmaDesc* map, uint32_t tile, uint32_t full, uint32_t empty, int t) {
-        const int s = t % STAGES;                 // lap t / STAGES of the ring: wait for the previous lap's release
-        mbar_wait(empty + 8 * s, ((t / STAGES) & 1) ^ 1);
+      // Key tile t of a work tile is the rings' tile g + t: its stage and lap count on from the block's last tile.
+      auto load = [&](const TmaDesc* map, uint32_t tile, uint32_t full, uint32_t empty, int gt, int t, int head) {
+        const int s = gt % STAGES;                // lap gt / STAGES of the ring: wait for the previous lap's release
+        mbar_wait(empty + 8 * s, ((gt / STAGES) & 1) ^ 1);
         mbar_expect_tx(full + 8 * s, TILE_BYTES);
 #pragma unroll
         for (int j = 0; j < BOXES; ++j) tma_load_3d(tile + s * TILE_BYTES + j * KV_BOX, map, full + 8 * s, 64 * j, t * BKV, head);
       };
-      mbar_expect_tx(qbar, Q_BYTES);
+      int g = 0;
+      for (int w = work.first, j = 0; w < work.total; w += work.stride, ++j) {
+        const int q0 = first_row(w), head = work.head(w), tiles = key_tiles(w);
+        load(&map_k, ring.k, ring.full_k, ring.empty_k, g, 0, head);   // first: it needs only a free stage
+        if (j > 0) mbar_wait(qempty, (j - 1) & 1);  // the consumers have issued their last Q Kᵀ of tile j - 1
+        mbar_expect_tx(qbar, Q_BYTES);
 #pragma unroll
-      for (int j = 0; j < BOXES; ++j) tma_load_3d(sq + j * Q_BOX, &map_q, qbar, 64 * j, q0, head);
-      load(&map_k, ring.k, ring.full_k, ring.empty_k, 0);
-      for (int t = 1; t < tiles; ++t) {           // in the order the consumers use them: K_t, then V_{t-1}
-        load(&map_k, ring.k, ring.full_k, ring.empty_k, t);
-        load(&map_v, ring.v, ring.full_v, ring.empty_v, t - 1);
+        for (int b = 0; b < BOXES; ++b) tma_load_3d(sq + b * Q_BOX, &map_q, qbar, 64 * b, q0, head);
+        for (int t = 1; t < tiles; ++t) {         // in the order the consumers use them: K_t, then V_{t-1}
+          load(&map_k, ring.k, ring.full_k, ring.empty_k, g + t, t, head);
+          load(&map_v, ring.v, ring.full_v, ring.empty_v, g + t - 1, t - 1, head);
+        }
+        load(&map_v, ring.v, ring.full_v, ring.empty_v, g + tiles - 1, tiles - 1, head);
+        g += tiles;
       }
-      load(&map_v, ring.v, ring.full_v, ring.empty_v, tiles - 1);
     }
   }
 }
