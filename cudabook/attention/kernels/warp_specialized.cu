@@ -79,13 +79,25 @@ struct Ring {                                      // shared-memory addresses of
 // The block's work tiles: w = first, first + stride, ... below total, each (query block, head) of `heads`.
 // Persistent: first = blockIdx.x, stride = gridDim.x. Otherwise one tile a block from the (x, y) grid. A
 // causal head's query blocks go longest first (the last query block has every key tile to do).
+// Causal and persistent, the tiles' lengths differ, and the blocks take them in rounds of gridDim.x: tiles are
+// ranked longest first over all heads (rank r: query block r / heads from the end, head r % heads), and every
+// other full round is walked backwards (a snake), so that the block that took the longest tile of one round
+// takes the shortest of the next. (Head-major, a block would meet the same query block every round whenever
+// gridDim.x is a multiple of the query blocks a head: 132 blocks, 22 of 192 rows at N = 4096.)
 struct Work {
-  int qblocks, total, first, stride;
-  __device__ Work(int Nq, int heads)
-      : qblocks((Nq + BQ - 1) / BQ), total(qblocks * heads),
+  int heads, qblocks, total, first, stride;
+  __device__ Work(int Nq, int heads_)
+      : heads(heads_), qblocks((Nq + BQ - 1) / BQ), total(qblocks * heads_),
         first(PERSISTENT ? blockIdx.x : blockIdx.y * qblocks + blockIdx.x), stride(PERSISTENT ? gridDim.x : total) {}
-  __device__ int head(int w) const { return w / qblocks; }
-  __device__ int qb(int w) const { return CAUSAL ? qblocks - 1 - w % qblocks : w % qblocks; }
+  __device__ int rank(int w) const {              // the snake: odd full rounds backwards
+    const int k = w / stride, i = w % stride;
+    return (k & 1) && (k + 1) * stride <= total ? k * stride + stride - 1 - i : w;
+  }
+  __device__ int head(int w) const { return PERSISTENT && CAUSAL ? rank(w) % heads : w / qblocks; }
+  __device__ int qb(int w) const {
+    if (!CAUSAL) return w % qblocks;
+    return qblocks - 1 - (PERSISTENT ? rank(w) / heads : w % qblocks);
+  }
 };
 
 // S = Q Kᵀ for one consumer's 64 rows: D/16 wgmmas m64nBKVk16, both operands K-major in shared memory.
