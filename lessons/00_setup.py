@@ -36,8 +36,10 @@ print(f"{'packages':>20}: " + ", ".join(f"{k} {v}" for k, v in info["packages"].
 # Our running example, trajectory resampling, does almost no arithmetic per byte: a search, one
 # multiply-add per channel. It is **memory-bound**: a kernel that reads each input once and writes each output
 # once, at the speed the memory allows, is as good as a streaming kernel gets. So the ceiling is a bandwidth.
-# (A kernel that skips source rows no target needs moves fewer bytes and can beat it: the records' "% of
-# needed" column counts only the bytes the targets need, and lesson 08 gets there.)
+# (One caveat: sorted random targets leave some source rows unused, so a kernel that skips those rows moves
+# fewer bytes than "every input once" and can beat the copy ceiling; lesson 08's kernel does. The records'
+# "% of needed" column therefore also compares each kernel with the time the copy takes for only the bytes the
+# targets need: a ceiling no kernel can beat.)
 #
 # Two numbers:
 # - the **theoretical** bandwidth from the device attributes (memory clock x 2 for DDR x bus width), which no
@@ -45,7 +47,8 @@ print(f"{'packages':>20}: " + ", ".join(f"{k} {v}" for k, v in info["packages"].
 # - the **measured** device-to-device copy, counting bytes read plus bytes written: the fastest of the driver's
 #   `cuMemcpyDtoDAsync`, a copy kernel with four 16-byte loads in flight a thread, the C++ streaming copies of
 #   `cudabook/kit/include/stream_copy.cu` (a few block shapes), and PyTorch's `copy_` (when installed). This is
-#   what a perfect streaming kernel achieves, and what we compare every stage to.
+#   the fastest those bytes moved here, a streaming kernel's realistic best, and what we compare every stage
+#   to.
 #
 # CUDA driver API: [device attributes](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html)
 # (`cuDeviceGetAttribute`: memory clock, bus width, SM count),
@@ -84,9 +87,10 @@ else:
 
 # %% [markdown]
 # Small copies are slower per byte: every launch pays a fixed cost whatever its size, and a small copy
-# cannot keep every memory channel busy. That is why the benchmark problem is large (the size printed
-# above), and why the ceiling, and the lower bound from it, are measured at the benchmark's own size rather
-# than read off the largest copy in the curve below.
+# cannot keep every memory channel busy. A copy whose two buffers fit in the L2 cache (50 MiB on an H100,
+# 60 MiB on an H200) can also be served from it when repeated, and then measures the cache rather than DRAM.
+# That is why the benchmark problem is large (the size printed above), and why the ceiling, and the lower
+# bound from it, are measured at the benchmark's own size rather than read off any point of the curve below.
 
 # %%
 import matplotlib.pyplot as plt

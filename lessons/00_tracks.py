@@ -2,7 +2,8 @@
 # # Start here: the map of the workbook
 #
 # This workbook teaches GPU kernel optimisation by doing it. It climbs real problems from a naive kernel to
-# Hopper's copy engines and tensor cores, one rung at a time, in **tracks**. Every rung has three notebooks:
+# Hopper's copy engines and tensor cores, one rung at a time, in **tracks**. A rung has up to three notebooks
+# (most have all three; the tables below show which):
 #
 # - the **lesson**: the idea, a picture, the kernel, proof that it is right, and its speed against a ceiling;
 # - the **lab**: the same kernel with its heart removed. You write it; the cell that calls `grade(...)` runs it
@@ -31,8 +32,9 @@ print(cudabook.where())
 # `results/`, marked ‡.
 #
 # Start with **00 · Setup and ceilings** (the first table below): it measures the ceilings every later lesson
-# compares against. Then climb a track in order; each rung builds on the one below. The GEMM and
-# deformable-attention tracks reuse what the first track teaches (coalescing, shared memory, pipelines, TMA).
+# compares against. Then climb a track in order; each rung builds on the one below. The other three tracks
+# (GEMM, deformable attention, attention) reuse what the first one, resampling, teaches (coalescing, shared
+# memory, pipelines, TMA).
 #
 # %%
 from cudabook import SIMULATOR, notebooks, track

@@ -79,7 +79,7 @@ print(resample.check_launch(s01_naive.launch, **size, sorted_targets=False))
 #
 # 1. **Redundant searches.** The 32 threads of a warp have 32 neighbouring targets, and with sorted targets
 #    they usually land in the same or neighbouring intervals. Each still performs its own `log2(S)` = 12
-#    dependent loads (S = 4096): the warp waits for 12 round trips to memory before moving any feature.
+#    dependent loads (S = 4096): the warp waits for 12 loads, one after the other, before moving any feature.
 # 2. **Strided accesses.** In the channel loop, at step `d` thread `i` reads `feats[b, lo_i, d]`. Neighbouring
 #    threads read addresses about a row (`D x 2 bytes`) apart, so one warp-wide load touches up to 32
 #    different 32-byte memory sectors to use 2 bytes of each. Stores to `out[b, t_i, d]` are just as scattered.
@@ -150,10 +150,11 @@ resample.ladder_so_far("01_naive")
 resample.sweep("01_naive", "threads", [32, 64, 128, 256, 512])
 
 # %% [markdown]
-# Check the guess against the table. The H100 sweep recorded in results/sweeps/ does not bear it out: there,
-# 32 threads a block (one warp) ran more than twice as fast as 64 or more. A block of one warp means at most 32
-# blocks, 1,024 threads, an SM (the limit on blocks an SM), so fewer threads compete for the same L1; whether
-# that is the reason is a question for the profiler (`cudabook.profile`), not for a guess.
+# Check the guess against the table. The sweeps recorded in results/sweeps/ do not bear it out: on both cards,
+# 32 threads a block (one warp) ran much faster than 64 or more (more than twice as fast on the H100). A block
+# of one warp means at most 32 blocks, 1,024 threads, an SM (the limit on blocks an SM), half the threads the
+# other sizes get, so fewer threads compete for the same L1; whether that is the reason is open, a question for
+# the profiler (`cudabook.profile`), not for a guess.
 #
 # Next: [02 · warp shuffles](02_warp_shuffles.ipynb). To write this kernel yourself, open
 # [lab 01](../../labs/resample/01_naive.ipynb) (the completed version: [solution](../../solutions/resample/01_naive_SOLUTION.ipynb)).

@@ -15,7 +15,8 @@
 # (not 32). The block loads the window's rows, and their times, into **shared memory** once, with wide
 # coalesced loads, then interpolates all its targets from there. Each source row is now *requested* once per
 # window, instead of once for every target that needs it. (That is fewer requests, not fewer DRAM bytes: in
-# stage 03 the second request for a row mostly hits the L2 cache already. More on this below and in 05.)
+# stage 03 the second request for a row mostly hits the L2 cache already, and a window also loads rows that no
+# target uses. More on this below and in 05.)
 #
 # Shared memory is the block's scratchpad: on-chip, tens of cycles away instead of DRAM's hundreds, and
 # visible to every thread of the block. The price is a `cuda.syncthreads()` between writing it and reading it.
@@ -46,8 +47,9 @@ from cudabook.resample import s04_smem_windows as s04
 # %% [markdown]
 # ## How much traffic does a window save?
 #
-# Count, for one batch row, how many source-row fetches stage 03 makes (two per target) against the rows the
-# windows need (each window's rows once), for runs of 32 targets:
+# Count, for one batch row, how many source-row fetches stage 03 makes (two per target), how many distinct rows
+# those are, and the rows the windows load (each window's rows once, from its first target's interval to its
+# last's), for runs of 32 targets:
 
 # %%
 row_times, _, row_targets = resample.random_problem(1, 4096, 4096, 1, rng=1)
@@ -55,11 +57,18 @@ lo = np.clip(np.searchsorted(row_times[0], row_targets[0], side="right") - 1, 0,
 per_target_rows = 2 * len(lo)
 runs = lo.reshape(-1, 32)
 window_rows = int(np.sum(runs[:, -1] + 2 - runs[:, 0]))
-print(f"stage 03 fetches {per_target_rows} source rows; windows of 32 targets need {window_rows} "
-      f"({per_target_rows / window_rows:.1f}x fewer). Widest window: {int(np.max(runs[:, -1] + 2 - runs[:, 0]))} rows")
+distinct_rows = len(np.unique(np.concatenate([lo, lo + 1])))     # the rows some target's interval uses
+print(f"stage 03 fetches {per_target_rows} source rows, {distinct_rows} distinct ones; windows of 32 targets load "
+      f"{window_rows} ({per_target_rows / window_rows:.1f}x fewer fetches, but {window_rows / distinct_rows:.2f}x the "
+      f"distinct rows). Widest window: {int(np.max(runs[:, -1] + 2 - runs[:, 0]))} rows")
 fig, ax = plt.subplots(figsize=(7, 2.4))
 ax.hist(runs[:, -1] + 2 - runs[:, 0], bins=30)
 ax.set_xlabel("rows in a window of 32 sorted targets (S = T = 4096)"); ax.set_ylabel("windows"); plt.show()
+
+# %% [markdown]
+# Fewer fetches, more rows. Random sorted targets at S = T leave some intervals without a target, and the rows
+# of those are needed by no one: stage 03 never fetches them, but a window loads every row from its first
+# target's interval to its last's. Neighbouring windows also share an edge row, which both load.
 
 # %% [markdown]
 # ## The kernel
@@ -184,19 +193,49 @@ resample.ladder_so_far("04_smem_windows")
 # %% [markdown]
 # ## Why is 04 faster than 03?
 #
-# Not because DRAM moves fewer bytes. A row that two neighbouring targets need is read by two warps of stage
-# 03 shortly after one another, and the second read mostly hits the L2 cache: DRAM sees it about once in both
-# stages, and the bytes that must cross DRAM (the minimum of lesson 00) are the same. What the window removes
-# is work on the way there:
+# Not because DRAM moves fewer bytes: it moves more. A row that two neighbouring targets need is read by two
+# warps of stage 03 shortly after one another, and the second read mostly hits the L2 cache, so DRAM sees it
+# about once in both stages; and the windows add the rows no target uses, counted above. The Nsight Compute
+# profiles recorded in results/profiles/ (one launch at the benchmark size on each card) show it, with the
+# load requests and what the warps waited for:
+
+# %%
+from cudabook import profile
+
+for rec in profile.load_records("resample"):
+    p = profile.from_record(rec, ["03_coalesced", "04_smem_windows"])
+    k3, k4 = p.kernel("03_coalesced"), p.kernel("04_smem_windows")
+    if not (k3 and k4):
+        continue
+    size = p.stages["04_smem_windows"]["size"]
+    print(f"{rec['gpu']} · Nsight Compute · commit {rec['commit']} (the source features: "
+          f"{2 * size['B'] * size['S'] * size['D'] / 1e6:.1f} MB)")
+    for k in (k3, k4):
+        stalls = ", ".join(f"{r} {v:.0f}" for r, v in list(k["stalls"].items())[:3])
+        print(f"  {k['stage']}: {k['dram_read_MB']:.1f} MB read from DRAM, {k['load_requests']:,.0f} global load "
+              f"requests; stalls ({k['stall_unit']}): {stalls}")
+    print(f"  04 reads {k4['dram_read_MB'] / k3['dram_read_MB'] - 1:.0%} more from DRAM than 03, "
+          f"with {k3['load_requests'] / k4['load_requests']:.1f}x fewer global load requests")
+
+# %% [markdown]
+# Stage 04 reads about the whole feature tensor, stage 03 only the rows some target uses. What the window removes
+# is work on the way, and it is not the only change between the two kernels:
 #
-# - **fewer requests through L1 and L2**: the row fetches counted above, each a warp-wide load that occupies
-#   the load/store units, L1 and the L2 slices whether it hits or not, shrink by the printed factor, so the
-#   same request capacity moves more new bytes;
+# - **fewer requests through L1 and L2**: each row fetch is a warp-wide load that occupies the load/store units,
+#   L1 and the L2 slices whether it hits or not; the window makes far fewer (printed above);
 # - **fewer searches in global memory**: two per block of 32 targets instead of one per target, so far fewer
 #   chains of dependent global loads to wait on before any feature moves (each target still searches the
-#   window, in shared memory).
+#   window, in shared memory);
+# - **cheaper arithmetic per channel**, which has nothing to do with the window: stage 03 rounds each channel
+#   to bf16 with the integer recipe of lesson 01 (`f32_to_bf16`: a NaN test, an add, shifts and a mask),
+#   stage 04 rounds two channels with one `cvt.rn.bf16x2.f32` and unpacks each with a single shift or mask.
+#   Both round to nearest even and write the same bf16 values with the same 16-byte stores: the output is the
+#   same, the instruction count is not. Stage 03's warps wait mostly for an issue slot or a math pipe
+#   (`not_selected`, `math_pipe_throttle` above), so fewer instructions can be worth as much as the window.
 #
-# The records, stage 03 against 04, at the benchmark size:
+# The records do not separate the three. How much of the gain is the window and how much the rounding is open:
+# stage 04 built with 03's rounding (or 03 with `cvt`) would tell. The timings, stage 03 against 04, at the
+# benchmark size:
 
 # %%
 from cudabook import results
@@ -207,7 +246,6 @@ for record in results.load_all():
         if name.startswith("resample ") and a and b:
             print(f"{record['gpu']} · {name}: 03 {a:.1f} µs -> 04 {b:.1f} µs ({a / b:.2f}x)")
 
-# %% [markdown]
 # ## Experiment: targets per block, and blocks per SM
 #
 # Larger runs share more rows per window, but the window holds `window_rows` rows (64): a run of 64 sorted

@@ -42,21 +42,56 @@ from cudabook.resample.s05_double_buffered import *   # stage 04's device functi
 #! kernel resample/s05_double_buffered resample_double
 
 # %% [markdown]
-# **Measured, and slower.** On an H200 while this stage was built (not a results/ record: the records time
-# stage 05's default), this kernel was *slower* than stage 04; the `buffers` sweep at the end measures it on
-# your GPU. Holding eight 16-byte loads across the interpolation took about 200 registers a thread in that
-# build; capped at 128, only 4 blocks of 128 threads fit on an SM, no more than stage 04 gets (102 registers a
-# thread, 4 blocks an SM in the H100 profile in results/profiles/), so the extra registers bought nothing.
-# Stage 04 already overlaps one block's loads with another block's compute: the warp scheduler does for free
-# what this kernel does by hand, without spending registers.
+# **Measured, and slower.** The lesson sweeps in results/sweeps/ time both ways on each card, and stage 04 in
+# the same session:
+
+# %%
+from cudabook import lesson, profile
+from cudabook.kit import occupancy
+from cudabook.resample import s04_smem_windows as s04
+
+
+def fit(regs, n):
+    """Blocks of n threads an SM holds, by the register rule alone."""
+    return occupancy.blocks_per_sm(regs, n, 0).by_registers
+
+
+default = s04.PARAMS["targets_per_block"]
+fours = {e["gpu"]: e for e in lesson.recorded_sweeps("resample", "04_smem_windows", "targets_per_block")}
+for e in lesson.recorded_sweeps("resample", "05_double_buffered", "buffers"):
+    us = {r["value"]: r["median_us"] for r in e["rows"] if "median_us" in r}
+    four = fours.get(e["gpu"], {})
+    us04 = next((r["median_us"] for r in four.get("rows", []) if r["value"] == default and "median_us" in r), None)
+    if "shared" in us and us04:
+        print(f"{e['gpu']} · lesson sweeps · commit {e['commit']}: buffers='shared' {us['shared']:.1f} µs; stage 04 "
+              f"at its defaults (targets_per_block={default}, commit {four['commit']}) {us04:.1f} µs")
+
+cap, threads = s05.PARAMS["max_registers"], s05.PARAMS["threads"]
+regs04 = {rec["gpu"]: int(k["registers"]) for rec in profile.load_records("resample")
+          if (k := profile.from_record(rec, ["04_smem_windows"]).kernel("04_smem_windows"))}
+
+print(f"\nblocks of {threads} threads an SM that the registers allow: {fit(cap, threads)} at this kernel's cap of "
+      f"{cap} a thread; " + "; ".join(f"{fit(r, s04.PARAMS['threads'])} at stage 04's {r} ({gpu} profile)"
+                                     for gpu, r in regs04.items()))
+
+# %% [markdown]
+# Slower than stage 04 on both cards. Holding eight 16-byte loads a thread across the interpolation takes
+# registers; the stage caps them (`max_registers`), and at that cap no more blocks fit on an SM than stage 04
+# already gets, so the extra registers bought no extra warps, while every item still waits at barriers and
+# searches its window as in stage 04. Stage 04 already overlaps one block's loads with another block's
+# compute: while one block waits at its barrier, the warp scheduler issues the warps of the others. That is not
+# free either (it needs several blocks resident on each SM: stage 04's `blocks_per_sm` sweep is far slower with
+# one), but it spends no registers on holding loads.
 #
 # ## Step back: what is the window for?
 #
 # The window requests each source row once, however many targets use it. But with sorted targets a source row
-# is used by about two neighbouring targets, and the GPU's L2 cache (50 MB on an H100) already catches the
-# second read: two warps that read the same row shortly after one another get one DRAM read between them. So
-# the window never saved DRAM traffic; what made stage 04 faster than 03 was fewer requests through L1 and L2,
-# and fewer searches (lesson 04). And it costs barriers, shared memory and the searches inside it.
+# is used by about two neighbouring targets, and the GPU's L2 cache (50 MiB on an H100, 60 MiB on an H200)
+# already catches the second read: two warps that read the same row shortly after one another get one DRAM read
+# between them. So the window never saved DRAM traffic; it adds some, since it also loads the rows no target
+# uses (lesson 04's profile cell). What made stage 04 faster than 03 was fewer requests through L1 and L2, fewer
+# searches, and, as far as the records tell, its cheaper bf16 rounding too (lesson 04: they do not separate the
+# three). And the window costs barriers, shared memory and the searches inside it.
 #
 # What matters is **bytes in flight**. So:
 #
@@ -64,8 +99,8 @@ from cudabook.resample.s05_double_buffered import *   # stage 04's device functi
 #    and weight `w` and writes them out: 8 bytes a target, 2 MB at the benchmark size. It copies the row of
 #    source times to shared memory and each thread runs four binary searches side by side, one step of each
 #    in turn (`halve`: no branch, four independent loads in flight). A search is a chain of dependent loads,
-#    so this kernel is nearly all latency, whatever the GPU's bandwidth: about 7 µs at the benchmark size,
-#    measured on an H200 while this stage was built (not a results/ record).
+#    so this kernel is mostly latency, whatever the GPU's bandwidth (its recorded time is printed under the
+#    ladder below).
 # 2. **Registers are the buffers.** In `resample_in_flight` a warp takes four consecutive targets. Lanes 0-3
 #    read the four `(lo, w)` pairs, shuffles hand them to all 32 lanes, and each lane issues **all eight** of
 #    its row loads (two rows for each of four targets, 16 bytes each) before it uses the first:
@@ -104,11 +139,25 @@ print("shared, unsorted   ", resample.check_launch(s05.launch, **size, buffers="
 # ## How fast? Is it faster than 04?
 #
 # The ladder below is stage 05's default, `buffers="registers"`, prepass included. The prepass is mostly
-# latency (four interleaved searches a thread, the whole GPU waiting for the slowest), and its time is part of the stage's:
-# the streaming kernel alone is faster than the stage by that much. The TMA lesson (07) meets the same cost.
+# latency (four interleaved searches a thread, the whole GPU waiting for the slowest), and its time is part of
+# the stage's. The TMA lesson (07) meets the same cost.
 
 # %%
 resample.ladder_so_far("05_double_buffered")
+
+# %% [markdown]
+# The two kernels apart, in the Nsight Compute profiles recorded in results/profiles/ (one launch at the
+# benchmark size; ncu's kernel times, which leave out the gaps between launches):
+
+# %%
+for rec in profile.load_records("resample"):
+    p = profile.from_record(rec, ["05_double_buffered"])
+    pre = p.kernel("05_double_buffered", "find_intervals")
+    main = p.kernel("05_double_buffered", "resample_in_flight")
+    if pre and main:
+        print(f"{rec['gpu']} · Nsight Compute · commit {rec['commit']}: find_intervals {pre['duration_us']:.1f} µs "
+              f"({pre['dram_read_MB']:.1f} MB read), resample_in_flight {main['duration_us']:.1f} µs: the prepass is "
+              f"{pre['duration_us'] / (pre['duration_us'] + main['duration_us']):.0%} of the two")
 
 # %% [markdown]
 # ## Little's law: how many bytes must be in flight?
@@ -155,7 +204,6 @@ print(f"with all eight loads in flight, {need / per_lane:.0f} threads ({need / p
 # the first is used.
 
 # %%
-from cudabook import profile
 p = profile.show("resample", "04_smem_windows", "05_double_buffered")
 for stage in ("04_smem_windows", "05_double_buffered"):
     k = p.kernel(stage) if p else None
@@ -171,9 +219,10 @@ for stage in ("04_smem_windows", "05_double_buffered"):
 # starts more blocks than fit on the SMs at once). Try also `vec_bytes=8` or `4`: fewer bytes a load means fewer bytes in flight.
 #
 # One more experiment worth trying in your own copy: prefetch the *next* group's rows before storing this one
-# (a true double buffer in registers). On an H200 while this stage was built (not a results/ record) it was
-# slower: 94 registers a thread instead of 56 in that build (the H100 profile in results/profiles/ has 64 for
-# the default kernel) cost more warps per SM than the prefetch gained.
+# (a true double buffer in registers). On an H200 while this stage was built (a reading, not a results/ record;
+# its commit was not kept) it was slower: 94 registers a thread instead of 56 in that build (the H100 and H200
+# profiles in results/profiles/ have 64 for today's default kernel) cost more warps per SM than the prefetch
+# gained.
 
 # %%
 resample.sweep("05_double_buffered", "buffers", ["shared", "registers"])

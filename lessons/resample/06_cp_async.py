@@ -83,15 +83,29 @@ lesson.show_region(s06.source(), start="float x[XPL];", end="cp_async_wait<0>();
 # %% [markdown]
 # ## Proof that the copies are asynchronous
 #
-# In the machine code, `cp.async` becomes **`LDGSTS`** (load global, store shared, in one instruction),
-# `cp.async.commit_group` becomes `LDGDEPBAR`, and `cp.async.wait_group N` becomes `DEPBAR.LE SB0, N`. A
-# synchronous copy would show an `LDG` into a register followed by an `STS`.
+# The kernel copies two things: the window's feature rows in 16-byte pieces (`cp.async.cg`, which skips L1)
+# and its source times in 4-byte pieces (`cp.async.ca`, through L1: only 16-byte copies may skip it). In the
+# machine code both become **`LDGSTS`** (load global, store shared, in one instruction): `LDGSTS.E.BYPASS.128`
+# for the 16-byte copies, plain `LDGSTS.E` for the 4-byte ones. `cp.async.commit_group` becomes `LDGDEPBAR`,
+# and `cp.async.wait_group N` becomes `DEPBAR.LE SB0, N`: N = 1 in the loop (the default depth, 2 stages), 0
+# after it. A synchronous copy would show an `LDG` into a register followed by an `STS`. The cell counts each
+# form in the kernel, with one example:
 
 # %%
 cubin06 = s06.compile_cubin(arch="sm_90a")
-for line in nvrtc.sass_lines(cubin06, r"LDGSTS|DEPBAR")[:8]:
-    print(line)
+forms = {}
+for line in nvrtc.sass_lines(cubin06, r"LDGSTS|DEPBAR", kernel=s06.KERNEL):
+    instruction = re.sub(r"^@!?P\d\s+", "", line)                     # without its predicate
+    form = instruction if instruction.startswith("DEPBAR") else instruction.split()[0]
+    forms.setdefault(form, []).append(line)
+for form, lines in forms.items():
+    print(f"{len(lines):3d} x {form:22s} e.g. {lines[0]}")
 print("registers, shared memory, spills:", nvrtc.resource_usage(cubin06))
+
+# %% [markdown]
+# The 4-byte copies are many because the compiler unrolled the loop over the times, not knowing how short a
+# window is; at run time a thread issues at most one a window, since a window has fewer rows than the block has
+# threads.
 
 # %% [markdown]
 # ## Is it right?
@@ -112,15 +126,15 @@ else:
 # ## How fast?
 #
 # Compare with both of stage 05's ways. The shared-memory double buffer, the one this stage improves on, was
-# slower than stage 04 (lesson 05: on an H200 while it was built, and in the H100 `buffers` sweep in
-# results/sweeps/). `cp.async` beats stage 04 on every card recorded in results/ (the ladder, and the
-# comparison printed under it). A likely reason, from the H100 profile rather than a measurement of the cause:
-# no registers hold the window (64 a thread against stage 04's 102), so its blocks can be twice as large at the
-# same four blocks an SM, twice the warps. Against stage 05's
-# default (no window: a search prepass, then eight register loads in flight a lane) it loses on every one: a
-# windowed block still waits at barriers for its slowest copy and every item pays the searches inside its
-# window, while the gather's warps never wait for each other. Honest reading: on this problem, the window in
-# shared memory costs more than it saves, and the next stage shows how close a copy engine brings it back.
+# slower than stage 04 (lesson 05, from the `buffers` sweeps recorded on both cards). `cp.async` beats stage 04
+# on every card recorded in results/ (the ladder, and the comparison printed under it). A likely reason, read
+# from the H100 and H200 profiles rather than measured as a cause: no registers hold the window (64 a thread
+# against stage 04's 102), so its blocks can be twice as large at the same four blocks an SM, twice the warps.
+# Against stage 05's default (no window: a search prepass, then eight register loads in flight a lane) it loses
+# on every one: a windowed block still waits at barriers for its slowest copy and every item pays the searches
+# inside its window, while the gather's warps never wait for each other; and like stage 04 it loads every row
+# of its window, also those no target uses (lesson 04). Honest reading: on this problem, the window in shared
+# memory costs more than it saves, and the next stage shows how close a copy engine brings it back.
 
 # %%
 resample.ladder_so_far("06_cp_async")
@@ -146,6 +160,37 @@ for record in results.load_all():
 
 # %%
 resample.sweep("06_cp_async", "stages", [2, 3, 4])
+
+# %% [markdown]
+# What each depth gets on an SM, by the occupancy rules (`cudabook.kit.occupancy`, for this machine's compile),
+# and what the recorded profile of the default says the warps waited for:
+
+# %%
+from cudabook import profile
+from cudabook.kit import occupancy
+
+print("stages  shared memory a block  blocks an SM (set by)    windows in flight an SM")
+for stages in (2, 3, 4):
+    cfg = s06.config(256, stages=stages)
+    usage = nvrtc.resource_usage(s06.compile_cubin(arch="sm_90a", stages=stages))[s06.KERNEL]
+    o = occupancy.for_kernel(usage, cfg["NT"], s06.smem_bytes(cfg))
+    print(f"{stages:6d}  {s06.smem_bytes(cfg):>15,} bytes  {o.blocks:>3d} {'(' + o.limit + ')':17s}  "
+          f"{o.blocks * (stages - 1):>3d}, up to {cfg['WMAX'] * cfg['DC'] * 2 // 1024} KiB each")
+for rec in profile.load_records("resample"):
+    k = profile.from_record(rec, ["06_cp_async"]).kernel("06_cp_async")
+    if k:
+        stalls = ", ".join(f"{r} {v:.0f}" for r, v in list(k["stalls"].items())[:3])
+        print(f"{rec['gpu']} · Nsight Compute · commit {rec['commit']} · stages=2: stalls ({k['stall_unit']}) "
+              f"{stalls}")
+
+# %% [markdown]
+# The sweep refutes the prediction on both cards: the shallowest pipeline is the fastest, and stages = 3 and 4
+# keep as many windows in flight an SM (above), yet 4 is clearly slower than 3. So the bytes in flight are not
+# what limits this kernel here. What falls with depth is the number of blocks an SM holds, and with it the
+# warps. A likely reason, not measured: the largest stall of this kernel's warps is the barrier (the profile
+# above), and with fewer blocks an SM there are fewer other warps to run while one block waits for its slowest
+# copy or its search. That stays open until stages = 3 and 4 are profiled too
+# (`profile.show("resample", "06_cp_async", stages=4)` on a GPU).
 
 # %% [markdown]
 # Every thread still spends instructions computing addresses for its share of the copies. Hopper's **Tensor
