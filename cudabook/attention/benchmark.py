@@ -37,7 +37,8 @@ BACKENDS = (("sdpa_flash", "FLASH_ATTENTION"), ("sdpa_cudnn", "CUDNN_ATTENTION")
 # tools/sweep_params.py: the fast rungs' parameters, swept on a GPU at the benchmark's size
 SWEEP_VARIANTS = ([("05_wgmma_tma", {}), ("06_warp_specialized", {})]
                   + [("06_warp_specialized", extra)
-                     for extra in ({"bkv": 64}, {"pingpong": False}, {"overlap": False})]
+                     for extra in ({"bkv": 64}, {"pingpong": False}, {"overlap": False}, {"persistent": False},
+                                   {"persistent": True})]
                   + [("06_warp_specialized", {"consumers": c}) for c in (1, 2, 3)]      # 3: d = 64 only
                   + [("06_warp_specialized", {"stages": s}) for s in (2, 3, 4)])
 

@@ -30,7 +30,10 @@ PARAMS = {
     "stages": {64: 3, 128: 2},      # K tiles (and V tiles) in the TMA rings, by head dim
     "pingpong": True,    # the consumers take turns at the tensor cores (named barriers)
     "overlap": True,     # S_t and P_{t-1} V_{t-1} in flight together, the softmax of S_t under P V
-    "persistent": True,  # one block an SM walking work tiles (False: a block a work tile)
+    "persistent": {64: True, 128: {False: True, True: False}},   # one block an SM walking work tiles (False: a
+                         # block a work tile), by head dim and then by causal: on an H200 (tools/
+                         # probe_attention_waves.py) it gained at d = 64 (causal or not) and at d = 128 not
+                         # causal, and lost about 2 % at d = 128 causal (lesson 06 gives the readings)
     "blocks": 0,         # persistent grid: 0 for one block an SM (no more than there are tiles), else this many
 }
 HEAD_DIMS = _s05.HEAD_DIMS
@@ -48,7 +51,10 @@ def config(d: int, causal: bool, consumers=PARAMS["consumers"], bkv=PARAMS["bkv"
            pingpong=PARAMS["pingpong"], overlap=PARAMS["overlap"], persistent=PARAMS["persistent"],
            blocks=PARAMS["blocks"]) -> dict:
     """The kernel's compile-time constants. A parameter given as {head dim: value} takes this d's value."""
-    consumers, stages = (v.get(d, v[max(v)]) if isinstance(v, dict) else v for v in (consumers, stages))
+    consumers, stages, persistent = (v.get(d, v[max(v)]) if isinstance(v, dict) else v
+                                     for v in (consumers, stages, persistent))
+    if isinstance(persistent, dict):              # by causal
+        persistent = persistent[bool(causal)]
     check_config(NAME, d, HEAD_DIMS, rule_broken("consumers", consumers, (1, 2, 3), "1, 2 or 3"),
                  None if consumers != 3 or d == 64 else
                  f"consumers=3 needs d=64, got d={d} (at d=128 a consumer's 160 registers spill)",
@@ -91,6 +97,6 @@ def launch(p, kernel=None, **params):
     cfg = config(d, p.causal, **params)
     rows = 64 * cfg["CONSUMERS"]
     tiles = -(-Nq // rows) * B * H
-    grid = (min(tiles, params["blocks"] or device.gpu().sms), 1) if params["persistent"] else None
+    grid = (min(tiles, params["blocks"] or device.gpu().sms), 1) if cfg["PERSISTENT"] else None
     _s05.launch_tma(p, RUNG, RUNG.text(kernel), KERNEL, cfg, smem_bytes(cfg), tensor_maps(*p.shape, **params),
                     rows=rows, threads=128 * (cfg["CONSUMERS"] + 1), grid=grid, more=(B * H,))
