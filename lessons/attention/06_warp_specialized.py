@@ -42,6 +42,7 @@ print(cudabook.where())
 
 import json
 import re
+import statistics
 
 import matplotlib.pyplot as plt
 from cudabook import SIMULATOR, attention, emulate, lesson, nvrtc, results
@@ -710,6 +711,89 @@ else:
             verdict = attention.judge(attention.run("06_warp_specialized", q, k, v, causal=causal, **params),
                                       q, k, v, causal)
             print(f"{name:40s} {str(params or 'defaults'):22s} {verdict.message.splitlines()[0]}")
+
+# %% [markdown]
+# ## A block costs more than its key tiles: the persistent grid
+#
+# With a block per work tile (64 × consumers query rows of one head), every block pays, in series, for
+# things that are not its key tiles: its launch and `setmaxnreg`, the mbarriers' set-up, Q's load and the
+# first K tile's (nothing to overlap them with), S_0 with no P V beside it, the last P V with no S beside it,
+# and the stores. One block fits an SM, so nothing else runs meanwhile.
+#
+# How much is that? Time the rung against the number of keys, at a head count whose blocks fill whole waves
+# (66 heads: 2,112 blocks of 128 rows on 132 SMs, 16 waves): the time grows in a straight line with the keys,
+# and the line's value at zero keys is what the blocks cost besides their tiles. cuDNN's line, timed beside
+# it, gives a yardstick. A reading on an H200 (`tools/probe_attention_waves.py --nk`, kept in
+# `results/readings/`), before the change below:
+
+# %%
+def grid_readings():
+    path = results.RESULTS / "readings" / "H200_attention_06_grid.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+readings = grid_readings()
+if readings is None:
+    print("No reading in results/readings/ (H200_attention_06_grid.json): "
+          "`python tools/probe_attention_waves.py --nk 1024,2048,4096,8192 --heads 66` on a Hopper GPU measures it.")
+else:
+    run = readings["runs"]["keys_d128"]
+    cases = run["cases"]
+    print(f"{readings['gpu']}, commit {run['commit']}, d = {run['d']}, {cases[0]['heads']} heads, "
+          f"{cases[0]['waves']:.0f} waves")
+    print(f"{'keys':>6s} {'06 µs':>8s} {'cuDNN µs':>9s}")
+    for c in cases:
+        print(f"{c['nk']:6d} {statistics.median(c['stage_us']):8.1f} {statistics.median(c['cudnn_us']):9.1f}")
+    a, b = cases[0], cases[1]                      # the line through 1,024 and 2,048 keys
+    for who, key in (("06", "stage_us"), ("cuDNN", "cudnn_us")):
+        t1, t2 = statistics.median(a[key]), statistics.median(b[key])
+        slope = (t2 - t1) / (b["nk"] - a["nk"])
+        fixed = t1 - slope * a["nk"]
+        print(f"{who:>6s}: {1024 * slope:6.1f} µs for each 1,024 keys, {fixed:5.1f} µs at zero keys "
+              f"({fixed / a['waves']:.1f} µs a wave of blocks)")
+
+# %% [markdown]
+# Per key, rung 06 was the faster of the two; what it lost to cuDNN was the fixed cost, several microseconds
+# a wave of blocks against cuDNN's one or two. (The waves themselves were not the gap: 32 and 33 heads, 7.76
+# and exactly 8 waves, gave rung 06 the same share of cuDNN's speed, `waves_d128` in the same file.)
+#
+# The remedy is a **persistent grid** (`persistent=True`): at most one block an SM, each walking work tiles
+# w = blockIdx.x, + gridDim.x, … The K and V rings run on from one tile to the next, so the producer loads the
+# next tile's first K as soon as a stage is free, and its Q as soon as every consumer has issued its last
+# Q Kᵀ of the tile (one more mbarrier, "Q empty", with an arrival from each consumer). Both loads then land
+# under the last P V and the stores of the tile before. The consumers run the same loop; the ping-pong's
+# named barriers balance inside each tile, so the hand-over simply starts again.
+#
+# Causal tiles differ in length. Walked head by head, a block meets the same query block every round whenever
+# the grid is a multiple of a head's query blocks (132 blocks, 22 query blocks of 192 rows at d = 64: one
+# block got every longest tile: the first build did that, printed below as "head by head"). The kernel ranks the causal tiles
+# longest first over all heads and walks every other round backwards (a snake), so that the block with the
+# longest tile of one round takes the shortest of the next.
+#
+# The readings, each variant against cuDNN in interleaved rounds (the same file):
+
+# %%
+if readings is not None:
+    print(f"{'d':>4s} {'causal':>7s} {'a block a tile':>15s} {'persistent':>11s}   (cuDNN's time / rung 06's)")
+    for d in (128, 64):
+        for causal in ("", "_causal"):
+            one, many = readings["runs"][f"per_tile_d{d}{causal}"], readings["runs"][f"persistent_d{d}{causal}"]
+            print(f"{d:4d} {str(bool(causal)):>7s} {one['cases'][0]['ratio']:14.3f}x {many['cases'][0]['ratio']:10.3f}x"
+                  f"   (commit {many['commit']})")
+    for d in (128, 64):
+        first = readings["runs"].get(f"persistent_d{d}_causal_head_major")
+        if first:
+            print(f"{d:4d} causal, persistent, head by head: {first['cases'][0]['ratio']:.3f}x (commit {first['commit']})")
+
+# %% [markdown]
+# The persistent grid gains everywhere but at d = 128 causal, where it lost about two percent; there the
+# defaults keep a block a tile (`PARAMS["persistent"]` is given by head dimension, then by causal). Why it
+# loses there is open. A guess to test with a profile: walked longest first over all heads, the blocks in
+# flight hold every head's K and V at once (2 MB a head at d = 128), more than the L2 keeps, where a block a
+# tile, launched head by head, has a few heads in flight.
+
+# %%
+attention.sweep("06_warp_specialized", "persistent", [True, False])
 
 # %% [markdown]
 # ## How fast?
