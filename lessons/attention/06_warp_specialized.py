@@ -53,11 +53,9 @@ source = s06.source()
 
 
 def show(start, end):
-    """Print the kernel's lines from the one containing `start` to the next containing `end`."""
-    if start in source and end in source[source.index(start):]:
-        lesson.show_region(source, start=start, end=end)
-    else:
-        print(f"(the kernel has changed: no {start!r} ... {end!r} in it; read {s06.SOURCE.name} itself)")
+    """Print the kernel's lines from the one containing `start` to the next containing `end` (an error naming
+    them where the kernel has changed under this lesson)."""
+    lesson.show_region(source, start=start, end=end)
 
 # %% [markdown]
 # ## What rung 05 waits for
@@ -240,7 +238,7 @@ cubin = s06.compile_cubin(d=128)                           # the d = 128 build, 
 # "empty" one (one arrival per consumer warpgroup):
 
 # %%
-show("setmaxnreg_dec<PRODUCER_REGS>", "load(&map_v, ring.v, ring.full_v, ring.empty_v, tiles - 1);")
+show("setmaxnreg_dec<PRODUCER_REGS>", "load(&map_v, ring.v, ring.full_v, ring.empty_v, g + tiles - 1")
 
 # %% [markdown]
 # K_t is read only by S_t: a consumer releases its slot right after `wait<1>`. V_{t-1} is read by
@@ -611,10 +609,11 @@ for d in s06.HEAD_DIMS:
 # A causal block of BQ query rows (128 at d = 128, 192 at d = 64) starting at q0 needs keys up to q0 + BQ − 1
 # only: `tiles` ends there (the producer never loads the tiles above the diagonal), and only tiles from
 # `masked` on cross it (or reach past Nk), so only those run the masked copy of the loop. Within each head,
-# causal blocks are launched longest first (`qb = gridDim.x − 1 − blockIdx.x`; x, the query block, varies
-# fastest, so across heads the order is a sawtooth), and the last heads' short blocks fill the gaps at the end.
+# causal tiles go longest first (`Work::qb`: with a block a tile, the query block counts down as blockIdx.x
+# counts up, and x varies fastest, so across heads the order is a sawtooth and the last heads' short blocks fill
+# the gaps at the end; the persistent grid's order is in the section on it, below).
 #
-# When Nq is not a multiple of BQ, the grid covers `pad = gridDim.x · BQ − Nq` rows that do not exist (at
+# When Nq is not a multiple of BQ, the tiles cover `pad = qblocks · BQ − Nq` rows that do not exist (at
 # d = 64 and N = 4096: 22 blocks of 192 rows, 128 too many). Put at the end, they would sit in the last block,
 # the one that does every key tile. So a causal block starts `pad` rows early, q0 = qb · BQ − pad: the rows
 # before 0 land in the first block, which does one tile. TMA fills rows outside the tensor with zeros, before
@@ -622,7 +621,8 @@ for d in s06.HEAD_DIMS:
 # below 0.
 
 # %%
-show("const int qb =", "const int tiles")
+show("struct Work {", "};")
+show("const int pad", "auto key_tiles")
 show("const int masked", "const int masked")
 show("int t = 1;", "for (; t < tiles; ++t)")
 
