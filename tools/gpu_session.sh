@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# What a session's GPU time does on a card, in phases that each fit one device call (600 s, the machine's start
+# included). Run from the repository root on the GPU machine (device tool), with the clean tree made here and
+# carried (see tools/gpu_env.sh):
+#     rm -rf .clean && mkdir .clean && git archive HEAD | tar -x -C .clean       # here, then carry [".whl", ".clean"]
+#     source tools/gpu_env.sh; cd .clean && export PYTHONPATH=$PWD/../.site:$PWD CUDABOOK_COMMIT=<hash>
+#     bash tools/gpu_session.sh PHASE
+# Each step has its own time limit and log under $OUT; results/ as it stands afterwards goes to $OUT/results.tar
+# (untar it here and keep what the phase wrote: `git status results`). PHASE:
+#   bench-a     make bench for gemm and attention (about 3 min on an H200)
+#   bench-b     make bench for resample and msda (about 4 min)
+#   records     Nsight Compute records: msda and attention rungs, the GEMM and msda variants the lessons read,
+#               then the occupancy test of the odd-warp blocks
+#   readings    the clocks under cuBLAS, the resampling timelines, the attention grid probe
+#   timings     the lab solutions and the lessons the guide's table needs, timed (tools/time_lessons.py)
+set -u
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+phase=${1:?"usage: bash tools/gpu_session.sh bench-a|bench-b|records|readings|timings"}
+step() {                       # step SECONDS NAME COMMAND...: run with a limit, log to $OUT/NAME.log, say how it went
+  local limit=$1 name=$2; shift 2
+  local t0=$(date +%s)
+  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
+  echo "$name: rc $? in $(( $(date +%s) - t0 )) s"
+}
+case "$phase" in
+  bench-a)
+    step 420 bench_gemm_attention python3 -m cudabook.results gemm attention ;;
+  bench-b)
+    step 480 bench_resample_msda python3 -m cudabook.results resample msda ;;
+  records)
+    step 200 profile_msda python3 -m cudabook.profile --record msda
+    step 120 profile_attention python3 -m cudabook.profile --record attention 03 06
+    for p in '{"multicast": 0}' '{"cluster": 1}' '{"tma_store": false}' '{"cluster": 1, "tma_store": false}' \
+             '{"cluster": 4}'; do
+      step 60 "variant_gemm07_$(echo "$p" | tr -dc 'a-z0-9')" python3 -m cudabook.profile --record gemm 07 --params "$p"
+    done
+    step 60 variant_gemm06_group_m1 python3 -m cudabook.profile --record gemm 06 --params '{"group_m": 1}'
+    step 90 variant_msda04_strided python3 -m cudabook.profile --record msda 04 --params '{"strided": true}'
+    step 90 occupancy python3 -m pytest -q -m hopper tests/machinery/test_occupancy.py ;;
+  readings)
+    step 150 clocks python3 tools/probe_clocks.py
+    step 90 timeline_07 python3 tools/probe_timeline.py --track resample --stage 07_tma
+    step 90 timeline_08 python3 tools/probe_timeline.py --track resample --stage 08_fused_gather
+    step 120 attention_grid python3 tools/probe_attention_waves.py --heads 64 \
+      --out "$OUT/attention_grid_d128.json" ;;
+  timings)
+    step 540 timings python3 tools/time_lessons.py --runner exec --out "$OUT/timings" solutions \
+      notebooks/gemm/09_sizes.ipynb notebooks/msda ;;
+  *) echo "unknown phase $phase"; exit 2 ;;
+esac
+tar -cf "$OUT/results.tar" results
+tail -n 3 "$OUT"/*.log
