@@ -282,9 +282,12 @@ gemm.sweep("05_wgmma_tma", "stages", [2, 3, 4])
 # %% [markdown]
 # The recorded sweeps hold two surprises: the default (`bn=128`, 4 stages) is not the best setting of either
 # knob. Two stages run faster than four on both cards, and the widest tile beats the default by about ten points
-# of cuBLAS. Count what each
-# setting leaves room for on an SM (no GPU needed: the registers from the compiled cubin, the shared memory from
-# the ring, the blocks by the occupancy rules in `cudabook.kit.occupancy`):
+# of cuBLAS. Count what each setting leaves room for on an SM (no GPU needed: the registers from the compiled
+# cubin, the shared memory from the ring, the blocks by the occupancy rules in `cudabook.kit.occupancy`). The
+# shared column is a block's whole claim on the SM: the ring, the 1 KiB the kernel keeps to align it to 1024
+# bytes, its barriers, and the 1 KiB the system reserves for every block. The sm_90 cubin's own count of shared
+# memory already holds that reserved KiB, so `occupancy.for_kernel` takes the cubin's count and the dynamic size
+# and does not add it twice:
 
 # %%
 from cudabook.kit import occupancy
@@ -307,4 +310,6 @@ for setting in ({}, {"stages": 3}, {"stages": 2}, {"bn": 64}, {"bn": 256}):
 # there only two stages gain, and three (also two blocks) take as long as four. Why is open. The wide tile keeps one block an SM, but each k-tile's
 # wgmmas are twice as long (n = 256) for the same drain, and each k-slice of A read from shared memory feeds
 # twice the columns. The narrow tile (`bn=64`) fits two blocks and is still the slowest: its wgmmas are short,
-# and the drain weighs most. Rung 06 removes the drain instead of hiding it, and keeps `bn=256`.
+# and the drain weighs most. Rung 06 takes away what makes the drain so costly, the block-wide barrier: each
+# consumer warpgroup still waits for its own wgmmas every k-tile, but no longer for the other's, so one can issue
+# while the other drains. It uses `bn=256`.

@@ -162,8 +162,8 @@ _ = profile.variants("gemm", "06_warp_specialized", [{"group_m": 1}])
 # a percent longer, in the profile and in that card's sweep below alike: there the order matters little, and
 # not through DRAM bytes. The large gain is in the H100's sweep. The H100 has less L2 than the H200 (the L2
 # sizes are in each card's record; A and B together at this size are a little larger than the H200's L2 and
-# well beyond the H100's) and less DRAM bandwidth. Either may make bytes that cost the H200 nothing cost the
-# H100 time; which one, if either, is open until the same counters are recorded on an H100.
+# about a quarter larger than the H100's) and less DRAM bandwidth. Either may make bytes that cost the H200
+# nothing cost the H100 time; which one, if either, is open until the same counters are recorded on an H100.
 #
 # ## Experiments
 #

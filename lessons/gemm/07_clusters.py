@@ -114,6 +114,36 @@ else:
 gemm.ladder_so_far("07_clusters", peers=True)
 
 # %% [markdown]
+# How near is near? The ladder sets each rung's median time against cuBLAS's median, each timed in its own turn
+# of the same run. Two kernels this close can differ by less than the card drifts between those turns, so a
+# record may also hold a **head-to-head**: 07 and cuBLAS timed again in interleaved rounds (each round times one,
+# then the other, the next round the other way round), and the median of the rounds' ratios (cuBLAS's time over
+# 07's: above 1, 07 is ahead). Both, from every
+# record, with the spread of the rounds' times:
+
+# %%
+from cudabook import results
+
+for record in results.load_all():
+    for wname, w in record["workloads"].items():
+        if w.get("track") != "gemm" or "07_clusters" not in w.get("stages", {}) or "cublas" not in w.get("peers", {}):
+            continue
+        ours, theirs = w["stages"]["07_clusters"]["median_us"], w["peers"]["cublas"]["median_us"]
+        print(f"{record['gpu']} at {w.get('commit') or record.get('commit')}, {wname}:")
+        print(f"   medians of the ladder run   cuBLAS / 07 = {theirs / ours:.3f}x")
+        for d in w.get("head_to_head", []):
+            if d.get("stage") == "07_clusters" and d.get("peer") == "cublas" and "ratio" in d:
+                print(f"   interleaved, {d['rounds']} rounds      cuBLAS / 07 = {d['ratio']:.3f}x   (07 "
+                      f"{min(d['stage_us']):,.1f}-{max(d['stage_us']):,.1f} µs, cuBLAS "
+                      f"{min(d['peer_us']):,.1f}-{max(d['peer_us']):,.1f} µs over the rounds)")
+
+# %% [markdown]
+# Read the head-to-head where there is one. At 4096 its rounds hardly spread, and 07 is a little behind cuBLAS.
+# At 8192 the rounds spread much wider than the gap between the two, so the ratio above 1 there is a tie, not a
+# lead (lesson 09 shows the H200's clock held down by its power cap under this load). The H100's record has no
+# head-to-head: its ratios are those of the medians alone, and at 8192 they put 07 clearly behind cuBLAS.
+
+# %% [markdown]
 # ## Which change paid?
 #
 # Switch each one off and measure: `cluster=1` (no cluster, no multicast), `multicast=0` (clusters, but every
@@ -156,7 +186,7 @@ if not SIMULATOR and not gemm.unavailable("07_clusters"):
 # already differ: there the cluster is a much larger step than on the H200.
 #
 # - **DRAM is not the limit on the H200.** In every variant DRAM runs at a fraction of its peak. Clusters of 2
-#   read about a quarter fewer bytes from DRAM than no cluster, but those bytes are not what the time is made of
+#   read about a fifth fewer bytes from DRAM than no cluster, but those bytes are not what the time is made of
 #   there. The H100 has less L2 and less DRAM bandwidth, either of which may be why the cluster pays more on it:
 #   open until these counters are recorded on an H100.
 # - **That DRAM saving does not come from multicast.** With `multicast=0` DRAM reads stay at the defaults'. Two
@@ -174,8 +204,9 @@ if not SIMULATOR and not gemm.unavailable("07_clusters"):
 #   counter above shows the epilogue's share directly.)
 # - **Clusters of 4 lose for two reasons, both in the launch and the tile order.** The lines printed on a GPU
 #   above say how many clusters fit at once (on the H200 this lesson was read on, at commit d762ab7: 30 clusters
-#   of 4, so 120 of its 132 SMs: a cluster must sit inside one GPC, and a GPC's SM count is not always a multiple
-#   of 4). At 4096³ there are 128 cluster tiles of 4 for 30 clusters, so the busiest clusters do 5 where clusters
-#   of 2 do at most 4 of theirs: up to a quarter more time, of which the idle SMs are a smaller part. And since
+#   of 4, so 120 of its 132 SMs, the grid its `cluster=4` profile in results/profiles/variants/ was launched
+#   with: a cluster must sit inside one GPC, and a GPC's SM count is not always a multiple of 4). At 4096³ there
+#   are 128 cluster tiles of 4 for 30 clusters, so the busiest clusters do 5 where clusters of 2 do at most 4 of
+#   theirs: up to a quarter more time, of which the idle SMs are a smaller part. And since
 #   `group_m` counts cluster rows, a group of 8 clusters of 4 spans all 32 tile rows of M, so each wave reads all
 #   of A: DRAM reads rise and the L2 hit rate falls, as the last line shows.
