@@ -1243,20 +1243,23 @@ static void wgmma_compare(Thread* t, const WgmmaOp& op) {
     }
 }
 
-// The shared memory the warpgroup's wgmma reads (all 128 threads' shares), for check_refill.
+// The shared memory the warpgroup's wgmma reads (all 128 threads' shares), for check_refill: A's span and B's
+// span apart (one span over both would also cover whatever lies between them, such as another stage of a ring
+// that a TMA load may refill while this wgmma runs).
 static void record_reader(Thread* t, const WgmmaOp& op) {
-    u32 lo = ~0u, hi = 0;
-    auto span = [&](u32 a) { lo = a < lo ? a : lo; hi = a + 2 > hi ? a + 2 : hi; };
-    if (!op.a_regs) {
-        const Desc da = decode_desc(op.desc_a);
-        for (int m = 0; m < 64; ++m)
-            for (int k = 0; k < 16; ++k) span(operand_address(da, op.tnsp_a, m, k));
-    }
-    const Desc db = decode_desc(op.desc_b);
-    for (int n = 0; n < op.n; ++n)
-        for (int k = 0; k < 16; ++k) span(operand_address(db, op.tnsp_b, n, k));
-    B->readers.push_back({t->linear / 128, op.gen, lo, hi, B->reader_count++});
-    if (B->readers.size() > 4096) B->readers.pop_front();
+    auto record = [&](const Desc& d, bool tnsp, int rows) {
+        u32 lo = ~0u, hi = 0;
+        for (int r = 0; r < rows; ++r)
+            for (int k = 0; k < 16; ++k) {
+                const u32 a = operand_address(d, tnsp, r, k);
+                lo = a < lo ? a : lo;
+                hi = a + 2 > hi ? a + 2 : hi;
+            }
+        B->readers.push_back({t->linear / 128, op.gen, lo, hi, B->reader_count++});
+    };
+    if (!op.a_regs) record(decode_desc(op.desc_a), op.tnsp_a, 64);
+    record(decode_desc(op.desc_b), op.tnsp_b, op.n);
+    while (B->readers.size() > 8192) B->readers.pop_front();
 }
 
 // e4m3, the "fn" variant (ml_dtypes.float8_e4m3fn): 1 sign bit, 4 exponent bits (bias 7), 3 mantissa bits,

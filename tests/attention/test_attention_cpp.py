@@ -156,6 +156,32 @@ def test_04_is_right_in_the_emulator(d, causal, params):
         assert verdict.ok, ((B, H, Nq, Nk, d, causal, params), verdict.message)
 
 
+# ------------------------------------------------------------------------------------ rung 06's grid, emulated
+# The emulated GPU has 2 SMs, so a persistent grid of 2 blocks (or `blocks`) walks several work tiles a block:
+# the rings run on across tiles (stages=1 wraps them at every key tile), Q is reloaded after "Q empty", and a
+# causal grid takes its tiles in the snake. Each case has more work tiles than blocks and more than one key tile.
+GRID_06 = [(64, False, dict(B=1, H=3, Nq=200, Nk=150), {}),                     # 6 tiles on 2 blocks
+           (64, True, dict(B=1, H=3, Nq=200, Nk=200), {}),                      # causal: the snake, 3 full rounds
+           (64, True, dict(B=2, H=1, Nq=400, Nk=400), {"blocks": 3}),           # 3 blocks, 6 tiles: rounds of 3
+           (128, True, dict(B=1, H=2, Nq=150, Nk=150), {"persistent": True, "stages": 1}),
+           (128, False, dict(B=1, H=2, Nq=130, Nk=300), {"blocks": 1, "stages": 1}),   # one block does it all
+           (128, True, dict(B=1, H=2, Nq=150, Nk=150), {"persistent": False})]
+
+
+@needs_emulator
+@pytest.mark.parametrize("d, causal, size, params", GRID_06,
+                         ids=["d64", "d64-causal", "d64-causal-3blocks", "d128-causal-persistent-s1",
+                              "d128-1block-s1", "d128-causal-a-block-a-tile"])
+def test_06_walks_its_work_tiles_right_in_the_emulator(d, causal, size, params):
+    args = attention.random_problem(size["B"], size["H"], size["Nq"], size["Nk"], d, causal=causal)
+    p = attention.upload(*args)
+    p.poison()
+    with emulate.emulating():
+        s06.launch(p, **params)
+    verdict = attention.judge(p.result(), *args)
+    assert verdict.ok, ((d, causal, size, params), verdict.message)
+
+
 @needs_emulator
 def test_a_ragged_end_mask_off_by_one_fails_on_small_scores():
     """Keys past Nk arrive zero-filled: letting key Nk in (j > Nk) adds a key of score 0 and v 0. With ordinary
