@@ -618,8 +618,9 @@ def lead_lines(name, records) -> str:
                 if "ratio" in d:
                     lead = (f"{d['stage']} takes {100 * (1 - 1 / d['ratio']):.1f} % less time" if d["ratio"] >= 1
                             else f"{d['stage']} takes {100 * (1 / d['ratio'] - 1):.1f} % more time")
-                    lines.append(f"  - timed again against {d['peer']} in {d['rounds']} interleaved rounds: {lead} "
-                                 f"(median of the rounds' ratios, {d['ratio']:.3f}x)")
+                    lines.append(f"  - timed again against {d['peer']} in {d['rounds']} interleaved rounds, which share "
+                                 f"the card's clock (the comparison to quote): {lead} (median of the rounds' ratios, "
+                                 f"{d['ratio']:.3f}x)")
     return "\n".join(lines) or "No record of this track has both rungs and peers yet."
 
 

@@ -336,5 +336,5 @@ def test_head_to_head_rounds_alternate_and_a_track_pair_is_timed_again_and_claim
         "peers": {"cublas": {"median_us": 11.0, "correct": True}},
         "head_to_head": [{"stage": "07_clusters", "peer": "cublas", "rounds": 6, "ratio": 1.02}]}}}
     text = results.lead_lines("gemm", [record])
-    assert "timed again against cublas in 6 interleaved rounds: 07_clusters takes 2.0 % less time (median of the " \
-           "rounds' ratios, 1.020x)" in text
+    assert "timed again against cublas in 6 interleaved rounds, which share the card's clock (the comparison to " \
+           "quote): 07_clusters takes 2.0 % less time (median of the rounds' ratios, 1.020x)" in text
