@@ -41,8 +41,12 @@ case "$phase" in
     step 150 clocks python3 tools/probe_clocks.py
     step 90 timeline_07 python3 tools/probe_timeline.py --track resample --stage 07_tma
     step 90 timeline_08 python3 tools/probe_timeline.py --track resample --stage 08_fused_gather
-    step 120 attention_grid python3 tools/probe_attention_waves.py --heads 64 \
-      --out "$OUT/attention_grid_d128.json" ;;
+    for c in "" "--causal"; do for d in 128 64; do
+      for p in '{"persistent": false}' '{"persistent": true}' '{"persistent": true, "schedule": "dynamic"}'; do
+        step 60 "attention_grid_d$d${c#--}_$(echo "$p" | tr -dc 'a-z')" python3 tools/probe_attention_waves.py \
+          --d $d $c --heads 64 --params "$p" --out "$OUT/attention_grid_d$d${c#--}_$(echo "$p" | tr -dc 'a-z').json"
+      done
+    done; done ;;
   timings)
     step 540 timings python3 tools/time_lessons.py --runner exec --out "$OUT/timings" solutions \
       notebooks/gemm/09_sizes.ipynb notebooks/msda ;;

@@ -38,7 +38,7 @@ BACKENDS = (("sdpa_flash", "FLASH_ATTENTION"), ("sdpa_cudnn", "CUDNN_ATTENTION")
 SWEEP_VARIANTS = ([("05_wgmma_tma", {}), ("06_warp_specialized", {})]
                   + [("06_warp_specialized", extra)
                      for extra in ({"bkv": 64}, {"pingpong": False}, {"overlap": False}, {"persistent": False},
-                                   {"persistent": True})]
+                                   {"persistent": True}, {"persistent": True, "schedule": "dynamic"})]
                   + [("06_warp_specialized", {"consumers": c}) for c in (1, 2, 3)]      # 3: d = 64 only
                   + [("06_warp_specialized", {"stages": s}) for s in (2, 3, 4)])
 

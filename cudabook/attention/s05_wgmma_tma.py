@@ -75,11 +75,12 @@ def launch(p, kernel=None, **params):
 
 def launch_tma(p, rung, text, kernel_name, cfg, smem, maps, *, rows, threads, grid=None, more=()):
     """Compile (cached), encode the q, k, v tensor maps and launch one block per `rows` queries of each head:
-    what rungs 05 and 06 launch the same way. `grid`: another grid (rung 06's persistent one); `more`: int
-    arguments after the common ones."""
+    what rungs 05 and 06 launch the same way. `grid`: another grid (rung 06's persistent one); `more`: (value,
+    ctypes type) of each argument after the common ones."""
     B, H, Nq, Nk, d = p.shape
     kern = rung.prepare(text, cfg, kernel_name, smem=smem)[kernel_name]
     args = [tensor_map(maps["q"], device.address(p.q)), tensor_map(maps["k"], device.address(p.k)),
-            tensor_map(maps["v"], device.address(p.v)), device.address(p.out), Nq, Nk, p.scale_log2, *more]
-    kern.launch(grid or (-(-Nq // rows), B * H), threads, args, ARG_TYPES + (ctypes.c_int,) * len(more),
+            tensor_map(maps["v"], device.address(p.v)), device.address(p.out), Nq, Nk, p.scale_log2,
+            *(value for value, _ in more)]
+    kern.launch(grid or (-(-Nq // rows), B * H), threads, args, ARG_TYPES + tuple(kind for _, kind in more),
                 shared=smem)

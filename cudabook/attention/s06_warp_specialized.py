@@ -14,6 +14,11 @@ A causal tile stops after its last visible key tile (the tiles above the diagona
 """
 from __future__ import annotations
 
+import ctypes
+
+import numpy as np
+from numba import cuda
+
 from .. import device
 from ..kit.rung import CudaRung
 from . import s05_wgmma_tma as _s05
@@ -35,6 +40,9 @@ PARAMS = {
                          # probe_attention_waves.py) it gained at d = 64 (causal or not) and at d = 128 not
                          # causal, and lost about 2 % at d = 128 causal (lesson 06 gives the readings)
     "blocks": 0,         # persistent grid: 0 for one block an SM (no more than there are tiles), else this many
+    "schedule": "static",   # persistent grid: "static" (block b takes tiles b, b + blocks, ...) or "dynamic" (a
+                         # block claims its next tile from a counter as it frees up, as blocks a tile are
+                         # launched); not yet measured on a GPU
 }
 HEAD_DIMS = _s05.HEAD_DIMS
 KERNEL_DIR = _s05.KERNEL_DIR
@@ -49,7 +57,7 @@ source, unavailable = RUNG.source, RUNG.unavailable
 
 def config(d: int, causal: bool, consumers=PARAMS["consumers"], bkv=PARAMS["bkv"], stages=PARAMS["stages"],
            pingpong=PARAMS["pingpong"], overlap=PARAMS["overlap"], persistent=PARAMS["persistent"],
-           blocks=PARAMS["blocks"]) -> dict:
+           blocks=PARAMS["blocks"], schedule=PARAMS["schedule"]) -> dict:
     """The kernel's compile-time constants. A parameter given as {head dim: value} takes this d's value."""
     consumers, stages, persistent = (v.get(d, v[max(v)]) if isinstance(v, dict) else v
                                      for v in (consumers, stages, persistent))
@@ -64,17 +72,21 @@ def config(d: int, causal: bool, consumers=PARAMS["consumers"], bkv=PARAMS["bkv"
                    for name, flag in (("pingpong", pingpong), ("overlap", overlap), ("persistent", persistent))
                    if not isinstance(flag, bool)),
                  None if isinstance(blocks, int) and not isinstance(blocks, bool) and blocks >= 0 else
-                 f"blocks must be a whole number >= 0 (0: one block an SM), got {blocks!r}")
+                 f"blocks must be a whole number >= 0 (0: one block an SM), got {blocks!r}",
+                 rule_broken("schedule", schedule, ("static", "dynamic"), '"static" or "dynamic"'),
+                 None if schedule != "dynamic" or persistent is True else
+                 "schedule='dynamic' needs the persistent grid (persistent=True)")
     cfg = dict(D=int(d), CONSUMERS=int(consumers), BKV=int(bkv), STAGES=int(stages), CAUSAL=int(bool(causal)),
-               PINGPONG=int(pingpong), OVERLAP=int(overlap), PERSISTENT=int(persistent))
+               PINGPONG=int(pingpong), OVERLAP=int(overlap), PERSISTENT=int(persistent),
+               DYNAMIC=int(schedule == "dynamic"))
     return cfg
 
 
 def smem_bytes(cfg: dict) -> int:
     """Mirrors SMEM_BYTES in warp_specialized.cu: 1024 to align, Q, the K and V rings, 4 mbarriers a stage + Q's
-    two (landed, released)."""
+    two (landed, released), and 8 bytes for the number of the next work tile."""
     tile = cfg["BKV"] * cfg["D"] * 2
-    return 1024 + 64 * cfg["CONSUMERS"] * cfg["D"] * 2 + cfg["STAGES"] * 2 * tile + 8 * (4 * cfg["STAGES"] + 2)
+    return 1024 + 64 * cfg["CONSUMERS"] * cfg["D"] * 2 + cfg["STAGES"] * 2 * tile + 8 * (4 * cfg["STAGES"] + 2) + 8
 
 
 def tensor_maps(B, H, Nq, Nk, d, **params) -> dict:
@@ -98,5 +110,8 @@ def launch(p, kernel=None, **params):
     rows = 64 * cfg["CONSUMERS"]
     tiles = -(-Nq // rows) * B * H
     grid = (min(tiles, params["blocks"] or device.gpu().sms), 1) if cfg["PERSISTENT"] else None
+    # the dynamic schedule's counters, zero at first; the kernel's last block sets them back to zero
+    claimed = p.scratch("06_claimed", (2,), np.int32, make=lambda: cuda.to_device(np.zeros(2, np.int32)))
     _s05.launch_tma(p, RUNG, RUNG.text(kernel), KERNEL, cfg, smem_bytes(cfg), tensor_maps(*p.shape, **params),
-                    rows=rows, threads=128 * (cfg["CONSUMERS"] + 1), grid=grid, more=(B * H,))
+                    rows=rows, threads=128 * (cfg["CONSUMERS"] + 1), grid=grid,
+                    more=((B * H, ctypes.c_int), (device.address(claimed), ctypes.c_void_p)))

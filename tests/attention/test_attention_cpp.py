@@ -103,6 +103,8 @@ def test_06_compiles_to_warp_specialised_wgmma_without_spills(d, causal, overlap
     (s06, dict(d=64, overlap="yes"), "overlap must be True or False"),
     (s06, dict(d=64, persistent=1), "persistent must be True or False"),
     (s06, dict(d=64, blocks=-1), "blocks must be a whole number >= 0"),
+    (s06, dict(d=64, schedule="lazy"), 'schedule must be "static" or "dynamic"'),
+    (s06, dict(d=64, persistent=False, schedule="dynamic"), "schedule='dynamic' needs the persistent grid"),
 ])
 def test_bad_constants_are_refused_with_the_rule(module, params, rule):
     d = params.pop("d")
@@ -165,13 +167,16 @@ GRID_06 = [(64, False, dict(B=1, H=3, Nq=200, Nk=150), {}),                     
            (64, True, dict(B=2, H=1, Nq=400, Nk=400), {"blocks": 3}),           # 3 blocks, 6 tiles: rounds of 3
            (128, True, dict(B=1, H=2, Nq=150, Nk=150), {"persistent": True, "stages": 1}),
            (128, False, dict(B=1, H=2, Nq=130, Nk=300), {"blocks": 1, "stages": 1}),   # one block does it all
-           (128, True, dict(B=1, H=2, Nq=150, Nk=150), {"persistent": False})]
+           (128, True, dict(B=1, H=2, Nq=150, Nk=150), {"persistent": False}),
+           (64, True, dict(B=2, H=1, Nq=400, Nk=400), {"blocks": 3, "schedule": "dynamic"}),
+           (128, False, dict(B=1, H=2, Nq=130, Nk=300), {"blocks": 1, "schedule": "dynamic", "stages": 1})]
 
 
 @needs_emulator
 @pytest.mark.parametrize("d, causal, size, params", GRID_06,
                          ids=["d64", "d64-causal", "d64-causal-3blocks", "d128-causal-persistent-s1",
-                              "d128-1block-s1", "d128-causal-a-block-a-tile"])
+                              "d128-1block-s1", "d128-causal-a-block-a-tile", "d64-causal-dynamic",
+                              "d128-dynamic-1block-s1"])
 def test_06_walks_its_work_tiles_right_in_the_emulator(d, causal, size, params):
     args = attention.random_problem(size["B"], size["H"], size["Nq"], size["Nk"], d, causal=causal)
     p = attention.upload(*args)
@@ -180,6 +185,20 @@ def test_06_walks_its_work_tiles_right_in_the_emulator(d, causal, size, params):
         s06.launch(p, **params)
     verdict = attention.judge(p.result(), *args)
     assert verdict.ok, ((d, causal, size, params), verdict.message)
+
+
+@needs_emulator
+def test_06_dynamic_schedule_leaves_its_counters_at_zero_for_the_next_launch():
+    # the last block to finish sets the claim counters back to zero: a second launch on the same problem (the
+    # same counters) is right too
+    args = attention.random_problem(1, 3, 200, 200, 64, causal=True)
+    p = attention.upload(*args)
+    for _ in range(2):
+        p.poison()
+        with emulate.emulating():
+            s06.launch(p, persistent=True, schedule="dynamic")
+        assert attention.judge(p.result(), *args).ok
+        assert p.scratch("06_claimed", (2,), "int32").copy_to_host().tolist() == [0, 0]
 
 
 @needs_emulator
@@ -318,7 +337,8 @@ def test_lab_05_on_a_hopper_gpu_the_solution_passes(capsys):
 HOPPER_PARAMS = {
     s05: ({}, {"bkv": 64}, {"bkv": 128, "warpgroups": 1, "stages": 3}, {"warpgroups": 3}),
     s06: ({}, {"bkv": 64}, {"pingpong": False}, {"overlap": False}, {"consumers": 1, "stages": 1},
-          {"stages": 3, "bkv": 64}, {"persistent": False}, {"blocks": 3}, {"blocks": 2, "stages": 1}),
+          {"stages": 3, "bkv": 64}, {"persistent": False}, {"blocks": 3}, {"blocks": 2, "stages": 1},
+          {"persistent": True, "schedule": "dynamic"}, {"persistent": True, "schedule": "dynamic", "blocks": 5}),
 }
 
 

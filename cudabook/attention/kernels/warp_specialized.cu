@@ -25,12 +25,17 @@
 //     launch; with a block per tile those are paid in series every time. Here the producer loads the next
 //     tile's first K as soon as a stage is free and its Q as soon as the consumers have issued their last
 //     Q Kᵀ (the "Q empty" mbarrier), under the last P V and the stores.
+//   dynamic schedule (DYNAMIC, persistent only): a block's producer claims its next work tile from a counter
+//     in global memory (atomicAdd) as it finishes issuing the loads of the last one, and hands its number to the
+//     consumers in shared memory, published by Q's mbarrier (-1: no more work); the tiles go head by head,
+//     a causal head's longest first, as a block a tile launches them. The last block to finish sets the counter
+//     back to zero for the next launch. (Static: block b takes tiles b, b + gridDim.x, ...)
 //
 // A work tile is BQ = 64 * CONSUMERS query rows of one (batch, head). TMA zero-fills rows past Nq and Nk; keys
 // past Nk (and, when CAUSAL, after the query) get s = -inf, and a causal tile stops at its last visible key
 // tile. Compile-time constants (NVRTC -D): D (64 or 128), CONSUMERS (1 to 3), BKV (64 or 128), STAGES, CAUSAL,
 // PINGPONG, OVERLAP (0: one product at a time, to measure what the overlap buys), PERSISTENT (0: a block per
-// work tile, grid (query blocks, B H)), PRODUCER_REGS, CONSUMER_REGS.
+// work tile, grid (query blocks, B H)), DYNAMIC, PRODUCER_REGS, CONSUMER_REGS.
 #include "hopper.cuh"
 #include "attention.cuh"    // D, BKV, STAGES, CAUSAL, NEG_INF, quad_max, quad_sum
 
@@ -46,6 +51,9 @@
 #ifndef PERSISTENT
 #define PERSISTENT 1  // 1: grid of at most one block an SM, each walking work tiles; 0: a block a work tile
 #endif
+#ifndef DYNAMIC
+#define DYNAMIC 0     // (persistent) 1: tiles claimed from a counter as blocks free up; 0: a fixed stride
+#endif
 #ifndef PRODUCER_REGS
 #define PRODUCER_REGS 24
 #endif
@@ -60,7 +68,7 @@ constexpr int Q_BOX = BQ * 128;                    // bytes of one Q box: BQ row
 constexpr int KV_BOX = BKV * 128;                  // bytes of one K or V box
 constexpr int Q_BYTES = BOXES * Q_BOX;
 constexpr int TILE_BYTES = BOXES * KV_BOX;         // one K (or V) tile
-constexpr int SMEM_BYTES = 1024 + Q_BYTES + STAGES * 2 * TILE_BYTES + 8 * (4 * STAGES + 2);
+constexpr int SMEM_BYTES = 1024 + Q_BYTES + STAGES * 2 * TILE_BYTES + 8 * (4 * STAGES + 2) + 8;   // + the tile slot
 constexpr int NS = BKV / 8;                        // n8 column blocks of S
 constexpr int NO = D / 8;                          // n8 column blocks of O
 constexpr bool PING = PINGPONG && CONSUMERS >= 2;
@@ -68,6 +76,7 @@ constexpr bool PING = PINGPONG && CONSUMERS >= 2;
 static_assert(BKV == 64 || BKV == 128, "BKV: 64 or 128 (a wgmma N)");
 static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "CONSUMERS: 1 to 3");
 static_assert(STAGES >= 1, "at least one stage");
+static_assert(!DYNAMIC || PERSISTENT, "a dynamic schedule is one of the persistent grid");
 static_assert(PRODUCER_REGS + CONSUMERS * CONSUMER_REGS <= 512, "the register file: 64 K registers a block");
 
 struct Ring {                                      // shared-memory addresses of the K and V tiles and mbarriers
@@ -93,10 +102,11 @@ struct Work {
     const int k = w / stride, i = w % stride;
     return (k & 1) && (k + 1) * stride <= total ? k * stride + stride - 1 - i : w;
   }
-  __device__ int head(int w) const { return PERSISTENT && CAUSAL ? rank(w) % heads : w / qblocks; }
+  static constexpr bool SNAKE = PERSISTENT && CAUSAL && !DYNAMIC;
+  __device__ int head(int w) const { return SNAKE ? rank(w) % heads : w / qblocks; }
   __device__ int qb(int w) const {
     if (!CAUSAL) return w % qblocks;
-    return qblocks - 1 - (PERSISTENT ? rank(w) / heads : w % qblocks);
+    return qblocks - 1 - (SNAKE ? rank(w) / heads : w % qblocks);
   }
 };
 
@@ -181,13 +191,15 @@ __device__ __forceinline__ void pack_p(const float (&sc)[BKV / 2], uint32_t (&pa
 extern "C" __global__ void __launch_bounds__(NT, 1)
 attention_warp_specialized(const __grid_constant__ TmaDesc map_q, const __grid_constant__ TmaDesc map_k,
                            const __grid_constant__ TmaDesc map_v, uint16_t* __restrict__ out, int Nq, int Nk,
-                           float scale_log2, int heads) {
+                           float scale_log2, int heads, int* __restrict__ claimed) {
+  // claimed (DYNAMIC): [0] tiles claimed beyond the first gridDim.x, [1] blocks done; zero between launches
   extern __shared__ unsigned char smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023) & ~1023u;   // 128B-swizzled boxes need 1024-byte alignment
   const uint32_t sq = base, bars = base + Q_BYTES + STAGES * 2 * TILE_BYTES;
   const Ring ring{base + Q_BYTES, base + Q_BYTES + STAGES * TILE_BYTES,
                   bars, bars + 8 * STAGES, bars + 16 * STAGES, bars + 24 * STAGES};
   const uint32_t qbar = bars + 32 * STAGES, qempty = qbar + 8;   // Q landed; every consumer done with Q
+  volatile int* tile_slot = reinterpret_cast<volatile int*>(smem_raw + (qempty + 8 - smem_u32(smem_raw)));
   // wg through a shuffle: ptxas then knows it is the same across the warp and keeps what derives from it
   // (the Q descriptors) in uniform registers; computed from threadIdx alone, a d = 64 causal build spilled one.
   const int tid = threadIdx.x, wg = __shfl_sync(0xffffffff, tid / 128, 0);
@@ -223,7 +235,15 @@ attention_warp_specialized(const __grid_constant__ TmaDesc map_q, const __grid_c
     auto my_turn = [&] { if (PING) named_barrier(1 + c, 256); };            // wait until the other has issued
     auto your_turn = [&] { if (PING) named_arrive(1 + (c + 1) % CONSUMERS, 256); };   // let the next issue
     int g = 0;                                      // key tiles of this block's earlier work tiles: the rings' laps
-    for (int w = work.first, j = 0; w < work.total; w += work.stride, ++j) {
+    for (int j = 0;; ++j) {
+      int w = work.first + j * work.stride;
+      if (DYNAMIC) {                                // the producer's claim, published with Q (or -1: done)
+        mbar_wait(qbar, j & 1);
+        w = *tile_slot;
+        if (w < 0) break;
+      } else if (w >= work.total) {
+        break;
+      }
       const int q0 = first_row(w), head = work.head(w), tiles = key_tiles(w);
       const int row0 = q0 + c * 64 + warp * 16 + lane / 4;   // this lane's rows: row0 and row0 + 8
       // Each work tile runs the hand-over from the start: every barrier's waits and arrivals balance inside it.
@@ -235,7 +255,7 @@ attention_warp_specialized(const __grid_constant__ TmaDesc map_q, const __grid_c
       float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f}, alpha[2];
       float sc[BKV / 2];
       uint32_t pa[BKV / 16][4];
-      mbar_wait(qbar, j & 1);
+      if (!DYNAMIC) mbar_wait(qbar, j & 1);
 
       // Tile 0: S_0 alone (no P V before it).
       const int s0 = g % STAGES;
@@ -345,11 +365,12 @@ attention_warp_specialized(const __grid_constant__ TmaDesc map_q, const __grid_c
 #pragma unroll
         for (int j = 0; j < BOXES; ++j) tma_load_3d(tile + s * TILE_BYTES + j * KV_BOX, map, full + 8 * s, 64 * j, t * BKV, head);
       };
-      int g = 0;
-      for (int w = work.first, j = 0; w < work.total; w += work.stride, ++j) {
+      int g = 0, j = 0;
+      for (int w = work.first; w < work.total; ++j) {
         const int q0 = first_row(w), head = work.head(w), tiles = key_tiles(w);
         load(&map_k, ring.k, ring.full_k, ring.empty_k, g, 0, head);   // first: it needs only a free stage
         if (j > 0) mbar_wait(qempty, (j - 1) & 1);  // the consumers have issued their last Q Kᵀ of tile j - 1
+        if (DYNAMIC) *tile_slot = w;                // read by the consumers once Q's barrier completes
         mbar_expect_tx(qbar, Q_BYTES);
 #pragma unroll
         for (int b = 0; b < BOXES; ++b) tma_load_3d(sq + b * Q_BOX, &map_q, qbar, 64 * b, q0, head);
@@ -359,6 +380,17 @@ attention_warp_specialized(const __grid_constant__ TmaDesc map_q, const __grid_c
         }
         load(&map_v, ring.v, ring.full_v, ring.empty_v, g + tiles - 1, tiles - 1, head);
         g += tiles;
+        w = DYNAMIC ? gridDim.x + atomicAdd(&claimed[0], 1) : w + work.stride;
+      }
+      if (DYNAMIC) {                                // no more work: tell the consumers, then count this block out
+        if (j > 0) mbar_wait(qempty, (j - 1) & 1);
+        *tile_slot = -1;
+        mbar_arrive(qbar);
+        __threadfence();
+        if (atomicAdd(&claimed[1], 1) == (int)gridDim.x - 1) {   // the last block: zero for the next launch
+          atomicExch(&claimed[0], 0);
+          atomicExch(&claimed[1], 0);
+        }
       }
     }
   }
