@@ -237,7 +237,8 @@ plt.show()
 #   stage must move those bytes through DRAM, so this is a floor on its time (approximately: a copy's rate is
 #   not quite the memory's peak). Here it is a loose one, because it does not count the re-reads.
 # - **the reference gather** ("% of reference gather"): a kernel that loads **these corners, at nearly these
-#   addresses** (a sample on the border is moved onto the map), with 16-byte loads and nothing else: no
+#   addresses** (a sample that hangs over the border, or lies wholly off the map where the rungs skip it, is
+#   moved onto the map and loaded), with 16-byte loads and nothing else: no
 #   weights, no arithmetic (`benchmark.reference_gather_us`). It is a reference, not a bound. It is a kernel
 #   like the rungs, with limits of its own (how many loads each lane keeps in flight), so a stage that does all
 #   the arithmetic can still match or beat it, over 100 %. It tells how a stage compares with loading its
@@ -271,8 +272,9 @@ if not found:
 # A head's D threads run the same sample loop. For every sample each of them loads the same `x`, `y` and
 # weight, computes the same position, fractions, four tests and four weights, and differs only in the one
 # bf16 channel it reads from each corner: **the work of one sample done D times**, and each corner read two
-# bytes per thread. At D = 32 a warp is one head: its 32 lanes execute identical address arithmetic, and every
-# load instruction moves 64 bytes where a warp can move 512 (16 bytes a lane).
+# bytes per thread. At D = 32 a warp is one head: its 32 lanes do identical position and weight arithmetic (their
+# addresses differ only in the channel), and every corner load instruction moves 64 bytes where a warp can move
+# 512 (16 bytes a lane).
 
 # %%
 print(f"samples: {big.samples:,}; sample computations in 01: {big.samples * D:,} ({D} per sample)")
@@ -318,8 +320,8 @@ from cudabook import lesson
 lesson.recorded_against("msda", "01_naive", "threads", 64)
 
 # %% [markdown]
-# In the recorded sweep the prediction holds: 64 to 256 threads take about the same time, and 512 or 1024 a
-# little more. That is small beside what removing the repeated work gains in rung 02.
+# In the recorded sweeps the prediction holds: 64 to 256 threads take about the same time, and 512 or 1024 about
+# a tenth longer. That is small beside what removing the repeated work gains in rung 02.
 
 # %% [markdown]
 # Write the corner loop yourself: [lab 01](../../labs/msda/01_naive.ipynb) (the completed version:

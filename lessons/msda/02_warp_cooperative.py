@@ -166,7 +166,7 @@ for what, a, b in rows:
 # The same 4 x 64 bytes of corners are read either way; rung 02 issues far fewer instructions to read them,
 # and computes each sample once. The shuffles are the price.
 #
-# ## Why locality decides the speed
+# ## Locality: what the neighbouring warps read
 #
 # The corners of one sample are four scattered 64-byte pieces (the row of pixel `(y0, x0)` and of its right
 # neighbour are `M D 2` bytes apart, the row below `W M D 2`). Whether such reads are fast depends on whether
@@ -193,10 +193,11 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# On the left a narrow band: a small part of the level serves all 512 queries, and stays in L1 and L2 while it
+# On the left a narrow band: a small part of the level serves all 512 queries, and can stay cached while it
 # does. On the right every query reads anywhere in the level. The benchmark measures both workloads, and
 # the reference gather of each (the corners loaded, no arithmetic), in the same process; the records say what
-# locality is worth for the reference gather and for each rung:
+# locality is worth for the reference gather and for each rung (last line per card: each time on `uniform`
+# over the same time on `local`):
 
 # %%
 from cudabook import results
@@ -209,10 +210,22 @@ for record in results.load_all():
             times = ", ".join(f"{s} {w['stages'][s]['median_us']:,.0f} µs" for s in w["stages"]
                               if "median_us" in w["stages"][s])
             print(f"{record['gpu']} · {name}: reference gather {w['context']['gather_us']:,.0f} µs; {times}")
+    kinds = {name.rsplit(" ", 1)[-1]: w for name, w in record["workloads"].items()
+             if name.startswith("msda ") and w.get("context", {}).get("gather_us")}
+    if "local" in kinds and "uniform" in kinds:
+        lo, un = kinds["local"], kinds["uniform"]
+        ratios = [f"reference gather {un['context']['gather_us'] / lo['context']['gather_us']:.2f}x"]
+        ratios += [f"{s} {un['stages'][s]['median_us'] / lo['stages'][s]['median_us']:.2f}x" for s in lo["stages"]
+                   if "median_us" in lo["stages"][s] and "median_us" in un["stages"].get(s, {})]
+        print(f"{record['gpu']}, uniform over local: " + ", ".join(ratios))
 if not shown:
     print("No deformable attention record in results/ yet: run `make bench TRACKS=msda` on a GPU.")
 
 # %% [markdown]
+# Locality decides how fast the corners can be loaded: without it the reference gather takes much longer. Rung
+# 02 hardly notices: loading its corners is not yet what limits it. Rungs 04 and 05 feel the difference more
+# (the last line per card).
+#
 # ## How fast?
 #
 # Rungs 01 and 02 against the copy ceiling, the reference gather and PyTorch's eager `grid_sample`
@@ -244,8 +257,8 @@ lesson.recorded_against("msda", "02_warp_cooperative", "vec_bytes", 16)
 lesson.recorded_against("msda", "02_warp_cooperative", "lanes", 16, fixed={"vec_bytes": 4})
 
 # %% [markdown]
-# Both predictions hold in the recorded sweeps. 16-byte vectors are the fastest, 4-byte ones take several times
-# as long. At 4 bytes the row needs 16 lanes, and each halving of the group costs more than the last: a few
+# Both predictions hold in the recorded sweeps. 16-byte vectors are the fastest, 4-byte ones take nearly three
+# times as long. At 4 bytes the row needs 16 lanes, and each halving of the group costs more than the last: a few
 # percent from 16 to 8 lanes, and most of all from 2 lanes to 1.
 
 # %% [markdown]

@@ -230,14 +230,15 @@ else:
 # pixel to the right is `M D 2` bytes further, the row below `W M D 2`). Every box is one
 # `cp.async.bulk.tensor` instruction, and every one is handled by the **SM's TMA unit**: it reads the
 # descriptor, works out the box's addresses, sends the requests for its pieces, writes them to shared memory
-# and completes their bytes on the mbarrier. Part of that work is per box, whatever its size: in the GEMM track
-# a box is a tile of up to 16 KiB (128 rows x 128 bytes), and the per-box part is spread over 64 times more
-# data than here.
+# and completes their bytes on the mbarrier. Part of that work is per box, whatever its size: in the GEMM track,
+# at its default tiles, a box of B is 8 KiB (64 rows x 128 bytes) and a box of A 16 KiB (128 rows x 128 bytes),
+# so the per-box part is spread over 32 to 64 times more data than here.
 #
 # So one question is a rate, not a bandwidth. If each SM's TMA unit can start one box every `t` nanoseconds,
 # the kernel cannot take less than `boxes x t / SMs`, however fast memory is. Rung 02 reads the same corners
-# with ordinary loads: one warp-wide 16-byte load fetches a corner of 8 heads at once (512 bytes, twice a box),
-# and the loads of all the warps on an SM are in flight side by side. The records give both sides at the
+# with ordinary loads: one warp-wide 16-byte load fetches one corner for each of 8 heads (eight 64-byte pieces,
+# each where its own head's sample lies: 512 bytes, twice a box), and the loads of all the warps on an SM are in
+# flight side by side. The records give both sides at the
 # benchmark's size: the time per sample that rung 04 achieved on each SM, against the reference gather (the
 # corners loaded, no arithmetic) and rung 02. (Samples with all four corners off the map get no box, so the samples are an upper
 # bound on the boxes.)
@@ -375,8 +376,10 @@ record = msda.ladder_so_far("04_tma_boxes", peers=True)
 from cudabook import profile
 
 prof = profile.show("msda", "02_warp_cooperative", "04_tma_boxes")
-copy = next((r["copy_GBps"] for r in results.load_all() if prof and r.get("gpu") == prof.gpu and r.get("copy_GBps")),
-            None)                                          # this card's copy ceiling, from its benchmark record
+copy = next((w["context"]["copy_GBps"] for r in results.load_all() if prof and r.get("gpu") == prof.gpu
+             for name, w in r["workloads"].items()
+             if name.startswith("msda ") and name.endswith(" local") and w.get("context", {}).get("copy_GBps")),
+            None)                   # this card's copy ceiling for the `local` workload, from its benchmark record
 for stage in ("02_warp_cooperative", "04_tma_boxes"):
     k = prof.kernel(stage) if prof else None
     if k and k["dram_read_MB"] and k["dram_MB"]:
@@ -465,16 +468,19 @@ for e in lesson.recorded_sweeps("msda", "04_tma_boxes", "blocks_per_sm"):
 #
 # Read the other two sweeps through shared memory. More consumer warps or a deeper ring add slots, and slots
 # are what a block's shared memory holds (the ring printed above), so fewer blocks fit on an SM, and there are
-# fewer producers. On an H100, 2 slots a block let 12 blocks share an SM, 4 slots 6, and 8 slots 3. That is
-# why this rung's first setting, 4 consumers x 2 deep (8 slots, as in the 8-consumer row), was slower on
-# `local` than the default it has now, 2 consumers 1 deep: 33.3 ms on the H100 in one `make bench` run at commit
-# 7525d0a (a reading: that record has been replaced, and is not in results/ now), several times what rung 04
-# takes today. One consumer warp 1 deep is slower again for another reason: a ring of one slot, so the producer
-# waits for every item's blend before it starts the next.
+# fewer producers. On an H100 or an H200 alike, 2 slots a block let 12 blocks share an SM, 4 slots 6, and 8
+# slots 3. That is why this rung's first setting, 4 consumers x 2 deep (8 slots, as in the 8-consumer row), was
+# slower on `local` than the default it has now, 2 consumers 1 deep: 33.3 ms on the H100 in one `make bench` run
+# at commit 7525d0a (a reading: that record has been replaced, and is not in results/ now), more than twice what
+# rung 04 takes today. One consumer warp 1 deep is slower again (only slightly on the H200) for another reason: a
+# ring of one slot, so the producer waits for every item's blend before it starts the next.
 #
-# Even so, rung 04 does not beat rung 02's plain loads, and on `uniform` it is far behind. A producer that loads
-# the next item's positions before it waits was tried on an H100 while this rung was tuned (scratch runs, not in
-# results/): it ran faster where few blocks share an SM and no faster at the default, for a reason not measured.
+# Even so, rung 04 at its defaults does not beat rung 02's plain loads (the box-rate cell above prints both):
+# level with them on `local` on the H200, behind on the H100, and behind on `uniform` on both cards, far behind
+# on the H100. (In the strided order it edges a few percent ahead of rung 02 in the H200's sweeps, which were run
+# minutes apart; the H100 has no strided sweep.) A producer that loads the next item's positions before it waits
+# was tried on an H100 while this rung was tuned (scratch runs, not in results/): it ran faster where few blocks
+# share an SM and no faster at the default, for a reason not measured.
 # (The DRAM traffic, once the suspect, is ruled out on the H200 by the strided order above; on the H100, where
 # this rung's DRAM runs far closer to its peak in the profile, the strided order has not been measured.) Rung 05
 # takes another road and drops the copy engine altogether.
