@@ -7,10 +7,10 @@
 # waits for what it does not need yet:
 #
 # ```
-#   warpgroup 0, the producer (one thread; setmaxnreg.dec 24):
-#     Q once, K_0, then for t = 1, 2, ...: K_t, V_{t-1}
+#   warpgroup 0, the producer (one thread; setmaxnreg.dec 24), for each work tile:
+#     K_0, then Q (once the consumers are done with the last tile's Q), then for t = 1, 2, ...: K_t, V_{t-1}
 #     into two rings (K and V), each slot with a "full" and an "empty" mbarrier
-#   warpgroups 1 .. C, the consumers (64 query rows each), iteration t:
+#   warpgroups 1 .. C, the consumers (64 query rows each), iteration t of a work tile:
 #       d = 128: C = 2 (warpgroups 1 and 2), setmaxnreg.inc 240
 #       d =  64: C = 3 (warpgroups 1 to 3),  setmaxnreg.inc 160
 #     wait full K_t, full V_{t-1}; wait for my turn (bar.sync)
@@ -22,9 +22,10 @@
 #     pack P_t = bf16(S_t)
 # ```
 #
-# A block owns 64 query rows per consumer: BQ = 128 at d = 128, 192 at d = 64. Why the two head dimensions get
-# different numbers of consumers is worked out below ("Three consumers at d = 64"); `s06.PARAMS` holds both
-# defaults by head dimension.
+# A work tile is 64 query rows per consumer of one head: BQ = 128 at d = 128, 192 at d = 64. By default a block
+# does not stop at one: one block an SM walks work tile after work tile (the persistent grid, near the end of
+# the lesson; a block a tile at d = 128 causal). Why the two head dimensions get different numbers of consumers
+# is worked out below ("Three consumers at d = 64"); `s06.PARAMS` holds the defaults by head dimension.
 #
 # The kernel is `cudabook/attention/kernels/warp_specialized.cu` (its header comment is the summary above), on
 # the same Hopper pieces as rung 05 (`kit/include/hopper.cuh`, `attention/kernels/attention.cuh`). The GEMM
@@ -235,7 +236,9 @@ cubin = s06.compile_cubin(d=128)                           # the d = 128 build, 
 #
 # The producer loads in the order the consumers use the tiles: K_0, then K_t before V_{t-1}. K and V have
 # **separate** rings, each slot with a "full" mbarrier (the producer's `expect_tx` plus TMA's bytes) and an
-# "empty" one (one arrival per consumer warpgroup):
+# "empty" one (one arrival per consumer warpgroup). Q has a pair of its own, `qbar` (landed) and `qempty` (one
+# arrival per consumer once its last Q Kᵀ of the work tile is back); the producer waits on `qempty` before it
+# overwrites Q with the next work tile's:
 
 # %%
 show("setmaxnreg_dec<PRODUCER_REGS>", "load(&map_v, ring.v, ring.full_v, ring.empty_v, g + tiles - 1")
@@ -245,7 +248,10 @@ show("setmaxnreg_dec<PRODUCER_REGS>", "load(&map_v, ring.v, ring.full_v, ring.em
 # P_{t-1} V_{t-1}, which is still running during the softmax: its slot is released only after `wait<0>`, a
 # softmax later. With one slot holding K and V together, K's half would sit idle for that softmax before the
 # producer could refill it; apart, the next K lands earlier. The parities (GEMM 06 explains the rule) for two
-# slots (d = 128's default; d = 64 has three: set `STAGES = 3` and see the laps stretch) and five tiles:
+# slots (d = 128's default; d = 64 has three: set `STAGES = 3` and see the laps stretch) and five tiles. They
+# are those of a block's first work tile: on its next one the rings run on, key tile t being the rings' tile
+# g + t (`g` counts the key tiles of the block's earlier work tiles), so the slots and laps start where the
+# last work tile left them.
 
 # %%
 STAGES, TILES = 2, 5
@@ -312,23 +318,26 @@ for d in s06.HEAD_DIMS:
         print("  ", line)
 
 # %% [markdown]
-# In SASS they are `BAR.SYNC ..., 0x100` and `BAR.ARV ..., 0x100` (0x100 = 256 threads, the barrier's id in a
-# register; the `BAR.SYNC 0x0` is the `__syncthreads` after the mbarriers' set-up; a predicate such as `@!P1`
-# in front of a `BAR.ARV` is the skipped hand-over below).
+# In SASS they are `BAR.SYNC ..., 0x100` and `BAR.ARV ..., 0x100` (0x100 = 256 threads; the barrier's id in a
+# register, or an immediate where ptxas knows it). The `BAR.SYNC 0x0` is the `__syncthreads` after the
+# mbarriers' set-up. The first `BAR.ARV`, before any consumer's `BAR.SYNC`, is the head start below, predicated
+# so that only the last consumer arrives; the predicate in front of a later `BAR.ARV` is the skipped hand-over
+# below.
 #
 # `bar.sync id, 256` waits until 256 threads have arrived at barrier `id`: its own warpgroup (128) and the
 # previous consumer's `bar.arrive id, 256` (128, without waiting). So consumer c passes barrier 1 + c only
 # after consumer c − 1 (for consumer 0: the last one) has arrived there: however many consumers, one token goes
-# round the ring, and whoever holds it issues. Who goes first: the last consumer arrives at barrier 1 once
-# before its loop, so consumer 0's first `bar.sync` completes at once; consumer 1 then waits at barrier 2 for
-# consumer 0's first hand-over, and so on round the ring.
+# round the ring, and whoever holds it issues. Who goes first: at the start of each work tile the last consumer
+# arrives at barrier 1 once, so consumer 0's first `bar.sync` of the tile completes at once; consumer 1 then
+# waits at barrier 2 for consumer 0's first hand-over, and so on round the ring.
 #
-# The counts must balance. Every `bar.sync` of one consumer needs exactly one `bar.arrive` of the one before
-# it, and a block's `tiles` is the same for all. The last consumer starts with one extra arrival (the head
-# start), so it skips its hand-over after its last issue. Otherwise barrier 1 would end the block holding 128
-# arrivals that no `bar.sync` ever completes, and in a kernel that went on to another tile (a persistent
-# kernel), that leftover would let consumer 0 through its next `bar.sync` without waiting for its turn. Count
-# them, for two consumers and for three:
+# The counts must balance, within each work tile. Every `bar.sync` of one consumer needs exactly one
+# `bar.arrive` of the one before it, and a work tile's `tiles` (its key tiles) is the same for every consumer.
+# The last consumer starts the tile with one extra arrival (the head start), so it skips its hand-over after
+# its last issue. Otherwise barrier 1 would end each work tile holding 128 arrivals that no `bar.sync`
+# completes, and since a block goes on to its next work tile (the persistent grid), that leftover would let
+# consumer 0 through a `bar.sync` of the next tile without waiting for its turn.
+# Count them for one work tile, for two consumers and for three:
 
 # %%
 def handovers(tiles, consumers):
@@ -386,7 +395,7 @@ for d in s06.HEAD_DIMS:
 # issue itself) is time the tensor cores sit idle. A third consumer changes the arithmetic: while one
 # consumer's products run, the other two are in their softmax, so each softmax has two consumers' products to
 # hide under, and a warpgroup is usually ready to issue the moment the tensor cores are free. The price: 192
-# query rows a block (fewer blocks, more shared memory for Q) and 160 registers a consumer instead of 240,
+# query rows a work tile (fewer tiles, more shared memory for Q) and 160 registers a consumer instead of 240,
 # which d = 64's O (32 floats) fits and d = 128's does not (part (b) below compiles it). The schematic again,
 # at d = 64 (a product half as long, the same softmax), with two consumers and with three:
 
@@ -464,7 +473,8 @@ print("\n(x: the fastest SDPA's time over this variant's, above 1 is faster than
 # **Tried and not kept.** The exponentials could be shared out: compute 2^x for part of the scores with a
 # polynomial on the FMA units instead of `MUFU.EX2` (degree 5 in the variant tried here), the trick
 # FlashAttention-4 uses on Blackwell.
-# Readings of one session on an H200 (d = 64, not causal, 3 consumers, 3 stages, one run each, not records):
+# Readings of one session on an H200, the one that wrote commit 799ef51 (d = 64, not causal, 3 consumers,
+# 3 stages, a block a tile, one run each, not records):
 # all on MUFU 536.0 µs; 2 of S's 16 n8 column blocks on FMA 587.7 µs; 4 of them 625.4 µs; 6 of them 673.1 µs.
 # Nsight Compute on the same H200, one launch at
 # the clock it locks (1.35 GHz): with all on MUFU the tensor pipe was 57.0 % active and the XU pipe (where MUFU
@@ -489,10 +499,11 @@ print("\n(x: the fastest SDPA's time over this variant's, above 1 is faster than
 # written (NVRTC 13.0 and 13.5), a branch between the two waits (an `if (tile needs a mask) { ... }` inside the
 # loop) went with ptxas hoisting the second wait above the softmax. The kernel now writes the loop twice (the
 # tiles without a mask, then the tiles that need one) and masks with a select, not a branch (`mask_scores`).
-# That was necessary, not enough: on those builds the exponentials still land after the second wait in the
-# unmasked loop. Check what this build got: for each `DEPBAR 0x1`, count the exponentials
-# (`MUFU.EX2`, one a score plus the two α) and all instructions up to the next `DEPBAR 0x0`, and the
-# exponentials after it:
+# That was necessary, not enough: on those builds the exponentials still landed after the second wait in the
+# unmasked loop, and how many of them ptxas leaves between the waits changes from build to build (the
+# persistent kernel on NVRTC 13.5: part of them at d = 128, none at d = 64). Check what this build got: for
+# each `DEPBAR 0x1`, count the exponentials (`MUFU.EX2`, one a score plus the two α) and all instructions up
+# to the next `DEPBAR 0x0`, and the exponentials after it:
 
 # %%
 def between_waits(cubin):
@@ -528,7 +539,8 @@ for d in (128, 64):
 # cannot move above the wait that produces its inputs.
 #
 # What the overlap buys, as the sweeps in `results/sweeps/` measured it: `overlap=False` (one product at a time)
-# against the defaults, on each workload:
+# against the defaults, on each workload (`tools/sweep_params.py`), then in the lesson sweeps (the exercise
+# cells below, d = 128 not causal, each record with its commit):
 
 # %%
 for path, sweep, workloads in attention_sweeps():
@@ -541,14 +553,23 @@ for path, sweep, workloads in attention_sweeps():
             cost.append(f"{workload[len('attention '):]}: {100 * (off / default - 1):+.1f} %")
     print(f"{sweep.get('gpu')} at {sweep.get('commit')}, the time of overlap=False against the defaults:\n  "
           + ("\n  ".join(cost) or "no overlap=False row"))
+for path in sorted((results.RESULTS / "sweeps").glob("*_lessons.json")):
+    for sw in json.loads(path.read_text())["sweeps"]:
+        if sw.get("stage") == "06_warp_specialized" and sw.get("param") == "overlap":
+            us = {r["value"]: r["median_us"] for r in sw["rows"] if r.get("correct") and "median_us" in r}
+            if True in us and False in us:
+                grid = ("persistent grid" if "persistent" in (sw.get("defaults") or {})
+                        else "before the persistent grid")
+                print(f"{sw['gpu']} lesson sweep at {sw['commit']} ({grid}), {sw['workload'][len('attention '):]}: "
+                      f"overlap=False {100 * (us[False] / us[True] - 1):+.1f} %")
 
 # %% [markdown]
-# In these sweeps the overlap is worth a few percent at d = 64, causal or not. At d = 128 it is within the
-# spread of runs: the lesson sweeps on the same kernel show none, and one sweep of `tools/sweep_params.py`
-# shows a couple of percent. In a build like the one counted above, whose unmasked loop has no exponential
-# between its waits, the likely source of the d = 64 gain is the rescale and the issue order (a hypothesis: no
-# variant separates them), not the softmax under P V. Putting the softmax there for
-# real is the next lever of this rung.
+# In the `tools/sweep_params.py` sweeps the overlap is worth a few percent at d = 64, causal or not, and less
+# at d = 128. The lesson sweeps at d = 128 disagree with each other: none on the H100, before the persistent
+# grid; more than the tool's sweeps on the H200, with it. One timing each, on different kernels, so at d = 128
+# the size of the gain is open. Where a build has no exponential between its waits (the d = 64 build counted
+# above), the likely source of its gain is the rescale and the issue order (a hypothesis: no variant separates
+# them), not the softmax under P V. Putting the whole softmax there for real is the next lever of this rung.
 #
 # ### (b) The register budget
 #
@@ -672,8 +693,11 @@ for d in s06.HEAD_DIMS:
 # On an H100 or H200, the checker's ragged cases against the float64 reference, with the defaults and the
 # variants the exercises use. Without a Hopper GPU, the workbook's CPU emulator runs the same kernel (`wgmma`,
 # TMA and the barriers included) on a few small cases: both head dimensions, causal with Nq not a multiple of
-# BQ (so the first block starts early), and three and two consumers at d = 64. Each case is checked against
-# the float64 reference the same way.
+# BQ (so the first query block starts early), and three and two consumers at d = 64. The emulated GPU has two
+# SMs, so the default persistent grid has two blocks, each with one tile in these small cases; the last case
+# also runs a grid of one block (`blocks=1`), which walks all four work tiles of two causal heads, its rings,
+# Q barriers and hand-overs running on from tile to tile. Each case is checked against the float64 reference
+# the same way.
 
 # %%
 EMULATED_CASES = [
@@ -681,7 +705,9 @@ EMULATED_CASES = [
     ("ragged Nk, small scores, d=64", dict(B=1, H=2, Nq=45, Nk=150, d=64, spread=0.25)),
     ("causal, Nq=130 (pad 126 at BQ=128), d=128", dict(B=1, H=1, Nq=130, Nk=130, d=128, causal=True)),
     ("Nq != Nk, ragged, d=128", dict(B=1, H=1, Nq=70, Nk=150, d=128)),
+    ("causal, 2 heads x 2 query blocks, d=64", dict(B=1, H=2, Nq=300, Nk=300, d=64, causal=True)),
 ]
+MORE_PARAMS = {"causal, 2 heads x 2 query blocks, d=64": ({"blocks": 1},)}   # one block walks every tile
 why = attention.unavailable("06_warp_specialized")
 if why and not SIMULATOR:
     print(f"Not run here: {why}. (The CPU emulator works on host memory, where Numba runs in its simulator: "
@@ -690,8 +716,8 @@ elif why:
     try:
         for name, kw in EMULATED_CASES:
             args = attention.random_problem(**kw)
-            for params in ({}, {"consumers": 2}):
-                if params and s06.config(kw["d"], False, **params) == s06.config(kw["d"], False):
+            for params in ({}, {"consumers": 2}) + MORE_PARAMS.get(name, ()):
+                if params == {"consumers": 2} and s06.config(kw["d"], False, **params) == s06.config(kw["d"], False):
                     continue                               # at d = 128 the default is already 2
                 p = attention.upload(*args)
                 p.poison()
@@ -721,9 +747,10 @@ else:
 # and the stores. One block fits an SM, so nothing else runs meanwhile.
 #
 # How much is that? Time the rung against the number of keys, at a head count whose blocks fill whole waves
-# (66 heads: 2,112 blocks of 128 rows on 132 SMs, 16 waves): the time grows in a straight line with the keys,
-# and the line's value at zero keys is what the blocks cost besides their tiles. cuDNN's line, timed beside
-# it, gives a yardstick. A reading on an H200 (`tools/probe_attention_waves.py --nk`, kept in
+# (66 heads: 2,112 blocks of 128 rows on 132 SMs, 16 waves). If the time grew in a straight line with the
+# keys, the line's value at zero keys would be what the blocks cost besides their tiles; cuDNN's line, timed
+# beside it, gives a yardstick. The cell draws the line through the two shortest runs and prints the slope of
+# each step, to see how straight it is. A reading on an H200 (`tools/probe_attention_waves.py --nk`, kept in
 # `results/readings/`), before the change below:
 
 # %%
@@ -751,22 +778,32 @@ else:
         fixed = t1 - slope * a["nk"]
         print(f"{who:>6s}: {1024 * slope:6.1f} µs for each 1,024 keys, {fixed:5.1f} µs at zero keys "
               f"({fixed / a['waves']:.1f} µs a wave of blocks)")
+    for who, key in (("06", "stage_us"), ("cuDNN", "cudnn_us")):
+        steps = [1024 * (statistics.median(y[key]) - statistics.median(x[key])) / (y["nk"] - x["nk"])
+                 for x, y in zip(cases, cases[1:])]
+        print(f"{who:>6s}, µs for each 1,024 keys, step by step: "
+              + ", ".join(f"{x['nk']:,}-{y['nk']:,}: {v:.1f}" for (x, y), v in zip(zip(cases, cases[1:]), steps)))
 
 # %% [markdown]
-# Per key, rung 06 was the faster of the two; what it lost to cuDNN was the fixed cost, several microseconds
-# a wave of blocks against cuDNN's one or two. (The waves themselves were not the gap: 32 and 33 heads, 7.76
-# and exactly 8 waves, gave rung 06 the same share of cuDNN's speed, `waves_d128` in the same file.)
+# The line is not quite straight: both slopes grow with the keys, rung 06's a little more, and from 4,096
+# keys to 8,192 the two cost about the same per key. So read the line through the short runs as a reading of
+# the short end, not a fit of all four: there rung 06 was the faster per key, and what it lost to cuDNN was the
+# fixed cost, several microseconds a wave of blocks against cuDNN's one or two. (The waves themselves were not
+# the gap: 32 and 33 heads, 7.76 and exactly 8 waves, gave rung 06 the same share of cuDNN's speed,
+# `waves_d128` in the same file.)
 #
 # The remedy is a **persistent grid** (`persistent=True`): at most one block an SM, each walking work tiles
 # w = blockIdx.x, + gridDim.x, … The K and V rings run on from one tile to the next, so the producer loads the
-# next tile's first K as soon as a stage is free, and its Q as soon as every consumer has issued its last
-# Q Kᵀ of the tile (one more mbarrier, "Q empty", with an arrival from each consumer). Both loads then land
-# under the last P V and the stores of the tile before. The consumers run the same loop; the ping-pong's
+# next tile's first K as soon as a stage is free, and its Q as soon as every consumer's last Q Kᵀ of the tile
+# has completed (one more mbarrier, "Q empty": each consumer arrives after the `wait<1>` that brings its last
+# S in, since the tensor cores read Q until then). Both loads then land under the last P V and the stores of
+# the tile before. The consumers run the same loop; the ping-pong's
 # named barriers balance inside each tile, so the hand-over simply starts again.
 #
 # Causal tiles differ in length. Walked head by head, a block meets the same query block every round whenever
-# the grid is a multiple of a head's query blocks (132 blocks, 22 query blocks of 192 rows at d = 64: one
-# block got every longest tile: the first build did that, printed below as "head by head"). The kernel ranks the causal tiles
+# the grid is a multiple of a head's query blocks (132 blocks, 22 query blocks of 192 rows at d = 64: blocks 0,
+# 22, 44, 66, 88 and 110 got the longest tile every round, block 21 and the others like it the shortest; the
+# first build did that, printed below as "head by head"). The kernel ranks the causal tiles
 # longest first over all heads and walks every other round backwards (a snake), so that the block with the
 # longest tile of one round takes the shortest of the next.
 #
@@ -828,12 +865,25 @@ for rec, name, w in attention_records():
     sdpa = f"{best[0]} {best[1]:,.0f} µs" if best else "–"
     pct = f", 06 at {r6['pct_of_sdpa']:.0f} % of it" if "pct_of_sdpa" in r6 else ""
     print(f"{rec['gpu'] + ' · ' + name[len('attention '):]:68s} {us6} {us5} {ratio}  {sdpa}{pct}")
+    for duel in w.get("head_to_head", []):
+        if duel.get("stage") == "06_warp_specialized" and duel.get("peer") == "sdpa_cudnn" and "ratio" in duel:
+            print(f"{'':68s} interleaved, {duel['rounds']} rounds at {w.get('commit')}: cuDNN / 06 = "
+                  f"{duel['ratio']:.3f}x (06 {min(duel['stage_us']):,.0f}-{max(duel['stage_us']):,.0f} µs, "
+                  f"cuDNN {min(duel['peer_us']):,.0f}-{max(duel['peer_us']):,.0f} µs)")
 if not recorded_06:
     print("\nNo record of rung 06 in results/ yet. To measure it, on an H100 or H200: "
           "`python -m cudabook.results attention` (or `make bench TRACKS=attention`), which writes "
           "results/<gpu>.json; this cell then shows it.")
 
 # %% [markdown]
+# Each rung and each backend of a record is timed in its own turn of the run, so the share of SDPA carries
+# whatever the card's clock did between the turns. Where a record also holds a head-to-head (rung 06 and cuDNN
+# timed again in interleaved rounds, which share the clock), read that line: on the H200, with the persistent
+# grid, it puts rung 06 ahead of cuDNN on all four workloads, by a hair at d = 128 and clearly at d = 64, a
+# smaller lead at d = 128 than the turns' medians suggest. The H100's record is older than the persistent grid
+# and has no head-to-head: its medians put rung 06 level with cuDNN except at d = 64 without the mask, where
+# it is ahead.
+#
 # The sweep of this rung's parameters (`tools/sweep_params.py --track attention` on a Hopper GPU writes
 # `results/sweeps/<gpu>_attention.json`): each variant checked and timed beside rung 05 and the SDPA backends
 # of the same run. A ladder is honest only if it says where a rung does not win: the cell compares rung 06's
@@ -888,11 +938,13 @@ for path, sweep, by_workload in attention_sweeps():
                 print("  -> no variant of 06 beats its defaults by more than 3 % here (closer is not read as a win)")
 
 # %% [markdown]
-# Where rung 06 loses to rung 05, the lesson's own evidence points at suspects. Part (a): a copy of the loop with
-# no exponential between its two waits has no overlap inside the warpgroup, and then rung 06 pays for a
-# producer warpgroup and the hand-overs and gets little back. Part (b): the tile size, which decides how many
-# turns, waits and barriers each key costs. A variant that wins by a clear margin says which lever matters on
-# that workload. A sweep was taken at the commit it names, and the kernel may have changed since: check that
+# Rung 06 is ahead of rung 05 on every workload of every record and sweep above. What the variants say is
+# which part of it pays: the second consumer (and at d = 64 the third) by a wide margin everywhere; 128-key
+# tiles (fewer turns, waits and barriers a key) clearly everywhere; the ping-pong a lot at d = 128 without the
+# mask and a few percent elsewhere; the overlap inside a warpgroup a few percent at most (part (a): a copy of
+# the loop with no exponential between its two waits has little to give); one more stage nothing consistent.
+# A variant that wins by a clear margin says which lever matters on that workload. A sweep was taken at the
+# commit it names, and the kernel may have changed since: check that
 # commit against the kernel you are reading before drawing conclusions.
 #
 # ## Predictions against the measurements
@@ -968,9 +1020,11 @@ if "overlap" in s06.PARAMS:            # the same kernel without the overlap ins
 #
 # The ladder above is one size. Across the sequence length N (B = 4, H = 16), d = 128 and 64, causal and not,
 # recorded on a GPU with `tools/sweep_sizes.py`: rungs 04 to 06 and every SDPA backend, each point checked
-# against the reference. At small N a head has few query blocks: 64 heads x N / BQ blocks (BQ = 128 at d = 128,
-# 192 at d = 64) for 132 SMs, and the fixed costs of a block (Q's load, the pipeline filling, the epilogue)
-# weigh more. Compare where rung 06 and the fastest backend part, and where they meet.
+# against the reference. At small N a head has few query blocks: 64 heads x N / BQ work tiles (BQ = 128 at
+# d = 128, 192 at d = 64) for 132 SMs, and the fixed costs of a tile (Q's load, the pipeline filling, the
+# epilogue) weigh more. The record below may predate the persistent grid, which hides part of those costs
+# (its header says which settings it ran). Compare where rung 06 and the fastest backend part, and where they
+# meet.
 
 # %%
 from cudabook import sizes
