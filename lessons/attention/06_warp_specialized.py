@@ -825,9 +825,18 @@ if readings is not None:
 # %% [markdown]
 # The persistent grid gains everywhere but at d = 128 causal, where it lost about two percent; there the
 # defaults keep a block a tile (`PARAMS["persistent"]` is given by head dimension, then by causal). Why it
-# loses there is open. A guess to test with a profile: walked longest first over all heads, the blocks in
-# flight hold every head's K and V at once (2 MB a head at d = 128), more than the L2 keeps, where a block a
-# tile, launched head by head, has a few heads in flight.
+# loses there is open. One guess, the L2 (walked longest first over all heads, the blocks in flight hold every
+# head's K and V at once, 2 MB a head at d = 128), is weakened by the readings above: the first build, walked
+# head by head with few heads in flight, lost as well, and d = 64 causal spreads its heads the same way and
+# gains. The other guess: a block a tile is scheduled as blocks free up (the hardware hands the next block to
+# the first SM with room), and a static stride cannot be.
+#
+# The kernel has a third way to test that, `schedule="dynamic"` (with `persistent=True`): the
+# producer claims the block's next tile from a counter in global memory (`atomicAdd`) as it finishes issuing
+# the loads of the last one, in the order a block a tile is launched (head by head, longest first), and hands
+# its number to the consumers through shared memory, published by Q's mbarrier; the last block to finish sets
+# the counter back to zero for the next launch. It is checked here (the emulator, and GPU tests) but not yet
+# timed on a card: `tools/gpu_session.sh readings` times all three at each workload.
 
 # %%
 attention.sweep("06_warp_specialized", "persistent", [True, False])

@@ -10,8 +10,8 @@
 //   warpgroups 1..CONSUMERS: 64 query rows each; they take the registers back (setmaxnreg.inc to CONSUMER_REGS).
 //     Iteration t of a consumer issues S_t = Q K_tᵀ, rescales O by the previous tile's max step while S_t runs,
 //     issues O += P_{t-1} V_{t-1} (both asynchronous), waits for S_t only, and runs the softmax of S_t, meant
-//     to run while the tensor cores are still busy with P_{t-1} V_{t-1} (overlap inside a warpgroup; on NVRTC
-//     13.0 and 13.5 ptxas still places the exponentials after the second wait: lesson 06 counts them in the
+//     to run while the tensor cores are still busy with P_{t-1} V_{t-1} (overlap inside a warpgroup; how many
+//     of the exponentials ptxas leaves between the two waits depends on the build: lesson 06 counts them in the
 //     SASS). Only then does it wait for P V and round S_t to bf16: P_t, the A operand of the next P V.
 //   ping-pong (PINGPONG, two or three consumers): named barriers hand the tensor cores from one consumer to the
 //     next. Consumer c waits at barrier 1 + c before issuing its wgmmas and, once they are issued, arrives at
@@ -23,8 +23,8 @@
 //     rings run on from one tile to the next. A block costs more than its key tiles: the Q load and the first
 //     K tile, S_0 with no P V beside it, the last P V with no S beside it, the stores and the block's own
 //     launch; with a block per tile those are paid in series every time. Here the producer loads the next
-//     tile's first K as soon as a stage is free and its Q as soon as the consumers have issued their last
-//     Q Kᵀ (the "Q empty" mbarrier), under the last P V and the stores.
+//     tile's first K as soon as a stage is free and its Q as soon as every consumer's last Q Kᵀ of the tile
+//     has completed (the "Q empty" mbarrier), under the last P V and the stores.
 //   dynamic schedule (DYNAMIC, persistent only): a block's producer claims its next work tile from a counter
 //     in global memory (atomicAdd) as it finishes issuing the loads of the last one, and hands its number to the
 //     consumers in shared memory, published by Q's mbarrier (-1: no more work); the tiles go head by head,
@@ -369,7 +369,7 @@ attention_warp_specialized(const __grid_constant__ TmaDesc map_q, const __grid_c
       for (int w = work.first; w < work.total; ++j) {
         const int q0 = first_row(w), head = work.head(w), tiles = key_tiles(w);
         load(&map_k, ring.k, ring.full_k, ring.empty_k, g, 0, head);   // first: it needs only a free stage
-        if (j > 0) mbar_wait(qempty, (j - 1) & 1);  // the consumers have issued their last Q Kᵀ of tile j - 1
+        if (j > 0) mbar_wait(qempty, (j - 1) & 1);  // every consumer's last Q Kᵀ of tile j - 1 has completed
         if (DYNAMIC) *tile_slot = w;                // read by the consumers once Q's barrier completes
         mbar_expect_tx(qbar, Q_BYTES);
 #pragma unroll
