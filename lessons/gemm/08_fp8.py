@@ -385,17 +385,28 @@ for record in results.load_all():
             print(f"  rung 08 runs {tf['08_fp8'] / tf['07_clusters']:.2f}x rung 07")
         for k in ("cublaslt_fp8_fast", "cublaslt_fp8"):
             if tf[k]:
-                print(f"  rung 08 against {FP8_ROWS[k]}: {100 * (tf['08_fp8'] / tf[k] - 1):+.1f} % TFLOP/s")
+                print(f"  rung 08 against {FP8_ROWS[k]}: {100 * (tf['08_fp8'] / tf[k] - 1):+.1f} % TFLOP/s "
+                      f"(medians of the ladder run)")
+        for d in w.get("head_to_head", []):
+            if d.get("stage") == "08_fp8" and d.get("peer") in FP8_ROWS and "ratio" in d:
+                print(f"  interleaved, {d['rounds']} rounds: {FP8_ROWS[d['peer']]}'s time / rung 08's = "
+                      f"{d['ratio']:.3f}x (rung 08 {min(d['stage_us']):,.1f}-{max(d['stage_us']):,.1f} µs, the "
+                      f"library {min(d['peer_us']):,.1f}-{max(d['peer_us']):,.1f} µs over the rounds; rounds with "
+                      f"rung 08 ahead: {sum(p > s for s, p in zip(d['stage_us'], d['peer_us']))} of {d['rounds']})")
 
 # %% [markdown]
 # Read the two cards side by side. Rung 08 runs about twice rung 07 at 8192³, and short of that at 4096³ on
 # both. Why is open: the last partial wave cannot be it (4096³ and 8192³ keep the clusters equally busy, 97 %,
 # lesson 09), and part of the larger ratio at 8192³ is rung 07 running slower there than at 4096³ in the H100
-# record, not rung 08 running faster. The epilogue, which FP8 does not speed up, is a guess nobody measured. Against cuBLASLt's default, whose promoted sums cost time, rung 08 is
-# ahead in every record, by more at 4096³ than at 8192³. Against cuBLASLt doing the same arithmetic (fast
-# accumulation) it is level, a percent or so behind, on the H100 at both sizes and on the H200 at 4096³. The
-# H200 at 8192³ is the odd one: there the library's fast mode ran slower than its own default, so rung 08's
-# lead in that row says more about that run's library kernel than about rung 08. On a Hopper GPU the next cell
+# record, not rung 08 running faster. The epilogue, which FP8 does not speed up, is a guess nobody measured.
+# Against cuBLASLt's default, whose promoted sums cost time, rung 08 is ahead in every record, by more at 4096³
+# than at 8192³. The strongest peer is cuBLASLt doing the same arithmetic (fast accumulation). By the medians of
+# the ladder run, rung 08 is a percent or so behind it on the H100 at both sizes and on the H200 at 4096³, and
+# further behind on the H200 at 8192³. The H200 record also times the two again in interleaved rounds, which
+# share the card's clock (the comparison to quote where there is one): at 4096³ the rounds hardly spread and
+# rung 08 is a hair behind, level; at 8192³ rung 08 is ahead in every round, but the rounds' times spread more
+# than the gap, and the ladder run's medians disagree (lesson 09 shows the H200's clock held down by its power cap
+# under a GEMM load). Read 8192³ as level, not as a lead either way. The H100's record has no head-to-head. On a Hopper GPU the next cell
 # measures rungs 07 and 08 with their peers (cuBLAS, and cuBLASLt's FP8 GEMM both ways). Elsewhere it shows the
 # records in `results/`, each with its own card, commit and date.
 

@@ -151,14 +151,22 @@ for path in sorted((results.RESULTS / "readings").glob("*_clocks.json")):
                 f"% of it") if rate else ""
         print(f"  {run['size']}³ for {run['seconds']:.0f} s: cuBLAS {run['TFLOPs']:,.0f} TFLOP/s, SM clock {mhz:,.0f} MHz "
               f"(median), {run['median_W']:,.0f} W, clock held down by: {why}{peak}")
+        size = {"M": run["size"], "N": run["size"], "K": run["size"]}
+        for rec in results.load_all():
+            for wname, w in rec["workloads"].items():
+                cub = w.get("peers", {}).get("cublas", {}).get("TFLOPs")
+                if rec.get("gpu") == r["gpu"] and w.get("size") == size and cub:
+                    print(f"      the benchmark's record of this card (commit {w.get('commit') or rec.get('commit')}): "
+                          f"cuBLAS {cub:,.0f} TFLOP/s, {cub / run['TFLOPs']:.2f}x this probe's")
 
 # %% [markdown]
 # Read it against the spec sheet: run without a pause, the SM clock sits well below the 1,830 MHz the spec
 # implies, held down by the power cap, and the tensor cores' rate at that clock is already well below 989. The
 # clock is not all of the gap: cuBLAS reaches only part of even that lowered rate. In the samples the clock falls
-# within the first fraction of a second of load. The workbook's benchmark, which times short batches with pauses
-# between them, evidently runs at a higher clock: its record has cuBLAS well above the rate printed here (the
-# records' TFLOP/s are in the tables above). Which clock it ran at was not measured. Both the rung and cuBLAS run
+# within the first fraction of a second of load. The workbook's benchmark times short batches with pauses
+# between them, and its record of the same card has cuBLAS faster than this probe at both sizes (the lines under
+# each size), by much more at 4096³ than at 8192³: most likely a higher clock, at least at 4096³. Which clock it
+# ran at was not measured, and the record and the probe are different runs. Both the rung and cuBLAS run
 # at whatever clock the card has at that moment, which is one reason a percentage of cuBLAS moves from run to
 # run. That is also why `tools/sweep_params.py` times its variants and the peers in six rounds, alternately in
 # order and in reverse, and reads each variant against the peer of its own round. (The lessons' own sweeps time

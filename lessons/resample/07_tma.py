@@ -22,7 +22,8 @@
 # producer knows each work item's window at once and the consumers never search: the main kernel becomes a
 # pure stream of box copies in and 16-byte stores out. The two kernels overlap a little: the main one is
 # launched with **programmatic dependent launch** (`pdl=True`, the default), and every block of the prepass runs
-# `griddepcontrol.launch_dependents` as soon as it starts, so the main kernel's blocks start and set up their
+# `griddepcontrol.launch_dependents` right after its own `griddepcontrol.wait` (its first two instructions: see
+# below), so the main kernel's blocks start and set up their
 # barriers while the prepass still runs, and its producer waits (`griddepcontrol.wait`) only before it reads
 # the first pair. Lesson 08 takes that mechanism apart; here it is a line or two in each kernel. The blocks
 # that start early have nothing to do until the prepass ends, so the first wave of them
@@ -307,7 +308,8 @@ else:
 resample.ladder_so_far("07_tma", peers=True)
 
 # %% [markdown]
-# The three that matter here, as the benchmark records in `results/` have them:
+# The three that matter here, as the benchmark records in `results/` have them, and `torch.compile`'s fastest
+# mode in each record (where it timed more than the default):
 
 # %%
 from cudabook import results
@@ -317,21 +319,24 @@ for record in results.load_all():
         if name.startswith("resample "):
             rows = {**w["stages"], **w.get("peers", {})}
             print(f"{record['gpu']} · {name}")
-            for k in ("05_double_buffered", "07_tma", "torch_compile"):
+            modes = [k for k in rows if k.startswith("torch_compile") and "median_us" in rows[k]]
+            fastest = min(modes, key=lambda k: rows[k]["median_us"]) if modes else None
+            for k in ("05_double_buffered", "07_tma", "torch_compile") + ((fastest,) if fastest not in
+                                                                          (None, "torch_compile") else ()):
                 if "median_us" in rows.get(k, {}):
                     older = k == "07_tma" and "pdl" not in rows[k].get("params", {"pdl": True})
-                    print(f"  {k:>18}: {rows[k]['median_us']:7.1f} µs  {rows[k]['pct_of_copy']:5.1f} % of copy"
+                    print(f"  {k:>30}: {rows[k]['median_us']:7.1f} µs  {rows[k]['pct_of_copy']:5.1f} % of copy"
                           + ("  (before pdl: the two kernels one after the other)" if older else ""))
             a, b = (rows.get(k, {}).get("median_us") for k in ("05_double_buffered", "07_tma"))
             if a and b:
-                print(f"  {'07 against 05':>18}: {100 * (a - b) / a:+.1f} % of 05's time "
+                print(f"  {'07 against 05':>30}: {100 * (a - b) / a:+.1f} % of 05's time "
                       f"({'07' if b < a else '05'} ahead)")
 
 # %% [markdown]
 # Honest reading of these records: `torch.compile`'s fused gather reaches the copy ceiling on this problem, or
 # nearly (the L2 cache absorbs its re-reads of neighbouring rows; each record above gives its % of copy). Stage
-# 07 and stage 05's Numba gather, which pays the same kind of prepass, are close: the last line of each record
-# gives the gap and which is ahead (a 07 line marked "before pdl" comes from a record taken before stage 07
+# 07 is a few percent ahead of stage 05's Numba gather, which pays the same kind of prepass: the last line of
+# each record gives the gap and which is ahead (a 07 line marked "before pdl" comes from a record taken before stage 07
 # launched its main kernel with programmatic dependent launch).
 #
 # The prepass is not what separates 07 from `torch.compile`. Timed apart on an H100 at the benchmark size (one
@@ -340,8 +345,9 @@ for record in results.load_all():
 # cannot start a block's copies before its pairs exist. `torch.compile`'s whole call, in the H100 record above,
 # takes less than 07's main kernel alone: the difference is in the streaming kernel, and lesson 08 finds it. An
 # H200 tells the same story (one run, not a results/ record): prepass 5.0 µs, main kernel 69.6, both 77.5, with
-# programmatic dependent launch 75.6 (readings taken before the fourth try below). `torch.compile`'s whole call,
-# in the H200 record above, again takes less than 07's main kernel alone. Two tries at hiding more of the prepass
+# programmatic dependent launch 75.6 (readings taken before the fourth try below). In the H200 record above,
+# `torch.compile`'s default mode takes about as long as 07's main kernel alone, and its fastest mode (printed
+# above: max-autotune with inductor's PDL option) clearly less. Two tries at hiding more of the prepass
 # on that H200, one run each: a prepass in which each warp searches a window of source times around an
 # interpolation guess (stage 08's search) took 6.6 µs against this stage's 4.8; and having the first wave of the
 # streaming kernel's blocks prefetch their guessed window into L2 before they wait for the pairs
@@ -428,8 +434,8 @@ from cudabook import timeline
 _ = timeline.show("resample", "07_tma")
 
 # %% [markdown]
-# Read the two panels. Launched the ordinary way, each kernel starts one to two microseconds after the one before
-# it has ended, twice a call, and the prepass runs alone in between. With PDL, the prepass starts a fraction of a
+# Read the two panels. Launched the ordinary way, each kernel starts one to a little over two microseconds after
+# the one before it has ended, twice a call, and the prepass runs alone in between. With PDL, the prepass starts a fraction of a
 # microsecond before the last main kernel's recorded end, and this call's main kernel starts within a microsecond
 # after it, long before the prepass ends: the two run side by side (the prepass takes longer so, sharing the SMs
 # with the first wave). The negative gap is the likely sign that CUPTI's end of a kernel comes a little after its
@@ -509,13 +515,13 @@ for stage in ("05_double_buffered", "07_tma"):
 #   block always waits).
 # - `l2_promotion`: how much L2 fetches around each box's rows (the tensor map's `CU_TENSOR_MAP_L2_PROMOTION`).
 #   The boxes are whole 4 KB stretches of contiguous rows, so a larger fetch adds nothing the next box would not
-#   bring anyway. On an H200 "256B" was 0.9 % slower than "none" in one run. On the H100 the three are level
-#   (the sweep at the end, read after it).
+#   bring anyway. On an H200 "256B" was 0.9 % slower than "none" in one run. In the recorded sweeps at the end
+#   (read after them) the H100's three are level, and the H200's "256B" is about a percent slower than "none".
 # - `window_rows`: a stage holds this many rows. An item's 32 sorted targets span about 35 rows (the median)
 #   at the benchmark's density, so rows past what an item needs are copied for nothing; fewer, and more targets
 #   fall outside the window and read global memory (about 2.5 % of them at 40, 0.3 % at 48). On an H200 40 was
-#   0.4 % faster than 48 in one run. On the H100 the recorded sweep has 48 a hair faster than 40 (read after the
-#   sweeps). The default is 40.
+#   0.4 % faster than 48 in one run. The recorded sweeps (read after them) have 48 a hair faster than 40 on the
+#   H100 and 40 a hair faster than 48 on the H200. The default is 40.
 
 # %%
 resample.sweep("07_tma", "search", ["prepass", "producer", "inline"])
@@ -540,8 +546,9 @@ lesson.recorded_against("resample", "07_tma", "window_rows", 40)
 # ## Across problem sizes
 #
 # The ladder above is one size. Across the channel count D (B, S and T as the benchmark's), recorded on a GPU
-# with `tools/sweep_sizes.py`: stages 05, 07 and 08 (the next lesson's) and PyTorch, each point checked against
-# the reference. Where the lines cross says more than one size does: a fixed cost (the prepass, a launch)
+# with `tools/sweep_sizes.py`: three of the fast stages, 07 and 08 (the next lesson's) among them (the panels
+# name them: 05 beside them on the H100, 06 on the H200), and PyTorch (on the H200 `torch.compile` in every
+# mode), each point checked against the reference. Where the lines cross says more than one size does: a fixed cost (the prepass, a launch)
 # weighs most on the smallest D.
 
 # %%

@@ -437,7 +437,7 @@ for tpw in (1, 2, 4, 8, 16, 32):
 # At TPW = 32 the whole grid fits in one wave. The warps all start together, so they search at about the same
 # moment, with few row loads in flight, and then they all stream at once and finish together. At TPW = 1 the
 # search is paid for every target. 4 sits between the two. The sweep at the end measures all six (read against 4
-# after it): in the recorded sweep the minimum is at 4, TPW = 1 is far slower, and the time climbs again from 8 to
+# after it): in the recorded sweeps the minimum is at 4, TPW = 1 is far slower, and the time climbs again from 8 to
 # 32.
 #
 # What matters is less the number of targets than how long a warp lives: how many vectors it moves. At D = 64
@@ -472,8 +472,8 @@ except nvrtc.ToolMissing as e:
 # Both settings are above the need on paper. But a lane has its loads in flight only from the load to the
 # lerp. While it searches, shuffles or stores, it has none. The headroom is what keeps the average above the
 # need, so more resident threads is the safer side. `min_blocks=0` lets the compiler use more registers, and
-# then fewer blocks fit. The sweep at the end measures it: in the recorded sweep `min_blocks=0` is a few percent
-# slower.
+# then fewer blocks fit. The sweep at the end measures it: in the recorded sweeps `min_blocks=0` is slower on
+# both cards, by a few percent on the H100 and by about a tenth on the H200 (read after the sweeps).
 #
 # ### Two vectors a lane: twice the loads in flight, for no more registers
 #
@@ -499,7 +499,7 @@ except nvrtc.ToolMissing as e:
 # %% [markdown]
 # `unroll=2` spills under the cap and needs 40 registers, so 12 blocks an SM, to keep its values in registers.
 # `vectors_per_lane=2` fits the 32 registers with nothing spilled. Four vectors a lane (eight loads) spill again.
-# The sweep at the end measures all three: in the recorded sweep at D = 256, two vectors a lane take a little less
+# The sweep at the end measures all three: in the recorded sweeps at D = 256, two vectors a lane take a little less
 # time than one, and four take more. In scratch runs the gain was larger on the H200 and at the other D, where a
 # warp's loads are fewer or longer-lived.
 #
@@ -722,11 +722,15 @@ for record in results.load_all():
 # takes less time than `torch.compile` in the same run. Both records also have `max-autotune-no-cudagraphs`: it
 # tried its Triton configurations and came out a little faster than the default mode (both printed above), and
 # the H200 record has max-autotune with inductor's PDL option on as well, faster again. The lead holds against
-# every mode. Against the fastest mode of each record (printed above) the margin just reaches the 5 % this
-# workbook aims for in the H200 record and falls short of it in the H100 one. The last step
+# every mode. Against the fastest mode of each record, the strongest peer in that run (max-autotune with PDL on
+# the H200; max-autotune-no-cudagraphs on the H100, whose record predates the PDL option), the margin just
+# reaches the 5 % this workbook aims for in the H200 record and falls short of it in the H100 one. These are
+# medians of one benchmark run, each kernel timed in its own turn: the resampling records hold no interleaved
+# head-to-head, so a margin this size is one draw of the card's state as well as of the compiler's. The last step
 # there was not in the kernel at all: launching the gather with programmatic dependent launch (above; the `pdl`
 # sweep at the end gives its gain). The compiler's draw counts too: earlier H100
-# records caught other draws of its time, about a microsecond apart, the size of stage 08's distance from the aim.
+# records caught other draws of its time, about a microsecond apart (the readings linked below), several times
+# stage 08's distance from the aim in the H100 record (the line "the aim" above).
 # The aim is close to the wall: the line "the aim" above gives 5 % under the compiler's time as a share of the
 # needed-bytes ceiling (printed above), and the profile below shows that stage 08 moves within a few percent of
 # the bytes it must.
@@ -743,7 +747,8 @@ for record in results.load_all():
 # from a later machine (its figures are printed above).
 #
 # Around the defaults, the sweeps at the end of this lesson show each parameter on its own, recorded on that
-# H100 (`results/sweeps/H100_80GB_HBM3_lessons.json`; on a machine without a GPU `resample.sweep` prints them).
+# H100 and on an H200 (`results/sweeps/*_lessons.json`; on a machine without a GPU `resample.sweep` prints them,
+# each with its card and commit).
 #
 # Two other ways to pay for the search were written, measured and dropped; they are not in the code (their
 # timings are in the readings linked above):
@@ -793,7 +798,8 @@ if k:
 # reads (the rows some target uses, the source times and the targets; the margin is printed above): some bytes
 # come from DRAM twice, but few, so there is little left to save in bytes; what is left is time. And it writes less
 # than its output: L2 holds written lines and writes them back to DRAM later, so at the end of the kernel part of
-# the output (the gap between the two figures printed above; the H100's L2 holds 50 MB) is still only in L2. In the
+# the output (the gap between the two figures printed above; L2 holds 50 MiB on the H100, 60 MiB on the H200) is
+# still only in L2. In the
 # benchmark's runs back to back, that write-back falls into the next run. ncu also empties the caches before it
 # measures a kernel, which is one reason its time differs from the record's. (The profile cell says which card
 # and commit.)
@@ -805,10 +811,10 @@ if k:
 # - `vectors_per_lane`: predict from the registers and spills in "Two vectors a lane".
 # - `search`: the three ways. `"lane"` pays twelve dependent loads a warp before its first row; `"prepass"`
 #   pays a second kernel and a round trip of the (interval, weight) pairs through memory. Prediction: both lose
-#   to `"window"`. In the recorded sweep both do.
+#   to `"window"`. In the recorded sweeps both do.
 # - `min_blocks`: 16 caps a thread at 32 registers; 0 lets the compiler take more, and fewer blocks then fit.
 # - `threads`, with `min_blocks=0` (16 blocks of 256 or 512 threads are more than an SM holds): a small block
-#   finishes and makes room sooner. In the recorded sweep 64 and 128 threads are about level, 256 a little
+#   finishes and makes room sooner. In the recorded sweeps 64 and 128 threads are about level, 256 a little
 #   slower, and 512 slower still. All four run with `min_blocks=0`, so all four are slower than the default
 #   (128 threads with `min_blocks=16`, in the `min_blocks` sweep): 64 threads is the best of this sweep only.
 # - `pdl`: each kernel launched once the kernel before it has triggered (every block has run
