@@ -230,9 +230,10 @@ def write_json(path, data):
 
 
 def json_plain(x):
-    """x as JSON keeps it: tuples as lists, NumPy scalars as Python numbers (for the sweep records)."""
+    """x as JSON keeps it: tuples as lists, NumPy scalars as Python numbers, keys as JSON writes them (False as
+    "false", 64 as "64"), for the records and for comparing a record's settings with today's."""
     if isinstance(x, dict):
-        return {str(k): json_plain(v) for k, v in x.items()}
+        return {k if isinstance(k, str) else json.dumps(json_plain(k)): json_plain(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [json_plain(v) for v in x]
     if hasattr(x, "item") and not isinstance(x, (str, bytes)):

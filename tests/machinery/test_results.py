@@ -77,6 +77,21 @@ def test_a_default_that_differs_in_the_simulator_is_compared_as_a_gpu_runs_it():
         results.not_today(msda, "01_naive", None) is None
 
 
+def test_settings_keyed_by_head_dim_and_causal_read_back_from_json_are_todays():
+    # attention 06's persistent is {64: True, 128: {False: True, True: False}}: as a record keeps it, JSON's keys
+    # ("64", "false"), it is the same setting; schedule came later (ADDED_PARAMS) and ran as "static"
+    from cudabook import track as tracks
+    from cudabook.attention import s06_warp_specialized as s06
+    attention = tracks.get("attention")
+    recorded = json.loads(json.dumps(results.json_plain(s06.PARAMS)))
+    assert recorded["persistent"] == {"64": True, "128": {"false": True, "true": False}}
+    assert results.not_today(attention, "06_warp_specialized", recorded) is None
+    del recorded["schedule"]
+    assert results.not_today(attention, "06_warp_specialized", recorded) is None
+    recorded["persistent"] = {"64": True, "128": True}
+    assert "persistent=" in results.not_today(attention, "06_warp_specialized", recorded)
+
+
 def test_a_setting_added_after_a_record_is_no_difference_while_its_default_runs_the_old_kernel(monkeypatch):
     # msda 04's `strided` came after its records; they ran the contiguous runs, today's default (False)
     from cudabook import track as tracks
