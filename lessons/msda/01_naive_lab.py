@@ -8,7 +8,8 @@
 #    `y = loc[n, q, m, l, p, 1] * H - 0.5`, in float32 (`float32(W)`, `float32(0.5)`). `[..., 0]` is x, along
 #    W (the column); `[..., 1]` is y, along H (the row).
 # 2. **Skip** the sample unless `-1 < x < W` and `-1 < y < H`: beyond that (half a pixel or more past the
-#    map's edge) all four corners are off the map, and far outside `floor(x)` would overflow an integer.
+#    map's edge) every corner is off the map or weighs zero (at `x = -1` exactly, column 0 has `fx = 0`), and far
+#    outside `floor(x)` would overflow an integer.
 # 3. **The corners**: `x0 = int32(math.floor(x))`, `y0` likewise, `fx = x - x0`, `fy = y - y0`. The top-left
 #    corner is row `top = start + y0 * W + x0` of `value`; its right neighbour is `top + 1`, the pixel below
 #    `top + W`.
@@ -19,8 +20,8 @@
 # 5. **Weigh and sum**: `acc += attn[n, q, m, l, p] * (the blend)`.
 #
 # The store after the loops (one rounding to bf16) is written. The grader runs your kernel on fresh random
-# problems (several levels, a 1 x 1 level, D from 8 to 40, a quarter of the coordinates on edges: exact map
-# edges, exact pixel centres, one pixel off, far outside) and, when the output is wrong, says which usual
+# problems (several levels, a 1 x 1 level, D from 8 to 40 in the simulator and to 128 on a GPU, up to a quarter
+# of the coordinates on edges: exact map edges, exact pixel centres, one pixel off, far outside) and, when the output is wrong, says which usual
 # mistake explains it: `align_corners=True` arithmetic, clamping at the borders, x and y swapped, the weights
 # left out, the level's start ignored. Without a GPU it runs in Numba's simulator, which checks every index,
 # and then compiles your kernel for a GPU too.

@@ -10,7 +10,7 @@
 # samples, lanes):` is written; its body is missing. Write it:
 #
 # 1. **The table.** Lane `g` takes sample `j = j0 + g`, if `j < samples`: `l = j // P`, `p = j % P`, the level's
-#    `H` and `W`, the position `x = loc[n, q, m, l, p, 0] * W - 0.5`, `y = ... 1] * H - 0.5` (float32). Start
+#    `H = shapes[l, 0]` and `W = shapes[l, 1]`, the position `x = loc[n, q, m, l, p, 0] * W - 0.5`, `y = ... 1] * H - 0.5` (float32). Start
 #    with four zero weights and four rows of -1. If the sample touches the map (`-1 < x < W`, `-1 < y < H`):
 #    `x0 = floor(x)`, `y0 = floor(y)`, the fractions, the four bilinear weights times
 #    `a = attn[n, q, m, l, p]`, and for each corner **on the map** its row of `words`: the top-left pixel's
@@ -30,9 +30,11 @@
 #
 # Every lane of the warp must reach every barrier: no `return` and no barrier inside an `if` that some lanes
 # skip. The grader runs your kernel on fresh random problems (D from 8 to 40 in the simulator, to 128 on a GPU;
-# rounds that repeat and end partial; a quarter of the coordinates on edges), each twice, so that a race shows
-# as two different answers. Without a GPU it runs in Numba's simulator, which runs every lane as a thread and
-# checks every index, and then compiles your kernel for a GPU.
+# rounds that repeat and end partial; up to a quarter of the coordinates on edges). Without a GPU it runs in
+# Numba's simulator, which runs every lane as a thread, checks every index and checks every shared-memory access
+# against the barriers: a read or write that no barrier orders stops the kernel with a `SharedRace` error that
+# names both threads (on a GPU, a kernel the GPU passes is graded there once more). Then it compiles your kernel
+# for a GPU.
 #
 # The lesson: [03 · shared tiles](../../notebooks/msda/03_smem_tiles.ipynb).
 
@@ -53,9 +55,9 @@ from cudabook.msda.s03_smem_tiles import (ACC, FULL_MASK, PER_LANE, TABLE_WORDS,
 grade("03_smem_tiles", msda_tiles)
 
 # %% [markdown]
-# Passed? Take a barrier out and read what the grader says: without the one between staging and blending the
-# D = 8 case still passes (a group of one lane stages only what it blends itself), and the D = 24 case, where
-# lanes copy for each other, fails as a race. Or drop the `zero_vector` branch: a corner off the map then
+# Passed? Take a barrier out and read what the grader says: without the one between staging and blending, the
+# simulator's D = 8 case still passes (a group of one lane stages only what it blends itself), and the D = 24
+# case, where lanes copy for each other, stops with a `SharedRace`. Or drop the `zero_vector` branch: a corner off the map then
 # blends whatever the previous sample left in the tile. Grade it at the other vector widths too:
 # `grade("03_smem_tiles", msda_tiles, vec_bytes=4)` (and 8). Then see what the copy engine makes
 # of the same tiles: [04 · TMA boxes](../../notebooks/msda/04_tma_boxes.ipynb).

@@ -1,10 +1,11 @@
 # %% [markdown]
 # # Deformable attention lab 04 · Announce the bytes, then ask for the boxes
 #
-# In stage 04 the producer warp's lane `i` handles sample `i` of a work item (one image `n`, query and head `m`).
-# Before your region each lane has worked out, for each of its samples `r`, whether it touches the map
-# (`on[r]`), the box's corner `(x0s[r], y0s[r])` (the pixel position rounded down: `-1` just left of the first
-# pixel centre), and its four corner weights (already in the slot). The warp has also counted the boxes it will
+# In stage 04 the producer warp's lanes handle the samples of a work item (one image `n`, query and head `m`), in
+# rounds of 32: in round `r`, lane `lane` takes sample `i = r * 32 + lane`. Before your region each lane has
+# worked out, for its sample of each round `r`, whether it touches the map (`on[r]`), the box's corner
+# `(x0s[r], y0s[r])` (the pixel position rounded down: `-1` just left of the first pixel centre), and its four
+# corner weights (already in the slot). The warp has also counted the boxes it will
 # issue: `boxes`. The slot is `slot`, its "full" mbarrier `full` (a shared-memory address); the box of sample `i`
 # goes to `smem_u32(slot) + i * BOX_STRIDE` (slots of boxes are 128-byte aligned), from the level's tensor map
 # `&maps.level[i / PV]`.
@@ -14,7 +15,7 @@
 # 1. **Announce the bytes.** Lane 0: `mbar_expect_tx(full, bytes)`: it arrives on the barrier and tells it how
 #    many bytes will land: every box brings `BOX_BYTES` (its parts outside the map too, as zeros), so
 #    `boxes * BOX_BYTES`: not the slots' stride, not one box per sample. Then `__syncwarp()`.
-# 2. **Ask for the boxes.** Each lane, for each of its samples `r` with `on[r]`:
+# 2. **Ask for the boxes.** Each lane, for each round `r` whose sample touches the map (`on[r]`):
 #    `tma_load_5d(dst, map, full, c0, c1, c2, c3, c4)`, coordinates **innermost first**: channel `0`, head `m`,
 #    column `x0s[r]`, row `y0s[r]`, image `n` (the map describes value as `[N, H, W, M, D]`). An item has
 #    `LP = L * P` samples, and there may be more than the warp's 32 lanes: the samples come in rounds of 32,

@@ -33,8 +33,8 @@
 # halves are graded (a region without `#if` is the same code both times). It compiles your code into
 # `kernels/lane_groups.cu` for the shapes of each case. Without a GPU of compute capability 8.0 or newer it then
 # runs it **on the CPU, in an emulator** (`cudabook.emulate`): every CUDA thread is a small coroutine, with the
-# grader's fresh random cases (D = 8, 24 and 40, several levels, 40 samples an item in one, a quarter of the
-# coordinates on edges). This kernel has no asynchronous copies and no shared memory: each case runs once. It
+# grader's fresh random cases (D = 8, 24 and 40, several levels, 40 samples an item in one, up to a quarter of
+# the coordinates on edges). This kernel has no asynchronous copies and no shared memory: each case runs once. It
 # cannot time anything: speed needs the GPU.
 #
 # The lesson: [05 · lane groups](../../notebooks/msda/05_lane_groups.ipynb).

@@ -1,13 +1,15 @@
 # %% [markdown]
 # # Lab 02 · A warp per target
 #
-# Write the body of `resample_warp`. The target `(b, t)` of this warp and the `lane` (0..31) are given.
+# Write the body of `resample_warp`. The target `(b, t)` of this warp, its time `x` and the `lane` (0..31) are
+# given.
 #
 # 1. Find the interval with the whole warp: `lo = warp_find_interval(times, b, x, lane)` (the 32-way ballot
-#    search; read it below) and the weight `w = warp_weight(times, b, lo, x, lane)` (lane 0 computes it, a
+#    search, imported in the next cell; read it in `cudabook/resample/s02_warp_shuffles.py`) and the weight `w = warp_weight(times, b, lo, x, lane)` (lane 0 computes it, a
 #    shuffle broadcasts it).
-# 2. Let the lanes stride the channels: lane `i` handles `d = i, i + 32, i + 64, ...` while `d < D`.
-# 3. For each of its channels, blend the two bf16 neighbours and store the bf16 result to `out[b, t, d]`.
+# 2. Let the lanes stride the channels: lane `i` handles `d = i, i + 32, i + 64, ...` while `d < feats.shape[2]` (D).
+# 3. For each of its channels, blend the two bf16 neighbours as in lab 01 (`bf16_to_f32`, `lerp`, `f32_to_bf16`)
+#    and store the result to `out[b, t, d]`.
 #
 # Every lane must reach every shuffle and ballot: do not return early from inside your part.
 

@@ -6,11 +6,14 @@
 # flat word offsets, already including this lane's column `j`) and their weights (`w0` .. `w3`). Write:
 #
 # 1. **Eight loads, first.** `load_element(feats, feats64, offset, ok, vec)` returns four words; load the lower
-#    row (`r0`) and the upper row (`r0 + Dc`) of each of the four targets, all eight, before you use any.
-#    A load only stalls the lane when its register is first *read*: issue them all, then read.
+#    row (`rq`) and the upper row (`rq + Dc`) of each target `q` = 0 .. 3, all eight, before you use any
+#    (`ok`, given: this lane's column `j` lies inside the row, `j < Dc`). A load does not stall the warp when it
+#    is issued, only when an instruction first *reads* its register: issue them all, then read.
 # 2. **Four stores.** Target `i + q` goes to flat word offset `o + q * Dc`: `store_element(out, offset, ok,
-#    vec, w0, w1, w2, w3)` with four `lerp2(lower_word, upper_word, weight)`. Guard the targets past the end:
-#    target `i + q` exists only if `i + q < n`.
+#    vec, word0, word1, word2, word3)`, each word a `lerp2(lower_word, upper_word, weight)` (target `i + q`'s
+#    weight is `wq`, the same for its four words). Guard the targets past the end:
+#    target `i + q` exists only if `i + q < n`, so its store's `ok` is `ok and i + q < n` (target `i` always
+#    exists: plain `ok`).
 #
 # Read `resample_in_flight` in `cudabook/resample/s05_double_buffered.py` if you are stuck.
 

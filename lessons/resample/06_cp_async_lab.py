@@ -6,11 +6,17 @@
 # `cp.async` copies and closes them into one *commit group*). Inside the loop, before item `k` is
 # interpolated from its stage, write:
 #
-# 1. `fill(k + STAGES - 1, ...)`: start the copies of the item `STAGES - 1` ahead (the same arguments as the
-#    `fill` calls before the loop), so that `STAGES - 1` items are always in flight;
+# 1. `fill(k + STAGES - 1, nitems, ntc, ndc, times, feats, targets, S, T, D, smem, x, win);`: start the copies
+#    of the item `STAGES - 1` ahead (the arguments after the first are those of the `fill(j, ...)` calls before
+#    the loop, which this notebook does not show: `cudabook/resample/kernels/cp_async.cu` has them), so that
+#    `STAGES - 1` items are always in flight;
 # 2. `cp_async_wait<N>()`: wait until at most `N` of this thread's commit groups are still in flight. Which `N`
 #    means "item `k` has landed, the later ones may still be flying"?
-# 3. a barrier: every thread copied a share of the window, so *everyone's* copies must have landed.
+# 3. a barrier (`__syncthreads()`): every thread copied a share of the window, and a wait covers only this
+#    thread's own copies, so *everyone's* must have landed before anyone reads the stage.
+#
+# The grader runs every case at the stage's default depth (`stages` = 2, compiled as `STAGES`) and again at 3,
+# so write `STAGES`, not a number.
 #
 # Write C++ in the string below; the grader puts it into `kernels/cp_async.cu` in place of the lab region,
 # compiles the file with NVRTC and runs it. Without a suitable GPU it runs it on the CPU in an emulator

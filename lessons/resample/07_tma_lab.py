@@ -14,8 +14,10 @@
 #    `tma_load_3d(dst, &fmap, full, c0, c1, c2)`; its coordinates are **innermost first**: channel `it.d0`,
 #    row `L + r * BOXR`, batch `it.b`.
 #
-# If the byte count is wrong, the barrier never completes (or completes before the data is there): the
-# kernel's watchdog then stops it after some seconds with an error, and the notebook's kernel must be restarted.
+# On a GPU a wrong byte count is no error message: announce more bytes than the boxes bring and the barrier never
+# completes, so the consumers wait until the kernel's watchdog (`WATCHDOG_NS`) stops it after 20 s with an error,
+# and the notebook's kernel must be restarted; announce fewer and the barrier may complete before all the data is
+# there.
 #
 # Without a Hopper GPU the grader compiles your code for sm_90a and then runs it **on the CPU, in an emulator**
 # (`cudabook.emulate`): every CUDA thread is a small coroutine, and each TMA box lands at the latest moment the

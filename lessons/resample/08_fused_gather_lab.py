@@ -37,13 +37,16 @@
 # 4. **Only the warp's elements.** Load, interpolate and store only when `e < E`. Then `lerp_vec` with the lower
 #    row first, and `store_vec` to the same vectors of the target's output row.
 #
-# `UNROLL` is 1 unless a launch asks for more. You may ignore it. The stage's own loop loads `UNROLL` elements
-# a lane before it uses any; try that once yours passes, and grade it with
-# `grade("08_fused_gather", GATHER, unroll=2)`. A loop that steps `32 * UNROLL` but handles one element a lane
-# passes with the default `UNROLL = 1` and fails with `unroll=2`. `PPL` is not optional: a loop that moves one
-# vector a lane is right only where `PPL` is 1 (odd `VPR`), and the grader's cases include rows of an even
-# number of vectors (34 in the simulator's "wide rows" case, 32 in a GPU's first case). To take it in two steps, first pass `grade("08_fused_gather", GATHER, vectors_per_lane=1)`, then add
-# the slot's second vector.
+# The grader runs every case twice: with the stage's defaults (`PPL` = 2 where `VPR` is even, `UNROLL` = 1), and
+# again with `vectors_per_lane=1, unroll=2` (`PPL` = 1, `UNROLL` = 2); its PASS line lists both runs. You may
+# ignore `UNROLL` if your loop steps 32 elements a sweep, one a lane: that is right at any `UNROLL`. The stage's
+# own loop steps `32 * UNROLL` and loads `UNROLL` elements a lane before it uses any; try that once yours passes.
+# A loop that steps `32 * UNROLL` but handles one element a lane fails the second run (its outputs never
+# written). `PPL` is not optional: a loop that moves one vector a lane is right only where `PPL` is 1 (odd `VPR`),
+# and the first run's cases include rows of an even number of vectors (34 in the simulator's "wide rows" case, 32
+# in a GPU's first case). To take it in two steps, first pass
+# `grade("08_fused_gather", GATHER, vectors_per_lane=1)` (both runs then at `PPL` = 1), then add the slot's
+# second vector.
 #
 # Without a GPU that runs the stage (compute capability 8.0 or newer), the grader compiles your code for
 # sm_90a and then runs it **on the CPU, in an emulator** (`cudabook.emulate`): every CUDA thread is a small
