@@ -29,8 +29,12 @@
 # The store after the loop is written. The grader runs your kernel on fresh random problems: causal ones where
 # the diagonal cuts through tiles and whole tiles are skipped, key counts that leave the last tile ragged, d = 64
 # and 128, a single key, and scores that overflow `exp` without the max. Without a GPU it runs in Numba's
-# simulator (a missing barrier shows there as a result that changes from run to run), and then compiles your
-# kernel for a GPU.
+# simulator, where every shared-memory access is checked against the barriers: a missing barrier stops the
+# kernel at the first unordered access, with a `SharedRace` that names the array, the element and both
+# threads. Then it compiles your kernel for a GPU.
+#
+# Graded as handed out, the loop is missing: every row's `l` stays 0, the store divides 0 by 0, and the grader
+# reports every output as NaN computed by the kernel.
 #
 # The lesson: [03 · tiled](../../notebooks/attention/03_tiled.ipynb).
 
@@ -55,5 +59,6 @@ grade("03_tiled", attention_tiled)
 # %% [markdown]
 # Passed? Grade it with other block shapes too, where the causal skip and the diagonal fall elsewhere:
 # `grade("03_tiled", attention_tiled, warps=3, rows_per_warp=3)`. Then take out one of the two
-# barriers and grade again: the simulator shows the race as a result that differs between two runs. The next
-# rungs do the same tile loop on tensor cores, in CUDA C++.
+# `cuda.syncthreads()` and grade again: the simulator stops at the race and names both threads and the
+# element (on a GPU, where the race may not show, the grader's second run in the simulator catches it). The
+# next rungs do the same tile loop on tensor cores, in CUDA C++.

@@ -65,8 +65,9 @@ grade("04_mma_cp_async", PIPELINE)
 #   read. On the CPU the late landing catches it (NaN everywhere, and a hint that the timing is wrong); on a
 #   GPU it often passes, which is why you count.
 # - **the copies into the slot being read**: `load_kv(t + STAGES - 1, s)`. The grader names it.
-# - **the commit inside the `if`**: `if (...) { load_kv(...); cp_async_commit(); }`. Near the end fewer groups
-#   than tiles are committed, and `wait<STAGES - 1>` lets tile `t` fly. The grader names it.
+# - **the commit inside the `if`**: `if (...) { load_kv(...); cp_async_commit(); }`. The last `STAGES - 1`
+#   passes commit no group, so the newest `STAGES - 1` groups that `wait<STAGES - 1>` leaves in flight are no
+#   longer all tiles after `t`: they include tile `t` itself, which may still fly. The grader names it.
 # - **no barrier**: delete `__syncthreads()`. The grader names it too.
 #
 # Then back to the lesson: the causal order of the blocks, and how fast the stage is.

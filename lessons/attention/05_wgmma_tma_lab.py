@@ -26,7 +26,8 @@
 #    each entry becomes `p = exp2f(s * scale_log2 - m_new)` (same substitution), summed; `l[h] = l[h] * alpha +
 #    sum`; and **O rescaled**: `o[4n + 2h]` and `o[4n + 2h + 1]` times `alpha` for every `n < NO`.
 #
-# After your lines the kernel rounds `sc` to bf16 in place as P and runs `O += P V` on wgmma.
+# After your lines the kernel packs `sc` into bf16 pairs (`pa`, still in registers) as P and runs `O += P V` on
+# wgmma, with P as the A operand from registers.
 #
 # The grader compiles your region into `kernels/wgmma_tma.cu` for sm_90a and runs its ragged cases, d = 64 and
 # 128, causal and not. On a Hopper GPU (H100, H200) it runs them there, then again in the workbook's CPU emulator,
@@ -69,5 +70,7 @@ grade("05_wgmma_tma", QK_RESCALE)
 #   and 24 instead of 0, 16, 32 and 48: some channels count twice, others never.
 # - **the causal mask off by one**: `j >= row`. Each query loses its own key.
 #
-# The grader tells each of them apart, on a GPU or in the emulator. Then back to the lesson:
-# why every step of this kernel still waits, and what rung 06 does about it.
+# The grader names three of them, on a GPU or in the emulator: the scale, the missing rescale and the
+# diagonal. The 16-byte step it fails without naming it (most outputs are off, and no hint says why): that one
+# you find by counting bytes. Then back to the lesson: why every step of this kernel still waits, and what rung
+# 06 does about it.

@@ -23,6 +23,9 @@
 # is 16; 16 on a GPU, where it is 32): write `TILE` wherever the tile's size belongs, never the number.
 # Without a GPU it runs in Numba's simulator, which checks every index: reading past the end of a row
 # raises an `IndexError` there (on a GPU it would silently read the next row).
+#
+# Graded as handed out, the loop body is empty and every element of C is 0: the grader then says C is the sum
+# over K "without the term(s) k = 0 .. K-1", every term. That is the missing body, not a wrong loop bound.
 
 # %%
 import cudabook

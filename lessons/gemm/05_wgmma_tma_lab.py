@@ -26,7 +26,9 @@
 #
 # The grader compiles your region into `kernels/wgmma_tma.cu` for sm_90a and runs it on ragged shapes: on an
 # H100/H200, and in the workbook's CPU emulator (which runs `wgmma` and TMA as the PTX ISA defines them); without
-# a Hopper GPU, in the emulator alone. Read GEMM lesson 05 if you are stuck.
+# a Hopper GPU, in the emulator alone. It runs every case at two tile shapes, the default (`BN = 128`, two
+# warpgroups, 4 stages) and `BN = 64` with one warpgroup and 2 stages: write `BN`, `wg`, `STAGE_BYTES`,
+# `A_BYTES` and `B_BOX_BYTES` where they belong, not their values. Read GEMM lesson 05 if you are stuck.
 
 # %%
 import cudabook

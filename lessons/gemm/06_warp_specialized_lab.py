@@ -21,7 +21,9 @@
 # 3. wait for the wgmmas to finish reading (`wgmma_wait<0>()`);
 # 4. tell the producer the stage is free: arrive on `empty[s]` with `mbar_arrive`. The barrier completes after
 #    the number of arrivals its `mbar_init` names (printed below). Which threads of your warpgroup should arrive,
-#    then? (Too many arrivals complete the phase before the other warpgroup is done reading.)
+#    then? (Every arrival counts: 128 threads arriving complete the phase before the other warpgroup is done
+#    reading, and then complete the phases of later laps too, so the producer's laps no longer match the
+#    barrier's.)
 # 5. step `s`, flipping `phase` when it wraps.
 #
 # What `mbar_wait(bar, p)` does, lap by lap, for a barrier that one fill completes:
@@ -36,11 +38,14 @@
 # Barriers are 8 bytes each: `full + 8 * s` and `empty + 8 * s` are stage `s`'s. The code around your lines
 # is printed below.
 #
-# A wrong parity or a missing arrival does not crash: it waits forever. On a GPU the kernel's waits carry a
-# watchdog that traps after about 20 seconds instead; the grader then reports a failed launch
-# (`CUDA_ERROR_LAUNCH_FAILED`): suspect your waits and arrivals, and restart the notebook's kernel before the
-# next try. In the CPU emulator (where there is no Hopper GPU, and after a GPU's run) a wait that can never end
-# is named at once, with the barrier, its phase and who was expected to arrive.
+# A wrong parity fails one of two ways. Waiting for the parity of a phase that has already completed returns
+# at once (parity 1 on a fresh barrier, as the table shows): the wgmmas read a stage before its copies have landed,
+# which gives wrong results, NaN in the emulator, whose shared memory starts as NaN. Waiting for a phase that
+# nobody will complete never returns, and neither does a wait for arrivals that never come. On a GPU the
+# kernel's waits carry a watchdog that traps after about 20 seconds instead; the grader then reports a failed
+# launch (`CUDA_ERROR_LAUNCH_FAILED`): suspect your waits and arrivals, and restart the notebook's kernel before
+# the next try. In the CPU emulator (where there is no Hopper GPU, and after a GPU's run) a wait that can never
+# end is named at once, with the barrier, its phase and who was expected to arrive.
 
 # %%
 import cudabook

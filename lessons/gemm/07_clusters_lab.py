@@ -17,9 +17,10 @@
 # 4. step `s`, flipping `phase` when it wraps.
 #
 # (The `#if MMA_DEPTH` branches of the solution keep the simpler `MMA_DEPTH 0` path too; you may write only
-# the depth-1 path.) A stage released too early is overwritten while the tensor cores read it: wrong results.
-# A stage never released hangs the producer: on a GPU the watchdog traps after about 20 seconds; the CPU
-# emulator names the deadlock at once.
+# the depth-1 path.) A stage released too early (with `wgmma_wait<2>()`, say) may be refilled while the tensor
+# cores still read it: on a GPU wrong results now and then; the CPU emulator stops at that refill and names
+# the wgmma it overwrites. A stage never released hangs the producer: on a GPU the watchdog traps after about
+# 20 seconds; the CPU emulator names the deadlock at once.
 #
 # `phase` starts at 0 and flips each time `s` wraps. What `mbar_wait(bar, p)` does, for a barrier that one fill
 # completes:

@@ -7,7 +7,8 @@
 # runs from 0 to 127. (For e4m3 the PTX ISA has no transpose flag, so B cannot stay MN-major as in 07.)
 #
 # Write the FP8 branch of `mma_k_tile`: the wgmmas of one k-tile, for one consumer warpgroup (64 rows of A, all
-# `BN` rows of Bt). `a` and `b` are the shared-memory addresses of its A rows and of Bt in the stage. Each
+# `BN` rows of Bt); the `wgmma_fence()` before it and the `wgmma_commit()` after its `#endif` are written. `a`
+# and `b` are the shared-memory addresses of its A rows and of Bt in the stage. Each
 # `WgmmaFp8<BN>::mma(d, desc_a, desc_b, 1)` is one `wgmma ... m64nBNk32 .e4m3.e4m3`: it multiplies **32 values
 # of k** and adds them to `d` (the last argument, 1: add, do not overwrite). `smem_desc(addr, lbo, sbo)`
 # builds a 128B-swizzled descriptor. Decide before you write:
@@ -50,8 +51,9 @@ from cudabook.gemm import grade, wgmma
 from cudabook.gemm import s08_fp8 as s08
 
 # %% [markdown]
-# The same picture, byte by byte, for the first 16 rows of each operand's tile (before TMA's swizzle moves each
-# row's 16-byte chunks around, which the hardware undoes when it reads). Colour: which value of k a byte holds.
+# The same picture, byte by byte: the first 8 rows of A (or Bt) in 08, and one whole 64-row box of 07's B (both
+# before TMA's swizzle moves each row's 16-byte chunks around, which the hardware undoes when it reads).
+# Colour: which value of k a byte holds.
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.4))
