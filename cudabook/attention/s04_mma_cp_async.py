@@ -32,7 +32,7 @@ EMULATED = True               # without a GPU the lab grader runs this kernel on
 # pipeline step would pass.
 GRADING_VARIANTS = [{"bkv": 16}, {"bkv": 16, "stages": 3}, {}]
 # Mistakes the lab grader reads in the learner's text (comments removed), because no run shows them reliably: a
-# commit under the if (fewer groups than tiles at the end, so the last wait lets tile t still be in flight; a GPU
+# commit under the if (the last STAGES - 1 passes commit nothing, so the last wait lets tile t still be in flight; a GPU
 # rarely shows it), and no barrier after the wait (each thread waits for its own copies only; the emulator runs
 # the threads in turn and usually lands the others' copies before a warp reads them, so it rarely shows there).
 # Copies into stage s (the stage being read) do fail in the emulator, but as NaN everywhere, which says nothing.
