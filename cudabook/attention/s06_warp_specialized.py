@@ -43,8 +43,10 @@ PARAMS = {
     "schedule": "static",   # persistent grid: "static" (block b takes tiles b, b + blocks, ...) or "dynamic" (a
                          # block claims its next tile from a counter as it frees up, as blocks a tile are
                          # launched); not yet measured on a GPU
+    "head_group": 0,     # persistent and causal: tiles ranked longest first within groups of this many heads
+                         # (0: all heads at once); a small group keeps fewer heads' keys and values in the L2
 }
-ADDED_PARAMS = {"schedule": "static"}   # records older than this setting ran the static stride (results.not_today)
+ADDED_PARAMS = {"schedule": "static", "head_group": 0}   # records older than this setting ran the static stride (results.not_today)
 HEAD_DIMS = _s05.HEAD_DIMS
 KERNEL_DIR = _s05.KERNEL_DIR
 SOURCE = KERNEL_DIR / "warp_specialized.cu"
@@ -58,12 +60,13 @@ source, unavailable = RUNG.source, RUNG.unavailable
 
 def config(d: int, causal: bool, consumers=PARAMS["consumers"], bkv=PARAMS["bkv"], stages=PARAMS["stages"],
            pingpong=PARAMS["pingpong"], overlap=PARAMS["overlap"], persistent=PARAMS["persistent"],
-           blocks=PARAMS["blocks"], schedule=PARAMS["schedule"]) -> dict:
+           blocks=PARAMS["blocks"], schedule=PARAMS["schedule"], head_group=PARAMS["head_group"]) -> dict:
     """The kernel's compile-time constants. A parameter given as {head dim: value} takes this d's value."""
-    consumers, stages, persistent = (v.get(d, v[max(v)]) if isinstance(v, dict) else v
-                                     for v in (consumers, stages, persistent))
-    if isinstance(persistent, dict):              # by causal
-        persistent = persistent[bool(causal)]
+    consumers, stages, persistent, schedule, head_group = (
+        v.get(d, v[max(v)]) if isinstance(v, dict) else v
+        for v in (consumers, stages, persistent, schedule, head_group))
+    persistent, schedule, head_group = (v[bool(causal)] if isinstance(v, dict) else v     # by causal
+                                        for v in (persistent, schedule, head_group))
     check_config(NAME, d, HEAD_DIMS, rule_broken("consumers", consumers, (1, 2, 3), "1, 2 or 3"),
                  None if consumers != 3 or d == 64 else
                  f"consumers=3 needs d=64, got d={d} (at d=128 a consumer's 160 registers spill)",
@@ -75,11 +78,13 @@ def config(d: int, causal: bool, consumers=PARAMS["consumers"], bkv=PARAMS["bkv"
                  None if isinstance(blocks, int) and not isinstance(blocks, bool) and blocks >= 0 else
                  f"blocks must be a whole number >= 0 (0: one block an SM), got {blocks!r}",
                  rule_broken("schedule", schedule, ("static", "dynamic"), '"static" or "dynamic"'),
+                 None if isinstance(head_group, int) and not isinstance(head_group, bool) and head_group >= 0 else
+                 f"head_group must be a whole number >= 0 (0: all heads), got {head_group!r}",
                  None if schedule != "dynamic" or persistent is True else
                  "schedule='dynamic' needs the persistent grid (persistent=True)")
     cfg = dict(D=int(d), CONSUMERS=int(consumers), BKV=int(bkv), STAGES=int(stages), CAUSAL=int(bool(causal)),
                PINGPONG=int(pingpong), OVERLAP=int(overlap), PERSISTENT=int(persistent),
-               DYNAMIC=int(schedule == "dynamic"))
+               DYNAMIC=int(schedule == "dynamic"), HEAD_GROUP=int(head_group))
     return cfg
 
 

@@ -105,6 +105,7 @@ def test_06_compiles_to_warp_specialised_wgmma_without_spills(d, causal, overlap
     (s06, dict(d=64, blocks=-1), "blocks must be a whole number >= 0"),
     (s06, dict(d=64, schedule="lazy"), 'schedule must be "static" or "dynamic"'),
     (s06, dict(d=64, persistent=False, schedule="dynamic"), "schedule='dynamic' needs the persistent grid"),
+    (s06, dict(d=64, head_group=-2), "head_group must be a whole number >= 0"),
 ])
 def test_bad_constants_are_refused_with_the_rule(module, params, rule):
     d = params.pop("d")
@@ -169,14 +170,17 @@ GRID_06 = [(64, False, dict(B=1, H=3, Nq=200, Nk=150), {}),                     
            (128, False, dict(B=1, H=2, Nq=130, Nk=300), {"blocks": 1, "stages": 1}),   # one block does it all
            (128, True, dict(B=1, H=2, Nq=150, Nk=150), {"persistent": False}),
            (64, True, dict(B=2, H=1, Nq=400, Nk=400), {"blocks": 3, "schedule": "dynamic"}),
-           (128, False, dict(B=1, H=2, Nq=130, Nk=300), {"blocks": 1, "schedule": "dynamic", "stages": 1})]
+           (128, False, dict(B=1, H=2, Nq=130, Nk=300), {"blocks": 1, "schedule": "dynamic", "stages": 1}),
+           (64, True, dict(B=1, H=3, Nq=200, Nk=200), {"head_group": 2}),       # groups of 2 heads and of 1
+           (64, True, dict(B=1, H=3, Nq=200, Nk=200), {"schedule": "dynamic", "head_group": 2})]
 
 
 @needs_emulator
 @pytest.mark.parametrize("d, causal, size, params", GRID_06,
                          ids=["d64", "d64-causal", "d64-causal-3blocks", "d128-causal-persistent-s1",
                               "d128-1block-s1", "d128-causal-a-block-a-tile", "d64-causal-dynamic",
-                              "d128-dynamic-1block-s1"])
+                              "d128-dynamic-1block-s1", "d64-causal-head-groups",
+                              "d64-causal-dynamic-head-groups"])
 def test_06_walks_its_work_tiles_right_in_the_emulator(d, causal, size, params):
     args = attention.random_problem(size["B"], size["H"], size["Nq"], size["Nk"], d, causal=causal)
     p = attention.upload(*args)
@@ -338,7 +342,8 @@ HOPPER_PARAMS = {
     s05: ({}, {"bkv": 64}, {"bkv": 128, "warpgroups": 1, "stages": 3}, {"warpgroups": 3}),
     s06: ({}, {"bkv": 64}, {"pingpong": False}, {"overlap": False}, {"consumers": 1, "stages": 1},
           {"stages": 3, "bkv": 64}, {"persistent": False}, {"blocks": 3}, {"blocks": 2, "stages": 1},
-          {"persistent": True, "schedule": "dynamic"}, {"persistent": True, "schedule": "dynamic", "blocks": 5}),
+          {"persistent": True, "schedule": "dynamic"}, {"persistent": True, "schedule": "dynamic", "blocks": 5},
+          {"persistent": True, "head_group": 3}, {"persistent": True, "schedule": "dynamic", "head_group": 1}),
 }
 
 

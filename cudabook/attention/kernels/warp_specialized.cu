@@ -27,15 +27,15 @@
 //     has completed (the "Q empty" mbarrier), under the last P V and the stores.
 //   dynamic schedule (DYNAMIC, persistent only): a block's producer claims its next work tile from a counter
 //     in global memory (atomicAdd) as it finishes issuing the loads of the last one, and hands its number to the
-//     consumers in shared memory, published by Q's mbarrier (-1: no more work); the tiles go head by head,
-//     a causal head's longest first, as a block a tile launches them. The last block to finish sets the counter
-//     back to zero for the next launch. (Static: block b takes tiles b, b + gridDim.x, ...)
+//     consumers in shared memory, published by Q's mbarrier (-1: no more work). The tiles go in rank order
+//     (causal: longest first within groups of HEAD_GROUP heads, no snake). The last block to finish sets the
+//     counter back to zero for the next launch. (Static: block b takes tiles b, b + gridDim.x, ...)
 //
 // A work tile is BQ = 64 * CONSUMERS query rows of one (batch, head). TMA zero-fills rows past Nq and Nk; keys
 // past Nk (and, when CAUSAL, after the query) get s = -inf, and a causal tile stops at its last visible key
 // tile. Compile-time constants (NVRTC -D): D (64 or 128), CONSUMERS (1 to 3), BKV (64 or 128), STAGES, CAUSAL,
 // PINGPONG, OVERLAP (0: one product at a time, to measure what the overlap buys), PERSISTENT (0: a block per
-// work tile, grid (query blocks, B H)), DYNAMIC, PRODUCER_REGS, CONSUMER_REGS.
+// work tile, grid (query blocks, B H)), DYNAMIC, HEAD_GROUP, PRODUCER_REGS, CONSUMER_REGS.
 #include "hopper.cuh"
 #include "attention.cuh"    // D, BKV, STAGES, CAUSAL, NEG_INF, quad_max, quad_sum
 
@@ -53,6 +53,9 @@
 #endif
 #ifndef DYNAMIC
 #define DYNAMIC 0     // (persistent) 1: tiles claimed from a counter as blocks free up; 0: a fixed stride
+#endif
+#ifndef HEAD_GROUP
+#define HEAD_GROUP 0  // (persistent, causal) tiles ranked longest first within groups of this many heads; 0: all
 #endif
 #ifndef PRODUCER_REGS
 #define PRODUCER_REGS 24
@@ -88,11 +91,13 @@ struct Ring {                                      // shared-memory addresses of
 // The block's work tiles: w = first, first + stride, ... below total, each (query block, head) of `heads`.
 // Persistent: first = blockIdx.x, stride = gridDim.x. Otherwise one tile a block from the (x, y) grid. A
 // causal head's query blocks go longest first (the last query block has every key tile to do).
-// Causal and persistent, the tiles' lengths differ, and the blocks take them in rounds of gridDim.x: tiles are
-// ranked longest first over all heads (rank r: query block r / heads from the end, head r % heads), and every
-// other full round is walked backwards (a snake), so that the block that took the longest tile of one round
-// takes the shortest of the next. (Head-major, a block would meet the same query block every round whenever
-// gridDim.x is a multiple of the query blocks a head: 132 blocks, 22 of 192 rows at N = 4096.)
+// Causal and persistent, the tiles' lengths differ: tiles are ranked longest first within groups of HEAD_GROUP
+// heads (0: all heads; rank r in a group of g heads: query block r / g from the end, head r % g), group after
+// group. The static stride takes them in rounds of gridDim.x, and every other full round is walked backwards
+// (a snake), so that the block that took the longest tile of one round takes the shortest of the next.
+// (Head-major, a block would meet the same query block every round whenever gridDim.x is a multiple of the
+// query blocks a head: 132 blocks, 22 of 192 rows at N = 4096.) Small groups keep fewer heads' keys in flight
+// (the L2); large ones end the grid on short tiles everywhere.
 struct Work {
   int heads, qblocks, total, first, stride;
   __device__ Work(int Nq, int heads_)
@@ -102,11 +107,26 @@ struct Work {
     const int k = w / stride, i = w % stride;
     return (k & 1) && (k + 1) * stride <= total ? k * stride + stride - 1 - i : w;
   }
-  static constexpr bool SNAKE = PERSISTENT && CAUSAL && !DYNAMIC;
-  __device__ int head(int w) const { return SNAKE ? rank(w) % heads : w / qblocks; }
+  static constexpr bool RANKED = PERSISTENT && CAUSAL, SNAKE = RANKED && !DYNAMIC;
+  // the group of ranked tile r: its first head, its heads, and r's place in it
+  __device__ void place(int w, int &h0, int &g, int &i) const {
+    const int r = SNAKE ? rank(w) : w, group = HEAD_GROUP > 0 && HEAD_GROUP < heads ? HEAD_GROUP : heads;
+    h0 = r / (group * qblocks) * group;
+    g = min(group, heads - h0);
+    i = r - h0 * qblocks;
+  }
+  __device__ int head(int w) const {
+    if (!RANKED) return w / qblocks;
+    int h0, g, i;
+    place(w, h0, g, i);
+    return h0 + i % g;
+  }
   __device__ int qb(int w) const {
     if (!CAUSAL) return w % qblocks;
-    return qblocks - 1 - (SNAKE ? rank(w) / heads : w % qblocks);
+    if (!RANKED) return qblocks - 1 - w % qblocks;
+    int h0, g, i;
+    place(w, h0, g, i);
+    return qblocks - 1 - i / g;
   }
 };
 
