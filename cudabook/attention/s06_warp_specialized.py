@@ -35,18 +35,18 @@ PARAMS = {
     "stages": {64: 3, 128: 2},      # K tiles (and V tiles) in the TMA rings, by head dim
     "pingpong": True,    # the consumers take turns at the tensor cores (named barriers)
     "overlap": True,     # S_t and P_{t-1} V_{t-1} in flight together, the softmax of S_t under P V
-    "persistent": {64: True, 128: {False: True, True: False}},   # one block an SM walking work tiles (False: a
-                         # block a work tile), by head dim and then by causal: on an H200 (tools/
-                         # probe_attention_waves.py) it gained at d = 64 (causal or not) and at d = 128 not
-                         # causal, and lost about 2 % at d = 128 causal (lesson 06 gives the readings)
+    "persistent": True,  # one block an SM walking work tiles (False: a block a work tile); on an H200
+                         # (tools/probe_attention_waves.py) it gained everywhere once causal tiles were
+                         # claimed as blocks free up (lesson 06 gives the readings)
     "blocks": 0,         # persistent grid: 0 for one block an SM (no more than there are tiles), else this many
-    "schedule": "static",   # persistent grid: "static" (block b takes tiles b, b + blocks, ...) or "dynamic" (a
-                         # block claims its next tile from a counter as it frees up, as blocks a tile are
-                         # launched); not yet measured on a GPU
-    "head_group": 0,     # persistent and causal: tiles ranked longest first within groups of this many heads
-                         # (0: all heads at once); a small group keeps fewer heads' keys and values in the L2
+    "schedule": "dynamic",  # persistent grid: "dynamic" (a block claims its next tile from a counter as it frees
+                         # up) or "static" (block b takes tiles b, b + blocks, ...); a block a tile ignores it
+    "head_group": {64: 0, 128: 4},  # persistent and causal: tiles ranked longest first within groups of this
+                         # many heads (0: all heads at once), by head dim; a small group keeps fewer heads' keys
+                         # and values in the L2 (2 MB a head at d = 128)
 }
-ADDED_PARAMS = {"schedule": "static", "head_group": 0}   # records older than this setting ran the static stride (results.not_today)
+ADDED_PARAMS = {"schedule": "static", "head_group": 0}   # what records older than these settings ran
+                                                         # (results.not_today)
 HEAD_DIMS = _s05.HEAD_DIMS
 KERNEL_DIR = _s05.KERNEL_DIR
 SOURCE = KERNEL_DIR / "warp_specialized.cu"
@@ -79,12 +79,10 @@ def config(d: int, causal: bool, consumers=PARAMS["consumers"], bkv=PARAMS["bkv"
                  f"blocks must be a whole number >= 0 (0: one block an SM), got {blocks!r}",
                  rule_broken("schedule", schedule, ("static", "dynamic"), '"static" or "dynamic"'),
                  None if isinstance(head_group, int) and not isinstance(head_group, bool) and head_group >= 0 else
-                 f"head_group must be a whole number >= 0 (0: all heads), got {head_group!r}",
-                 None if schedule != "dynamic" or persistent is True else
-                 "schedule='dynamic' needs the persistent grid (persistent=True)")
+                 f"head_group must be a whole number >= 0 (0: all heads), got {head_group!r}")
     cfg = dict(D=int(d), CONSUMERS=int(consumers), BKV=int(bkv), STAGES=int(stages), CAUSAL=int(bool(causal)),
                PINGPONG=int(pingpong), OVERLAP=int(overlap), PERSISTENT=int(persistent),
-               DYNAMIC=int(schedule == "dynamic"), HEAD_GROUP=int(head_group))
+               DYNAMIC=int(schedule == "dynamic" and persistent), HEAD_GROUP=int(head_group))
     return cfg
 
 

@@ -104,7 +104,6 @@ def test_06_compiles_to_warp_specialised_wgmma_without_spills(d, causal, overlap
     (s06, dict(d=64, persistent=1), "persistent must be True or False"),
     (s06, dict(d=64, blocks=-1), "blocks must be a whole number >= 0"),
     (s06, dict(d=64, schedule="lazy"), 'schedule must be "static" or "dynamic"'),
-    (s06, dict(d=64, persistent=False, schedule="dynamic"), "schedule='dynamic' needs the persistent grid"),
     (s06, dict(d=64, head_group=-2), "head_group must be a whole number >= 0"),
 ])
 def test_bad_constants_are_refused_with_the_rule(module, params, rule):

@@ -78,18 +78,21 @@ def test_a_default_that_differs_in_the_simulator_is_compared_as_a_gpu_runs_it():
 
 
 def test_settings_keyed_by_head_dim_and_causal_read_back_from_json_are_todays():
-    # attention 06's persistent is {64: True, 128: {False: True, True: False}}: as a record keeps it, JSON's keys
-    # ("64", "false"), it is the same setting; schedule came later (ADDED_PARAMS) and ran as "static"
+    # a setting keyed by head dim (attention 06's head_group, {64: 0, 128: 4}) is the same setting as a record
+    # keeps it, with JSON's keys ("64"), and so is one keyed by causal under it; schedule and head_group came
+    # later (ADDED_PARAMS: records before them ran "static" over all heads), and today's defaults are not those
     from cudabook import track as tracks
     from cudabook.attention import s06_warp_specialized as s06
     attention = tracks.get("attention")
+    assert results.json_plain({64: True, 128: {False: True, True: False}}) == \
+        {"64": True, "128": {"false": True, "true": False}}
     recorded = json.loads(json.dumps(results.json_plain(s06.PARAMS)))
-    assert recorded["persistent"] == {"64": True, "128": {"false": True, "true": False}}
+    assert recorded["head_group"] == {"64": 0, "128": 4}
     assert results.not_today(attention, "06_warp_specialized", recorded) is None
-    del recorded["schedule"]
-    assert results.not_today(attention, "06_warp_specialized", recorded) is None
-    recorded["persistent"] = {"64": True, "128": True}
-    assert "persistent=" in results.not_today(attention, "06_warp_specialized", recorded)
+    older = {k: v for k, v in recorded.items() if k not in ("schedule", "head_group")}
+    assert "schedule not in the record" in results.not_today(attention, "06_warp_specialized", older)
+    older["persistent"] = {"64": True, "128": {"false": True, "true": False}}
+    assert "persistent=" in results.not_today(attention, "06_warp_specialized", older)
 
 
 def test_a_setting_added_after_a_record_is_no_difference_while_its_default_runs_the_old_kernel(monkeypatch):
