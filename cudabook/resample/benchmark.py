@@ -8,6 +8,8 @@ uses), a ceiling nobody can beat.
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from .. import bench
@@ -91,6 +93,24 @@ def peers(args, problem, ctx, *, repeats=25, progress=print, only=None) -> dict:
         if "median_us" in v:
             v.update(metrics(problem, v["median_us"], ctx))
     return rows
+
+
+HEAD_TO_HEAD = (("08_fused_gather", "torch_compile_max_autotune_pdl"),)   # timed again, interleaved (results)
+
+
+@contextlib.contextmanager
+def peer_calls(args, problem):
+    """{peer: a callable that enqueues one call} for the HEAD_TO_HEAD peers on this workload's data (compiled
+    again: inductor's caches on disk make it quick after the peers' turn), let go at the end."""
+    from .. import peers as peer_mod
+    inputs = torch_peers.torch_inputs(*args[:3])
+    calls = {name: torch_peers.ready(name, inputs)[0] for name in {p for _, p in HEAD_TO_HEAD}}
+    try:
+        yield calls
+    finally:
+        calls.clear()
+        del inputs
+        peer_mod.release()
 
 
 def consistency(row, workload, record) -> str | None:

@@ -38,6 +38,45 @@ def wanted(name, names) -> bool:
     return names is None or name in names or name.removesuffix("_pdl") in names
 
 
+def torch_inputs(src_times, src_feats, tgt_times):
+    """torch's copies of the inputs on the GPU: times, feats (bf16), targets."""
+    import numpy as np
+    import torch
+    dev = torch.device("cuda")
+    return (torch.from_numpy(src_times).to(dev),
+            torch.from_numpy(src_feats.view(np.uint16).astype(np.int16)).to(dev).view(torch.bfloat16),
+            torch.from_numpy(tgt_times).to(dev))
+
+
+def compiled(mode=None):
+    """resample_torch, torch.compile'd afresh in this mode with static shapes (as one compiled for one size: after a
+    second size, automatic dynamic shapes would compile a slower kernel for every size, seen in results/sizes/).
+    The strongest mode a user would pick: max-autotune without CUDA graphs (the timing already queues the calls
+    back to back behind a sleeping kernel, so graphs would only add their own launch); it tries Triton
+    configurations and takes minutes to compile."""
+    import torch
+    torch._dynamo.reset()                    # the same function again: compile it afresh in this mode
+    return torch.compile(resample_torch, dynamic=False, mode=mode)
+
+
+# name: (mode, inductor's PDL option)
+COMPILED = {"torch_compile": (None, False), "torch_compile_max_autotune": ("max-autotune-no-cudagraphs", False),
+            "torch_compile_max_autotune_pdl": ("max-autotune-no-cudagraphs", True)}
+
+
+def ready(name, inputs):
+    """A callable that runs peer `name` once on `inputs` (torch_inputs), compiled and warmed up, and its first
+    output."""
+    import torch
+    if name == "torch_eager":
+        return (lambda: resample_torch(*inputs)), resample_torch(*inputs)
+    mode, pdl = COMPILED[name]
+    fn = compiled(mode)
+    with inductor_pdl(torch) if pdl else contextlib.nullcontext():
+        got = fn(*inputs)                    # compiles and warms up
+    return (lambda: fn(*inputs)), got
+
+
 def measure(src_times, src_feats, tgt_times, ref, scale, *, repeats=25, names=None):
     """{"torch_eager": {...}, "torch_compile": {...}, "torch_compile_max_autotune": {...},
     "torch_compile_max_autotune_pdl": {...}}: median_us and correctness on these inputs. The last is max-autotune
@@ -49,29 +88,14 @@ def measure(src_times, src_feats, tgt_times, ref, scale, *, repeats=25, names=No
     from .. import bench
     from .checking import compare
     from .inputs import BF16
-    dev = torch.device("cuda")
-    times = torch.from_numpy(src_times).to(dev)
-    feats = torch.from_numpy(src_feats.view(np.uint16).astype(np.int16)).to(dev).view(torch.bfloat16)
-    targets = torch.from_numpy(tgt_times).to(dev)
+    inputs = torch_inputs(src_times, src_feats, tgt_times)
     out = {}
-
-    def compiled(mode=None):
-        torch._dynamo.reset()                    # the same function again: compile it afresh in this mode
-        return torch.compile(resample_torch, dynamic=False, mode=mode)   # static shapes, as one compiled for one
-    # size: after a second size, automatic dynamic shapes would compile a slower kernel for every size (seen in
-    # results/sizes/). The strongest mode a user would pick: max-autotune without CUDA graphs (the timing
-    # already queues the calls back to back behind a sleeping kernel, so graphs would only add their own
-    # launch); it tries Triton configurations and takes minutes to compile.
-    for name, make, pdl in (("torch_eager", lambda: resample_torch, False), ("torch_compile", compiled, False),
-                            ("torch_compile_max_autotune", lambda: compiled("max-autotune-no-cudagraphs"), False),
-                            ("torch_compile_max_autotune_pdl", lambda: compiled("max-autotune-no-cudagraphs"), True)):
+    for name in ("torch_eager", *COMPILED):
         if not wanted(name, names):
             continue
         try:
-            fn = make()
-            with inductor_pdl(torch) if pdl else contextlib.nullcontext():
-                got = fn(times, feats, targets)      # compiles (torch.compile) and warms up
-            ms = bench.time_ms(lambda: fn(times, feats, targets), repeats=repeats, batch=10)
+            call, got = ready(name, inputs)
+            ms = bench.time_ms(call, repeats=repeats, batch=10)
             bits = got.view(torch.int16).cpu().numpy().view(np.uint16)
             verdict = compare(bits.view(BF16), ref, scale)
             out[name] = {"median_us": round(ms * 1e3, 2), "correct": verdict.ok}

@@ -79,6 +79,9 @@ def test_the_sass_gathers_16_bytes_and_stages_nothing():
         assert nvrtc.waits_first_in_sass(c, s08.KERNEL)
     assert nvrtc.waits_first_in_sass(prepass, s08.FIND)                    # and the prepass before it lets the gather start
     assert nvrtc.sass_lines(prepass, r"^PREEXIT", kernel=s08.FIND)
+    assert not nvrtc.sass_lines(cubin, r"^PREEXIT", kernel=s08.KERNEL)     # the gather triggers only with trigger
+    early = s08.compile_cubin("sm_90a", D=256, trigger=True)
+    assert nvrtc.waits_first_in_sass(early, s08.KERNEL) and nvrtc.sass_lines(early, r"^PREEXIT", kernel=s08.KERNEL)
     assert s08.compile_cubin("sm_80", D=256)[:4] == b"\x7fELF"
 
 
@@ -136,7 +139,8 @@ EMULATED_CASES = [(2, 200, 21, 37, True), (2, 200, 21, 37, False), (1, 2, 133, 1
 VARIANTS = [{}, {"search": "lane"}, {"search": "prepass"}, {"search": "prepass", "targets_per_warp": 32, "pdl": False},
             {"targets_per_warp": 32}, {"targets_per_warp": 7, "unroll": 3, "min_blocks": 0, "threads": 64},
             {"targets_per_warp": 1, "streaming_stores": True}, {"bf16_cvt": False},
-            {"vectors_per_lane": 1, "targets_per_warp": 4}, {"vectors_per_lane": 4, "unroll": 2, "targets_per_warp": 5}]
+            {"vectors_per_lane": 1, "targets_per_warp": 4}, {"vectors_per_lane": 4, "unroll": 2, "targets_per_warp": 5},
+            {"trigger": True}, {"search": "prepass", "trigger": True}]
 
 
 def _right_in_the_emulator(make, params, rng):
@@ -254,11 +258,13 @@ def test_programmatic_dependent_launch_gives_the_same_bits():
     st, sf, tt = inputs.random_problem(4, 3000, 5000, 64, rng=5)
     p = resample.upload(st, sf, tt)
     outs = []
-    for pdl in (True, False):
+    for params in ({"search": "prepass", "pdl": True}, {"search": "prepass", "pdl": False}, {"trigger": True},
+                   {"search": "prepass", "trigger": True}):
         p.poison()
-        s08.launch(p, search="prepass", pdl=pdl)
+        for _ in range(3):      # back to back: with trigger, each launch may begin under the last one's tail
+            s08.launch(p, **params)
         outs.append(p.out.copy_to_host())
-    assert np.array_equal(outs[0], outs[1])
+    assert all(np.array_equal(outs[0], o) for o in outs[1:])
 
 
 @pytest.mark.gpu

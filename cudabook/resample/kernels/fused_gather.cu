@@ -29,7 +29,9 @@
 //
 // Compile-time constants (defines): DCH (channels, D), VEC (channels per load: 8, 4, 2 or 1, the largest dividing
 // DCH), NT (threads per block), TPW, PPL (vectors a lane moves a sweep), UNROLL, SEARCH, GUESS, WIN, MINB
-// (__launch_bounds__ minimum blocks per SM), STREAM (1: st.global.cs, evict-first stores).
+// (__launch_bounds__ minimum blocks per SM), STREAM (1: st.global.cs, evict-first stores), TRIGGER (1: the
+// gather runs launch_dependents right after its wait, so the next call's blocks may be launched under this
+// one's tail; they wait before they read or write anything).
 #include "resample_common.cuh"
 
 #ifndef DCH
@@ -52,6 +54,9 @@
 #endif
 #ifndef GUESS
 #define GUESS 1                // (window, block) first try the window around an interpolation guess
+#endif
+#ifndef TRIGGER
+#define TRIGGER 0              // (PDL) 1: let the next kernel launch once every block has started (launch_dependents)
 #endif
 #ifndef WIN
 #define WIN 128                // source times in a warp's window (SEARCH 1), a multiple of 32
@@ -214,6 +219,11 @@ resample_fused(const float* __restrict__ times, const u16* __restrict__ feats,
     // dependent launch, this block may start once that kernel has triggered: resample_find at its start, the
     // last call's gather only when its last block has exited)
     asm volatile("griddepcontrol.wait;" ::: "memory");
+#if TRIGGER
+    // the next kernel may be launched once every block of this one has come this far: its blocks then take the
+    // SMs this grid's last wave leaves, and wait there (griddepcontrol.wait) until this grid has completed
+    asm volatile("griddepcontrol.launch_dependents;");
+#endif
 #endif
     const int lane = threadIdx.x & 31;
     const int w = blockIdx.x * (NT / 32) + (threadIdx.x >> 5);  // this warp
