@@ -23,8 +23,8 @@
 # ```
 #
 # A work tile is 64 query rows per consumer of one head: BQ = 128 at d = 128, 192 at d = 64. By default a block
-# does not stop at one: one block an SM walks work tile after work tile (the persistent grid, near the end of
-# the lesson; a block a tile at d = 128 causal). Why the two head dimensions get different numbers of consumers
+# does not stop at one: one block an SM walks work tile after work tile, claiming each as it frees up (the
+# persistent grid, near the end of the lesson). Why the two head dimensions get different numbers of consumers
 # is worked out below ("Three consumers at d = 64"); `s06.PARAMS` holds the defaults by head dimension.
 #
 # The kernel is `cudabook/attention/kernels/warp_specialized.cu` (its header comment is the summary above), on
@@ -823,20 +823,54 @@ if readings is not None:
             print(f"{d:4d} causal, persistent, head by head: {first['cases'][0]['ratio']:.3f}x (commit {first['commit']})")
 
 # %% [markdown]
-# The persistent grid gains everywhere but at d = 128 causal, where it lost about two percent; there the
-# defaults keep a block a tile (`PARAMS["persistent"]` is given by head dimension, then by causal). Why it
-# loses there is open. One guess, the L2 (walked longest first over all heads, the blocks in flight hold every
-# head's K and V at once, 2 MB a head at d = 128), is weakened by the readings above: the first build, walked
-# head by head with few heads in flight, lost as well, and d = 64 causal spreads its heads the same way and
-# gains. The other guess: a block a tile is scheduled as blocks free up (the hardware hands the next block to
-# the first SM with room), and a static stride cannot be.
+# With the static stride the persistent grid gained everywhere but at d = 128 causal, where it lost about two
+# percent. Two guesses. The L2: walked longest first over all heads, the blocks in flight hold every head's K
+# and V at once, 2 MB a head at d = 128 (the first build, head by head, lost as well, which weakens it). Or the
+# stride itself: a block a tile is scheduled as blocks free up (the hardware hands the next block to the first
+# SM with room), and a static stride cannot be.
 #
-# The kernel has a third way to test that, `schedule="dynamic"` (with `persistent=True`): the
-# producer claims the block's next tile from a counter in global memory (`atomicAdd`) as it finishes issuing
-# the loads of the last one, in the order a block a tile is launched (head by head, longest first), and hands
-# its number to the consumers through shared memory, published by Q's mbarrier; the last block to finish sets
-# the counter back to zero for the next launch. It is checked here (the emulator, and GPU tests) but not yet
-# timed on a card: `tools/gpu_session.sh readings` times all three at each workload.
+# To test both, the kernel has two more settings. `schedule="dynamic"`: the producer claims the block's next
+# tile from a counter in global memory (`atomicAdd`) as it finishes issuing the loads of the last one, and
+# hands its number to the consumers through shared memory, published by Q's mbarrier; the last block to finish
+# sets the counter back to zero for the next launch. `head_group=g`: causal tiles are ranked longest first
+# within groups of g heads, group after group (0: all heads at once, as above; 1: head by head), so a small
+# group keeps few heads' keys and values in the L2 while the tail still ends on short tiles. The readings, each
+# against cuDNN in interleaved rounds on one card in one session (the same file):
+
+# %%
+if readings is not None:
+    runs = readings["runs"]
+
+    def ratio(key):
+        run = runs.get(key)
+        return f"{run['cases'][0]['ratio']:.3f}x" if run else "–"
+    for d in (128, 64):
+        if f"sched_static_d{d}" not in runs:
+            continue
+        print(f"d = {d}, commit {runs[f'sched_static_d{d}']['commit']}: not causal: static {ratio(f'sched_static_d{d}')}, "
+              f"dynamic {ratio(f'sched_dynamic_d{d}')}")
+        for schedule in ("static", "dynamic"):
+            print(f"   causal, {schedule:7s}: " + ", ".join(
+                f"head_group {g} {ratio(f'sched_{schedule}_d{d}_causal_g{g}')}" for g in (0, 1, 2, 4, 8)
+                if f"sched_{schedule}_d{d}_causal_g{g}" in runs))
+    print("defaults now:", {k: s06.PARAMS[k] for k in ("persistent", "schedule", "head_group")})
+
+# %% [markdown]
+# Read it in three steps.
+#
+# - **Claimed as blocks free up, the persistent grid wins at d = 128 causal too**, but only with small groups of
+#   heads: over all heads at once (group 0) it is no better than the static stride, and in groups of four it is
+#   clearly ahead. Both guesses were half right: the stride had to go, and then the L2 decided.
+# - **At d = 64 the opposite group wins.** Keys and values are half the size, the L2 holds them anyway, and
+#   what counts is that every block ends on short tiles: all heads at once.
+# - **With a static stride, groups are ruinous at d = 128.** A group of four heads is 128 tiles, the grid 132
+#   blocks: each round starts four tiles further into the ranking, the snake stops pairing a long tile with a
+#   short one, and some blocks collect long tiles round after round.
+#
+# Without the mask every tile is as long as every other, and the dynamic schedule is level with the static
+# stride or a little ahead. So the defaults are the persistent grid with the dynamic schedule everywhere, and
+# causal tiles over all heads at d = 64 and in groups of four at d = 128 (`PARAMS["head_group"]`, by head
+# dimension). A block a tile (`persistent=False`) ignores both settings.
 
 # %%
 attention.sweep("06_warp_specialized", "persistent", [True, False])
@@ -888,8 +922,8 @@ if not recorded_06:
 # Each rung and each backend of a record is timed in its own turn of the run, so the share of SDPA carries
 # whatever the card's clock did between the turns. Where a record also holds a head-to-head (rung 06 and cuDNN
 # timed again in interleaved rounds, which share the clock), read that line: on the H200, with the persistent
-# grid, it puts rung 06 ahead of cuDNN on all four workloads, by a hair at d = 128 and clearly at d = 64, a
-# smaller lead at d = 128 than the turns' medians suggest. The H100's record is older than the persistent grid
+# grid and the dynamic schedule, it puts rung 06 ahead of cuDNN on all four workloads, by a hair at d = 128
+# without the mask and clearly on the other three. The H100's record is older than the persistent grid
 # and has no head-to-head: its medians put rung 06 level with cuDNN except at d = 64 without the mask, where
 # it is ahead.
 #

@@ -41,6 +41,8 @@ import cudabook
 print(cudabook.where())
 
 import contextlib
+import json
+import statistics
 import re
 import types
 import numpy as np
@@ -528,9 +530,11 @@ except nvrtc.ToolMissing as e:
 #   `torch._inductor.config.triton.enable_pdl` on, twice each, the same both times. That is most of the lead the
 #   records then gave this stage over the compiler on that card. `make bench` therefore also times max-autotune
 #   with the option on (`torch_compile_max_autotune_pdl`, where the installed torch has it). The H200 record
-#   (commit c1ba2bf) has it, and there it is the compiler's fastest mode; the H100 record predates it. (A gather
-#   that ran `launch_dependents` early would let the next call's blocks onto the SMs its tail leaves idle; that
-#   has not been tried here.)
+#   (commit c1ba2bf) has it, and there it is the compiler's fastest mode; the H100 record predates it. A gather
+#   that runs `launch_dependents` early lets the next call's blocks onto the SMs its tail leaves idle: the
+#   `trigger=True` setting runs it right after the wait. Tried on an H200 against the compiler's fastest mode in
+#   interleaved rounds (the cell after the timeline prints the reading), it did not pay: a little slower at
+#   every D. The next call's blocks only wait where they land, and they take the places of the tail's own blocks.
 # - With `search="prepass"` there are two kernels, as in `torch.compile`'s code. The search kernel,
 #   `resample_find`, waits for the kernel before it and then runs `griddepcontrol.launch_dependents`: once every
 #   one of its blocks has done that, the gather may be launched while the search still runs, and its blocks wait
@@ -545,6 +549,24 @@ except nvrtc.ToolMissing as e:
 from cudabook import timeline
 
 _ = timeline.show("resample", "08_fused_gather")
+
+# %%
+def trigger_reading():
+    """The early trigger against the compiler's fastest mode, interleaved (tools/probe_head_to_head.py)."""
+    path = results.RESULTS / "readings" / "H200_resample_08_trigger.json"
+    if not path.exists():
+        print("no reading of trigger=True in results/readings/ (tools/probe_head_to_head.py on a Hopper GPU)")
+        return
+    reading = json.loads(path.read_text())
+    print(f"{reading['gpu']}, commit {reading['commit']}: {reading['kind']}")
+    for case in reading["cases"]:
+        us = {k: statistics.median(v) for k, v in case["us"].items()}
+        line = ", ".join(f"{k.split(' ', 1)[1] if ' ' in k else k} {v:.1f} µs" for k, v in us.items())
+        ratios = ", ".join(f"{k}: {v:.3f}x" for k, v in case["ratios"].items())
+        print(f"  D = {case['size']['D']:3d}: {line}\n           {ratios}")
+
+
+trigger_reading()
 
 # %% [markdown]
 # Without PDL each gather starts about a microsecond after the last one's recorded end; with it, a fraction of a
@@ -906,6 +928,34 @@ sizes.show("resample")
 #
 # Each is a measured experiment away. If one wins, it becomes the next rung, and if none does, that is a result
 # as well.
+#
+# How much room is there at all? The bytes no kernel can avoid (`% of needed`: only the source rows some target
+# uses, read once, and the output written once) at the copy's speed measured in the same run are a floor under
+# any gather's time that no amount of tuning gets below, short of a faster copy. The cell puts stage 08 and the
+# compiler's fastest mode against it, in each record at the benchmark's size, and asks what a lead of 5 % over
+# the compiler would need.
+
+# %%
+for rec in results.load_all():
+    for name, w in rec["workloads"].items():
+        if not name.startswith("resample "):
+            continue
+        floor = w.get("context", {}).get("needed_ceiling_us")
+        stage = w["stages"].get("08_fused_gather", {})
+        peers_timed = {k: v for k, v in w.get("peers", {}).items() if k.startswith("torch_compile") and "median_us" in v}
+        if not floor or "median_us" not in stage or not peers_timed:
+            continue
+        best = min(peers_timed, key=lambda k: peers_timed[k]["median_us"])
+        peer_us = peers_timed[best]["median_us"]
+        print(f"{rec['gpu']} ({w.get('commit')}): the floor {floor:.1f} µs; stage 08 {stage['median_us']:.1f} µs "
+              f"({100 * floor / stage['median_us']:.1f} % of the way), {best} {peer_us:.1f} µs "
+              f"({100 * floor / peer_us:.1f} %); a 5 % lead needs {peer_us / 1.05:.1f} µs "
+              f"({100 * floor * 1.05 / peer_us:.1f} % of the way)")
+
+# %% [markdown]
+# Both sit within a few percent of the floor at D = 256, so whatever the kernel still gains can only be small: the
+# lead over the compiler there is a question of the last few percent of bandwidth, and of the copy ceiling
+# itself (a faster copy would lower the floor).
 
 # %% [markdown]
 # Write this stage's gather yourself: [lab 08](../../labs/resample/08_fused_gather.ipynb) (the completed version:
