@@ -36,6 +36,17 @@ def slug(gpu: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", gpu.replace("NVIDIA ", "")).strip("_") or "unknown"
 
 
+def readings(track: str, stage: str, kind: str) -> list[dict]:
+    """Every card's reading of one kind for (track, stage), results/readings/<gpu>_<track>_<stage>_<kind>.json
+    (a timeline, stamps), newest last."""
+    found = []
+    for path in sorted((RESULTS / "readings").glob(f"*_{track}_{stage}_{kind}.json")):
+        record = json.loads(path.read_text())
+        if record.get("track") == track and record.get("stage") == stage:
+            found.append(record)
+    return sorted(found, key=lambda r: r.get("date") or "")
+
+
 def _git(*args) -> str | None:
     try:
         done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10)

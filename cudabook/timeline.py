@@ -6,7 +6,6 @@ calls were queued behind (in the earliest records, the profiler's own start-up),
 """
 from __future__ import annotations
 
-import json
 
 from . import results
 
@@ -19,12 +18,7 @@ def load(track: str, stage: str) -> list[dict]:
         stage = t.stage(stage).NAME
     except Exception:     # an unknown track or stage: look for the name as given
         pass
-    found = []
-    for path in sorted((results.RESULTS / "readings").glob(f"*_{track}_{stage}_timeline.json")):
-        record = json.loads(path.read_text())
-        if record.get("track") == track and record.get("stage") == stage:
-            found.append(record)
-    return sorted(found, key=lambda r: r.get("date") or "")
+    return results.readings(track, stage, "timeline")
 
 
 def calls(run: dict, per_call: int) -> list[list[dict]]:

@@ -18,6 +18,7 @@ import math
 import pathlib
 
 from ..kit.rung import CudaRung
+from ..kit.stamps import Point
 from .hopper import (ALIGN, ARG_TYPES, BK, COMPILE_LOG_MISTAKES, WATCHDOG_S, enqueue, launcher,  # noqa: F401
                      map_args, padded, pointer, prepare)
 
@@ -36,6 +37,10 @@ MIN_CC = (9, 0)
 KERNEL_DIR = pathlib.Path(__file__).resolve().parent / "kernels"
 SOURCE = KERNEL_DIR / "wgmma_tma.cu"
 KERNEL = "gemm_wgmma_tma"
+STAMPS = (   # cudabook.kit.stamps: where tools/probe_stamps.py stamps this kernel (a state begins at each)
+    Point("wait full", r"mbar_wait\(full", before=True), Point("mma", r"mbar_wait\(full"),
+    Point("release", r"wgmma_wait<0>\(\);"), Point("issue", r"if \(tid == 0 && kt \+ STAGES < k_tiles\)", before=True),
+    Point("epilogue", r"wgmma_keep\(d\);"))
 RUNG = CudaRung(NAME, SOURCE, sm90a=True)
 EMULATED = True               # without a GPU the lab grader runs this kernel on the CPU (cudabook.emulate: TMA, wgmma)
 source, unavailable = RUNG.source, RUNG.unavailable

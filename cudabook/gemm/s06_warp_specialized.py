@@ -16,6 +16,7 @@ import pathlib
 
 from .. import device
 from ..kit.rung import CudaRung
+from ..kit.stamps import Point
 from . import hopper
 
 NAME = "06_warp_specialized"
@@ -32,6 +33,11 @@ PARAMS = {
 MIN_CC = (9, 0)
 SOURCE = pathlib.Path(__file__).resolve().parent / "kernels" / "warp_specialized.cu"
 KERNEL = "gemm_warp_specialized"
+STAMPS = (   # cudabook.kit.stamps: where tools/probe_stamps.py stamps this kernel (a state begins at each)
+    Point("wait empty", r"mbar_wait\(empty", before=True), Point("issue", r"mbar_wait\(empty"),
+    Point("tile", r"d\[i\] = 0\.f;"), Point("wait full", r"mbar_wait\(full", before=True),
+    Point("mma", r"mbar_wait\(full"), Point("release", r"wgmma_wait<0>\(\);"),
+    Point("epilogue", r"wgmma_keep\(d\);"))
 ARG_TYPES = hopper.ARG_TYPES
 COMPILE_LOG_MISTAKES = hopper.COMPILE_LOG_MISTAKES   # the lab grader reads what ptxas says about the wgmmas
 WATCHDOG_S = hopper.WATCHDOG_S

@@ -17,6 +17,7 @@ import pathlib
 
 from .. import device
 from ..kit.rung import CudaRung
+from ..kit.stamps import Point
 from . import hopper
 
 NAME = "07_clusters"
@@ -49,6 +50,13 @@ PARAMS = {
 MIN_CC = (9, 0)
 SOURCE = pathlib.Path(__file__).resolve().parent / "kernels" / "clusters.cu"
 KERNEL = "gemm_clusters"
+STAMPS = (   # cudabook.kit.stamps: where tools/probe_stamps.py stamps this kernel (a state begins at each; the
+    # k-loop's release is stamped in both MMA_DEPTH branches, and the drain after the loop at depth 1)
+    Point("wait empty", r"mbar_wait\(empty", before=True), Point("issue", r"mbar_wait\(empty"),
+    Point("tile", r"d\[i\] = 0\.f;"), Point("wait full", r"mbar_wait\(full", before=True),
+    Point("mma", r"mbar_wait\(full"), Point("release", r"wgmma_wait<[01]>\(\);", nth=0),
+    Point("release", r"wgmma_wait<[01]>\(\);", nth=1), Point("drain", r"wgmma_wait<[01]>\(\);", nth=2, before=True),
+    Point("epilogue", r"wgmma_keep\(d\);"))
 ARG_TYPES = (None, None, None, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_float)
 COMPILE_LOG_MISTAKES = hopper.COMPILE_LOG_MISTAKES   # the lab grader reads what ptxas says about the wgmmas
 WATCHDOG_S = hopper.WATCHDOG_S

@@ -1,0 +1,196 @@
+"""Inside one block of a running kernel: when each warpgroup reached which point, measured, not drawn by hand.
+
+A stage names points in its kernel's source (`STAMPS`: a label, a pattern that finds one line of the kernel's
+body, and whether the stamp goes before or after that line). `instrument` returns a copy of the source with a
+stamp at each point: in one chosen block, the first thread of every warpgroup writes the point's number and
+`clock64()` (the SM's cycle counter) to a buffer whose address is written into the text; the first and last
+stamps also read `%globaltimer`, which turns cycles into nanoseconds. The kernel's file is not touched: the
+copy is compiled like a learner's text (launch(..., kernel=text)), so the records of the stage stand.
+
+`decode` turns the buffer into each warpgroup's events; a warpgroup is in state X from a stamp labelled X to
+its next stamp, so a point is named for what follows it ("wait full": the wait for a full stage begins).
+`tools/probe_stamps.py` records a stage's run on a GPU in results/readings/<gpu>_<track>_<stage>_stamps.json,
+with the stage's time with and without the stamps (what they cost); `show` draws and sums up a record.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+CAPACITY = 1024          # stamps a warpgroup keeps (later ones are counted, not kept)
+WARPGROUPS = 4           # at most, a block
+KIND_SHIFT = 56
+START, END, CLOCK_START, CLOCK_END = "start", "end", 62, 63
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    """A stamp: `label` names the state that follows it; `pattern` (a regular expression) finds the line of the
+    kernel's body it goes `before` or after; `nth`: which match, when the pattern matches more than one line."""
+    label: str
+    pattern: str
+    before: bool = False
+    nth: int = 0
+
+
+def _body(text: str, kernel: str) -> tuple[int, int]:
+    """(index just after the kernel body's opening brace, index of its closing brace)."""
+    m = re.search(r"__global__[^;{]*?\b" + re.escape(kernel) + r"\s*\(", text, flags=re.S)
+    if m is None:
+        raise ValueError(f"no __global__ function {kernel!r} in the source")
+    depth, i = 1, m.end()
+    while depth:                                   # the parameter list
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        i += 1
+    start = text.index("{", i) + 1
+    depth, j = 1, start
+    while depth:
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        j += 1
+    return start, j - 1
+
+
+def instrument(text: str, kernel: str, points, address: int, *, block: int = 0,
+               capacity: int = CAPACITY) -> str:
+    """`text` with a stamp at each point of `kernel`'s body, plus "start" and "end" around it, writing to the
+    buffer at device `address` (WARPGROUPS * capacity 64-bit words, then a counter a warpgroup). A ValueError
+    names a point whose pattern finds no line (the kernel changed under it)."""
+    start, end = _body(text, kernel)
+    body = text[start:end]
+    inserts = []                                   # (position in body, code)
+    for k, p in enumerate(points, start=1):
+        matches = list(re.finditer(p.pattern, body))
+        if len(matches) <= p.nth:
+            raise ValueError(f"stamp {p.label!r}: the pattern {p.pattern!r} finds {len(matches)} line(s) in "
+                             f"{kernel}, not a match number {p.nth}: the kernel changed; update the stage's STAMPS")
+        m = matches[p.nth]
+        line_start = body.rfind("\n", 0, m.start()) + 1
+        line_end = body.find("\n", m.end())
+        line_end = len(body) if line_end < 0 else line_end
+        indent = re.match(r"\s*", body[line_start:]).group(0)
+        if p.before:
+            inserts.append((line_start, f"{indent}CUDABOOK_STAMP({k});\n"))
+        else:
+            inserts.append((line_end, f"\n{indent}CUDABOOK_STAMP({k});"))
+    for pos, code in sorted(inserts, key=lambda x: x[0], reverse=True):
+        body = body[:pos] + code + body[pos:]
+    last = len(points) + 1
+    head = (f"\n  unsigned cudabook_stamp_n = 0;\n"
+            f"  const bool cudabook_stamp_on = blockIdx.x == {block} && blockIdx.y == 0 && blockIdx.z == 0 && "
+            f"threadIdx.x % 128 == 0;\n"
+            f"  CUDABOOK_TIMER({CLOCK_START});\n  CUDABOOK_STAMP(0);")
+    tail = f"\n  CUDABOOK_STAMP({last});\n  CUDABOOK_TIMER({CLOCK_END});\n"
+    # a return inside the body would skip the end stamp: stamp it there too
+    body = re.sub(r"\breturn\s*;", f"{{ CUDABOOK_STAMP({last}); CUDABOOK_TIMER({CLOCK_END}); return; }}", body)
+    macros = f"""
+// ---- stamps added by cudabook.kit.stamps (not part of the stage's kernel) ----
+#define CUDABOOK_STAMP_PUT(kind, value) do {{ if (cudabook_stamp_on) {{ \\
+    unsigned long long* cudabook_buf = (unsigned long long*){address:#x}ull; \\
+    if (cudabook_stamp_n < {capacity}) cudabook_buf[(threadIdx.x / 128) * {capacity} + cudabook_stamp_n] = \\
+        ((unsigned long long)(kind) << {KIND_SHIFT}) | ((unsigned long long)(value) & ((1ull << {KIND_SHIFT}) - 1)); \\
+    ++cudabook_stamp_n; cudabook_buf[{WARPGROUPS * capacity} + threadIdx.x / 128] = cudabook_stamp_n; }} }} while (0)
+#define CUDABOOK_STAMP(kind) CUDABOOK_STAMP_PUT(kind, clock64())
+#define CUDABOOK_TIMER(kind) do {{ unsigned long long cudabook_t; \\
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(cudabook_t)); CUDABOOK_STAMP_PUT(kind, cudabook_t); }} while (0)
+"""
+    return macros + text[:start] + head + body + tail + text[end:]
+
+
+def words(capacity: int = CAPACITY) -> int:
+    """The buffer's size in 64-bit words."""
+    return WARPGROUPS * capacity + WARPGROUPS
+
+
+def decode(buffer, points, capacity: int = CAPACITY) -> list[dict]:
+    """[{warpgroup, events: [(label, ns from the block's first stamp)], dropped}] for each warpgroup that
+    stamped, its cycles turned into ns by its own globaltimer pair (None where that is missing)."""
+    labels = [START, *(p.label for p in points), END]
+    out, origin = [], None
+    for wg in range(WARPGROUPS):
+        n = int(buffer[WARPGROUPS * capacity + wg])
+        if n == 0:
+            continue
+        raw = [int(w) for w in buffer[wg * capacity: wg * capacity + min(n, capacity)]]
+        kinds = [(w >> KIND_SHIFT, w & ((1 << KIND_SHIFT) - 1)) for w in raw]
+        timer = {k: v for k, v in kinds if k in (CLOCK_START, CLOCK_END)}
+        clocks = [(k, v) for k, v in kinds if k not in (CLOCK_START, CLOCK_END)]
+        first = clocks[0][1] if clocks else 0
+        last = next((v for k, v in reversed(clocks) if k == len(labels) - 1), None)
+        ns_per_clock = None
+        if len(timer) == 2 and last is not None and last > first:
+            ns_per_clock = (timer[CLOCK_END] - timer[CLOCK_START]) / (last - first)
+        out.append({"warpgroup": wg, "dropped": max(0, n - capacity), "ns_per_clock": ns_per_clock,
+                    "start_ns": timer.get(CLOCK_START),
+                    "events": [(labels[k] if k < len(labels) else f"?{k}", v - first) for k, v in clocks]})
+    for wg in out:                                 # one time axis for the block: its warpgroups' globaltimer starts
+        if wg["start_ns"] is not None:
+            origin = wg["start_ns"] if origin is None else min(origin, wg["start_ns"])
+    for wg in out:
+        scale = wg["ns_per_clock"] or 1.0
+        shift = (wg["start_ns"] - origin) if wg["start_ns"] is not None and origin is not None else 0
+        wg["events"] = [(label, round(shift + c * scale, 1)) for label, c in wg["events"]]
+    return out
+
+
+def spans(events) -> list[tuple[str, float, float]]:
+    """(state, from ns, to ns): a warpgroup is in the state its last stamp names until its next stamp."""
+    return [(a[0], a[1], b[1]) for a, b in zip(events, events[1:])]
+
+
+def summary(record: dict) -> dict:
+    """{warpgroup: {state: share of that warpgroup's time from start to end}}."""
+    out = {}
+    for wg in record["warpgroups"]:
+        total = {}
+        for state, t0, t1 in spans(wg["events"]):
+            total[state] = total.get(state, 0.0) + (t1 - t0)
+        whole = sum(total.values()) or 1.0
+        out[wg["warpgroup"]] = {k: v / whole for k, v in total.items()}
+    return out
+
+
+def load(track: str, stage: str) -> list[dict]:
+    """Every card's recorded stamps of (track, stage), newest last."""
+    from .. import results
+    return results.readings(track, stage, "stamps")
+
+
+COLOURS = {"wait full": "#bbbbbb", "wait empty": "#bbbbbb", "mma": "#4c72b0", "issue": "#55a868",
+           "release": "#8172b2", "epilogue": "#dd8452", "tile": "#ccb974", "start": "#eeeeee", "end": "#ffffff"}
+
+
+def show(track: str, stage: str, *, window_us: float | None = None, ax=None):
+    """Draw the newest record of (track, stage): a row a warpgroup, each state a colour, the first
+    `window_us` microseconds (all by default); print each warpgroup's share of time in each state and what the
+    stamps cost. Says so when there is no record."""
+    records = load(track, stage)
+    if not records:
+        print(f"No stamps of {track} {stage} in results/readings/ yet: `python tools/probe_stamps.py --track "
+              f"{track} --stage {stage}` on a GPU that runs it records them.")
+        return None
+    rec = records[-1]
+    print(f"{rec['gpu']}, commit {rec['commit']}, {rec['workload']}: block {rec['block']}; "
+          f"the stage took {rec['plain_us']:,.1f} µs a call without stamps, {rec['stamped_us']:,.1f} µs with them")
+    for wg, shares in summary(rec).items():
+        print(f"  warpgroup {wg}: " + ", ".join(f"{k} {100 * v:.0f} %" for k, v in
+                                               sorted(shares.items(), key=lambda kv: -kv[1]) if v >= 0.005))
+    import matplotlib.pyplot as plt
+    if ax is None:
+        _, ax = plt.subplots(figsize=(11, 0.6 + 0.55 * len(rec["warpgroups"])))
+    seen = set()
+    for row, wg in enumerate(rec["warpgroups"]):
+        for state, t0, t1 in spans(wg["events"]):
+            if window_us is not None and t0 / 1e3 > window_us:
+                break
+            ax.barh(row, (t1 - t0) / 1e3, left=t0 / 1e3, color=COLOURS.get(state, "#999999"), height=0.7,
+                    label=None if state in seen else state)
+            seen.add(state)
+    ax.set_yticks(range(len(rec["warpgroups"])))
+    ax.set_yticklabels([f"warpgroup {wg['warpgroup']}" for wg in rec["warpgroups"]])
+    ax.invert_yaxis()
+    ax.set_xlabel("µs from the block's start (measured: clock64 stamps, globaltimer-scaled)")
+    if window_us is not None:
+        ax.set_xlim(0, window_us)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=6, frameon=False, fontsize=8)
+    ax.set_title(f"{track} {stage}: one block, as it ran ({rec['gpu']})")
+    return ax

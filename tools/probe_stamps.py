@@ -1,0 +1,82 @@
+"""Record one block of a stage as it runs: the stage's STAMPS (cudabook.kit.stamps) compiled into a copy of its
+kernel, on the benchmark's first workload (GPU).
+
+For each stage: the plain kernel and the stamped copy timed back to back (what the stamps cost), the stamped
+copy's result judged against the float64 reference, then one more stamped launch whose stamps are kept:
+results/readings/<gpu>_<track>_<stage>_stamps.json (--out: another folder). A lesson draws it with
+stamps.show(track, stage).
+
+    python tools/probe_stamps.py --track gemm --stage 05 06 07
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import sys
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from cudabook import bench, device, results  # noqa: E402  (decides simulator or GPU before numba is imported)
+from cudabook import track as tracks  # noqa: E402
+from cudabook.kit import stamps  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--track", required=True, choices=tracks.TRACKS)
+    ap.add_argument("--stage", nargs="+", required=True, help="stages, by name or number")
+    ap.add_argument("--block", type=int, default=0, help="the block that stamps (blockIdx.x; y and z 0)")
+    ap.add_argument("--out", help="the folder to write to (default results/readings/)")
+    a = ap.parse_args(argv)
+    import numpy as np
+    from numba import cuda
+    t = tracks.get(a.track)
+    folder = pathlib.Path(a.out) if a.out else results.RESULTS / "readings"
+    folder.mkdir(parents=True, exist_ok=True)
+    size = t.bench.WORKLOADS[0]
+    args, problem = t.bench.prepare(size)
+    for want in a.stage:
+        stage = next((s for s in t.STAGES if s == want or s.startswith(want + "_")), None)
+        module = t.stage(stage) if stage else None
+        if module is None or not getattr(module, "STAMPS", None):
+            print(f"{want}: no such stage of {t.NAME} with STAMPS")
+            continue
+        why = t.unavailable(stage)
+        if why:
+            print(f"{stage} cannot run here: {why}")
+            continue
+        buf = cuda.to_device(np.zeros(stamps.words(), np.uint64))
+        text = stamps.instrument(module.source(), module.KERNEL, module.STAMPS, device.address(buf), block=a.block)
+        plain = lambda: module.launch(problem)                       # noqa: E731
+        stamped = lambda: module.launch(problem, kernel=text)        # noqa: E731
+        problem.poison()
+        stamped()
+        verdict = tracks.judge_of(t, stage)(problem.result(), *args)
+        got = bench.head_to_head({"plain": plain, "stamped": stamped}, rounds=4)
+        stamped()
+        cuda.synchronize()
+        warpgroups = stamps.decode(buf.copy_to_host(), module.STAMPS)
+        record = {"kind": "one block's stamps (cudabook.kit.stamps, tools/probe_stamps.py)", "track": t.NAME,
+                  "stage": stage, "gpu": device.gpu().name, "commit": results._commit(),
+                  "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S%z"),
+                  "workload": t.bench.workload_name(**size), "block": a.block, "correct": bool(verdict.ok),
+                  "plain_us": round(1e3 * sorted(got["plain"])[len(got["plain"]) // 2], 2),
+                  "stamped_us": round(1e3 * sorted(got["stamped"])[len(got["stamped"]) // 2], 2),
+                  "points": [p.label for p in module.STAMPS], "warpgroups": warpgroups}
+        path = folder / f"{results.slug(device.gpu().name)}_{t.NAME}_{stage}_stamps.json"
+        path.write_text(json.dumps(record, indent=1) + "\n")
+        shares = stamps.summary(record)
+        print(f"{stage}: plain {record['plain_us']:,.1f} µs, stamped {record['stamped_us']:,.1f} µs, "
+              f"correct={record['correct']}; " + "; ".join(
+                  f"wg{wg} " + ", ".join(f"{k} {100 * v:.0f}%" for k, v in sorted(s.items(), key=lambda kv: -kv[1])
+                                         if v >= 0.01) for wg, s in shares.items()) + f" -> {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
