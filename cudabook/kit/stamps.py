@@ -79,16 +79,19 @@ def instrument(text: str, kernel: str, points, address: int, *, block: int = 0,
             f"  const bool cudabook_stamp_on = blockIdx.x == {block} && blockIdx.y == 0 && blockIdx.z == 0 && "
             f"threadIdx.x % 128 == 0;\n"
             f"  CUDABOOK_TIMER({CLOCK_START});\n  CUDABOOK_STAMP(0);")
-    tail = f"\n  CUDABOOK_STAMP({last});\n  CUDABOOK_TIMER({CLOCK_END});\n"
+    tail = f"\n  CUDABOOK_STAMP({last});\n  CUDABOOK_TIMER({CLOCK_END});\n  CUDABOOK_COUNT();\n"
     # a return inside the body would skip the end stamp: stamp it there too
-    body = re.sub(r"\breturn\s*;", f"{{ CUDABOOK_STAMP({last}); CUDABOOK_TIMER({CLOCK_END}); return; }}", body)
+    body = re.sub(r"\breturn\s*;", f"{{ CUDABOOK_STAMP({last}); CUDABOOK_TIMER({CLOCK_END}); CUDABOOK_COUNT(); "
+                  f"return; }}", body)
     macros = f"""
 // ---- stamps added by cudabook.kit.stamps (not part of the stage's kernel) ----
-#define CUDABOOK_STAMP_PUT(kind, value) do {{ if (cudabook_stamp_on) {{ \\
-    unsigned long long* cudabook_buf = (unsigned long long*){address:#x}ull; \\
-    if (cudabook_stamp_n < {capacity}) cudabook_buf[(threadIdx.x / 128) * {capacity} + cudabook_stamp_n] = \\
-        ((unsigned long long)(kind) << {KIND_SHIFT}) | ((unsigned long long)(value) & ((1ull << {KIND_SHIFT}) - 1)); \\
-    ++cudabook_stamp_n; cudabook_buf[{WARPGROUPS * capacity} + threadIdx.x / 128] = cudabook_stamp_n; }} }} while (0)
+#define CUDABOOK_STAMP_PUT(kind, value) do {{ const unsigned long long cudabook_v = (value); \
+    if (cudabook_stamp_on && cudabook_stamp_n < {capacity}) \
+      ((unsigned long long*){address:#x}ull)[(threadIdx.x / 128) * {capacity} + cudabook_stamp_n] = \
+        ((unsigned long long)(kind) << {KIND_SHIFT}) | (cudabook_v & ((1ull << {KIND_SHIFT}) - 1)); \
+    ++cudabook_stamp_n; }} while (0)
+#define CUDABOOK_COUNT() do {{ if (cudabook_stamp_on) \
+    ((unsigned long long*){address:#x}ull)[{WARPGROUPS * capacity} + threadIdx.x / 128] = cudabook_stamp_n; }} while (0)
 #define CUDABOOK_STAMP(kind) CUDABOOK_STAMP_PUT(kind, clock64())
 #define CUDABOOK_TIMER(kind) do {{ unsigned long long cudabook_t; \\
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(cudabook_t)); CUDABOOK_STAMP_PUT(kind, cudabook_t); }} while (0)

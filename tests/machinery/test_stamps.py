@@ -33,7 +33,7 @@ def test_instrument_puts_each_stamp_at_its_line_and_stamps_start_and_end():
     assert lines.index("CUDABOOK_STAMP(1);") + 1 == lines.index("float x = out[i];")
     assert lines.index("x = x * 2.f;") + 1 == lines.index("CUDABOOK_STAMP(2);")
     assert "CUDABOOK_STAMP(0);" in lines and "CUDABOOK_STAMP(3);" in lines
-    assert "if (i >= n) { CUDABOOK_STAMP(3); CUDABOOK_TIMER(63); return; }" in lines   # an early return ends too
+    assert "if (i >= n) { CUDABOOK_STAMP(3); CUDABOOK_TIMER(63); CUDABOOK_COUNT(); return; }" in lines   # an early return ends too
     assert "0x1000ull" in text
 
 
