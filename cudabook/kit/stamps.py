@@ -162,10 +162,10 @@ COLOURS = {"wait full": "#bbbbbb", "wait empty": "#bbbbbb", "mma": "#4c72b0", "i
            "release": "#8172b2", "epilogue": "#dd8452", "tile": "#ccb974", "start": "#eeeeee", "end": "#ffffff"}
 
 
-def show(track: str, stage: str, *, window_us: float | None = None, ax=None):
-    """Draw the newest record of (track, stage): a row a warpgroup, each state a colour, the first
-    `window_us` microseconds (all by default); print each warpgroup's share of time in each state and what the
-    stamps cost. Says so when there is no record."""
+def show(track: str, stage: str, *, window_us: float | None = 6.0):
+    """Print each warpgroup's share of time in each state and what the stamps cost, for the newest record of
+    (track, stage), and draw it: the whole block, then its first `window_us` microseconds (None: the whole block
+    alone). Says so, and returns None, when there is no record."""
     records = load(track, stage)
     if not records:
         print(f"No stamps of {track} {stage} in results/readings/ yet: `python tools/probe_stamps.py --track "
@@ -178,8 +178,19 @@ def show(track: str, stage: str, *, window_us: float | None = None, ax=None):
         print(f"  warpgroup {wg}: " + ", ".join(f"{k} {100 * v:.0f} %" for k, v in
                                                sorted(shares.items(), key=lambda kv: -kv[1]) if v >= 0.005))
     import matplotlib.pyplot as plt
-    if ax is None:
-        _, ax = plt.subplots(figsize=(11, 0.6 + 0.55 * len(rec["warpgroups"])))
+    windows = [None] if window_us is None else [None, window_us]
+    rows = len(rec["warpgroups"])
+    fig, axes = plt.subplots(len(windows), 1, figsize=(11, len(windows) * (0.9 + 0.55 * rows) + 0.6),
+                             squeeze=False)
+    for ax, window in zip(axes[:, 0], windows):
+        _draw(ax, rec, window)
+        ax.set_title(f"{track} {stage}: one block, as it ran ({rec['gpu']})"
+                     + (f", its first {window:g} µs" if window else ""))
+    fig.tight_layout()
+    return fig
+
+
+def _draw(ax, rec, window_us):
     seen = set()
     for row, wg in enumerate(rec["warpgroups"]):
         for state, t0, t1 in spans(wg["events"]):
@@ -194,6 +205,4 @@ def show(track: str, stage: str, *, window_us: float | None = None, ax=None):
     ax.set_xlabel("µs from the block's start (measured: clock64 stamps, globaltimer-scaled)")
     if window_us is not None:
         ax.set_xlim(0, window_us)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=6, frameon=False, fontsize=8)
-    ax.set_title(f"{track} {stage}: one block, as it ran ({rec['gpu']})")
-    return ax
+    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False, fontsize=8)

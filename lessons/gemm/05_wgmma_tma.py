@@ -270,6 +270,29 @@ else:
 gemm.ladder_so_far("05_wgmma_tma", peers=True)
 
 # %% [markdown]
+# ## One block, measured
+#
+# The paragraph above reasons about the schedule; here it is measured. `tools/probe_stamps.py` compiles a copy
+# of this kernel with a stamp at each point `s05.STAMPS` names (`cudabook.kit.stamps`; the file itself is not
+# changed, and the copy's result is checked). In one block, the first thread of each warpgroup writes the SM's
+# cycle counter at each point, and a warpgroup is in a state from one stamp to its next: *wait full* (the
+# stage's bytes are not in yet), *mma* (its four wgmmas issued and waited for), *release* (the block-wide
+# barrier), *issue* (thread 0 refills the stage; the other threads go straight on) and *epilogue*. The cell
+# prints each warpgroup's share of its time in each state and draws the whole block, then its first
+# microseconds.
+#
+# The wgmmas fill under half of each warpgroup's time. At the start both wait for the first stages, which come
+# from DRAM with nothing to overlap them; after that, every k-tile has the same stripes, the barrier's among
+# them. One caution in reading it: *issue* is about as long in warpgroup 1, whose threads issue nothing, as in
+# warpgroup 0. So that stretch is not the refill: part of it is the stamps' own cost, which the first line shows
+# as the stamped kernel's time beside the plain one's.
+
+# %%
+from cudabook.kit import stamps
+
+_ = stamps.show("gemm", "05_wgmma_tma", window_us=6)
+
+# %% [markdown]
 # ## Experiment
 #
 # The tile width `bn` (64, 128, 256) sets how many accumulators a thread holds (`bn / 2`) and how often A is

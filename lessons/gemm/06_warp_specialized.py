@@ -164,7 +164,28 @@ _ = profile.variants("gemm", "06_warp_specialized", [{"group_m": 1}])
 # sizes are in each card's record; A and B together at this size are a little larger than the H200's L2 and
 # about a quarter larger than the H100's) and less DRAM bandwidth. Either may make bytes that cost the H200
 # nothing cost the H100 time; which one, if either, is open until the same counters are recorded on an H100.
+
+
+# %% [markdown]
+# ## One block, measured
 #
+# The same stamps as in rung 05 (`s06.STAMPS`): the producer is in *wait empty* until a stage is free and in
+# *issue* while it loads it; each consumer in *tile* (zeroing its accumulators), *wait full*, *mma* (issue and
+# `wait<0>`), *release* (its arrive on the empty barrier and the step of the ring) and *epilogue* (its stores).
+# The cell draws one block of a run at 4096³ (`tools/probe_stamps.py`), whole and its first microseconds.
+#
+# Read it tile by tile. Within a tile the consumers' *mma* stripes run side by side: the tensor cores are
+# shared, and neither waits for the other any more. At each tile's end both consumers are in their epilogue at
+# once, so for that stretch no wgmma of this block runs, and the producer, which has filled every stage of the
+# next tile, waits for empty stages. That is the part rung 07's TMA store shortens; a schedule that ran one
+# consumer's epilogue under the other's next tile would hide it.
+
+# %%
+from cudabook.kit import stamps
+
+_ = stamps.show("gemm", "06_warp_specialized", window_us=6)
+
+# %% [markdown]
 # ## Experiments
 #
 # The ring depth (`stages`), the grouped order (`group_m`: 1 is plain row-major order) and the register split

@@ -210,3 +210,20 @@ if not SIMULATOR and not gemm.unavailable("07_clusters"):
 #   theirs: up to a quarter more time, of which the idle SMs are a smaller part. And since
 #   `group_m` counts cluster rows, a group of 8 clusters of 4 spans all 32 tile rows of M, so each wave reads all
 #   of A: DRAM reads rise and the L2 hit rate falls, as the last line shows.
+
+# %% [markdown]
+# ## One block, measured
+#
+# The stamps of rung 06 in this kernel (`s07.STAMPS`, with *drain*: the last `wait<0>` of a tile, since the
+# k-loop keeps one group of wgmmas in flight). Drawn as in rung 06, from a run at 4096³:
+
+# %%
+from cudabook.kit import stamps
+
+_ = stamps.show("gemm", "07_clusters", window_us=6)
+
+# %% [markdown]
+# Against rung 06's picture, the epilogue is the part that shrank: the results go to shared memory and one
+# thread's TMA store takes them from there, so the consumers are back at their wgmmas sooner. The share of
+# *mma* barely moved. What the stripes cannot show is what the cluster changes: the same wgmmas, fed from L2
+# more often than from DRAM (the profiles above).
