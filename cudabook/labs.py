@@ -437,6 +437,19 @@ def _grade_emulated(t, module, stage_name, source, track, params, say) -> bool:
 WATCHDOG_EMULATED_S = 30
 
 
+def grading_variants(module, params) -> list[dict]:
+    """The stage's GRADING_VARIANTS as they run under the learner's own parameters, which win: each variant's
+    settings as they take effect, and a variant that those parameters make the same launch as an earlier one
+    left out (grade("02_smem_tiles", kernel, tile=4) runs its cases once, labelled tile=4)."""
+    out, launches = [], []
+    for variant in getattr(module, "GRADING_VARIANTS", [{}]):
+        launch = {**variant, **params}
+        if launch not in launches:
+            launches.append(launch)
+            out.append({k: launch[k] for k in variant})
+    return out
+
+
 def _run_cases(t, module, stage_name, kernel, track, params, say) -> bool:
     """Every grading case (and variant); False after saying what went wrong. The cases run are kept in
     _run_cases.graded for the PASS line."""
@@ -444,7 +457,7 @@ def _run_cases(t, module, stage_name, kernel, track, params, say) -> bool:
     _run_cases.failed = None      # ("verdict" or "error", inputs, variant) of the case that failed
     part, parts = _CHILD_PART     # a child grading part of the cases: every parts-th case from the part-th
     flat = -1
-    for variant in getattr(module, "GRADING_VARIANTS", [{}]):   # e.g. other pipeline depths, where a race shows
+    for variant in grading_variants(module, params):   # e.g. other pipeline depths, where a race shows
         for name, inputs, label in cases(stage_name, track):
             flat += 1
             if flat % parts != part:

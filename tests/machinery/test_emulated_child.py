@@ -172,3 +172,14 @@ def test_split_over_children_a_race_still_fails_and_a_right_kernel_passes(monkey
     late = next(m for m in table("attention") if m.where == "emulator")
     verdict, said = child("attention", "04_mma_cp_async", wrong_attempt("attention", late))
     assert verdict is False and "WHEN it is read is not" in said
+
+
+def test_the_learners_parameters_win_over_the_grading_variants_and_a_repeat_is_left_out():
+    # grade("02_smem_tiles", kernel, tile=4): both passes would launch tile=4, so it runs once, labelled so
+    import types
+    module = types.SimpleNamespace(GRADING_VARIANTS=[{}, {"tile": 8}])
+    assert labs.grading_variants(module, {}) == [{}, {"tile": 8}]
+    assert labs.grading_variants(module, {"tile": 4}) == [{}]
+    two = types.SimpleNamespace(GRADING_VARIANTS=[{}, {"stages": 3, "unroll": 2}])
+    assert labs.grading_variants(two, {"stages": 2}) == [{}, {"stages": 2, "unroll": 2}]
+    assert labs.grading_variants(types.SimpleNamespace(), {"x": 1}) == [{}]
