@@ -152,6 +152,24 @@ def summary(record: dict) -> dict:
     return out
 
 
+def covered(record: dict, state: str) -> float:
+    """The share of the block's time (its first stamp to its last) in which at least one warpgroup is in
+    `state`. Only what the stamps say: where a kernel keeps a group of wgmmas in flight past its wait (GEMM 07,
+    MMA_DEPTH 1), the tensor cores also work in the states after "mma", and this undercounts them."""
+    spans_in = sorted((t0, t1) for wg in record["warpgroups"] for s, t0, t1 in spans(wg["events"]) if s == state)
+    times = [t for wg in record["warpgroups"] for _, t in wg["events"]]
+    whole = (max(times) - min(times)) if times else 0.0
+    total, current = 0.0, None
+    for t0, t1 in spans_in:
+        if current is None or t0 > current[1]:
+            total += (current[1] - current[0]) if current else 0.0
+            current = [t0, t1]
+        else:
+            current[1] = max(current[1], t1)
+    total += (current[1] - current[0]) if current else 0.0
+    return total / whole if whole else 0.0
+
+
 def load(track: str, stage: str) -> list[dict]:
     """Every card's recorded stamps of (track, stage), newest last."""
     from .. import results
@@ -177,6 +195,8 @@ def show(track: str, stage: str, *, window_us: float | None = 6.0):
     for wg, shares in summary(rec).items():
         print(f"  warpgroup {wg}: " + ", ".join(f"{k} {100 * v:.0f} %" for k, v in
                                                sorted(shares.items(), key=lambda kv: -kv[1]) if v >= 0.005))
+    if any(s == "mma" for wg in rec["warpgroups"] for s, _ in wg["events"]):
+        print(f"  at least one warpgroup in the state mma: {100 * covered(rec, 'mma'):.0f} % of the block's time")
     import matplotlib.pyplot as plt
     windows = [None] if window_us is None else [None, window_us]
     rows = len(rec["warpgroups"])

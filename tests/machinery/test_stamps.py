@@ -110,3 +110,11 @@ def test_show_draws_the_newest_record_and_says_when_there_is_none(tmp_path, monk
     assert stamps.show("gemm", "06_warp_specialized") is not None
     out = capsys.readouterr().out
     assert "10.0 µs a call without stamps, 10.5 µs with them" in out and "mma 60 %" in out
+    assert "at least one warpgroup in the state mma: 60 % of the block's time" in out
+
+
+def test_covered_counts_time_in_a_state_once_however_many_warpgroups_share_it():
+    record = {"warpgroups": [{"events": [("start", 0.0), ("mma", 10.0), ("wait", 50.0), ("end", 100.0)]},
+                             {"events": [("start", 0.0), ("mma", 30.0), ("wait", 70.0), ("mma", 80.0),
+                                         ("end", 90.0)]}]}
+    assert stamps.covered(record, "mma") == pytest.approx(0.7)     # 10-70 and 80-90 of 0-100
