@@ -823,19 +823,21 @@ if readings is not None:
             print(f"{d:4d} causal, persistent, head by head: {first['cases'][0]['ratio']:.3f}x (commit {first['commit']})")
 
 # %% [markdown]
-# With the static stride the persistent grid gained everywhere but at d = 128 causal, where it lost about two
-# percent. Two guesses. The L2: walked longest first over all heads, the blocks in flight hold every head's K
-# and V at once, 2 MB a head at d = 128 (the first build, head by head, lost as well, which weakens it). Or the
-# stride itself: a block a tile is scheduled as blocks free up (the hardware hands the next block to the first
-# SM with room), and a static stride cannot be.
+# With the static stride the persistent grid gained everywhere but at d = 128 causal, where it lost a little.
+# Two guesses. The L2: walked longest first over all heads, the blocks in flight read every head's K and V at
+# once (64 heads, 2 MB each at d = 128), so only about two blocks share each tile the L2 brings in. The first
+# build, head by head, lost as well, but under a static stride a head-by-head order spreads the work unevenly
+# on its own (the count below, head_group 1), so that reading says little about the L2. Or the stride itself:
+# a block a tile is scheduled as blocks free up (the hardware hands the next block to the first SM with room),
+# and a static stride cannot be.
 #
 # To test both, the kernel has two more settings. `schedule="dynamic"`: the producer claims the block's next
 # tile from a counter in global memory (`atomicAdd`) as it finishes issuing the loads of the last one, and
 # hands its number to the consumers through shared memory, published by Q's mbarrier; the last block to finish
 # sets the counter back to zero for the next launch. `head_group=g`: causal tiles are ranked longest first
-# within groups of g heads, group after group (0: all heads at once, as above; 1: head by head), so a small
-# group keeps few heads' keys and values in the L2 while the tail still ends on short tiles. The readings, each
-# against cuDNN in interleaved rounds on one card in one session (the same file):
+# within groups of g heads, group after group (0: all heads at once, as above; 1: head by head), so that the
+# blocks in flight read few heads' keys and values and many of them share each tile in the L2. The readings,
+# each against cuDNN in interleaved rounds on one card in one session (the same file):
 
 # %%
 if readings is not None:
@@ -856,16 +858,68 @@ if readings is not None:
     print("defaults now:", {k: s06.PARAMS[k] for k in ("persistent", "schedule", "head_group")})
 
 # %% [markdown]
+# Before reading them, a count that leaves the cache out. Give each causal tile a cost of its key tiles and
+# nothing else, hand the tiles out as `struct Work` does (static: block b takes tiles b, b + 132, ... with the
+# snake; dynamic: the next tile in rank order goes to the block that has done the least so far, which is about
+# what claiming as blocks free up does), and compare the busiest block's key tiles with the mean. A grid ends
+# when its busiest block does, so 1.00 is an even spread and anything above it is time the other SMs sit idle.
+
+# %%
+def busiest_block(d, schedule, head_group, heads=64, n=4096, sms=132):
+    """The busiest block's key tiles over the mean, causal, persistent: tiles ranked and handed out as in
+    struct Work (warp_specialized.cu), a tile's cost its key tiles (no cache, no fixed cost a tile)."""
+    cfg = s06.config(d, True, schedule=schedule, head_group=head_group)
+    bq, bkv = 64 * cfg["CONSUMERS"], cfg["BKV"]
+    qblocks = -(-n // bq)
+    total, group = qblocks * heads, head_group if 0 < head_group < heads else heads
+
+    def key_tiles(w):
+        k, i = divmod(w, sms)
+        snake = schedule == "static" and k % 2 and (k + 1) * sms <= total       # odd full rounds backwards
+        r = k * sms + sms - 1 - i if snake else w
+        h0 = r // (group * qblocks) * group
+        qb = qblocks - 1 - (r - h0 * qblocks) // min(group, heads - h0)
+        return -(-min((qb + 1) * bq, n) // bkv)
+    load, tiles_of = [0] * sms, [[] for _ in range(sms)]
+    for w in range(total):
+        b = w % sms if schedule == "static" else min(range(sms), key=load.__getitem__)
+        load[b] += key_tiles(w)
+        tiles_of[b].append(key_tiles(w))
+    return max(load) / (sum(load) / sms), tiles_of
+
+
+count_at = dict(heads=64, n=4096, sms=132)       # the readings' workload and card
+sched_run = readings["runs"].get("sched_static_d128_causal_g0") if readings else None
+if sched_run:
+    count_at = dict(heads=sched_run["cases"][0]["heads"], n=sched_run["n"], sms=sched_run["sms"])
+print("the busiest block's key tiles over the mean, causal, {heads} heads of {n:,} tokens on {sms} SMs:"
+      .format(**count_at))
+for d in (128, 64):
+    for schedule in ("static", "dynamic"):
+        print(f"  d = {d:3d}, {schedule:7s}: " + ", ".join(
+            f"head_group {g} {busiest_block(d, schedule, g, **count_at)[0]:.2f}" for g in (0, 1, 2, 4, 8)))
+for block in (0, 64):
+    print(f"d = 128, static, head_group 4: block {block:2d} gets tiles of "
+          f"{busiest_block(128, 'static', 4, **count_at)[1][block]} key tiles")
+
+# %% [markdown]
 # Read it in three steps.
 #
-# - **Claimed as blocks free up, the persistent grid wins at d = 128 causal too**, but only with small groups of
-#   heads: over all heads at once (group 0) it is no better than the static stride, and in groups of four it is
-#   clearly ahead. Both guesses were half right: the stride had to go, and then the L2 decided.
-# - **At d = 64 the opposite group wins.** Keys and values are half the size, the L2 holds them anyway, and
-#   what counts is that every block ends on short tiles: all heads at once.
-# - **With a static stride, groups are ruinous at d = 128.** A group of four heads is 128 tiles, the grid 132
-#   blocks: each round starts four tiles further into the ranking, the snake stops pairing a long tile with a
-#   short one, and some blocks collect long tiles round after round.
+# - **Claimed as blocks free up, the persistent grid is ahead of cuDNN at d = 128 causal too**, but only in
+#   groups of heads. Over all heads at once (group 0) the dynamic schedule is level with the static stride, and
+#   the count finds both even there: the stride was not what lost. Groups of four and eight are clearly ahead;
+#   groups of one and two, which the count finds uneven, come in between. What group 0 lost to group four is
+#   then not the spread of the work. The L2 guess fits it, but no cache counter was read: it is still a guess.
+# - **At d = 64 the larger the group, the faster, all heads at once the fastest.** Here the count alone
+#   follows the readings: the uneven groups are the slow ones. With small groups the long tiles at the head of
+#   the last groups are claimed late, and the blocks that take them finish after the others; ranked over all
+#   heads, the grid's last tiles are all short. Keys and values are half the size, so the L2 would weigh less
+#   than at d = 128, but how much it weighs here was not measured either.
+# - **With a static stride, groups are ruinous at d = 128** (and costly at d = 64). At BQ = 128 a head has 32
+#   query blocks, so a group of four heads is 128 tiles, four fewer than a round of the grid: each round starts
+#   four tiles further into a group and ends on the long tiles at the head of the next one. Forwards, blocks 0
+#   to 3 take the round's first tiles, long ones; backwards (the snake), its last, long ones too. So they take
+#   a long tile every round, and block 64 only short ones (the last lines of the count).
 #
 # Without the mask every tile is as long as every other, and the dynamic schedule is level with the static
 # stride or a little ahead. So the defaults are the persistent grid with the dynamic schedule everywhere, and

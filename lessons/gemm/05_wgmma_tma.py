@@ -275,17 +275,21 @@ gemm.ladder_so_far("05_wgmma_tma", peers=True)
 # The paragraph above reasons about the schedule; here it is measured. `tools/probe_stamps.py` compiles a copy
 # of this kernel with a stamp at each point `s05.STAMPS` names (`cudabook.kit.stamps`; the file itself is not
 # changed, and the copy's result is checked). In one block, the first thread of each warpgroup writes the SM's
-# cycle counter at each point, and a warpgroup is in a state from one stamp to its next: *wait full* (the
-# stage's bytes are not in yet), *mma* (its four wgmmas issued and waited for), *release* (the block-wide
-# barrier), *issue* (thread 0 refills the stage; the other threads go straight on) and *epilogue*. The cell
+# cycle counter at each point, and a warpgroup is in a state from the stamp that names it to its next stamp:
+# *start* (from the block's first instruction: the mbarriers' set-up and, in warpgroup 0, thread 0 issuing the
+# first stages), *wait full* (the wait for the stage's bytes), *mma* (its four wgmmas issued and waited for),
+# *release* (the block-wide barrier), *issue* (from the barrier to the next k-tile's wait: thread 0 refills the
+# stage, and the loop steps on) and *epilogue* (from the last k-tile to the end: the stores). The first thread
+# of warpgroup 0 is thread 0 itself, so its stamps include the refill; those of warpgroup 1 do not. The cell
 # prints each warpgroup's share of its time in each state and draws the whole block, then its first
 # microseconds.
 #
-# The wgmmas fill under half of each warpgroup's time. At the start both wait for the first stages, which come
-# from DRAM with nothing to overlap them; after that, every k-tile has the same stripes, the barrier's among
-# them. One caution in reading it: *issue* is about as long in warpgroup 1, whose threads issue nothing, as in
-# warpgroup 0. So that stretch is not the refill: part of it is the stamps' own cost, which the first line shows
-# as the stamped kernel's time beside the plain one's.
+# *mma* is under half of each warpgroup's time. At the start both wait for the first stages, which come from
+# memory with nothing to overlap them; after that, every k-tile has the same stripes, the barrier's among them.
+# One caution in reading it: *issue* is about as long in warpgroup 1, whose stamping thread issues nothing, as
+# in warpgroup 0. So most of that stretch is not the refill, and the stamps do not say what it is. Part of it
+# may be the stamps' own cost (the first line: the stamped kernel is slower than the plain one), but that cost
+# falls at every stamp, and nothing here shows it falling in *issue* more than elsewhere.
 
 # %%
 from cudabook.kit import stamps

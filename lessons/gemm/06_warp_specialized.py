@@ -169,16 +169,21 @@ _ = profile.variants("gemm", "06_warp_specialized", [{"group_m": 1}])
 # %% [markdown]
 # ## One block, measured
 #
-# The same stamps as in rung 05 (`s06.STAMPS`): the producer is in *wait empty* until a stage is free and in
-# *issue* while it loads it; each consumer in *tile* (zeroing its accumulators), *wait full*, *mma* (issue and
-# `wait<0>`), *release* (its arrive on the empty barrier and the step of the ring) and *epilogue* (its stores).
-# The cell draws one block of a run at 4096³ (`tools/probe_stamps.py`), whole and its first microseconds.
+# Stamps as in rung 05, placed in this kernel (`s06.STAMPS`), each state again lasting from its stamp to the
+# warpgroup's next. The producer is in *wait empty* while it waits for a free stage and in *issue* from then
+# until its next wait: the stage's `expect_tx`, its TMA copies issued (they run on after), the step of the
+# ring. Each consumer is in *tile* from just after its accumulators are zeroed to its first wait, *wait full*,
+# *mma* (the k-tile's wgmmas issued and `wait<0>`), *release* (its arrive on the empty barrier and the step of
+# the ring) and *epilogue* (its stores, and the next tile's set-up). The cell draws one block of a run at 4096³
+# (`tools/probe_stamps.py`), whole and its first microseconds.
 #
-# Read it tile by tile. Within a tile the consumers' *mma* stripes run side by side: the tensor cores are
-# shared, and neither waits for the other any more. At each tile's end both consumers are in their epilogue at
-# once, so for that stretch no wgmma of this block runs, and the producer, which has filled every stage of the
-# next tile, waits for empty stages. That is the part rung 07's TMA store shortens; a schedule that ran one
-# consumer's epilogue under the other's next tile would hide it.
+# Read it tile by tile. Within a tile the consumers' *mma* stripes run side by side, sharing the tensor cores,
+# and no barrier holds one back for the other at every k-tile: they are tied only through the ring, where a
+# stage is refilled once both have read it. At each tile's end both consumers are in their epilogue at once, so
+# for that stretch no wgmma of this block runs (each `wait<0>` has drained its own), and the producer, which has
+# already filled every stage with the next tile's first k-tiles, waits for an empty one. That is the part rung
+# 07's TMA store shortens; a schedule that ran one consumer's epilogue under the other's next tile could hide
+# it.
 
 # %%
 from cudabook.kit import stamps

@@ -214,8 +214,11 @@ if not SIMULATOR and not gemm.unavailable("07_clusters"):
 # %% [markdown]
 # ## One block, measured
 #
-# The stamps of rung 06 in this kernel (`s07.STAMPS`, with *drain*: the last `wait<0>` of a tile, since the
-# k-loop keeps one group of wgmmas in flight). Drawn as in rung 06, from a run at 4096³:
+# The stamps of rung 06 in this kernel (`s07.STAMPS`), with one difference in what *mma* covers. The k-loop
+# keeps one group of wgmmas in flight: *mma* is the k-tile's wgmmas issued and `wait<1>`, which waits for the
+# group before them, so the newest group still runs through *release* (which now arrives on the empty barriers
+# of both blocks of the cluster) and *wait full*. After the last k-tile comes *drain*: the tile's last
+# `wait<0>` and the release of its last stage. Drawn as in rung 06, from a run at 4096³:
 
 # %%
 from cudabook.kit import stamps
@@ -224,6 +227,9 @@ _ = stamps.show("gemm", "07_clusters", window_us=6)
 
 # %% [markdown]
 # Against rung 06's picture, the epilogue is the part that shrank: the results go to shared memory and one
-# thread's TMA store takes them from there, so the consumers are back at their wgmmas sooner. The share of
-# *mma* barely moved. What the stripes cannot show is what the cluster changes: the same wgmmas, fed from L2
-# more often than from DRAM (the profiles above).
+# thread's TMA store takes them from there, so the consumers start the next tile sooner. The share of *mma*
+# barely moved, and the time the epilogue gave back went to *wait full* and *release* (the shares printed here
+# and in lesson 06). The two *mma* shares are not the same measure, though: here the tensor cores also work
+# through the states after *mma*, so that share, and the line "at least one warpgroup in the state mma",
+# undercount them. What the stripes cannot show is where the stages' bytes come from: with the cluster, fewer
+# from DRAM, and with multicast, B's boxes cross from L2 once a cluster (the profiles above).
