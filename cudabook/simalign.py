@@ -6,8 +6,6 @@ accept it, so the simulator versions of the workbook's vector helpers call `chec
 """
 from __future__ import annotations
 
-import numpy as np
-
 
 class MisalignedAccess(IndexError):
     """A wide access whose address is not a multiple of its width (a GPU raises "misaligned address")."""
@@ -16,10 +14,15 @@ class MisalignedAccess(IndexError):
 def check(array, index, width: int, what: str = "access"):
     """Raise MisalignedAccess unless the element array[index] starts at a multiple of `width` bytes from the
     array's start (the start itself is aligned: device allocations are 256-byte aligned)."""
-    try:
-        flat = int(np.ravel_multi_index(tuple(int(i) for i in index), array.shape))
-    except ValueError:
-        return                       # out of bounds: the access itself raises the clearer IndexError
+    shape = array.shape
+    if len(index) != len(shape):
+        return                       # not one index a dimension: the access itself raises the clearer error
+    flat = 0                         # np.ravel_multi_index's C-order flat index in plain Python, a third of that
+    for i, n in zip(index, shape):   # call's time: it runs at every wide access of every simulated thread
+        i = int(i)
+        if not 0 <= i < n:
+            return                   # out of bounds: the access itself raises the clearer IndexError
+        flat = flat * n + i
     offset = flat * array.dtype.itemsize
     if offset % width:
         raise MisalignedAccess(
