@@ -4,7 +4,7 @@ kernel, on the benchmark's first workload (GPU).
 For each stage: the plain kernel and the stamped copy timed back to back (what the stamps cost), the stamped
 copy's result judged against the float64 reference, then one more stamped launch whose stamps are kept:
 results/readings/<gpu>_<track>_<stage>_stamps.json (--out: another folder). A lesson draws it with
-stamps.show(track, stage).
+timeline.show_stamps(track, stage).
 
     python tools/probe_stamps.py --track gemm --stage 05 06 07
 """

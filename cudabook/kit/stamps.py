@@ -10,7 +10,8 @@ copy is compiled like a learner's text (launch(..., kernel=text)), so the record
 `decode` turns the buffer into each warpgroup's events; a warpgroup is in state X from a stamp labelled X to
 its next stamp, so a point is named for what follows it ("wait full": the wait for a full stage begins).
 `tools/probe_stamps.py` records a stage's run on a GPU in results/readings/<gpu>_<track>_<stage>_stamps.json,
-with the stage's time with and without the stamps (what they cost); `show` draws and sums up a record.
+with the stage's time with and without the stamps (what they cost); cudabook.timeline.show_stamps draws and
+sums up a record.
 """
 from __future__ import annotations
 
@@ -168,61 +169,3 @@ def covered(record: dict, state: str) -> float:
             current[1] = max(current[1], t1)
     total += (current[1] - current[0]) if current else 0.0
     return total / whole if whole else 0.0
-
-
-def load(track: str, stage: str) -> list[dict]:
-    """Every card's recorded stamps of (track, stage), newest last."""
-    from .. import results
-    return results.readings(track, stage, "stamps")
-
-
-COLOURS = {"wait full": "#bbbbbb", "wait empty": "#bbbbbb", "mma": "#4c72b0", "issue": "#55a868",
-           "release": "#8172b2", "epilogue": "#dd8452", "tile": "#ccb974", "start": "#eeeeee", "end": "#ffffff"}
-
-
-def show(track: str, stage: str, *, window_us: float | None = 6.0):
-    """Print each warpgroup's share of time in each state and what the stamps cost, for the newest record of
-    (track, stage), and draw it: the whole block, then its first `window_us` microseconds (None: the whole block
-    alone). Says so, and returns None, when there is no record."""
-    records = load(track, stage)
-    if not records:
-        print(f"No stamps of {track} {stage} in results/readings/ yet: `python tools/probe_stamps.py --track "
-              f"{track} --stage {stage}` on a GPU that runs it records them.")
-        return None
-    rec = records[-1]
-    print(f"{rec['gpu']}, commit {rec['commit']}, {rec['workload']}: block {rec['block']}; "
-          f"the stage took {rec['plain_us']:,.1f} µs a call without stamps, {rec['stamped_us']:,.1f} µs with them")
-    for wg, shares in summary(rec).items():
-        print(f"  warpgroup {wg}: " + ", ".join(f"{k} {100 * v:.0f} %" for k, v in
-                                               sorted(shares.items(), key=lambda kv: -kv[1]) if v >= 0.005))
-    if any(s == "mma" for wg in rec["warpgroups"] for s, _ in wg["events"]):
-        print(f"  at least one warpgroup in the state mma: {100 * covered(rec, 'mma'):.0f} % of the block's time")
-    import matplotlib.pyplot as plt
-    windows = [None] if window_us is None else [None, window_us]
-    rows = len(rec["warpgroups"])
-    fig, axes = plt.subplots(len(windows), 1, figsize=(11, len(windows) * (0.9 + 0.55 * rows) + 0.6),
-                             squeeze=False)
-    for ax, window in zip(axes[:, 0], windows):
-        _draw(ax, rec, window)
-        ax.set_title(f"{track} {stage}: one block, as it ran ({rec['gpu']})"
-                     + (f", its first {window:g} µs" if window else ""))
-    fig.tight_layout()
-    return fig
-
-
-def _draw(ax, rec, window_us):
-    seen = set()
-    for row, wg in enumerate(rec["warpgroups"]):
-        for state, t0, t1 in spans(wg["events"]):
-            if window_us is not None and t0 / 1e3 > window_us:
-                break
-            ax.barh(row, (t1 - t0) / 1e3, left=t0 / 1e3, color=COLOURS.get(state, "#999999"), height=0.7,
-                    label=None if state in seen else state)
-            seen.add(state)
-    ax.set_yticks(range(len(rec["warpgroups"])))
-    ax.set_yticklabels([f"warpgroup {wg['warpgroup']}" for wg in rec["warpgroups"]])
-    ax.invert_yaxis()
-    ax.set_xlabel("µs from the block's start (measured: clock64 stamps, globaltimer-scaled)")
-    if window_us is not None:
-        ax.set_xlim(0, window_us)
-    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False, fontsize=8)

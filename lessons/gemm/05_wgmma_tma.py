@@ -292,9 +292,9 @@ gemm.ladder_so_far("05_wgmma_tma", peers=True)
 # falls at every stamp, and nothing here shows it falling in *issue* more than elsewhere.
 
 # %%
-from cudabook.kit import stamps
+from cudabook import timeline
 
-_ = stamps.show("gemm", "05_wgmma_tma", window_us=6)
+_ = timeline.show_stamps("gemm", "05_wgmma_tma", window_us=6)
 
 # %% [markdown]
 # ## Experiment

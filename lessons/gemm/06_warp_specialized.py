@@ -186,9 +186,9 @@ _ = profile.variants("gemm", "06_warp_specialized", [{"group_m": 1}])
 # it.
 
 # %%
-from cudabook.kit import stamps
+from cudabook import timeline
 
-_ = stamps.show("gemm", "06_warp_specialized", window_us=6)
+_ = timeline.show_stamps("gemm", "06_warp_specialized", window_us=6)
 
 # %% [markdown]
 # ## Experiments

@@ -221,9 +221,9 @@ if not SIMULATOR and not gemm.unavailable("07_clusters"):
 # `wait<0>` and the release of its last stage. Drawn as in rung 06, from a run at 4096³:
 
 # %%
-from cudabook.kit import stamps
+from cudabook import timeline
 
-_ = stamps.show("gemm", "07_clusters", window_us=6)
+_ = timeline.show_stamps("gemm", "07_clusters", window_us=6)
 
 # %% [markdown]
 # Against rung 06's picture, the epilogue is the part that shrank: the results go to shared memory and one

@@ -7,6 +7,7 @@ import pytest
 
 from cudabook import SIMULATOR, emulate
 from cudabook import track as tracks
+from cudabook import timeline
 from cudabook.kit import stamps
 
 KERNEL = """
@@ -99,7 +100,7 @@ def test_show_draws_the_newest_record_and_says_when_there_is_none(tmp_path, monk
 
     from cudabook import results
     monkeypatch.setattr(results, "RESULTS", tmp_path)
-    assert stamps.show("gemm", "06_warp_specialized") is None
+    assert timeline.show_stamps("gemm", "06_warp_specialized") is None
     assert "No stamps of gemm 06_warp_specialized" in capsys.readouterr().out
     (tmp_path / "readings").mkdir()
     events = [("start", 0.0), ("wait full", 100.0), ("mma", 300.0), ("epilogue", 900.0), ("end", 1000.0)]
@@ -107,7 +108,7 @@ def test_show_draws_the_newest_record_and_says_when_there_is_none(tmp_path, monk
               "workload": "gemm M=N=K=4096", "block": 0, "plain_us": 10.0, "stamped_us": 10.5,
               "warpgroups": [{"warpgroup": 1, "events": events}]}
     (tmp_path / "readings" / "X_gemm_06_warp_specialized_stamps.json").write_text(json.dumps(record))
-    assert stamps.show("gemm", "06_warp_specialized") is not None
+    assert timeline.show_stamps("gemm", "06_warp_specialized") is not None
     out = capsys.readouterr().out
     assert "10.0 µs a call without stamps, 10.5 µs with them" in out and "mma 60 %" in out
     assert "at least one warpgroup in the state mma: 60 % of the block's time" in out
