@@ -166,9 +166,59 @@ def install() -> None:
         kernel.BlockThread.syncthreads = _syncthreads      # before simrace wraps it to count barriers
         kernel.BlockThread._cudabook_registered = True
         kernel.BlockManager.run = _run_block
+        kernel.FakeCUDAKernel.__call__ = _calls(kernel.FakeCUDAKernel.__call__)
         for name, fn in _OPS.items():
             setattr(kernelapi.FakeCUDAModule, name, staticmethod(fn))
     simrace.install()
+
+
+def _calls(launch):
+    """The simulator's FakeCUDAKernel.__call__ with a device function's call made cheap; a launch is `launch`.
+
+    Semantics as in numba-cuda 0.30 (kernelapi.swapped_cuda_module): while any thread is inside a function of a
+    module, the names of that module's globals bound to `numba.cuda` are bound to the simulator's fake module, and
+    the last thread to leave binds them back. The simulator finds those names by scanning all of the module's
+    globals each time the first thread enters, which in a kernel whose helpers live in another module
+    (cudabook.bits, a track's helpers) is at nearly every call: a million scans in the resampling labs' planted
+    mistakes, with a generator-based context manager and an import statement around each. Here the names found
+    are kept for the rest of the launch (a launch starts afresh), and the bookkeeping is done inline, on the
+    simulator's own counters and locks."""
+    from numba import cuda
+    from numba.cuda.simulator import kernel, kernelapi
+    counts, saved, locks = kernelapi._swap_refcount, kernelapi._swap_orig, kernelapi._globals_locks
+    found: dict = {}        # id(globals) -> (the globals, the names bound to numba.cuda there), this launch
+
+    def call(self, *args):
+        if not (self._device or kernel._kernel_context):
+            found.clear()
+            return launch(self, *args)
+        fn = self.fn
+        globs = fn.__globals__
+        gid = id(globs)
+        lock = locks.get(gid)
+        if lock is None:
+            with kernelapi._locks_register_lock:
+                lock = locks[gid]
+        with lock:
+            if counts[gid] == 0:
+                known = found.get(gid)
+                if known is None or known[0] is not globs:
+                    known = found[gid] = (globs, [k for k, v in globs.items() if v is cuda])
+                orig = {k: cuda for k in known[1] if globs.get(k) is cuda}
+                saved[gid] = orig
+                fake = kernel._get_kernel_context()
+                for k in orig:
+                    globs[k] = fake
+            counts[gid] += 1
+        try:
+            return fn(*args)
+        finally:
+            with lock:
+                counts[gid] -= 1
+                if counts[gid] == 0:
+                    globs.update(saved.pop(gid))
+                    del counts[gid]
+    return call
 
 
 def _syncthreads(self):

@@ -151,3 +151,29 @@ def test_a_failed_kernel_leaves_the_real_cuda_module_in_its_device_functions_glo
         one_lane_fails_while_another_is_in_a_device_function[1, 2](np.zeros(4, np.int64))
     import numba.cuda
     assert globals()["cuda"] is numba.cuda
+
+
+def test_a_device_function_of_another_module_runs_with_the_fake_cuda_and_gives_it_back():
+    # simwarp keeps, for one launch, the names of a module's globals bound to numba.cuda (the simulator scanned
+    # them at every call): each call still finds the fake module there, a name bound between launches too, and
+    # after the launch the real module is back
+    import numba.cuda
+    helpers = {"cuda": numba.cuda}
+    exec("def lane():\n    return cuda.threadIdx.x % 32\n\n"
+         "def lane_again():\n    return also.threadIdx.x % 32\n", helpers)
+    lane, lane_again = cuda.jit(device=True)(helpers["lane"]), cuda.jit(device=True)(helpers["lane_again"])
+
+    @cuda.jit
+    def lanes(out, again):
+        out[cuda.threadIdx.x] = lane()
+        if again:
+            out[cuda.threadIdx.x] += 100 * lane_again()
+
+    out = np.zeros(64, np.int64)
+    lanes[1, 64](out, False)
+    assert out.tolist() == [i % 32 for i in range(64)]
+    assert helpers["cuda"] is numba.cuda
+    helpers["also"] = numba.cuda
+    lanes[1, 64](out, True)
+    assert out.tolist() == [101 * (i % 32) for i in range(64)]
+    assert helpers["cuda"] is numba.cuda and helpers["also"] is numba.cuda
