@@ -3,6 +3,7 @@ lessons (cudabook.tma.load_box, swizzle_offsets): the C++ labs graded without a 
 cudabook/resample/mistakes.py, fail with pointed messages in tests/resample/test_resample_mistakes.py), and the
 emulator's own limits (time, faults, what it cannot run)."""
 import ctypes
+import pathlib
 import shutil
 
 import numpy as np
@@ -96,6 +97,27 @@ def test_threads_shuffle_and_meet_at_barriers():
     out = np.zeros(64, np.int32)
     _run(SHUFFLE, "k", 1, 64, [out.ctypes.data], [ctypes.c_void_p])
     assert (out == sum(range(64))).all()
+
+
+@needs_simulator
+def test_the_precompiled_runtime_header_builds_the_kernel_its_text_builds(tmp_path, monkeypatch):
+    # g++ reads runtime.h precompiled (once per runtime) instead of parsing it for every kernel: the same library,
+    # byte for byte, and it runs the same
+    runtime = emulate._runtime_object()
+    with_header = emulate._runtime_header_dir
+    built = {}
+    for name, header in (("text", lambda: []), ("precompiled", with_header)):
+        monkeypatch.setattr(emulate, "CACHE_DIR", tmp_path / name)
+        monkeypatch.setattr(emulate, "_runtime_header_dir", header)
+        (tmp_path / name).mkdir()
+        shutil.copy(runtime, tmp_path / name / runtime.name)       # (the runtime's object is not what differs)
+        out = np.zeros(64, np.int32)
+        _run(SHUFFLE, "k", 1, 64, [out.ctypes.data], [ctypes.c_void_p])
+        assert (out == sum(range(64))).all()
+        built[name], = [f.read_bytes() for f in (tmp_path / name).glob("*.so")]
+    if "g++" in pathlib.Path(emulate.host_compiler()).name:
+        assert list((tmp_path / "precompiled").glob("pch-*/runtime.h.gch"))
+    assert built["text"] == built["precompiled"]
 
 
 @needs_simulator
