@@ -15,6 +15,7 @@ that of __syncwarp and the barriers only), so they count for nothing here. Atomi
 """
 from __future__ import annotations
 
+import operator
 import threading
 
 import numpy as np
@@ -31,25 +32,11 @@ def _me():
     return t if hasattr(t, "thread_id") else None
 
 
-def _counts(t):
-    return getattr(t, "_cudabook_bars", 0), getattr(t, "_cudabook_warpsyncs", 0)
-
-
 def _ordered(earlier_tid, earlier_bars, earlier_warpsyncs, later_tid, later_bars, later_warpsyncs):
     """Is an access made by `earlier_tid` with those counts ordered before one by `later_tid` now?"""
     if later_bars > earlier_bars:
         return True
     return earlier_tid // WARP == later_tid // WARP and later_warpsyncs > earlier_warpsyncs
-
-
-def _key(index):
-    """An element's index as a tuple of ints, or None for a slice, an array index or a view's access (unchecked)."""
-    if type(index) is not tuple:
-        index = (index,)
-    try:
-        return tuple(i.__index__() for i in index)
-    except (AttributeError, TypeError):
-        return None
 
 
 _blocks = iter(range(1, 1 << 62))
@@ -60,15 +47,6 @@ def new_block() -> int:
     return next(_blocks)
 
 
-def _log_of(array, t):
-    """The array's log for the block `t` runs in (emptied when a new block first touches the array)."""
-    block = getattr(t, "_cudabook_block", 0)
-    if array._block != block:
-        array._log.clear()
-        array._block = block
-    return array._log
-
-
 class Tracked(np.ndarray):
     """A shared array that checks each access of one element (see the module's text). Created by `track`."""
 
@@ -77,16 +55,14 @@ class Tracked(np.ndarray):
         self._name = getattr(obj, "_name", "a shared array")
 
     def __getitem__(self, index):
-        value = super().__getitem__(index)
-        if self._log is None:
+        value = _get(self, index)
+        log = self._log
+        if log is None:
             return value
-        t = _me()
-        key = _key(index)
-        if t is None or key is None or getattr(t, "_cudabook_atomic", False):
+        access = _access(self, log, index)
+        if access is None:
             return value
-        log = _log_of(self, t)
-        tid = t.thread_id
-        bars, syncs = _counts(t)
+        key, tid, bars, syncs = access
         entry = log.get(key)
         if entry is None:
             log[key] = [-1, 0, 0, tid, bars, syncs]
@@ -98,20 +74,40 @@ class Tracked(np.ndarray):
         return value
 
     def __setitem__(self, index, value):
-        if self._log is not None:
-            t = _me()
-            key = _key(index)
-            if t is not None and key is not None and not getattr(t, "_cudabook_atomic", False):
-                log = _log_of(self, t)
-                tid = t.thread_id
-                bars, syncs = _counts(t)
-                entry = log.get(key)
-                if entry is not None:
-                    r = entry[3]
-                    if r >= 0 and r != tid and not _ordered(r, entry[4], entry[5], tid, bars, syncs):
-                        _race(self, key, "writes", tid, "read", r)
-                log[key] = [tid, bars, syncs, -1, 0, 0]
-        super().__setitem__(index, value)
+        log = self._log
+        access = None if log is None else _access(self, log, index)
+        if access is not None:
+            key, tid, bars, syncs = access
+            entry = log.get(key)
+            if entry is not None:
+                r = entry[3]
+                if r >= 0 and r != tid and not _ordered(r, entry[4], entry[5], tid, bars, syncs):
+                    _race(self, key, "writes", tid, "read", r)
+            log[key] = [tid, bars, syncs, -1, 0, 0]
+        _set(self, index, value)
+
+
+_get, _set, _index, _current = np.ndarray.__getitem__, np.ndarray.__setitem__, operator.index, threading.current_thread
+
+
+def _access(array, log, index):
+    """(the element's index as a tuple of ints, the thread's id, its barriers, its syncwarps) for an access that
+    is checked; None for one that is not: from a thread that is not a simulated one, inside an atomic, or of a
+    slice or an array index. A new block's first access empties the array's log. (Run at every access of a
+    shared array by every simulated thread: one function, the thread's attributes read directly.)"""
+    t = _current()
+    try:
+        tid = t.thread_id
+        key = tuple(map(_index, index)) if type(index) is tuple else (_index(index),)
+    except (AttributeError, TypeError):
+        return None
+    if getattr(t, "_cudabook_atomic", False):
+        return None
+    block = getattr(t, "_cudabook_block", 0)
+    if array._block != block:
+        log.clear()
+        array._block = block
+    return key, tid, getattr(t, "_cudabook_bars", 0), getattr(t, "_cudabook_warpsyncs", 0)
 
 
 def _race(array, key, does, tid, did, other):
@@ -169,12 +165,13 @@ def install() -> None:
                 made = self._allocations[key] = track(
                     np.frombuffer(self._dynshared.data, dtype=dtype, count=count), "the dynamic shared array")
             return made
-        caller = traceback.extract_stack(sys._getframe(1), limit=1)[0]
-        key = (caller.filename, caller.lineno)
+        frame = sys._getframe(1)                   # (every thread asks: the line's text is read once)
+        key = (frame.f_code.co_filename, frame.f_lineno)
         made = self._allocations.get(key)
         if made is None:
+            caller = traceback.extract_stack(frame, limit=1)[0]
             name = (caller.line or "").split("=")[0].strip() or f"the shared array made at line {caller.lineno}"
-            made = self._allocations[key] = track(np.empty(shape, dtype), name)
+            made = self._allocations.setdefault(key, track(np.empty(shape, dtype), name))   # (the first one made)
         return made
 
     kernelapi.FakeCUDAShared.array = array
