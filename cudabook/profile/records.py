@@ -41,7 +41,23 @@ def python_code(text: str) -> str:
                 and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant)
                 and isinstance(body[0].value.value, str)):
             node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree)
+    return _tree_text(tree)
+
+
+def _tree_text(node) -> str:
+    """A syntax tree as text that the Python version does not change: each node's fields that hold something
+    (ast.dump's own text does change: 3.12 gives every function and class an empty `type_params`, so a record
+    made on the GPU machine's Python would never match a learner's; some 3.12 releases put an empty piece at
+    the end of an f-string's format spec)."""
+    import ast
+    if isinstance(node, ast.AST):
+        fields = [(name, getattr(node, name, None)) for name in node._fields]
+        if isinstance(node, ast.JoinedStr):
+            fields = [("values", [v for v in node.values if not (isinstance(v, ast.Constant) and v.value == "")])]
+        return f"{type(node).__name__}({', '.join(f'{k}={_tree_text(v)}' for k, v in fields if v not in (None, []))})"
+    if isinstance(node, list):
+        return f"[{', '.join(_tree_text(v) for v in node)}]"
+    return repr(node)
 
 
 def _owners(namespace: dict, names=None, leave_out=()) -> set[str]:

@@ -342,6 +342,17 @@ def test_comments_docstrings_and_the_benchmarks_peers_leave_the_digest_and_older
     assert not records.todays_code("resample", "07_tma", None)
 
 
+def test_code_text_is_the_same_on_every_python():
+    """Records are made on the GPU machine's Python (3.12) and read on a learner's (3.11, 3.13): the code's text
+    must not carry what a version adds (3.12's empty type_params, 3.12.1's empty piece in an f-string's spec)."""
+    from cudabook.profile import records
+    assert records.python_code("def f(x):\n    return x + 1\n") == (
+        "Module(body=[FunctionDef(name='f', args=arguments(args=[arg(arg='x')]), body=[Return(value=BinOp("
+        "left=Name(id='x', ctx=Load()), op=Add(), right=Constant(value=1)))])])")
+    spec = records.python_code("f'{a:>{w}}'")
+    assert "Constant(value='')" not in spec and "FormattedValue(value=Name(id='w'" in spec
+
+
 def test_a_stages_digest_leaves_out_the_checker(monkeypatch):
     """A hint's wording in msda/checking.py cannot change a kernel's counters: its profile stays today's."""
     from cudabook.profile import records
