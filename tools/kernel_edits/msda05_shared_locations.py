@@ -1,0 +1,42 @@
+"""msda 05 with each block's sampling locations and attention weights read once, coalesced, into shared memory.
+
+Rung 05 has every lane of a group load each sample's location (8 bytes) and weight (4 bytes) itself: the G
+lanes of an item read the same address, and a warp's 8 items are 256 bytes apart, so each such load costs the
+L1 one wavefront per item, as a corner does. Here the block first copies its items' locations and weights,
+contiguous in global memory, into shared memory with consecutive threads on consecutive words, then each lane
+reads them from there: 8 items' words in distinct banks (the column XOR-swizzled by the item), one wavefront.
+Shared memory: NT / G items x LV * PV samples x 12 bytes (48 KiB at 512 threads, D = 32, L = 4, P = 8).
+
+Measured (results/readings/H200_msda_05_shared_locations.json, H200, interleaved rounds): right on both
+workloads; 0.961x the rung's speed on `local`, 1.027x on `uniform`. Not adopted.
+"""
+TRACK, STAGE = "msda", "05_lane_groups"       # the rung whose kernel this edits
+
+
+def _swap(text: str, old: str, new: str) -> str:
+    assert text.count(old) == 1, f"the kernel no longer has exactly one {old!r}"
+    return text.replace(old, new)
+
+
+def edit(text: str) -> str:
+    text = _swap(text, "    if (item >= (long long)N * Lq * M || g >= VECS) return;", """\
+    constexpr int BI = NT / G, SAMPLES = LV * PV;             // items a block, samples an item
+    static_assert(SAMPLES % 8 == 0, "the swizzle keeps a column inside its row when LV * PV is a multiple of 8");
+    __shared__ float2 sxy[BI][SAMPLES];
+    __shared__ float saw[BI][SAMPLES];
+    {
+        const long long first = (long long)blockIdx.x * BI, items = (long long)N * Lq * M;
+        for (int i = threadIdx.x; i < BI * SAMPLES; i += NT) {
+            const int r = i / SAMPLES, c = (i % SAMPLES) ^ (r & 7);
+            if (first + r < items) {
+                sxy[r][c] = __ldg(loc + first * SAMPLES + i);
+                saw[r][c] = __ldg(attn + first * SAMPLES + i);
+            }
+        }
+    }
+    __syncthreads();
+    const int li = threadIdx.x / G;                           // this lane's item in the block
+    if (item >= (long long)N * Lq * M || g >= VECS) return;""")
+    text = _swap(text, "const float2 s = __ldg(xy + l * PV + p);", "const float2 s = sxy[li][(l * PV + p) ^ (li & 7)];")
+    text = _swap(text, "const float a = __ldg(aw + l * PV + p);", "const float a = saw[li][(l * PV + p) ^ (li & 7)];")
+    return text

@@ -1,0 +1,85 @@
+"""A rung against an edited copy of its own kernel, in interleaved rounds (GPU): an idea measured before it is
+made a setting of the rung.
+
+The edit is a Python file (tools/kernel_edits/) with TRACK and STAGE, the rung it edits, and `edit(text) -> text`, which rewrites the rung's CUDA C++ source (asserting that
+what it replaces is there, so an edit that no longer fits the kernel fails loudly), and a docstring saying what
+it tries. For each workload of the track's benchmark (or the first, by default): fresh inputs, the rung and the
+edited copy each judged against the float64 reference, then both timed in the same interleaved rounds
+(bench.head_to_head). The kernel files are not touched. Prints the rung's time over the edit's (above 1, the
+edit is faster) and writes the rounds as JSON.
+
+    python tools/probe_kernel_edit.py --edit tools/kernel_edits/msda05_shared_locations.py --workloads all \\
+        --out probe.json
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import pathlib
+import statistics
+import sys
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from cudabook import bench, device, results  # noqa: E402  (decides simulator or GPU before numba is imported)
+from cudabook import track as tracks  # noqa: E402
+
+
+def load_edit(path):
+    spec = importlib.util.spec_from_file_location(pathlib.Path(path).stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--edit", required=True, help="a Python file defining TRACK, STAGE and edit(text) -> text")
+    ap.add_argument("--params", default="{}", help="the rung's parameters for both (JSON)")
+    ap.add_argument("--workloads", choices=("first", "all"), default="first")
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--out", help="where to write the rounds (JSON)")
+    a = ap.parse_args(argv)
+    edit = load_edit(a.edit)
+    t, stage = tracks.get(edit.TRACK), edit.STAGE
+    module, judge = t.stage(stage), tracks.judge_of(t, stage)
+    edited = edit.edit(pathlib.Path(module.SOURCE).read_text())
+    why = t.unavailable(stage)
+    if why:
+        print(f"{stage} cannot run here: {why}")
+        return 1
+    params = json.loads(a.params)
+    record = {"kind": f"{t.NAME} {stage} against an edited copy of its kernel, in interleaved rounds",
+              "edit": pathlib.Path(a.edit).name, "what": (edit.__doc__ or "").strip(), "params": params,
+              "gpu": device.gpu().name, "commit": results._commit(), "cases": []}
+    sizes = t.bench.WORKLOADS if a.workloads == "all" else t.bench.WORKLOADS[:1]
+    for size in sizes:
+        name = t.bench.workload_name(**size)
+        args, problem = t.bench.prepare(size)
+        correct = {}
+        for which, kernel in (("rung", None), ("edited", edited)):
+            problem.poison()
+            module.launch(problem, kernel=kernel, **params)
+            correct[which] = bool(judge(problem.result(), *args).ok)
+        got = bench.head_to_head({"rung": lambda: module.launch(problem, **params),
+                                  "edited": lambda: module.launch(problem, kernel=edited, **params)},
+                                 rounds=a.rounds)
+        ratio = statistics.median(r / e for r, e in zip(got["rung"], got["edited"]))
+        us = {k: [round(ms * 1e3, 2) for ms in v] for k, v in got.items()}
+        record["cases"].append({"workload": name, "correct": correct, "us": us, "rung / edited": round(ratio, 4)})
+        print(f"{name}: rung / edited = {ratio:.3f}x (median of {a.rounds} rounds; rung "
+              f"{statistics.median(us['rung']):,.1f} µs, edited {statistics.median(us['edited']):,.1f} µs), "
+              f"correct: {correct}", flush=True)
+        del problem
+    if a.out:
+        pathlib.Path(a.out).write_text(json.dumps(record, indent=1) + "\n")
+        print(f"wrote {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
