@@ -6,7 +6,8 @@ what it replaces is there, so an edit that no longer fits the kernel fails loudl
 it tries. For each workload of the track's benchmark (or the first, by default): fresh inputs, the rung and the
 edited copy each judged against the float64 reference, then both timed in the same interleaved rounds
 (bench.head_to_head). The kernel files are not touched. Prints the rung's time over the edit's (above 1, the
-edit is faster) and writes the rounds as JSON.
+edit is faster) and writes the rounds as JSON (as results/readings/<gpu>_<track>_<stage>_<what>.json, for
+cudabook.results.readings).
 
     python tools/probe_kernel_edit.py --edit tools/kernel_edits/msda05_shared_locations.py --workloads all \\
         --out probe.json
@@ -53,7 +54,10 @@ def main(argv=None) -> int:
         print(f"{stage} cannot run here: {why}")
         return 1
     params = json.loads(a.params)
-    record = {"kind": f"{t.NAME} {stage} against an edited copy of its kernel, in interleaved rounds",
+    import datetime
+    record = {"track": t.NAME, "stage": stage,
+              "kind": f"{t.NAME} {stage} against an edited copy of its kernel, in interleaved rounds",
+              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "edit": pathlib.Path(a.edit).name, "what": (edit.__doc__ or "").strip(), "params": params,
               "gpu": device.gpu().name, "commit": results._commit(), "cases": []}
     sizes = t.bench.WORKLOADS if a.workloads == "all" else t.bench.WORKLOADS[:1]
