@@ -374,19 +374,77 @@ for rec in results.load_all():
 # keeps more bytes in flight loads them faster. Read "% of reference gather" as a comparison, not as a
 # distance to a limit.
 #
-# What bounds this problem is **not measured yet: it is open**. The copy ceiling ("% of copy") is a bound, but
-# a loose one: it counts each byte once, and the corners cross L2 and L1 many times. A tighter bound needs the
-# corners' L2 and L1 bytes at the peak rates of those caches, measured, or a hand-tuned gather that no rung
-# beats. Of rung 05's own time, what it spends beyond the loads is mostly instructions:
+# ## A bound from the L1
 #
-# - **positions G times**: every lane of a group computes every sample. Computing each once and handing it over
-#   is what rung 02 did, and it brought the waits back; sharing the arithmetic without them is open;
-# - **address arithmetic**: the offsets are already 32-bit `int`s; what remains is widening each to a 64-bit
-#   pointer, and the corner selects;
-# - **the blend in float32**: 8 FFMAs and 8 integer widenings a corner. `bf16x2` math (`HFMA2`) would do two
-#   channels an instruction, but it accumulates in bf16, outside the track's float32 contract;
-# - and, for the gather itself, **queries ordered for L2 locality**, which the `local` workload already has.
+# The copy ceiling ("% of copy") is a bound, but a loose one: it counts each byte once, and the corners cross L2
+# and L1 many times. A tighter one comes from the unit every corner passes. A load from global memory goes
+# through the L1's data pipe, which moves at most one **wavefront** a cycle on each SM: the sectors one
+# instruction needs from one 128-byte line. A corner here is one head's 64 bytes of one pixel, and two pixels
+# are a whole row of heads apart (M x D bf16, 512 bytes), so the 8 items of a warp's corner load touch 8 lines:
+# one wavefront for each item's corner, whatever the kernel does around it. That is a floor for every kernel
+# that loads the corners with `ld.global` (one that copies them into shared memory first is not bound by it):
+# N x Lq x M x L x P x 4 wavefronts, spread over the SMs. Nsight Compute counted rung 05's on an H200 (a reading,
+# in results/readings/, with the commit it ran):
+
+# %%
+for rd in results.readings("msda", "05_lane_groups", "l1"):
+    wf = rd["wavefronts"]
+    print(f"{rd['gpu']} · commit {rd['commit']} · ncu {rd['ncu']} (SMs at {wf['sm__cycles_elapsed.avg.per_second'] / 1e9:.2f} GHz, "
+          f"ncu's fixed clock)")
+    for run in rd["runs"]:
+        print(f"  vectors {run['vectors']}, {run['locations']:7s}: L1 {run['l1_pct_of_peak']:5.1f} % of its peak, "
+              f"L2 {run['l2_pct_of_peak']:5.1f} %, DRAM {run['dram_pct_of_peak']:5.1f} %, issue slots "
+              f"{run['issue_slots_busy_pct']:5.1f} % busy, {run['elapsed_cycles'] / 1e6:.2f} M cycles")
+    corners = benchmark.WORKLOADS[0]
+    n_corners = (corners["N"] * corners["Lq"] * corners["M"] * len(corners["levels"]) * corners["P"] * 4)
+    local = next(r for r in rd["runs"] if r["vectors"] == 1 and r["locations"] == "local")
+    sms = next((rec["machine"]["sms"] for rec in results.load_all() if rec["gpu"] == rd["gpu"]), None)
+    total = wf["l1tex__data_pipe_lsu_wavefronts.sum"]
+    print(f"  local, vectors 1: {total / 1e6:,.1f} M wavefronts, of which the corners' floor is "
+          f"{n_corners / 1e6:,.1f} M ({100 * n_corners / total:.0f} %); the rest are the samples' locations and "
+          f"weights, which every lane of a group loads")
+    if sms:
+        floor = n_corners / sms                       # cycles an SM, at one wavefront a cycle
+        most = local["elapsed_cycles"] / floor
+        print(f"  the floor: {floor / 1e6:.2f} M cycles an SM against rung 05's {local['elapsed_cycles'] / 1e6:.2f} M: "
+              f"no ld.global gather of these corners is more than {most:.2f}x faster than rung 05 on local")
+        for rec in results.load_all():
+            w = rec["workloads"].get(benchmark.workload_name(**corners))
+            if rec["gpu"] == rd["gpu"] and w and "speedup_vs_torch" in w["stages"].get("05_lane_groups", {}):
+                x = w["stages"]["05_lane_groups"]["speedup_vs_torch"]
+                print(f"  so against torch eager (the record, commit {w.get('commit') or rec.get('commit')}): rung 05 "
+                      f"{x:.1f}x, such a gather at most {x * most:.0f}x")
+
+# %% [markdown]
+# Rung 05 keeps the L1's data pipe busy most of its cycles, on both workloads, and its issue slots too: it is
+# near two throughput limits at once. What is left above the floor is
 #
+# - **the locations and weights**, the wavefronts that are not corners: the G lanes of an item read the same
+#   8-byte location and 4-byte weight, and the warp's 8 items are 256 bytes apart, so each of these loads costs
+#   a wavefront per item, as a corner does. Copying a block's locations and weights into shared memory first,
+#   coalesced, with the columns swizzled so that 8 items' words sit in distinct banks, was tried
+#   (`tools/kernel_edits/msda05_shared_locations.py`, timed by `tools/probe_kernel_edit.py` on the H200 in
+#   interleaved rounds, a reading, printed below): right, but the barrier after the copy costs what the
+#   wavefronts save, and it is not kept;
+# - **the instructions**: every lane of a group computes every sample's position and weights (G times the
+#   arithmetic; computing each once and handing it over is what rung 02 did, and it brought the waits back),
+#   widens each 32-bit offset to a 64-bit pointer and selects the corners, and blends in float32 (8 FFMAs and 8
+#   integer widenings a corner; `bf16x2` math would do two channels an instruction but accumulate in bf16,
+#   outside the track's float32 contract). The `vectors` knob below trades the G copies away, and shows what
+#   the trade costs;
+# - the idle remainder of the L1's cycles.
+#
+# On `uniform` the L2 is busy as well, since far fewer corners hit in L1; the floor above, set by the L1 alone,
+# is the looser bound there.
+
+# %%
+for rd in results.readings("msda", "05_lane_groups", "shared_locations"):
+    for case in rd["cases"]:
+        med = {k: float(np.median(v)) for k, v in case["us"].items()}
+        print(f"{rd['gpu']} · commit {rd['commit']} · {case['workload']}: rung 05 {med['rung']:,.1f} µs, staged "
+              f"locations {med['edited']:,.1f} µs (rung / staged {case['rung / edited']:.3f}x; right: {case['correct']})")
+
+# %% [markdown]
 # ## Experiments: block size and branches
 #
 # `threads` sets the block size, `branchless` switches the branch-free corners off. Predictions to test: the
@@ -429,12 +487,13 @@ for nt in (128, 256, 512):
 # step.
 #
 # A third knob, `vectors`, gives each lane 1 (the default), 2 or 4 of the row's 16-byte vectors: fewer lanes an
-# item, so fewer copies of the position arithmetic (the first item under "What is left"), and more registers a
-# thread. What that is worth in time is **not measured yet**: no recorded sweep has it. The compiler's side
-# needs no GPU (counted as above, for each build: the instructions of one lane, and of the G lanes of an item).
-# On a GPU, `msda.sweep("05_lane_groups", "vectors", [1, 2, 4])` times it; until a GPU records that sweep in
-# `results/sweeps/`, that fewer instructions an item make the rung faster is a prediction to test, not a result:
+# item, so fewer copies of the position arithmetic (the instructions above), and more registers a thread. The
+# compiler's side needs no GPU (counted as above, for each build: the instructions of one lane, and of the G
+# lanes of an item). Prediction from the L1's side: with G lanes an item, one load instruction of the warp
+# covers 32 / G items, each in a line of its own, so a corner costs as many wavefronts as the lane has vectors.
+# Fewer instructions, more wavefronts:
 
+# %%
 # %%
 print(f"{'vectors a lane':>14s} {'lanes G':>7s} {'instructions':>12s} {'x G (an item)':>13s} {'registers':>9s}"
       f"   loads in flight a lane (mean)")
@@ -447,6 +506,18 @@ for vpl in (1, 2, 4):
           f"   {np.mean(loads_in_flight(cubin)):30.2f}")
 
 # %% [markdown]
+# Timed (on a GPU; without one, the sweep recorded on a GPU), and read against the default:
+
+# %%
+msda.sweep("05_lane_groups", "vectors", [1, 2, 4])
+lesson.recorded_against("msda", "05_lane_groups", "vectors", 1)
+
+# %% [markdown]
+# The wavefronts win. Each vector more a lane makes the rung slower, though the item's instructions fall: the
+# L1 was already the busier of the two limits, and the Nsight Compute reading under "A bound from the L1" shows
+# it at 2 vectors a lane: the L1 still near its peak, the issue slots far from full. One
+# vector a lane, the default, stays.
+#
 # ## Across problem sizes
 #
 # The ladder above is one size. Across the number of queries Lq (the other sizes as the benchmark's), recorded on
