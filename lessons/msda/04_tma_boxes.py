@@ -489,4 +489,4 @@ for e in lesson.recorded_sweeps("msda", "04_tma_boxes", "blocks_per_sm"):
 # Announce the bytes and ask for the boxes yourself: [lab 04](../../labs/msda/04_tma_boxes.ipynb) (the
 # completed version: [solution](../../solutions/msda/04_tma_boxes_SOLUTION.ipynb)). Back:
 # [03 · shared tiles](03_smem_tiles.ipynb). Next: [05 · lane groups](05_lane_groups.ipynb), where plain loads,
-# many of them in flight, beat every rung so far.
+# more of them in flight, beat every rung so far.

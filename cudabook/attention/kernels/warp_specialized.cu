@@ -159,7 +159,8 @@ __device__ __forceinline__ void mask_scores(float (&sc)[BKV / 2], int j0, int ro
 }
 
 // 2^x on the special-function unit, subnormal results flushed to zero: no range fix-up around it (plain exp2f
-// adds a compare and two multiplies per score). A P below 2^-126 is 0 either way once rounded against l >= 1.
+// adds a compare and two multiplies per score). A P below 2^-126 becomes 0 here, though bf16 could hold it (its
+// subnormals reach 2^-133); against l >= 1 each such key moves the output by less than about 2^-126 |v|.
 __device__ __forceinline__ float exp2_ftz(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
