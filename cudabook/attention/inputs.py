@@ -42,7 +42,8 @@ Together:
                  + [ (2^-8 (1 + 2^-8) + (4 Nk + 4 R_i + 12) u) (WV + WTV) + WTV + T_i WV ] / (1 - T_i)
 
 with WV = sum_j w_ij |v_j| and WTV = sum_j w_ij tau_ij |v_j|, per output channel. At ordinary sizes this is
-about 2^-8 WV: one or two bf16 steps of a typical output, what bf16 P costs. Every known mistake (a wrong
+about 2^-8 WV, what bf16 P costs: half a bf16 step of an output as large as WV, and several steps of a typical
+output, which is much smaller than WV when the v_j differ in sign. Every known mistake (a wrong
 scale, a mask off by one, a missing rescale or division, a stale K tile) is off by far more; a Numba rung that
 keeps P in float32 is well inside it. The bound holds while T_i < 1/2 (scores below about 10^4); a bf16 P
 below 2^-126 (a bf16 subnormal) is off by less than 2^-134 absolutely, which the 1e-30 floor of the checker
