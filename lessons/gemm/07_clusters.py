@@ -170,7 +170,8 @@ gemm.sweep("07_clusters", "tma_store", [False, True])
 from cudabook import SIMULATOR, profile
 
 found = profile.variants("gemm", "07_clusters", [{"multicast": 0}, {"cluster": 1}, {"tma_store": False},
-                                                 {"cluster": 1, "tma_store": False}, {"cluster": 4}])
+                                                 {"cluster": 1, "tma_store": False}, {"cluster": 4},
+                                                 {"cluster": 1, "group_m": 16}])
 if not SIMULATOR and not gemm.unavailable("07_clusters"):
     from cudabook.gemm import s07_clusters as s07
     a, b = gemm.random_problem(4096, 4096, 4096)
@@ -193,8 +194,10 @@ if not SIMULATOR and not gemm.unavailable("07_clusters"):
 #   things remain that could explain it: the two blocks of a cluster read the same B boxes at about the same
 #   moment, so the second read finds them in L2; and the tile order changes with the cluster, because `group_m`
 #   counts cluster rows (a group is 8 tile rows without a cluster, 16 with clusters of 2), and lesson 06's count
-#   gives the taller group fewer distinct panels a wave. A profile of `cluster=1, group_m=16` would separate the
-#   two; it has not been recorded. What multicast saves is the second trip from L2 to the SMs (the defaults' L2
+#   gives the taller group fewer distinct panels a wave. The last line separates the two: `cluster=1,
+#   group_m=16`, no cluster but the clusters' tile order, reads as few bytes from DRAM as the defaults (H200,
+#   commit 0113109). So the saving is the tile order's, and a cluster of 2 gets it only because `group_m` counts
+#   cluster rows. What multicast saves is the second trip from L2 to the SMs (the defaults' L2
 #   hit rate is lower than `multicast=0`'s most likely because those second reads, all hits, are gone). It is
 #   worth one to two percent on both cards' sweeps.
 # - **The TMA store is the largest single step on the H200.** Without it, the cluster is worth almost nothing
@@ -209,7 +212,7 @@ if not SIMULATOR and not gemm.unavailable("07_clusters"):
 #   are 128 cluster tiles of 4 for 30 clusters, so the busiest clusters do 5 where clusters of 2 do at most 4 of
 #   theirs: up to a quarter more time, of which the idle SMs are a smaller part. And since
 #   `group_m` counts cluster rows, a group of 8 clusters of 4 spans all 32 tile rows of M, so each wave reads all
-#   of A: DRAM reads rise and the L2 hit rate falls, as the last line shows.
+#   of A: DRAM reads rise and the L2 hit rate falls, as the `cluster=4` line shows.
 
 # %% [markdown]
 # ## One block, measured

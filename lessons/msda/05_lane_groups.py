@@ -467,7 +467,7 @@ lesson.recorded_against("msda", "05_lane_groups", "branchless", True)
 # agree. Branches cost little, as predicted: a few percent. The block size matters more than predicted: 128
 # threads take longer than 512, the default, by more than the branches cost.
 #
-# Why is open. The SASS does not explain it by threads or by loads in flight. Compiled for smaller blocks, the
+# Why? The SASS does not explain it by threads or by loads in flight. Compiled for smaller blocks, the
 # kernel needs fewer registers (`__launch_bounds__` tells the compiler the block size), so an SM holds more of
 # its threads, while it keeps a few fewer loads in flight a lane (counted as above, for each build):
 
@@ -483,8 +483,28 @@ for nt in (128, 256, 512):
 # %% [markdown]
 # By this count the smaller blocks have more loads in flight on an SM than 512 threads a block, not fewer, and
 # they are still slower: what the 512-thread build does better is not in the count (loads counted at issue, in
-# program order, say nothing of when the warps issue them). Profiling the three builds side by side is the next
-# step.
+# program order, say nothing of when the warps issue them). Nsight Compute, the three builds side by side on the
+# `local` workload (an H200 reading, in results/readings/ with its commit):
+
+# %%
+for rd in results.readings("msda", "05_lane_groups", "threads"):
+    print(f"{rd['gpu']} · commit {rd['commit']} · {rd['workload']} (SMs at ncu's fixed clock)")
+    print(f"{'threads a block':>15s} {'µs':>8s} {'L1 wavefronts':>14s} {'L1 busy %':>9s} {'L1 hit %':>8s} "
+          f"{'occupancy %':>11s} {'issue busy %':>12s}")
+    for r in rd["runs"]:
+        print(f"{r['threads']:15d} {r['duration_ns'] / 1e3:8,.0f} {r['l1_wavefronts'] / 1e6:13,.1f}M "
+              f"{r['l1_pct_of_peak']:9.1f} {r['l1_hit_pct']:8.1f} {r['achieved_occupancy_pct']:11.1f} "
+              f"{r['issue_slots_busy_pct']:12.1f}")
+
+# %% [markdown]
+# The L1's data pipe is as busy in all three builds, so the time follows the number of wavefronts, and that
+# number falls as the block grows, with the L1's hit rate rising. The occupancy does not explain it: the 128-
+# and 256-thread builds hold the same share of warps, and the 256-thread one still has fewer wavefronts. The
+# items of a block are consecutive (heads fastest, then queries), and on `local` neighbouring queries sample
+# neighbouring pixels. A block of 512 threads keeps 16 queries' samples on one SM, where the L1 serves their
+# shared corners; smaller blocks spread those queries over more SMs, each of which fetches the same lines
+# again, and the extra misses show up as extra wavefronts. The bigger block wins by locality in the L1, not by
+# occupancy or by loads in flight.
 #
 # A third knob, `vectors`, gives each lane 1 (the default), 2 or 4 of the row's 16-byte vectors: fewer lanes an
 # item, so fewer copies of the position arithmetic (the instructions above), and more registers a thread. The
