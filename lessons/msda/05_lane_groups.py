@@ -435,7 +435,8 @@ for rd in results.readings("msda", "05_lane_groups", "l1"):
 # - the idle remainder of the L1's cycles.
 #
 # On `uniform` the L2 is busy as well, since far fewer corners hit in L1; the floor above, set by the L1 alone,
-# is the looser bound there.
+# is the looser bound there. And a kernel that moves the corners into shared memory first escapes this floor:
+# what bounds every way of loading them is **not measured yet: it is open**.
 
 # %%
 for rd in results.readings("msda", "05_lane_groups", "shared_locations"):
