@@ -9,7 +9,8 @@ group owns a slice of the block's shared memory: a tile of 4 corners x D/2 words
 For each round of G samples:
 1. The table. Lane g computes sample j0 + g: its pixel position, the four bilinear weights with the attention
    weight folded in, and the row of value each corner sits in, or -1 for a corner off the map. It writes them
-   to its group's table; the group synchronises (`cuda.syncwarp`), since every lane reads every entry.
+   to its group's table; the warp synchronises (`cuda.syncwarp`, all its groups), since every lane reads every
+   entry.
 2. For each sample t of the round:
    stage: the group copies the sample's 4 corners x D channels from global memory into its tile, the
      4 x (D / vector) vectors dealt out to all G lanes (lane g copies vectors g, g + G, ...), one `vec_bytes`

@@ -22,8 +22,8 @@ PARAMS = {
     "threads": 512,        # threads a block (the fastest of lesson 05's recorded sweep, results/sweeps/)
     "vectors": 1,          # 16-byte vectors a lane owns (1, 2 or 4): fewer lanes an item, fewer copies of the
                            # position arithmetic, more registers
-    "branchless": True,    # load every corner (off-map ones from a pixel on the map, weight 0): the loads of a
-                           # level's points can all be issued early; False skips off-map corners by branches
+    "branchless": True,    # load every corner (off-map ones from a pixel on the map, weight 0): no branch keeps
+                           # a level's loads from being issued early; False skips off-map corners by branches
 }
 # The lab grader runs its cases with both settings of `branchless`: the lab region holds both paths (#if
 # BRANCHLESS ... #else ... #endif), and a mistake in the one a single setting skips would pass.

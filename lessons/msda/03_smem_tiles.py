@@ -10,7 +10,8 @@
 # samples). For every round of G samples:
 #
 # 1. **table**: lane g computes sample `j0 + g` (position, four weights with the attention weight folded in,
-#    the value row of each corner or -1 off the map) and writes it to the table; the group synchronises;
+#    the value row of each corner or -1 off the map) and writes it to the table; the warp synchronises (all
+#    its groups: `cuda.syncwarp` with the full mask);
 # 2. for each sample of the round: **stage** its 4 corners x D channels into the tile, the vectors dealt out to
 #    the group's lanes, zeros for a corner off the map; **synchronise**; **blend** (each lane its own vector of
 #    the four corners); **synchronise** again before the next sample overwrites the tile.
@@ -220,8 +221,8 @@ record = msda.ladder_so_far("03_smem_tiles", peers=True)
 #   time waiting for shared memory;
 # - **more registers a thread**, so fewer warps an SM.
 #
-# The last two are in the H100 profile recorded in `results/profiles/` (the `local` workload; on a GPU with ncu
-# the cell profiles now):
+# The last two are in the H100 and H200 profiles recorded in `results/profiles/` (the `local` workload; the cell
+# shows the latest, or on a GPU with ncu this card's own):
 
 # %%
 from cudabook import profile

@@ -168,8 +168,10 @@ print("e.g.", nvrtc.sass_lines(cubins[True], r"LDG.*\.128", kernel=s05.KERNEL)[0
 # %% [markdown]
 # With branches each sample is a branch (`@P0 BRA` jumps over it when it is off the map) and its four loads are
 # predicated: the compiler keeps at most one sample's loads in flight. Branch-free, the loads of neighbouring
-# samples overlap. Unrolled does not mean all 4 P loads at once: the compiler weighs loads in flight against
-# registers (each 16-byte load needs four), and more registers a thread means fewer threads an SM.
+# samples can overlap, and at times do, but on average a lane keeps barely more loads in flight than with
+# branches (the counts above), far from a level's 4 P. Unrolled does not mean all 4 P loads at once: the
+# compiler weighs loads in flight against registers (each 16-byte load needs four), and more registers a
+# thread means fewer threads an SM.
 #
 # ## Is it right?
 #
@@ -234,14 +236,15 @@ if not shown:
     print("No record of rung 05 in results/ yet: run `make bench TRACKS=msda` on a GPU.")
 
 # %% [markdown]
-# ## Why it beats 02: bytes in flight
+# ## Bytes in flight, and what sets rung 02's pace
 #
 # **Little's law**: a memory system that takes a time T to answer a request delivers, on average, the bytes in
-# flight divided by T. A kernel cannot change T (the same addresses, the same caches); what it controls is
-# how many bytes it has requested and not yet needed. The records give each SM's rate, in corner bytes a
-# nanosecond; the SASS above gives rung 05's loads in flight a lane, and its registers how many threads an SM
-# holds (a Hopper SM has 65,536 registers and at most 2,048 threads; registers go out 256 a warp at a time).
-# Together: the bytes rung 05 keeps in flight on each SM, and the time T they imply, from issue to use.
+# flight divided by T. A kernel has little say over T (the same addresses, the same caches; only the order of its
+# accesses moves the hit rates, as the block size does below); what it controls directly is how many bytes it has
+# requested and not yet needed. The records give each SM's rate, in corner bytes a nanosecond; the SASS above gives
+# rung 05's loads in flight a lane, and its registers how many threads an SM holds (a Hopper SM has 65,536 registers
+# and at most 2,048 threads; registers go out 256 a warp at a time). Together: the bytes rung 05 keeps in flight on
+# each SM, and the time T they imply, from issue to use.
 
 # %%
 REGS_PER_SM, THREADS_PER_SM = 65536, 2048           # compute capability 9.0 (the Hopper tuning guide)
@@ -324,10 +327,11 @@ if not sweeps:
 #
 # ## Against the reference gather
 #
-# The reference gather only loads: its rows are precomputed, and it does no arithmetic. Rung 05 issues, in every
-# lane of a group, every sample's position, weights, addresses, the corner selects and the blend. Count
-# it: each warp runs the kernel's whole straight line once (the SASS instructions above), and an SM's four
-# schedulers issue at most one warp-instruction each a cycle.
+# The reference gather only loads: its rows are precomputed, and it does no arithmetic beyond its addresses and
+# an XOR that keeps each load alive. Rung 05 issues, in every lane of a group, every sample's position,
+# weights, addresses, the corner selects and the blend. Count it: each warp runs the kernel's whole straight
+# line once (the SASS instructions above), and an SM's four schedulers issue at most one warp-instruction each
+# a cycle.
 
 # %%
 ins = [i for i in nvrtc.sass_lines(cubins[True], ".", kernel=s05.KERNEL) if not i.startswith("NOP")]
@@ -382,7 +386,8 @@ for rec in results.load_all():
 # instruction needs from one 128-byte line. A corner here is one head's 64 bytes of one pixel, and two pixels
 # are a whole row of heads apart (M x D bf16, 512 bytes), so the 8 items of a warp's corner load touch 8 lines:
 # one wavefront for each item's corner, whatever the kernel does around it. That is a floor for every kernel
-# that loads the corners with `ld.global` (one that copies them into shared memory first is not bound by it):
+# that loads the corners with `ld.global`, whether it keeps them in registers or stores them on into shared
+# memory, as rung 03 does (one whose corners reach shared memory by the copy engine, TMA, is not covered by it):
 # N x Lq x M x L x P x 4 wavefronts, spread over the SMs. Nsight Compute counted rung 05's on an H200 (a reading,
 # in results/readings/, with the commit it ran):
 
@@ -420,12 +425,13 @@ for rd in results.readings("msda", "05_lane_groups", "l1"):
 # near two throughput limits at once. What is left above the floor is
 #
 # - **the locations and weights**, the wavefronts that are not corners: the G lanes of an item read the same
-#   8-byte location and 4-byte weight, and the warp's 8 items are 256 bytes apart, so each of these loads costs
-#   a wavefront per item, as a corner does. Copying a block's locations and weights into shared memory first,
-#   coalesced, with the columns swizzled so that 8 items' words sit in distinct banks, was tried
-#   (`tools/kernel_edits/msda05_shared_locations.py`, timed by `tools/probe_kernel_edit.py` on the H200 in
-#   interleaved rounds, a reading, printed below): right, but the barrier after the copy costs what the
-#   wavefronts save, and it is not kept;
+#   8-byte location and 4-byte weight, and the warp's 8 items are 256 bytes apart in the locations and 128 in
+#   the weights, a line each, so each of these loads costs a wavefront per item, as a corner does. Copying a
+#   block's locations and weights into shared memory first, coalesced, with the columns swizzled so that 8
+#   items' words sit in distinct banks, was tried (`tools/kernel_edits/msda05_shared_locations.py`, timed by
+#   `tools/probe_kernel_edit.py` on the H200 in interleaved rounds, a reading, printed below): right, but the
+#   barrier after the copy costs about what the wavefronts save (slower on `local`, a little faster on
+#   `uniform`), and it is not kept;
 # - **the instructions**: every lane of a group computes every sample's position and weights (G times the
 #   arithmetic; computing each once and handing it over is what rung 02 did, and it brought the waits back),
 #   widens each 32-bit offset to a 64-bit pointer and selects the corners, and blends in float32 (8 FFMAs and 8
@@ -435,8 +441,8 @@ for rd in results.readings("msda", "05_lane_groups", "l1"):
 # - the idle remainder of the L1's cycles.
 #
 # On `uniform` the L2 is busy as well, since far fewer corners hit in L1; the floor above, set by the L1 alone,
-# is the looser bound there. And a kernel that moves the corners into shared memory first escapes this floor:
-# what bounds every way of loading them is **not measured yet: it is open**.
+# is the looser bound there. And a kernel that has the copy engine move the corners into shared memory is not
+# covered by this floor: what bounds every way of loading them is **not measured yet: it is open**.
 
 # %%
 for rd in results.readings("msda", "05_lane_groups", "shared_locations"):
@@ -464,7 +470,7 @@ lesson.recorded_against("msda", "05_lane_groups", "threads", 512)
 lesson.recorded_against("msda", "05_lane_groups", "branchless", True)
 
 # %% [markdown]
-# The H100 sweeps (`results/sweeps/H100_80GB_HBM3_lessons.json`, taken with the record's rung 05 source) half
+# The sweeps of both cards (`results/sweeps/*_lessons.json`, each taken with its record's rung 05 kernel) half
 # agree. Branches cost little, as predicted: a few percent. The block size matters more than predicted: 128
 # threads take longer than 512, the default, by more than the branches cost.
 #

@@ -4,11 +4,12 @@
 // vector of the head's row), G = D / 8 rounded up to a power of two. Rung 02 had one lane per sample compute
 // its position and weights and hand them to the group with shuffles; here every lane of the group computes
 // every sample itself. That is G times the arithmetic of the positions (a few dozen instructions a sample) but
-// no shuffles, no waiting on another lane, and the locations and weights are one broadcast load per warp. The
-// sizes are compile-time constants (D, L, P), so the loop over a level's P points is unrolled: the compiler may
-// start later samples' loads before the first ones are used, as far as registers allow (bytes in flight are
-// what a gather needs; lesson 05 counts in the SASS how many loads it keeps in flight), and the blend is 8 FMAs
-// per corner on values widened from bf16 with one shift or mask each.
+// no shuffles, no waiting on another lane, and the locations and weights are one load instruction a warp (a
+// group's lanes read the same address, each of the warp's items its own line). The sizes are compile-time
+// constants (D, L, P), so the loop over a level's P points is unrolled: the compiler may start later samples'
+// loads before the first ones are used, as far as registers allow (bytes in flight are what a gather needs;
+// lesson 05 counts in the SASS how many loads it keeps in flight), and the blend is 8 FMAs per corner on values
+// widened from bf16 with one shift or mask each.
 //
 // By default (BRANCHLESS=1) every corner is loaded: a corner off the map from the level's first pixel, with
 // weight 0, so no branch separates one sample's loads from the next. With BRANCHLESS=0 corners off the map are
@@ -18,7 +19,8 @@
 // A lane may own more than one vector (VPL, "vectors per lane"): lane g then owns vectors g, g + G, g + 2G, ...
 // of the row, so each load instruction of the group still reads G contiguous vectors. Fewer lanes per item
 // means fewer copies of the position arithmetic (every lane of a group repeats it) and VPL loads a corner in
-// each thread, at the price of more registers (what that is worth in time is not measured yet).
+// each thread, at the price of more registers, and each corner then costs the L1 VPL wavefronts where one
+// served it (lesson 05's recorded sweep: slower at VPL 2 and 4).
 //
 // Compile-time constants (NVRTC -D): DV channels per head (a multiple of 8, at most 128), LV levels (at most 8),
 // PV points, NT threads a block, BRANCHLESS (0/1), VPL vectors per lane (1, 2 or 4).
