@@ -247,11 +247,11 @@ if star:
 # **compute-bound**, the tensor cores' job. That is the whole ladder: rungs 02 and 03 stop storing S, and rungs
 # 04 to 06 feed the tensor cores.
 #
-# The measured star (where results/ has one) sits far below even its own roof. The count above is the least
-# traffic seven passes over S could make; these kernels make more, and make it slowly. The softmax gives each row
-# to one thread, so the 32 threads of a warp walk 32 rows `4 · Nk` bytes apart: every load instruction touches 32
-# different memory sectors for 32 useful floats. And the scores kernel reads a whole row of q and of k for every
-# single score, `4 d` bytes (from L1 or L2) for `2 d` FLOPs.
+# The measured star (where results/ has one) sits far below even its own roof. The count above is the least traffic
+# the passes over S could make (its seven trips); these kernels make more, and make it slowly. The softmax gives
+# each row to one thread, so the 32 threads of a warp walk 32 rows `4 · Nk` bytes apart: every load instruction
+# touches 32 different memory sectors for 32 useful floats. And the scores kernel reads a whole row of q and of k
+# for every single score, `4 d` bytes (from L1 or L2) for `2 d` FLOPs.
 #
 # ## Experiment: threads a block
 #

@@ -145,10 +145,10 @@ resample.ladder_so_far("02_warp_shuffles")
 # %% [markdown]
 # ## Experiment: the search, and warps per block
 #
-# Compare the two searches, then the block size. Prediction to test: the search matters less than you
-# might think, because the feature traffic from DRAM (2 x 512 bytes read per target at D = 256) dwarfs the
-# search's (its source times are few and stay in cache; counted in 32-byte sectors at L1, the ballot search
-# still reads about as many as the two feature rows), but the 12 *dependent* loads of the lane-0 search add
+# Compare the two searches, then the block size. Prediction to test: the search matters less than you might think,
+# because the feature traffic from DRAM (2 x 512 bytes read per target at D = 256) dwarfs the search's (its source
+# times are few and stay in cache; counted in 32-byte sectors at L1, the ballot search still reads more than the two
+# feature rows: about 50 against their 32, at S = 4096), but the 12 *dependent* loads of the lane-0 search add
 # latency that only many warps in flight hide.
 
 # %%

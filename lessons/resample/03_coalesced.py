@@ -131,12 +131,12 @@ resample.ladder_so_far("03_coalesced")
 resample.sweep("03_coalesced", "vec_bytes", [2, 4, 8, 16])
 
 # %% [markdown]
-# Compare with the prediction. In the H100 sweep recorded in results/sweeps/ the gain does not flatten: the
-# last doubling, 8 to 16 bytes, gains more than 4 to 8. A 16-byte load is one instruction where 8-byte loads
-# are two: fewer instructions to issue, and more of a row in flight at once. Which of the two pays here, the
-# profile printed above hints: this stage's warps wait mostly for an issue slot or a pipe, and only a small share
-# of their cycles on memory, so fewer instructions is the likelier reason (a reading of that profile, not a
-# separate measurement). Bytes in flight become the theme of the next stages, once the instructions are few.
+# Compare with the prediction. In the sweeps recorded in results/sweeps/ (H100 and H200) the gain does not flatten:
+# the last doubling, 8 to 16 bytes, gains more than 4 to 8. A 16-byte load is one instruction where 8-byte loads are
+# two: fewer instructions to issue, and more of a row in flight at once. Which of the two pays here, the profile
+# printed above hints: this stage's warps wait mostly for an issue slot or a pipe, and only a small share of their
+# cycles on memory, so fewer instructions is the likelier reason (a reading of that profile, not a separate
+# measurement). Bytes in flight become the theme of the next stages, once the instructions are few.
 #
 # Every warp reads its two source rows straight from global memory, and neighbouring targets share source
 # rows (about one source interval per target at S = T): a source row is fetched about twice on average (some
