@@ -1,20 +1,17 @@
 """tools/kernel_edits: each edit still fits the kernel it edits (its replacements find their text) and the edited
 copy compiles, so a probe of it (tools/probe_kernel_edit.py) can be run again on a GPU."""
-import importlib.util
 import pathlib
+import sys
 
 import pytest
 
 from cudabook import track as tracks
 
-EDITS = sorted((pathlib.Path(__file__).resolve().parents[2] / "tools" / "kernel_edits").glob("*.py"))
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from tools.probe_kernel_edit import load_edit as _load  # noqa: E402  (how the probe reads an edit)
 
-
-def _load(path):
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+EDITS = sorted((ROOT / "tools" / "kernel_edits").glob("*.py"))
 
 
 @pytest.mark.parametrize("path", EDITS, ids=[p.stem for p in EDITS])
