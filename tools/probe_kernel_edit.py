@@ -3,8 +3,11 @@ made a setting of the rung.
 
 The edit is a Python file (tools/kernel_edits/) with TRACK and STAGE, the rung it edits, and `edit(text) -> text`, which rewrites the rung's CUDA C++ source (asserting that
 what it replaces is there, so an edit that no longer fits the kernel fails loudly), and a docstring saying what
-it tries. For each workload of the track's benchmark (or the first, by default): fresh inputs, the rung and the
-edited copy each judged against the float64 reference, then both timed in the same interleaved rounds
+it tries. An edit that needs the host to launch it differently (another tensor map box, say) also defines
+`host(stage_module)`, which patches the host for the edited text alone; the probe calls it first.
+
+For each workload of the track's benchmark (or the first, by default): fresh inputs, the rung and the edited
+copy each judged against the float64 reference, then both timed in the same interleaved rounds
 (bench.head_to_head). The kernel files are not touched. Prints the rung's time over the edit's (above 1, the
 edit is faster) and writes the rounds as JSON (as results/readings/<gpu>_<track>_<stage>_<what>.json, for
 cudabook.results.readings).
@@ -49,6 +52,8 @@ def main(argv=None) -> int:
     t, stage = tracks.get(edit.TRACK), edit.STAGE
     module, judge = t.stage(stage), tracks.judge_of(t, stage)
     edited = edit.edit(pathlib.Path(module.SOURCE).read_text())
+    if hasattr(edit, "host"):
+        edit.host(module)
     why = t.unavailable(stage)
     if why:
         print(f"{stage} cannot run here: {why}")
