@@ -4,7 +4,8 @@ made a setting of the rung.
 The edit is a Python file (tools/kernel_edits/) with TRACK and STAGE, the rung it edits, and `edit(text) -> text`, which rewrites the rung's CUDA C++ source (asserting that
 what it replaces is there, so an edit that no longer fits the kernel fails loudly), and a docstring saying what
 it tries. An edit that needs the host to launch it differently (another tensor map box, say) also defines
-`host(stage_module)`, which patches the host for the edited text alone; the probe calls it first.
+`host(stage_module)`, which patches the host for the edited text alone; the probe calls it first. An edit
+meant for other settings than the rung's defaults names them in PARAMS (--params adds to them).
 
 For each workload of the track's benchmark (or the first, by default): fresh inputs, the rung and the edited
 copy each judged against the float64 reference, then both timed in the same interleaved rounds
@@ -43,7 +44,7 @@ def load_edit(path):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--edit", required=True, help="a Python file defining TRACK, STAGE and edit(text) -> text")
-    ap.add_argument("--params", default="{}", help="the rung's parameters for both (JSON)")
+    ap.add_argument("--params", default="{}", help="the rung's parameters for both (JSON; added to the edit's PARAMS)")
     ap.add_argument("--workloads", choices=("first", "all"), default="first")
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--out", help="where to write the rounds (JSON)")
@@ -58,7 +59,7 @@ def main(argv=None) -> int:
     if why:
         print(f"{stage} cannot run here: {why}")
         return 1
-    params = json.loads(a.params)
+    params = {**getattr(edit, "PARAMS", {}), **json.loads(a.params)}
     import datetime
     record = {"track": t.NAME, "stage": stage,
               "kind": f"{t.NAME} {stage} against an edited copy of its kernel, in interleaved rounds",

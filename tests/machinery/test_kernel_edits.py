@@ -21,7 +21,7 @@ def test_an_edit_fits_its_kernel_and_compiles(path):
     text = pathlib.Path(module.SOURCE).read_text()
     edited = edit.edit(text)
     assert edited != text and edit.__doc__
-    assert module.compile_cubin(source_text=edited)
+    assert module.compile_cubin(source_text=edited, **getattr(edit, "PARAMS", {}))
 
 
 def test_an_edit_that_no_longer_fits_fails_loudly():
