@@ -47,6 +47,31 @@ def readings(track: str, stage: str, kind: str) -> list[dict]:
     return sorted(found, key=lambda r: r.get("date") or "")
 
 
+def show_edits(track: str, stage: str, out=print) -> int:
+    """Print every card's probes of an edited copy of (track, stage)'s kernel (tools/probe_kernel_edit.py:
+    results/readings/<gpu>_<track>_<stage>_edit_<edit>.json), oldest first: what the edit tries, then per
+    workload the rung's and the edit's median times from the same interleaved rounds, the rung's over the
+    edit's (above 1, the edit is faster) and whether each was right. Returns how many it printed."""
+    import statistics
+    found = []
+    for path in (RESULTS / "readings").glob(f"*_{track}_{stage}_edit_*.json"):
+        record = json.loads(path.read_text())
+        if record.get("track") == track and record.get("stage") == stage:
+            found.append(record)
+    for rd in sorted(found, key=lambda r: r.get("date") or ""):
+        params = ", ".join(f"{k}={v}" for k, v in rd.get("params", {}).items())
+        what = (rd.get("what") or "").split("\n")[0]
+        out(f"{rd['edit']} ({rd['gpu']}, commit {rd['commit']}{', ' + params if params else ''}): {what}")
+        for case in rd["cases"]:
+            med = {k: statistics.median(v) for k, v in case["us"].items()}
+            wrong = [k for k, ok in case["correct"].items() if not ok]
+            out(f"   {case['workload']}: rung {med['rung']:,.1f} µs, edited {med['edited']:,.1f} µs, "
+                f"rung / edited {case['rung / edited']:.3f}x" + (f"  WRONG: {', '.join(wrong)}" if wrong else ""))
+    if not found:
+        out(f"no probes of an edited {track} {stage} kernel in results/readings/")
+    return len(found)
+
+
 def _git(*args) -> str | None:
     try:
         done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10)

@@ -10,11 +10,10 @@ meant for other settings than the rung's defaults names them in PARAMS (--params
 For each workload of the track's benchmark (or the first, by default): fresh inputs, the rung and the edited
 copy each judged against the float64 reference, then both timed in the same interleaved rounds
 (bench.head_to_head). The kernel files are not touched. Prints the rung's time over the edit's (above 1, the
-edit is faster) and writes the rounds as JSON (as results/readings/<gpu>_<track>_<stage>_<what>.json, for
-cudabook.results.readings).
+edit is faster) and writes the rounds to results/readings/<gpu>_<track>_<stage>_edit_<the edit's name>.json
+(--out: another folder), which a lesson prints with cudabook.results.show_edits(track, stage).
 
-    python tools/probe_kernel_edit.py --edit tools/kernel_edits/msda05_shared_locations.py --workloads all \\
-        --out probe.json
+    python tools/probe_kernel_edit.py --edit tools/kernel_edits/msda05_shared_locations.py --workloads all
 """
 from __future__ import annotations
 
@@ -47,7 +46,7 @@ def main(argv=None) -> int:
     ap.add_argument("--params", default="{}", help="the rung's parameters for both (JSON; added to the edit's PARAMS)")
     ap.add_argument("--workloads", choices=("first", "all"), default="first")
     ap.add_argument("--rounds", type=int, default=6)
-    ap.add_argument("--out", help="where to write the rounds (JSON)")
+    ap.add_argument("--out", help="the folder to write to (default results/readings/)")
     a = ap.parse_args(argv)
     edit = load_edit(a.edit)
     t, stage = tracks.get(edit.TRACK), edit.STAGE
@@ -85,9 +84,11 @@ def main(argv=None) -> int:
               f"{statistics.median(us['rung']):,.1f} µs, edited {statistics.median(us['edited']):,.1f} µs), "
               f"correct: {correct}", flush=True)
         del problem
-    if a.out:
-        pathlib.Path(a.out).write_text(json.dumps(record, indent=1) + "\n")
-        print(f"wrote {a.out}")
+    folder = pathlib.Path(a.out) if a.out else results.RESULTS / "readings"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{results.slug(record['gpu'])}_{t.NAME}_{stage}_edit_{pathlib.Path(a.edit).stem}.json"
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {path}")
     return 0
 
 

@@ -445,11 +445,7 @@ for rd in results.readings("msda", "05_lane_groups", "l1"):
 # covered by this floor: what bounds every way of loading them is **not measured yet: it is open**.
 
 # %%
-for rd in results.readings("msda", "05_lane_groups", "shared_locations"):
-    for case in rd["cases"]:
-        med = {k: float(np.median(v)) for k, v in case["us"].items()}
-        print(f"{rd['gpu']} · commit {rd['commit']} · {case['workload']}: rung 05 {med['rung']:,.1f} µs, staged "
-              f"locations {med['edited']:,.1f} µs (rung / staged {case['rung / edited']:.3f}x; right: {case['correct']})")
+_ = results.show_edits("msda", "05_lane_groups")
 
 # %% [markdown]
 # ## Experiments: block size and branches

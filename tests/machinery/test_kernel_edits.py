@@ -28,3 +28,30 @@ def test_an_edit_that_no_longer_fits_fails_loudly():
     edit = _load(EDITS[0])
     with pytest.raises(AssertionError, match="no longer has"):
         edit.edit("// a kernel without the lines the edit replaces\n")
+
+
+def test_every_probe_of_an_edit_names_an_edit_of_that_rung():
+    """results/readings/*_edit_<name>.json (tools/probe_kernel_edit.py) comes from tools/kernel_edits/<name>.py,
+    which edits the rung the reading is filed under: a renamed or deleted edit leaves no orphan reading."""
+    import json
+    from cudabook import results
+    readings = sorted((results.RESULTS / "readings").glob("*_edit_*.json"))
+    assert readings
+    for path in readings:
+        record = json.loads(path.read_text())
+        name = path.stem.split("_edit_", 1)[1]
+        assert record["edit"] == f"{name}.py", path.name
+        edit = _load(ROOT / "tools" / "kernel_edits" / record["edit"])
+        assert (edit.TRACK, edit.STAGE) == (record["track"], record["stage"]), path.name
+        assert path.name.endswith(f"_{edit.TRACK}_{edit.STAGE}_edit_{name}.json")
+
+
+def test_show_edits_prints_each_probe_and_says_when_there_is_none():
+    from cudabook import results
+    lines = []
+    assert results.show_edits("gemm", "07_clusters", out=lines.append) >= 1
+    assert any("gemm07_pingpong.py" in line for line in lines)
+    assert any("rung / edited" in line and "µs" in line for line in lines)
+    lines.clear()
+    assert results.show_edits("gemm", "01_naive", out=lines.append) == 0
+    assert lines == ["no probes of an edited gemm 01_naive kernel in results/readings/"]

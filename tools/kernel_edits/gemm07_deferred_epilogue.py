@@ -4,9 +4,13 @@ Rung 07's consumers reach the epilogue together, and while both stage and store 
 1.5 µs of a 46 µs tile, results/readings/H200_gemm_07_clusters_stamps.json) the tensor cores have nothing to
 do. Here a consumer waits for its last wgmmas, rounds its 128 accumulators to 64 registers of bf16 pairs, and
 starts the next tile at once; box b of the last tile (stmatrix into the staging buffer, the fence, the TMA store)
-is written after k-tile b of the new tile is issued, while that k-tile's wgmmas run. The bf16 pairs take 64 more
-registers (128 accumulators + 64 within setmaxnreg's 232). The bytes moved are the rung's; only the order
-changes. TMA store and stmatrix only (the defaults).
+is written after k-tile b of the new tile is issued, while that k-tile's wgmmas run. The bytes moved are the
+rung's; only the order changes. TMA store and stmatrix only (the defaults).
+
+The bf16 pairs need 64 registers beside the 128 accumulators, and NVRTC 13.0's ptxas spills them: it fits this
+kernel in the 168 registers a thread that __launch_bounds__(384, 1) leaves, setmaxnreg's 232 notwithstanding
+(240 bytes of stack; 85 local stores and 136 local loads in the SASS, read with cuobjdump on a CPU). Measured
+(results/readings/H200_gemm_07_clusters_edit_gemm07_deferred_epilogue.json): right, and slower by the spills.
 """
 TRACK, STAGE = "gemm", "07_clusters"          # the rung whose kernel this edits
 

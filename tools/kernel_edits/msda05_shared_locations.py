@@ -7,7 +7,7 @@ contiguous in global memory, into shared memory with consecutive threads on cons
 reads them from there: 8 items' words in distinct banks (the column XOR-swizzled by the item), one wavefront.
 Shared memory: NT / G items x LV * PV samples x 12 bytes (48 KiB at 512 threads, D = 32, L = 4, P = 8).
 
-Measured (results/readings/H200_msda_05_lane_groups_shared_locations.json, H200, interleaved rounds): right on both
+Measured (results/readings/H200_msda_05_lane_groups_edit_msda05_shared_locations.json, H200, interleaved rounds): right on both
 workloads; 0.961x the rung's speed on `local`, 1.028x on `uniform`. Not adopted.
 """
 TRACK, STAGE = "msda", "05_lane_groups"       # the rung whose kernel this edits
