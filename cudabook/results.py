@@ -47,6 +47,16 @@ def readings(track: str, stage: str, kind: str) -> list[dict]:
     return sorted(found, key=lambda r: r.get("date") or "")
 
 
+def write_reading(record: dict, kind: str, folder=None) -> pathlib.Path:
+    """Write a reading (a dict with gpu, track and stage) to <folder>/<gpu>_<track>_<stage>_<kind>.json, where
+    readings() finds it; folder defaults to results/readings/. Returns the path."""
+    folder = pathlib.Path(folder) if folder else RESULTS / "readings"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{slug(record['gpu'])}_{record['track']}_{record['stage']}_{kind}.json"
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return path
+
+
 def show_edits(track: str, stage: str, out=print) -> int:
     """Print every card's probes of an edited copy of (track, stage)'s kernel (tools/probe_kernel_edit.py:
     results/readings/<gpu>_<track>_<stage>_edit_<edit>.json), oldest first: what the edit tries, then per

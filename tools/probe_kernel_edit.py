@@ -84,11 +84,7 @@ def main(argv=None) -> int:
               f"{statistics.median(us['rung']):,.1f} µs, edited {statistics.median(us['edited']):,.1f} µs), "
               f"correct: {correct}", flush=True)
         del problem
-    folder = pathlib.Path(a.out) if a.out else results.RESULTS / "readings"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{results.slug(record['gpu'])}_{t.NAME}_{stage}_edit_{pathlib.Path(a.edit).stem}.json"
-    path.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"wrote {path}")
+    print(f"wrote {results.write_reading(record, f'edit_{pathlib.Path(a.edit).stem}', a.out)}")
     return 0
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import pathlib
 import sys
@@ -67,8 +66,6 @@ def main(argv=None) -> int:
     if why:
         print(f"the peers cannot run here: {why}")
         return 1
-    folder = pathlib.Path(a.out) if a.out else results.RESULTS / "readings"
-    folder.mkdir(parents=True, exist_ok=True)
     import torch
     gpu = device.gpu().name
     records = {}
@@ -93,10 +90,8 @@ def main(argv=None) -> int:
                 print(f"{name} · {peer}: {top['name']} ({top['mean_us']:,.1f} µs)"
                       + (f" and {len(got) - 1} more" if len(got) > 1 else ""), flush=True)
         del problem
-    for stage, record in records.items():
-        path = folder / f"{results.slug(gpu)}_{t.NAME}_{stage}_peer_kernels.json"
-        path.write_text(json.dumps(record, indent=1) + "\n")
-        print(f"wrote {path}")
+    for record in records.values():
+        print(f"wrote {results.write_reading(record, 'peer_kernels', a.out)}")
     return 0
 
 

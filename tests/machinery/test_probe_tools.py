@@ -1,0 +1,36 @@
+"""tools/probe_params_vs_peer.py and tools/probe_peer_kernels.py run on a GPU; here: they refuse with the reason
+where they cannot run, and their readings land where results.readings finds them."""
+import json
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from tools import probe_params_vs_peer, probe_peer_kernels  # noqa: E402
+
+from cudabook import device, results  # noqa: E402
+
+
+def test_a_rung_with_no_peer_set_against_it_is_refused_by_name(capsys):
+    assert probe_params_vs_peer.main(["--track", "msda", "--stage", "05"]) == 1
+    assert "sets no peer against it (HEAD_TO_HEAD)" in capsys.readouterr().out
+    assert probe_params_vs_peer.main(["--track", "gemm", "--stage", "99"]) == 1
+    assert "no such stage of gemm" in capsys.readouterr().out
+    assert probe_peer_kernels.main(["--track", "msda"]) == 1
+    assert "names no HEAD_TO_HEAD peers" in capsys.readouterr().out
+
+
+def test_without_a_gpu_or_torch_the_probes_say_why(capsys):
+    if device.gpu() is not None:
+        return                              # on a GPU they would run
+    assert probe_params_vs_peer.main(["--track", "gemm", "--stage", "07"]) == 1
+    assert "cannot run here:" in capsys.readouterr().out
+
+
+def test_a_reading_is_written_where_readings_finds_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    record = {"gpu": "NVIDIA Test Card", "track": "gemm", "stage": "07_clusters", "date": "2026-01-01", "x": 1}
+    path = results.write_reading(record, "settings_vs_peer")
+    assert path == tmp_path / "readings" / "Test_Card_gemm_07_clusters_settings_vs_peer.json"
+    assert json.loads(path.read_text()) == record
+    assert results.readings("gemm", "07_clusters", "settings_vs_peer") == [record]
