@@ -1,30 +1,19 @@
-"""tools/probe_params_vs_peer.py and tools/probe_peer_kernels.py run on a GPU; here: they refuse with the reason
-where they cannot run, and their readings land where results.readings finds them."""
+"""tools/probe_peer_kernels.py runs on a GPU; here: it refuses with the reason where it cannot run, and the
+probes' readings land where results.readings finds them."""
 import json
 import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from tools import probe_params_vs_peer, probe_peer_kernels  # noqa: E402
+from tools import probe_peer_kernels  # noqa: E402
 
-from cudabook import device, results  # noqa: E402
+from cudabook import results  # noqa: E402
 
 
-def test_a_rung_with_no_peer_set_against_it_is_refused_by_name(capsys):
-    assert probe_params_vs_peer.main(["--track", "msda", "--stage", "05"]) == 1
-    assert "sets no peer against it (HEAD_TO_HEAD)" in capsys.readouterr().out
-    assert probe_params_vs_peer.main(["--track", "gemm", "--stage", "99"]) == 1
-    assert "no such stage of gemm" in capsys.readouterr().out
+def test_a_track_with_no_peer_set_against_a_rung_is_refused_by_name(capsys):
     assert probe_peer_kernels.main(["--track", "msda"]) == 1
     assert "names no HEAD_TO_HEAD peers" in capsys.readouterr().out
-
-
-def test_without_a_gpu_or_torch_the_probes_say_why(capsys):
-    if device.gpu() is not None:
-        return                              # on a GPU they would run
-    assert probe_params_vs_peer.main(["--track", "gemm", "--stage", "07"]) == 1
-    assert "cannot run here:" in capsys.readouterr().out
 
 
 def test_a_reading_is_written_where_readings_finds_it(tmp_path, monkeypatch):
