@@ -4,7 +4,8 @@ For each size of the track's plan (cudabook.sizes; --values for the x values): f
 the rung (its parameters as JSON; {} for the defaults) checked once against the float64 reference, then every
 variant and the track's HEAD_TO_HEAD peer for that rung timed in the same interleaved rounds
 (bench.head_to_head, so they share the card's clock). Prints the peer's time over each variant's (above 1, the
-variant is ahead) and writes the rounds as JSON.
+variant is ahead) and writes the rounds as JSON (as results/readings/<gpu>_<track>_<stage>_<what>.json, for
+cudabook.results.readings).
 
     python tools/probe_head_to_head.py --track resample --stage 08 --values 64 256 512 \\
         --variants '{}' '{"trigger": true}' --out probe.json
@@ -52,7 +53,10 @@ def main(argv=None) -> int:
     module, judge = t.stage(stage), tracks.judge_of(t, stage)
     variants = {v: json.loads(v) for v in a.variants}
     plan = sweeps.plan(t, a.values)
-    record = {"kind": f"{t.NAME} {stage}: variants against {', '.join(peers)} in interleaved rounds",
+    import datetime
+    record = {"track": t.NAME, "stage": stage,
+              "kind": f"{t.NAME} {stage}: variants against {', '.join(peers)} in interleaved rounds",
+              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "gpu": device.gpu().name, "commit": results._commit(), "x": plan["x"], "cases": []}
     for size in plan["sizes"]:
         args, problem = t.bench.prepare(size)
