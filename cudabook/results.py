@@ -57,6 +57,24 @@ def write_reading(record: dict, kind: str, folder=None) -> pathlib.Path:
     return path
 
 
+def show_peer_kernels(track: str, stage: str, out=print) -> int:
+    """Print which kernels the peers set against (track, stage) launched, by every card's reading
+    (tools/probe_peer_kernels.py: results/readings/<gpu>_<track>_<stage>_peer_kernels.json): per workload and
+    peer, each kernel's name, launches a call and mean time. Returns how many readings it printed."""
+    found = readings(track, stage, "peer_kernels")
+    for rd in found:
+        out(f"{rd['gpu']}, commit {rd['commit']} (torch {rd.get('torch')}, CUDA {rd.get('cuda')}, "
+            f"cuDNN {rd.get('cudnn')}):")
+        for w in rd["workloads"]:
+            out(f"   {w['workload']} · {w['peer']}:")
+            for k in w["kernels"]:
+                out(f"      {k['mean_us']:10,.1f} µs x {k['count']:g}  {k['name']}")
+    if not found:
+        out(f"no reading of the kernels {track} {stage}'s peers launch in results/readings/ "
+            "(tools/probe_peer_kernels.py on a GPU)")
+    return len(found)
+
+
 def show_edits(track: str, stage: str, out=print) -> int:
     """Print every card's probes of an edited copy of (track, stage)'s kernel (tools/probe_kernel_edit.py:
     results/readings/<gpu>_<track>_<stage>_edit_<edit>.json), oldest first: what the edit tries, then per

@@ -18,7 +18,6 @@ edit is faster) and writes the rounds to results/readings/<gpu>_<track>_<stage>_
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import pathlib
@@ -34,10 +33,9 @@ from cudabook import track as tracks  # noqa: E402
 
 
 def load_edit(path):
-    spec = importlib.util.spec_from_file_location(pathlib.Path(path).stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The edit module at `path` (cudabook.kit.edits.load)."""
+    from cudabook.kit import edits
+    return edits.load(path)
 
 
 def main(argv=None) -> int:

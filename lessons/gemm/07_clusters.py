@@ -236,3 +236,89 @@ _ = timeline.show_stamps("gemm", "07_clusters", window_us=6)
 # through the states after *mma*, so that share, and the line "at least one warpgroup in the state mma",
 # undercount them. What the stripes cannot show is where the stages' bytes come from: with the cluster, fewer
 # from DRAM, and with multicast, B's boxes cross from L2 once a cluster (the profiles above).
+
+# %% [markdown]
+# ## Past cuBLAS? What it runs, and three tries
+#
+# At 4096³ this rung is a little behind cuBLAS (the head-to-head above). First: what does cuBLAS run there?
+# PyTorch's profiler names every kernel a call launches (a reading, `tools/probe_peer_kernels.py`):
+
+# %%
+_ = results.show_peer_kernels("gemm", "07_clusters")
+
+# %% [markdown]
+# NVIDIA does not document these names, but read as tile, k-step, stages and cluster they suggest this rung's
+# own design. cuBLAS works on column-major matrices, and PyTorch hands it the row-major `A @ B` as `Bᵀ Aᵀ`, so
+# the first tile dimension in the name runs along this lesson's N: `256x128` would be a 128 × 256 tile, `64x4`
+# a k-step of 64 and 4 stages, `1x2` clusters of two along its N (this lesson's M, as here), and `coop` the
+# cooperative schedule, two consumer warpgroups sharing each tile. At 8192 the name suggests a taller tile (320
+# along this lesson's N) and 3 stages. So the gap at 4096 is most likely not a different design but details.
+#
+# One detail the stamps above do show: once a tile, both consumer warpgroups stage and store their results at
+# the same moment, and no wgmma runs meanwhile. Three edits of this kernel try to hide that, each in
+# `tools/kernel_edits/` and each timed against the rung in the same interleaved rounds by
+# `tools/probe_kernel_edit.py` (right against the float64 reference, both of them, every time):
+#
+# - **Ping-pong** (`gemm07_pingpong.py`, CUTLASS calls this schedule ping-pong): each warpgroup owns a 64-row half
+#   of the tile, the producer loads the halves one after the other, and the warpgroups take turns, one running
+#   its k-loop while the other stores and waits; a named barrier passes the turn. `_5stages` is the same with
+#   five stages, which now fit.
+# - **One fence a tile** (`gemm07_one_fence.py`): all four boxes staged (which leaves room for 3 stages), then
+#   one fence, one barrier, four stores.
+# - **Deferred epilogue** (`gemm07_deferred_epilogue.py`): the results rounded to bf16 pairs at once, the next
+#   tile started, and box b stored after the new tile's k-tile b is issued.
+
+# %%
+_ = results.show_edits("gemm", "07_clusters")
+
+# %% [markdown]
+# None pays, and each says something about this kernel.
+#
+# **Ping-pong loses most.** A half's stage holds a 64-row A box beside the whole 256-column B, so B's boxes
+# cross from L2 once a half instead of once a tile; and a ring of four such stages holds about half the
+# tensor-core time of four whole-tile stages, so the loads have less time to arrive. Five stages win back part
+# of the loss. Nsight Compute, one launch of each at 4096³ (a reading; Nsight Compute holds the clock at the
+# card's base clock):
+
+# %%
+def pingpong_counters():
+    """The rung and the ping-pong edit side by side, from Nsight Compute's reading of one launch each."""
+    for rd in results.readings("gemm", "07_clusters", "pingpong_ncu"):
+        rung, edit = rd["launches"]["rung"], rd["launches"]["edited"]
+        print(f"{rd['gpu']}, commit {rd['commit']}, {rd['workload']}:")
+        for key, label in (("Duration [ns]", "time (µs)"), ("SM Frequency [hz]", "SM clock (GHz)"),
+                           ("lts__t_bytes.sum [byte]", "bytes through L2 (GB)"),
+                           ("L2 Cache Throughput [%]", "L2 throughput (% of peak)"),
+                           ("Compute (SM) Throughput [%]", "SM throughput (% of peak)")):
+            scale = {"Duration [ns]": 1e-3, "SM Frequency [hz]": 1e-9, "lts__t_bytes.sum [byte]": 1e-9}.get(key, 1)
+            print(f"   {label:28s} rung {rung[key] * scale:8.2f}   ping-pong {edit[key] * scale:8.2f}"
+                  f"   ({edit[key] / rung[key]:.2f}x)")
+
+
+pingpong_counters()
+
+# %% [markdown]
+# At the base clock the ping-pong is much nearer the rung than in the probe at full clock above, and L2 is busy
+# but not saturated. A loss that grows with the SM clock is what loads that come too late would cause: the
+# tensor cores finish a stage sooner, the loads take as long in nanoseconds as before. That reading fits the
+# counters and the five-stage result; it is not proved here.
+#
+# **One fence a tile changes nothing**: the epilogue's four fences and barriers are not what it costs.
+#
+# **The deferred epilogue spills.** Its bf16 pairs need 64 registers beside the 128 accumulators. The
+# compiler fits this whole kernel into the 168 registers a thread that `__launch_bounds__(384, 1)` leaves (65,536
+# registers shared by 384 threads, in steps of 8), whatever `setmaxnreg` later grants the consumers at run time,
+# and spills the rest to the stack:
+
+# %%
+from cudabook.kit import edits
+
+deferred = edits.edited_source("gemm07_deferred_epilogue")
+for label, text in (("rung 07", None), ("deferred epilogue", deferred)):
+    usage = nvrtc.resource_usage(s07.compile_cubin(source_text=text))[s07.KERNEL]
+    print(f"{label:18s} {usage['registers']} registers a thread at launch, {usage['stack']} bytes of stack")
+
+# %% [markdown]
+# What is left untried is the tail: 512 tiles on 132 SMs are 3.9 waves, so in the last one some SMs have no
+# tile (lesson 09 measures how busy the clusters stay). Splitting the last wave's tiles along K over every SM
+# (Stream-K) is the next experiment.

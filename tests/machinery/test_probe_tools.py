@@ -23,3 +23,12 @@ def test_a_reading_is_written_where_readings_finds_it(tmp_path, monkeypatch):
     assert path == tmp_path / "readings" / "Test_Card_gemm_07_clusters_settings_vs_peer.json"
     assert json.loads(path.read_text()) == record
     assert results.readings("gemm", "07_clusters", "settings_vs_peer") == [record]
+
+
+def test_show_peer_kernels_prints_each_kernel_and_says_when_there_is_none():
+    lines = []
+    assert results.show_peer_kernels("gemm", "07_clusters", out=lines.append) >= 1
+    assert any("cublas" in line for line in lines) and any(" µs x " in line for line in lines)
+    lines.clear()
+    assert results.show_peer_kernels("gemm", "01_naive", out=lines.append) == 0
+    assert "tools/probe_peer_kernels.py" in lines[0]

@@ -1,0 +1,37 @@
+"""Edited copies of a rung's kernel (tools/kernel_edits/): ideas measured before they become settings.
+
+An edit is a Python file with TRACK and STAGE (the rung it edits), `edit(text) -> text`, a docstring saying what
+it tries, and optionally PARAMS (the settings it is meant for) and `host(stage_module)` (a host change for the
+edited text alone). tools/probe_kernel_edit.py times one against its rung on a GPU; a lesson may compile one
+to show what the compiler made of it.
+"""
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+
+from ..results import ROOT
+
+FOLDER = ROOT / "tools" / "kernel_edits"
+
+
+def load(edit):
+    """The edit module: `edit` is a path, or a name in tools/kernel_edits/ ("gemm07_pingpong")."""
+    path = pathlib.Path(edit)
+    if not path.suffix:
+        path = FOLDER / f"{edit}.py"
+    if not path.exists():
+        raise FileNotFoundError(f"no kernel edit {edit!r} (looked for {path}); the edits: "
+                                f"{', '.join(sorted(p.stem for p in FOLDER.glob('*.py')))}")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def edited_source(edit) -> str:
+    """The text of the edit's rung's kernel with the edit applied."""
+    from .. import track as tracks
+    module = load(edit) if not hasattr(edit, "edit") else edit
+    stage = tracks.get(module.TRACK).stage(module.STAGE)
+    return module.edit(pathlib.Path(stage.SOURCE).read_text())
