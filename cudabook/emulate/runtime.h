@@ -94,6 +94,7 @@ template <class T> inline T __ldg(const T* p) { return *p; }
 template <class T> inline void __stcs(T* p, T v) { *p = v; }
 template <class T> inline void __stcg(T* p, T v) { *p = v; }
 template <class T> inline T __ldcs(const T* p) { return *p; }
+template <class T> inline T __ldcg(const T* p) { return *p; }
 
 namespace emu {
 
