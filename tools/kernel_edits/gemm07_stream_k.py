@@ -26,7 +26,7 @@ SCHEDULE = r"""
 struct Work { int t, k0, k1, role; };
 struct Schedule {
   int cluster, clusters, tiles, k_tiles, W, lo, hi, i, pos;
-  __device__ Schedule(int cluster_, int clusters_, int tiles_, int k_tiles_)
+  __device__ __forceinline__ Schedule(int cluster_, int clusters_, int tiles_, int k_tiles_)
       : cluster(cluster_), clusters(clusters_), tiles(tiles_), k_tiles(k_tiles_), i(0) {
     W = tiles >= clusters ? tiles / clusters - 1 : 0;
     const int R = tiles - W * clusters;
@@ -40,7 +40,7 @@ struct Schedule {
     }
     pos = hi;
   }
-  __device__ bool next(Work& w) {
+  __device__ __forceinline__ bool next(Work& w) {
     if (i < W) {
       w.t = cluster + i * clusters;
       ++i;
