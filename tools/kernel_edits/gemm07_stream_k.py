@@ -69,10 +69,11 @@ FIXUP = r"""
         const int me = (cluster * CLUSTER + rank) * CONSUMERS + cw;
         const int from = ((cluster - 1) * CLUSTER + rank) * CONSUMERS + cw;   // the cluster before holds the first k's
         if (w.role == 1) {                     // the first k-tiles: park the sums, then raise the flag
-          float4* slot = reinterpret_cast<float4*>(ws) + (size_t)me * 128 * (BN / 8);
+          float4* slot = reinterpret_cast<float4*>(ws) + (size_t)me * 128 * (BN / 8) + tid % 128;
+          asm volatile("" : "+l"(slot));       // computed here, not hoisted out of the tile loop (and spilled)
 #pragma unroll
           for (int i = 0; i < BN / 8; ++i)
-            slot[i * 128 + tid % 128] = make_float4(d[4 * i], d[4 * i + 1], d[4 * i + 2], d[4 * i + 3]);
+            slot[i * 128] = make_float4(d[4 * i], d[4 * i + 1], d[4 * i + 2], d[4 * i + 3]);
           __threadfence();
           named_barrier(1 + cw, 128);
           if (leader) atomicExch(flags + me, 1);
@@ -86,10 +87,11 @@ FIXUP = r"""
             __threadfence();
           }
           named_barrier(1 + cw, 128);
-          const float4* slot = reinterpret_cast<const float4*>(ws) + (size_t)from * 128 * (BN / 8);
+          const float4* slot = reinterpret_cast<const float4*>(ws) + (size_t)from * 128 * (BN / 8) + tid % 128;
+          asm volatile("" : "+l"(slot));
 #pragma unroll
           for (int i = 0; i < BN / 8; ++i) {
-            const float4 v = __ldcg(slot + i * 128 + tid % 128);
+            const float4 v = __ldcg(slot + i * 128);
             d[4 * i] += v.x; d[4 * i + 1] += v.y; d[4 * i + 2] += v.z; d[4 * i + 3] += v.w;
           }
         }
