@@ -104,8 +104,8 @@ def _swap(text: str, old: str, new: str) -> str:
     return text.replace(old, new)
 
 
-def edit(text: str) -> str:
-    text = _swap(text, "// A consumer warpgroup is done with stage", SCHEDULE + "// A consumer warpgroup is done with stage")
+def edit(text: str, schedule: str = SCHEDULE, fixup: str = FIXUP, mark: str = MARK) -> str:
+    text = _swap(text, "// A consumer warpgroup is done with stage", schedule + "// A consumer warpgroup is done with stage")
     text = _swap(text, "              float scale) {                   // scale: FP8's scale_a * scale_b (bf16 ignores it)",
                  "              float scale, float* __restrict__ ws, int* __restrict__ flags) {")
     # the producer: the same items, the same k-tiles
@@ -132,22 +132,22 @@ def edit(text: str) -> str:
     text = _swap(text, "      for (int kt = 0; kt < k_tiles; ++kt) {\n        // >>> lab: wait for stage s",
                  "      for (int kt = w.k0; kt < w.k1; ++kt) {\n        // >>> lab: wait for stage s")
     text = _swap(text, "      wgmma_keep(d);                           // the epilogue reads d only after the last wait\n",
-                 "      wgmma_keep(d);                           // the epilogue reads d only after the last wait\n" + FIXUP)
-    return MARK + "\n" + text
+                 "      wgmma_keep(d);                           // the epilogue reads d only after the last wait\n" + fixup)
+    return mark + "\n" + text
 
 
-def host(stage_module):
+def host(stage_module, mark=MARK):
     """Launch this edit's text with its workspace and flags (the rung's own launches are untouched)."""
     import ctypes
 
     from cudabook.gemm import hopper
     s07 = stage_module
     original = s07._build
-    if getattr(original, "_stream_k", False):
+    if mark in getattr(original, "_stream_k", ()):
         return
 
     def build(p, kernel, params):
-        if kernel is None or MARK not in kernel:
+        if kernel is None or mark not in kernel:
             return original(p, kernel, params)
         from numba import cuda
         import numpy as np
@@ -170,5 +170,5 @@ def host(stage_module):
             kern.launch(blocks, threads, args, types, shared=smem)
             return keep
         return hopper.launcher(p, c, launch)
-    build._stream_k = True
+    build._stream_k = (*getattr(original, "_stream_k", ()), mark)
     s07._build = build
