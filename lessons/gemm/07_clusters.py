@@ -319,6 +319,70 @@ for label, text in (("rung 07", None), ("deferred epilogue", deferred)):
     print(f"{label:18s} {usage['registers']} registers a thread at launch, {usage['stack']} bytes of stack")
 
 # %% [markdown]
-# What is left untried is the tail: 512 tiles on 132 SMs are 3.9 waves, so in the last one some SMs have no
-# tile (lesson 09 measures how busy the clusters stay). Splitting the last wave's tiles along K over every SM
-# (Stream-K) is the next experiment.
+# ## The last wave: Stream-K, measured
+#
+# The other place a percent can hide is the tail. At 4096³ there are 256 cluster units (256 × 256) for 66
+# clusters: three whole waves and a fourth of 58 units, so for one unit's time 8 clusters have nothing to do,
+# about 3 % of the kernel (lesson 09 counts this for every size). At 8192³, 1,024 units make 15 whole waves and a
+# 16th of 34: half the clusters idle for one unit's time. **Stream-K** (Osama et al., 2023) shares the leftover
+# work out by k-tiles instead of by units: the units' k-tiles are laid end to end and cut into equal ranges, one
+# a cluster, so every cluster stops at the same moment. A unit cut in two is computed in two pieces: the piece
+# holding its first k-tiles parks its float32 sums in a workspace and raises a flag; the piece holding its last
+# k-tiles waits for the flag, adds the parked sums and stores the tile. Ordering matters for the wait: each
+# cluster walks its range from the end back, so the pieces that park come first and the ones that wait come
+# last.
+#
+# Three edits (all right against the float64 reference in the emulator, with units cut in two and in three
+# pieces, and on the GPU), printed with the others above:
+#
+# - `gemm07_stream_k`: the last one to two waves shared out (W = units / clusters − 1 whole waves first, so a
+#   range is at least a unit long and a unit is never cut in three);
+# - `gemm07_stream_k_off`: the same kernel with the sharing switched off, a control: the scheduling code costs
+#   nothing (ratio 1.00);
+# - `gemm07_stream_k_last_wave`: the whole waves all as the rung runs them, and only the leftover units shared.
+#
+# Both Stream-K edits gain a little at 8192³ and lose at 4096³. The first one's loss has a cause Nsight Compute
+# shows: sharing out 124 units at once, its clusters work on twice as many units as a wave holds, and L2 keeps
+# fewer of their rows and columns (DRAM bytes, one launch each):
+
+# %%
+def stream_k_counters():
+    for rd in results.readings("gemm", "07_clusters", "stream_k_ncu"):
+        print(f"{rd['gpu']}, {rd['workload']}, one launch each:")
+        for edit, got in rd["launches"].items():
+            r, e = got["rung"], got["edited"]
+            print(f"   {edit:28s} (commit {got['commit']}): DRAM read rung {r['dram__bytes_read.sum [byte]'] / 1e6:6.1f} MB,"
+                  f" edit {e['dram__bytes_read.sum [byte]'] / 1e6:6.1f} MB; L2 hit rate {r['lts__t_sector_hit_rate.pct [%]']:.1f} %"
+                  f" / {e['lts__t_sector_hit_rate.pct [%]']:.1f} %")
+
+
+stream_k_counters()
+
+# %% [markdown]
+# Sharing only the last wave brings DRAM back to the rung's, yet 4096³ still loses. The stamps of a block whose
+# last item is such a piece say where the time goes (a reading, block 64, with extra stamps in the fix-up): after
+# its last wgmma the block waits for the flag, adds the parked sums and stores. Reading the sums straight into
+# registers (`__ldcg`, the first two lines) took several times as long as the whole epilogue: beside 128
+# accumulators in 168 registers few loads fit in flight. Copying them into the ring (free by then) with
+# `cp.async` and adding from there (the last two lines) cut that by more than half. What is left is
+# the arithmetic of the tail: at 4096³ the last wave is 58/66 full, so Stream-K saves at most an eighth of a
+# unit's time, and a piece's fix-up, its extra epilogue and its pipeline refill cost about as much. At 8192³ the
+# last wave is half empty and there is half a unit's time to win.
+
+# %%
+def fixup_stamps():
+    from cudabook.kit import stamps as kit_stamps
+    for kind in ("stream_k_stamps_ldcg", "stream_k_stamps_cp_async"):
+        for rd in results.readings("gemm", "07_clusters", kind):
+            for wg in rd["warpgroups"][1:]:
+                ev = wg["events"]
+                last = max(i for i, (n, _) in enumerate(ev) if n == "epilogue")
+                steps = ", ".join(f"{n} {(t2 - t) / 1e3:.1f}" for (n, t), (_, t2) in zip(ev[last:], ev[last + 1:]))
+                print(f"{rd['gpu']} {rd['commit']} block {rd['block']} warpgroup {wg['warpgroup']} (µs): {steps}")
+
+
+fixup_stamps()
+
+# %% [markdown]
+# So Stream-K is a tool for a half-empty last wave, not a free percent: none of these edits is kept, and at
+# 4096³ the epilogue and the tail are not where rung 07's last percent against cuBLAS is.
