@@ -981,6 +981,19 @@ if not recorded_06:
 # and has no head-to-head: its medians put rung 06 level with cuDNN except at d = 64 without the mask, where
 # it is ahead.
 #
+# What do the backends run? PyTorch's profiler names the kernel each call launched (a reading,
+# `tools/probe_peer_kernels.py`; NVIDIA does not document cuDNN's names):
+
+# %%
+_ = results.show_peer_kernels("attention", "06_warp_specialized")
+
+# %% [markdown]
+# cuDNN's names carry `sm90`, `flash_fprop` and `wgmma`, the same kind of kernel as this rung, and a shape
+# `64x128xd` whose last number follows the head dimension (the first two perhaps query rows and keys a tile;
+# the name alone cannot say). PyTorch's own
+# flash backend is the FlashAttention-2 kernel (`flash_fwd_kernel`, its template arguments 128 × 64 tiles at
+# d = 128), written for the A100's `mma.sync`, which is why it trails both on a Hopper GPU.
+#
 # The sweep of this rung's parameters (`tools/sweep_params.py --track attention` on a Hopper GPU writes
 # `results/sweeps/<gpu>_attention.json`): each variant checked and timed beside rung 05 and the SDPA backends
 # of the same run. A ladder is honest only if it says where a rung does not win: the cell compares rung 06's
