@@ -33,8 +33,8 @@ from cudabook import track as tracks  # noqa: E402
 
 
 def load_edit(path):
-    """The edit module at `path` (cudabook.kit.edits.load)."""
-    from cudabook.kit import edits
+    """The edit module at `path` (cudabook.edits.load)."""
+    from cudabook import edits
     return edits.load(path)
 
 

@@ -272,8 +272,9 @@ for heads in (4, 8, 16, 64):
 # %% [markdown]
 # When every block fits on the GPU at once (4 heads), the order cannot matter: the time is the longest block's,
 # and only a shorter block (fewer query rows) would help. With a few rounds of blocks (8, 16 heads) running the
-# long ones first shortens the tail noticeably. At the benchmark's 64 heads the grid runs many rounds and the
-# order only shapes the last of them: a small gain. The main saving is the tiles themselves: about half of them
+# long ones first shortens the modelled time by a few percent (compare the two columns): a model of whole
+# tiles on free slots, not a measurement. At the benchmark's 64 heads the grid runs many rounds and the order
+# only shapes the last of them: a smaller gain still. The main saving is the tiles themselves: about half of them
 # are never loaded.
 #
 # ## The machine code

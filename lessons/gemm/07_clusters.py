@@ -311,7 +311,7 @@ pingpong_counters()
 # and spills the rest to the stack:
 
 # %%
-from cudabook.kit import edits
+from cudabook import edits
 
 deferred = edits.edited_source("gemm07_deferred_epilogue")
 for label, text in (("rung 07", None), ("deferred epilogue", deferred)):

@@ -22,7 +22,7 @@ PACKAGE = pathlib.Path(cudabook.__file__).resolve().parent
 ALLOWED_TO_NAME_TRACKS = {"cudabook.track", "cudabook.__main__"}
 MACHINERY = {"cudabook.track", "cudabook.check", "cudabook.labs", "cudabook.results", "cudabook.lesson",
              "cudabook.sizes", "cudabook.notebooks", "cudabook.workbook", "cudabook.__main__", "cudabook.profile",
-             "cudabook.timeline"}
+             "cudabook.timeline", "cudabook.edits"}
 
 
 def _modules() -> dict[str, pathlib.Path]:

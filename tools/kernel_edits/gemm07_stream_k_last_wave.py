@@ -18,7 +18,7 @@ there. The first version read them with __ldcg straight into registers (H200, co
 0.951x the rung at 4096^3, 1.016x at 8192^3); its stamps showed the sum taking 3 to 6 µs, as long as the whole
 epilogue several times over: with 128 accumulators in 168 registers, few loads fit in flight at once.
 """
-from cudabook.kit import edits as _edits
+from cudabook import edits as _edits
 
 _base = _edits.load("gemm07_stream_k")
 TRACK, STAGE = _base.TRACK, _base.STAGE

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.util
 import pathlib
 
-from ..results import ROOT
+from .results import ROOT
 
 FOLDER = ROOT / "tools" / "kernel_edits"
 
@@ -31,7 +31,7 @@ def load(edit):
 
 def edited_source(edit) -> str:
     """The text of the edit's rung's kernel with the edit applied."""
-    from .. import track as tracks
+    from . import track as tracks
     module = load(edit) if not hasattr(edit, "edit") else edit
     stage = tracks.get(module.TRACK).stage(module.STAGE)
     return module.edit(pathlib.Path(stage.SOURCE).read_text())
