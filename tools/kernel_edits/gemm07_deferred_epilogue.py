@@ -7,10 +7,11 @@ starts the next tile at once; box b of the last tile (stmatrix into the staging 
 is written after k-tile b of the new tile is issued, while that k-tile's wgmmas run. The bytes moved are the
 rung's; only the order changes. TMA store and stmatrix only (the defaults).
 
-The bf16 pairs need 64 registers beside the 128 accumulators, and NVRTC 13.0's ptxas spills them: it fits this
-kernel in the 168 registers a thread that __launch_bounds__(384, 1) leaves, setmaxnreg's 232 notwithstanding
-(240 bytes of stack; 85 local stores and 136 local loads in the SASS, read with cuobjdump on a CPU). Measured
-(results/readings/H200_gemm_07_clusters_edit_gemm07_deferred_epilogue.json): right, and slower by the spills.
+The bf16 pairs need 64 registers beside the 128 accumulators, and ptxas spills them: it holds the consumer code
+to about 184 registers (the highest register it names there is R183), under the 232 that setmaxnreg grants (240
+bytes of stack; 85 local stores and 136 local loads in the SASS, NVRTC 13.5 read with cuobjdump on a CPU).
+Measured (results/readings/H200_gemm_07_clusters_edit_gemm07_deferred_epilogue.json): right, and slower by the
+spills. gemm07_deferred_consumers_first.py puts the consumers' branch first, and then it does not spill.
 """
 TRACK, STAGE = "gemm", "07_clusters"          # the rung whose kernel this edits
 
