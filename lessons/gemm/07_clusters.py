@@ -337,11 +337,13 @@ for label, text in (("rung 07", None), ("deferred epilogue", edits.edited_source
     usage = nvrtc.resource_usage(cub)[s07.KERNEL]
     top, spills = consumer_registers(cub)
     print(f"{label:26s} consumer code up to R{top}, {spills} STL/LDL, {usage['stack']} bytes of stack")
+    print(f"{'':26s} ptxas: {nvrtc.compile_log(cub).strip() or '(nothing)'}")
 
 # %% [markdown]
 # Without the spills the deferred epilogue is a little faster than the rung at both sizes, and the reordering
 # alone changes nothing (the probes above). Hiding the epilogue won about a percent, less than its share of the
-# stamps (an upper bound: the stamps' own cost falls partly in it); where the rest went was not measured. A
+# stamps (an upper bound: the stamps' own cost falls partly in it). Where the rest went was not measured; one
+# candidate is in the log printed above, a `wgmma.wait_group` the compiler injected into that build. A
 # percent does not close the gap to cuBLAS at 4096³, and the rung keeps its simpler epilogue.
 
 # %% [markdown]
@@ -410,6 +412,16 @@ def fixup_stamps():
 fixup_stamps()
 
 # %% [markdown]
-# So Stream-K is a tool for a half-empty last wave, not a free percent. At 4096³ the deferred epilogue is worth
+# The two edits that paid, together (`gemm07_deferred_stream_k`), are slower than either: the compiler's log
+# for that build reports its wgmmas *serialized* (each waited for before the next is issued), because of a wait
+# it inserted on a divergent path:
+
+# %%
+cub = s07.compile_cubin(source_text=edits.edited_source("gemm07_deferred_stream_k"))
+print("ptxas:", nvrtc.compile_log(cub).strip() or "(nothing)")
+
+# %% [markdown]
+# Two edits that each pay make a new kernel for the compiler, not the sum of two gains: read the log of every
+# build. So Stream-K is a tool for a half-empty last wave, not a free percent. At 4096³ the deferred epilogue is worth
 # about the percent rung 07 lacks against cuBLAS, and nothing here comes near a clear lead: none of these edits
 # is kept in the rung.
