@@ -116,7 +116,7 @@ def timings_table(folder=TIMINGS) -> str:
                      f"numba-cuda {pk.get('numba-cuda')}, cuda-bindings {pk.get('cuda-bindings')}; "
                      f"{ran} of {len(r['notebooks'])} notebooks ran to the end; {r['runner']}, one fresh "
                      f"{'Python process' if r['runner'] == 'exec' else 'Jupyter kernel'} per notebook, kernel caches "
-                     f"{r.get('cache', 'as found')}; {_commits(r)}, {r['date'][:10]}{load}.")
+                     f"{r.get('cache', 'as found')}; {_commits(r)}, {_dates(r)}{load}.")
     for c in missing:
         lines.append(f"- **{c}**: not yet measured. On one, run `python tools/time_lessons.py --out results/timings`.")
     return "\n".join(lines)
@@ -166,6 +166,13 @@ def update(guide=GUIDE, timings=TIMINGS) -> bool:
     if new != text:
         guide.write_text(new)
     return new != text
+
+
+def _dates(record) -> str:
+    """The day of the record's run, or the first and last day when notebooks were timed again later and merged
+    into it (each notebook's entry keeps its own date)."""
+    days = sorted({(e.get("date") or record["date"])[:10] for e in record["notebooks"].values()} | {record["date"][:10]})
+    return days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}"
 
 
 def _commits(record) -> str:
