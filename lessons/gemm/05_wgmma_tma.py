@@ -340,3 +340,50 @@ for setting in ({}, {"stages": 3}, {"stages": 2}, {"bn": 64}, {"bn": 256}):
 # and the drain weighs most. Rung 06 takes away what makes the drain so costly, the block-wide barrier: each
 # consumer warpgroup still waits for its own wgmmas every k-tile, but no longer for the other's, so one can issue
 # while the other drains. It uses `bn=256`.
+
+# %% [markdown]
+# ## Why wide tiles: shared-memory bytes against tensor time
+#
+# A wgmma reads both operands from shared memory. One `m64nNk16` reads A's 64 × 16 (2 KiB) and B's 16 × N
+# (32·N bytes) and does 64·N·16 multiply-adds; shared memory hands out 128 bytes a cycle on each SM (one
+# *wavefront*), and the tensor cores of an SM do 2,048 bf16 multiply-adds a cycle at their peak (4 tensor cores
+# × 512: the H100 SXM's spec-sheet peak of 989 TFLOP/s is that on 132 SMs at 1.83 GHz). So at the tensor cores'
+# full rate, the share of the
+# shared-memory pipe the wgmmas need is
+#
+# wavefronts ÷ tensor cycles  =  ((2048 + 32·N) / 128) ÷ (64·N·16 / 2048)  =  (16 + N/4) / (N/2):
+#
+# 100 % at N = 64, 75 % at N = 128, 62.5 % at N = 256. A narrow tile's wgmmas would keep the shared-memory pipe
+# as busy as the tensor cores, with nothing left for TMA's writes into the stages or the epilogue. Nsight
+# Compute counts both sides (a reading: one launch each at 4096³, rung 05 at three widths and rung 07 at two):
+# the wavefronts the wgmmas took, the bytes per wgmma, and each pipe's busy share of the elapsed cycles:
+
+# %%
+from cudabook import results
+
+
+def smem_against_tensor():
+    for stage in ("05_wgmma_tma", "07_clusters"):
+        for rd in results.readings("gemm", stage, "smem"):
+            print(f"{rd['gpu']}, commit {rd['commit']}, {rd['workload']}, rung {stage[:2]}:")
+            for run in sorted(rd["runs"], key=lambda r: r["params"].get("bn", 256)):
+                m, p = run["metrics"], run["params"]
+                wgmmas = m["sm__inst_executed_pipe_tensor_op_gmma.sum"] / 4     # a wgmma is 4 warps' instruction
+                shared = m["l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed"]
+                tensor = m["sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed"]
+                label = ", ".join(f"{k}={v}" for k, v in p.items()) or "defaults"
+                print(f"   {label:20s} {m['sm__sass_data_bytes_mem_shared_op_gmma.sum'] / wgmmas:7,.0f} B a wgmma;"
+                      f" shared-memory pipe {shared:5.1f} % busy, tensor pipe {tensor:5.1f} %:"
+                      f" {shared / tensor:.2f} wavefronts a tensor cycle")
+
+
+smem_against_tensor()
+
+# %% [markdown]
+# The bytes a wgmma reads are exactly 2048 + 32·N, and the wavefronts per busy tensor cycle land on the
+# arithmetic's ratios: about 1.0 at N = 64, 0.75 at N = 128, 0.63 at N = 256 (rung 07's a little above, its
+# epilogue's `stmatrix` writes share the pipe). So the count holds, and it says why every later rung uses
+# N = 256: rung 07 keeps its tensor cores busy about nine cycles in ten with the shared-memory pipe little more
+# than half busy, while at N = 64 the same tensor share would need all of it. It is not the only reason a wide
+# tile wins (it also reads fewer bytes from L2 per multiply-add, and rung 07 at N = 128 is held well below that
+# share by more than shared memory), but it is the one that rules the narrow tile out.
