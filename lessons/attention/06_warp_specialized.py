@@ -988,11 +988,13 @@ if not recorded_06:
 _ = results.show_peer_kernels("attention", "06_warp_specialized")
 
 # %% [markdown]
-# cuDNN's names carry `sm90`, `flash_fprop` and `wgmma`, the same kind of kernel as this rung, and a shape
-# `64x128xd` whose last number follows the head dimension (the first two perhaps query rows and keys a tile;
-# the name alone cannot say). PyTorch's own
-# flash backend is the FlashAttention-2 kernel (`flash_fwd_kernel`, its template arguments 128 × 64 tiles at
-# d = 128), written for the A100's `mma.sync`, which is why it trails both on a Hopper GPU.
+# cuDNN's names carry `sm90`, `flash_fprop` and `wgmma`, so its kernels use the Hopper tensor-core instruction
+# this rung uses (the names show nothing of warp specialization or TMA, and they say `f16` for these bf16
+# inputs: read them with care), and a shape `64x128xd` whose last number follows the head dimension (the first
+# two perhaps query rows and keys a tile; the name alone cannot say). PyTorch's own flash backend is the
+# FlashAttention-2 kernel (`flash_fwd_kernel`, its template arguments 128 × 64 tiles at d = 128), written for
+# the A100's `mma.sync`; that is most likely why it trails both on a Hopper GPU (the FlashAttention-3 paper, Shah
+# et al. 2024, makes the same comparison).
 #
 # The sweep of this rung's parameters (`tools/sweep_params.py --track attention` on a Hopper GPU writes
 # `results/sweeps/<gpu>_attention.json`): each variant checked and timed beside rung 05 and the SDPA backends

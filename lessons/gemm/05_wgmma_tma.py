@@ -347,14 +347,15 @@ for setting in ({}, {"stages": 3}, {"stages": 2}, {"bn": 64}, {"bn": 256}):
 # A wgmma reads both operands from shared memory. One `m64nNk16` reads A's 64 × 16 (2 KiB) and B's 16 × N
 # (32·N bytes) and does 64·N·16 multiply-adds; shared memory hands out 128 bytes a cycle on each SM (one
 # *wavefront*), and the tensor cores of an SM do 2,048 bf16 multiply-adds a cycle at their peak (4 tensor cores
-# × 512: the H100 SXM's spec-sheet peak of 989 TFLOP/s is that on 132 SMs at 1.83 GHz). So at the tensor cores'
+# × 512: the H100 SXM's dense spec-sheet peak of 989 TFLOP/s is that on 132 SMs at 1.83 GHz). So at the tensor cores'
 # full rate, the share of the
 # shared-memory pipe the wgmmas need is
 #
 # wavefronts ÷ tensor cycles  =  ((2048 + 32·N) / 128) ÷ (64·N·16 / 2048)  =  (16 + N/4) / (N/2):
 #
 # 100 % at N = 64, 75 % at N = 128, 62.5 % at N = 256. A narrow tile's wgmmas would keep the shared-memory pipe
-# as busy as the tensor cores, with nothing left for TMA's writes into the stages or the epilogue. Nsight
+# as busy as the tensor cores, with nothing left for anything else that uses it (the epilogue's `stmatrix`
+# does; whether TMA's writes into the stages do is not shown by these counters). Nsight
 # Compute counts both sides (a reading: one launch each at 4096³, rung 05 at three widths and rung 07 at two):
 # the wavefronts the wgmmas took, the bytes per wgmma, and each pipe's busy share of the elapsed cycles:
 
@@ -384,6 +385,6 @@ smem_against_tensor()
 # arithmetic's ratios: about 1.0 at N = 64, 0.75 at N = 128, 0.63 at N = 256 (rung 07's a little above, its
 # epilogue's `stmatrix` writes share the pipe). So the count holds, and it says why every later rung uses
 # N = 256: rung 07 keeps its tensor cores busy about nine cycles in ten with the shared-memory pipe little more
-# than half busy, while at N = 64 the same tensor share would need all of it. It is not the only reason a wide
+# than half busy, while at N = 64 the same tensor share would need nine tenths of it. It is not the only reason a wide
 # tile wins (it also reads fewer bytes from L2 per multiply-add, and rung 07 at N = 128 is held well below that
 # share by more than shared memory), but it is the one that rules the narrow tile out.

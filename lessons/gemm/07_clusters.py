@@ -251,8 +251,10 @@ _ = results.show_peer_kernels("gemm", "07_clusters")
 # own design. cuBLAS works on column-major matrices, and PyTorch hands it the row-major `A @ B` as `Bᵀ Aᵀ`, so
 # the first tile dimension in the name runs along this lesson's N: `256x128` would be a 128 × 256 tile, `64x4`
 # a k-step of 64 and 4 stages, `1x2` clusters of two along its N (this lesson's M, as here), and `coop` the
-# cooperative schedule, two consumer warpgroups sharing each tile. At 8192 the name suggests a taller tile (320
-# along this lesson's N) and 3 stages. So the gap at 4096 is most likely not a different design but details.
+# cooperative schedule, two consumer warpgroups sharing each tile. At 8192 the name suggests a wider tile (128 ×
+# 320, 320 along this lesson's N) and 3 stages. If that reading is right, cuBLAS shares this rung's tile, k-step,
+# stages and cluster shape at 4096, and the gap lies in what a name cannot show (its schedule, tile order,
+# epilogue).
 #
 # One detail the stamps above do show: once a tile, both consumer warpgroups stage and store their results at
 # the same moment, and no wgmma runs meanwhile. Three edits of this kernel try to hide that, each in
@@ -264,7 +266,7 @@ _ = results.show_peer_kernels("gemm", "07_clusters")
 #   its k-loop while the other stores and waits; a named barrier passes the turn. `_5stages` is the same with
 #   five stages, which now fit.
 # - **One fence a tile** (`gemm07_one_fence.py`): all four boxes staged (which leaves room for 3 stages), then
-#   one fence, one barrier, four stores.
+#   one fence, one barrier, four stores (the rung timed at the same 3 stages).
 # - **Deferred epilogue** (`gemm07_deferred_epilogue.py`): the results rounded to bf16 pairs at once, the next
 #   tile started, and box b stored after the new tile's k-tile b is issued. `gemm07_deferred_consumers_first`
 #   is the same with the consumers' branch of the role split first in the source, and `gemm07_consumers_first`
@@ -274,7 +276,8 @@ _ = results.show_peer_kernels("gemm", "07_clusters")
 _ = results.show_edits("gemm", "07_clusters")
 
 # %% [markdown]
-# One pays a little, the others not at all, and each says something about this kernel.
+# One pays a little, one changes nothing, and ping-pong loses up to a fifth; each says something about this
+# kernel.
 #
 # **Ping-pong loses most.** A half's stage holds a 64-row A box beside the whole 256-column B, so B's boxes
 # cross from L2 once a half instead of once a tile; and a ring of four such stages holds about half the
@@ -340,11 +343,13 @@ for label, text in (("rung 07", None), ("deferred epilogue", edits.edited_source
     print(f"{'':26s} ptxas: {nvrtc.compile_log(cub).strip() or '(nothing)'}")
 
 # %% [markdown]
-# Without the spills the deferred epilogue is a little faster than the rung at both sizes, and the reordering
-# alone changes nothing (the probes above). Hiding the epilogue won about a percent, less than its share of the
+# Without the spills the deferred epilogue is a little faster than the rung at 4096³, in every round, and at
+# 8192³ its median is as far ahead but within the rounds' spread; the reordering alone changes nothing (the probes
+# above). Hiding the epilogue won about a percent, less than its share of the
 # stamps (an upper bound: the stamps' own cost falls partly in it). Where the rest went was not measured; one
 # candidate is in the log printed above, a `wgmma.wait_group` the compiler injected into that build. A
-# percent does not close the gap to cuBLAS at 4096³, and the rung keeps its simpler epilogue.
+# percent is about the size of the gap to cuBLAS at 4096³, but it was measured in other runs than the
+# head-to-head and gives no lead, so the rung keeps its simpler epilogue.
 
 # %% [markdown]
 # ## The last wave: Stream-K, measured
@@ -352,13 +357,14 @@ for label, text in (("rung 07", None), ("deferred epilogue", edits.edited_source
 # The other place a percent can hide is the tail. At 4096³ there are 256 cluster units (256 × 256) for 66
 # clusters: three whole waves and a fourth of 58 units, so for one unit's time 8 clusters have nothing to do,
 # about 3 % of the kernel (lesson 09 counts this for every size). At 8192³, 1,024 units make 15 whole waves and a
-# 16th of 34: half the clusters idle for one unit's time. **Stream-K** (Osama et al., 2023) shares the leftover
-# work out by k-tiles instead of by units: the units' k-tiles are laid end to end and cut into equal ranges, one
-# a cluster, so every cluster stops at the same moment. A unit cut in two is computed in two pieces: the piece
-# holding its first k-tiles parks its float32 sums in a workspace and raises a flag; the piece holding its last
-# k-tiles waits for the flag, adds the parked sums and stores the tile. Ordering matters for the wait: each
-# cluster walks its range from the end back, so the pieces that park come first and the ones that wait come
-# last.
+# 16th of 34: half the clusters idle for one unit's time. **Stream-K** (Osama et al., PPoPP 2023) shares work
+# out by k-tiles instead of by units; here in the paper's hybrid form, whole waves first and only the leftover
+# units shared: their k-tiles are laid end to end and cut into equal ranges, one a cluster, so every cluster
+# stops at the same moment. A unit cut in two is computed in two pieces: the piece holding its first k-tiles
+# parks its float32 sums in a workspace and raises a flag; the piece holding its last k-tiles waits for the
+# flag, adds the parked sums and stores the tile (the mirror of the paper's fix-up, where the first piece's
+# block waits). Ordering matters for the wait: each cluster walks its range from the end back, so the pieces
+# that park come first and the ones that wait come last.
 #
 # Three edits (all right against the float64 reference in the emulator, with units cut in two and in three
 # pieces, and on the GPU), printed with the others above:
@@ -369,9 +375,12 @@ for label, text in (("rung 07", None), ("deferred epilogue", edits.edited_source
 #   nothing (ratio 1.00);
 # - `gemm07_stream_k_last_wave`: the whole waves all as the rung runs them, and only the leftover units shared.
 #
-# Both Stream-K edits gain a little at 8192³ and lose at 4096³. The first one's loss has a cause Nsight Compute
-# shows: sharing out 124 units at once, its clusters work on twice as many units as a wave holds, and L2 keeps
-# fewer of their rows and columns (DRAM bytes, one launch each):
+# Both Stream-K edits appear to gain a percent or two at 8192³ (nine of ten rounds ahead, in rounds that spread
+# by several percent there, as the control's do) and lose at 4096³. Nsight Compute shows one difference in the
+# first one: sharing out 124 units at once, its clusters work on twice as many units as a wave holds, and L2
+# keeps fewer of their rows and columns (DRAM bytes, one launch each). How much of its loss that explains is not
+# measured: DRAM is far from its limit on the H200 (above), and the last-wave edit, which restores the DRAM
+# bytes, wins back only about a point:
 
 # %%
 def stream_k_counters():
@@ -390,12 +399,14 @@ stream_k_counters()
 # Sharing only the last wave brings DRAM back to the rung's, yet 4096³ still loses. The stamps of a block whose
 # last item is such a piece say where the time goes (a reading, block 64, with extra stamps in the fix-up): after
 # its last wgmma the block waits for the flag, adds the parked sums and stores. Reading the sums straight into
-# registers (`__ldcg`, the first two lines) took several times as long as the whole epilogue: beside 128
-# accumulators in 168 registers few loads fit in flight. Copying them into the ring (free by then) with
+# registers (`__ldcg`, the first two lines) took several times as long as the whole epilogue, most likely
+# because with 128 accumulators live the consumer code has few registers left for loads in flight (not
+# measured). Copying them into the ring (free by then) with
 # `cp.async` and adding from there (the last two lines) cut that by more than half. What is left is
 # the arithmetic of the tail: at 4096³ the last wave is 58/66 full, so Stream-K saves at most an eighth of a
-# unit's time, and a piece's fix-up, its extra epilogue and its pipeline refill cost about as much. At 8192³ the
-# last wave is half empty and there is half a unit's time to win.
+# unit's time, and the pieces cost more than that (the edit's net loss is larger than the most it could save;
+# the fix-up the stamps show is only part of the cost). At 8192³ the last wave is half empty and there is half a
+# unit's time to win.
 
 # %%
 def fixup_stamps():
@@ -412,9 +423,9 @@ def fixup_stamps():
 fixup_stamps()
 
 # %% [markdown]
-# The two edits that paid, together (`gemm07_deferred_stream_k`), are slower than either: the compiler's log
-# for that build reports its wgmmas *serialized* (each waited for before the next is issued), because of a wait
-# it inserted on a divergent path:
+# The two edits that each paid at one size, together (`gemm07_deferred_stream_k`), are slower than either, most
+# likely because the compiler's log for that build reports a "potential performance loss": its wgmmas
+# *serialized* (each waited for before the next is issued), because of a wait it inserted on a divergent path:
 
 # %%
 cub = s07.compile_cubin(source_text=edits.edited_source("gemm07_deferred_stream_k"))

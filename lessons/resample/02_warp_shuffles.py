@@ -158,8 +158,9 @@ resample.sweep("02_warp_shuffles", "warps_per_block", [1, 2, 4, 8, 16])
 # %% [markdown]
 # Read the records against the prediction. Its first half is refuted: the search does matter, and the lane-0
 # search takes about a third longer than the ballot search on both cards. Its second half fits: lane 0's twelve
-# loads depend on each other, and at this rung's occupancy nothing hides that chain. The block-size sweep (run
-# with the default ballot search) is flat from two warps a block up and slower only at one warp a block: an SM
+# loads depend on each other, and at the default block size that chain is not hidden. The block-size sweep (run
+# with the default ballot search) is flat from two to eight warps a block, a little slower at sixteen, and
+# clearly slower only at one warp a block: an SM
 # holds at most 32 blocks (compute capability 9.0), so one-warp blocks leave it at most 32 warps of the 64 it can
 # hold, and fewer warps in flight hide less of the loads' latency. Whether more warps in
 # flight would hide the lane-0 chain is not in these records: the lane-0 search was timed at the default block

@@ -967,7 +967,8 @@ for rec in results.load_all():
 # %% [markdown]
 # ## Against the compiler's fastest mode at D = 512
 #
-# Across the sizes above, the lead over max-autotune with PDL is thinnest at D = 512. Can a setting widen it?
+# Across the sizes above, the lead over max-autotune with PDL is thin at D = 256 and 512 alike. Can a setting
+# widen it at D = 512?
 # Every lever this stage has, moved one at a time at D = 512 and timed in the same interleaved rounds as that
 # mode of the compiler (a reading on the H200):
 
@@ -976,9 +977,10 @@ head_to_head_reading("d512_settings")
 
 # %% [markdown]
 # The defaults stay ahead, by about a percent here, and no lever adds to it: two of them (256 threads, the early
-# trigger) land within half a percent of the defaults either way, and every other one is slower, `unroll=2` by
-# far. That one is the compiler's doing: with two pieces of loads in flight a lane no longer fits the 32
-# registers that `min_blocks=16` leaves a thread at D = 512, and it spills (the stack the compiler reports):
+# trigger) come within a fraction of a percent of the defaults, a shade slower, and every other one is slower,
+# `unroll=2` by far. That one is most likely the compiler's doing: with two pieces of loads in flight a lane no
+# longer fits the 32 registers that `min_blocks=16` leaves a thread at D = 512, and it spills (the stack the
+# compiler reports):
 
 # %%
 for unroll in (1, 2):

@@ -16,7 +16,8 @@ The last piece reads the parked sums through shared memory: its cluster's ring i
 is the cluster's last item), so each thread copies its own 64 float4s there with cp.async and adds them from
 there. The first version read them with __ldcg straight into registers (H200, commit 1df682f, interleaved rounds:
 0.951x the rung at 4096^3, 1.016x at 8192^3); its stamps showed the sum taking 3 to 6 µs, as long as the whole
-epilogue several times over: with 128 accumulators in 168 registers, few loads fit in flight at once.
+epilogue several times over, most likely because with 128 accumulators live few registers are left for loads
+in flight (not measured).
 """
 from cudabook import edits as _edits
 
