@@ -55,3 +55,9 @@ def test_show_edits_prints_each_probe_and_says_when_there_is_none():
     lines.clear()
     assert results.show_edits("gemm", "01_naive", out=lines.append) == 0
     assert lines == ["no probes of an edited gemm 01_naive kernel in results/readings/"]
+
+
+def test_an_unknown_edit_is_refused_with_the_edits_there_are():
+    from cudabook import edits
+    with pytest.raises(FileNotFoundError, match=r"no kernel edit 'gemm07_nonesuch' .*gemm07_pingpong"):
+        edits.load("gemm07_nonesuch")

@@ -64,11 +64,7 @@ struct Schedule {
 
 """
 
-FIXUP = r"""
-      {                                        // Stream-K: a unit cut in two
-        const int me = (cluster * CLUSTER + rank) * CONSUMERS + cw;
-        const int from = ((cluster - 1) * CLUSTER + rank) * CONSUMERS + cw;   // the cluster before holds the first k's
-        if (w.role == 1) {                     // the first k-tiles: park the sums, then raise the flag
+PARK = r"""        if (w.role == 1) {                     // not the unit's last piece: park the sums, then raise the flag
           float4* slot = reinterpret_cast<float4*>(ws) + (size_t)me * 128 * (BN / 8) + tid % 128;
           asm volatile("" : "+l"(slot));       // computed here, not hoisted out of the tile loop (and spilled)
 #pragma unroll
@@ -77,9 +73,15 @@ FIXUP = r"""
           __threadfence();
           named_barrier(1 + cw, 128);
           if (leader) atomicExch(flags + me, 1);
-          continue;                            // the owner stores this unit
+          continue;                            // the cluster holding the unit's last k-tiles stores it
         }
-        if (w.role == 2) {                     // the last k-tiles: wait for the first k's sums, add them
+"""   # (shared with gemm07_stream_k_last_wave.py)
+
+FIXUP = r"""
+      {                                        // Stream-K: a unit cut in two
+        const int me = (cluster * CLUSTER + rank) * CONSUMERS + cw;
+        const int from = ((cluster - 1) * CLUSTER + rank) * CONSUMERS + cw;   // the cluster before holds the first k's
+""" + PARK + r"""        if (w.role == 2) {                     // the last k-tiles: wait for the first k's sums, add them
           if (leader) {
             while (atomicAdd(flags + from, 0) == 0) {
             }

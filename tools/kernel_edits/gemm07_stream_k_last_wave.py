@@ -64,18 +64,7 @@ struct Schedule {
 FIXUP = r"""
       {                                        // Stream-K: a unit cut in pieces
         const int me = (cluster * CLUSTER + rank) * CONSUMERS + cw;
-        if (w.role == 1) {                     // not the unit's last piece: park the sums, then raise the flag
-          float4* slot = reinterpret_cast<float4*>(ws) + (size_t)me * 128 * (BN / 8) + tid % 128;
-          asm volatile("" : "+l"(slot));       // computed here, not hoisted out of the tile loop (and spilled)
-#pragma unroll
-          for (int i = 0; i < BN / 8; ++i)
-            slot[i * 128] = make_float4(d[4 * i], d[4 * i + 1], d[4 * i + 2], d[4 * i + 3]);
-          __threadfence();
-          named_barrier(1 + cw, 128);
-          if (leader) atomicExch(flags + me, 1);
-          continue;                            // the last piece's cluster stores this unit
-        }
-        if (w.role == 2) {                     // the last piece: add the sums of every cluster before that reaches in
+""" + _base.PARK + r"""        if (w.role == 2) {                     // the last piece: add the sums of every cluster before that reaches in
           // The ring is free now (this is the cluster's last item): each thread copies its own float4s of a
           // partial into it with cp.async (many in flight, no registers held), waits, and adds them from there.
           named_barrier(3, 128 * CONSUMERS);   // both consumer warpgroups are past the ring's last stage
