@@ -54,7 +54,7 @@ TITLE = "FP8 (e4m3) inputs, per-tensor scales"
 PARAMS = {                                  # 07's levers and defaults (its PARAMS says what each does): the bytes
     "bn": 256, "consumers": 2, "stages": 4,    # of a stage, a box and a row are the same at one byte an element
     "cluster": 2, "group_m": 8, "producer_regs": 40, "consumer_regs": 232, "tma_store": True, "mma_depth": 1,
-    "multicast": 1, "stmatrix": True, "store_boxes": 2, "blocks": 0,
+    "multicast": 1, "stmatrix": True, "store_boxes": 2, "blocks": 0, "stream_k": "auto",
 }
 MIN_CC = (9, 0)
 SOURCE = s07_clusters.SOURCE                # one kernel: clusters.cu with FP8=1
@@ -200,11 +200,13 @@ def _build(p, kernel, params):
     cfg = config(**params)
     smem = s07_clusters.smem_bytes(cfg)
     M, N, K = p.shape
-    kern = RUNG.prepare(RUNG.text(kernel), cfg, KERNEL, smem=smem)[KERNEL]
     a8, bt8, c, Kp, Np, scale = operands(p)
     maps = map_args(M, N, K, bm=64 * cfg["CONSUMERS"], bn=cfg["BN"])
     encoded = [hopper.tensor_map(maps[name], hopper.pointer(x)) for name, x in (("A", a8), ("B", bt8), ("C", c))]
-    blocks = s07_clusters.cluster_grid(cfg, smem, params["blocks"])(kern, M, Np)
-    args = [*encoded, hopper.pointer(c), M, Np, Kp, float(scale)]
+    kern, blocks, workspace = s07_clusters.plan(cfg, smem, params, M, Np, Kp,
+                                                lambda cf: RUNG.prepare(RUNG.text(kernel), cf, KERNEL, smem=smem)[KERNEL])
+    args = [*encoded, hopper.pointer(c), M, Np, Kp, float(scale),
+            *(0 if x is None else hopper.pointer(x) for x in workspace)]
     threads = 128 * (cfg["CONSUMERS"] + 1)
-    return hopper.launcher(p, c, lambda: kern.launch(blocks, threads, args, ARG_TYPES, shared=smem))
+    return hopper.launcher(p, c, lambda: (kern.launch(blocks, threads, args, ARG_TYPES, shared=smem),
+                                          workspace))   # (the closure keeps Stream-K's arrays alive)

@@ -83,7 +83,8 @@ def _run(a, b, **params):
 @pytest.mark.hopper
 @pytest.mark.parametrize("M,N,K", [(1000, 1000, 1000), (129, 257, 72), (8, 8, 8), (100, 64, 7), (300, 1, 300),
                                    (1037, 600, 520)])
-@pytest.mark.parametrize("params", [{}, {"cluster": 1, "bn": 128, "stages": 5}], ids=["default", "bn128"])
+@pytest.mark.parametrize("params", [{}, {"cluster": 1, "bn": 128, "stages": 5}, {"stream_k": True, "blocks": 6}],
+                         ids=["default", "bn128", "stream-k"])
 def test_correct(M, N, K, params, rng):
     a, b = gemm.random_problem(M, N, K, rng=rng)
     verdict = s08.judge(_run(a, b, **params), a, b)

@@ -67,8 +67,9 @@ def test_sass(mod):
 
 
 @pytest.mark.parametrize("mod,params", [(s05, {}), (s05, {"bn": 256}), (s06, {}), (s07, {}),
-                                        (s07, {"stages": 3, "store_boxes": 0, "stmatrix": False})],
-                         ids=["05", "05-bn256", "06", "07", "07-3stages"])
+                                        (s07, {"stages": 3, "store_boxes": 0, "stmatrix": False}),
+                                        (s07, {"stream_k": True})],
+                         ids=["05", "05-bn256", "06", "07", "07-3stages", "07-stream-k"])
 def test_no_register_spills(mod, params):
     try:
         usage = nvrtc.resource_usage(mod.compile_cubin(**params))[mod.KERNEL]
@@ -198,7 +199,9 @@ VARIANTS = [(s05, {"bn": 64}), (s05, {"bn": 256, "stages": 3}), (s05, {"warpgrou
             (s07, {"cluster": 1}), (s07, {"cluster": 4}), (s07, {"tma_store": False, "stages": 4}),
             (s07, {"multicast": 0}), (s07, {"multicast": 2}), (s07, {"mma_depth": 0}),
             (s07, {"stages": 4, "store_boxes": 1}), (s07, {"stages": 3, "store_boxes": 0}),
-            (s07, {"stmatrix": False}), (s07, {"bn": 128, "stages": 5}), (s07, {"blocks": 4})]
+            (s07, {"stmatrix": False}), (s07, {"bn": 128, "stages": 5}), (s07, {"blocks": 4}),
+            (s07, {"stream_k": True}), (s07, {"stream_k": True, "blocks": 6}),
+            (s07, {"stream_k": True, "cluster": 4, "blocks": 8}), (s07, {"stream_k": True, "bn": 128, "consumers": 1})]
 
 
 @pytest.mark.hopper
@@ -219,6 +222,20 @@ def test_learner_kernel_text(mod, rng):
     p.poison()
     mod.launch(p, kernel=mod.source() + "\n// a learner's copy\n")
     assert gemm.judge(p.result(), a, b).ok
+
+
+@pytest.mark.hopper
+def test_stream_k_auto_shares_a_nearly_empty_last_wave(rng):
+    """One 256 x 256 unit more than the clusters that fit: "auto" turns Stream-K on, and the product is right; at
+    4096^3 (the last wave 58/66 full on an H100 or H200) it stays off."""
+    fit = s07.how_it_runs(4096, 4096, 4096)["clusters"]
+    shape = (256 * (fit + 1), 256, 520)
+    assert s07.how_it_runs(*shape) == dict(units=fit + 1, clusters=fit, whole_waves=1, last_wave=1, stream_k=True)
+    if fit == 66:
+        assert not s07.how_it_runs(4096, 4096, 4096)["stream_k"] and s07.how_it_runs(8192, 8192, 8192)["stream_k"]
+    a, b = gemm.random_problem(*shape, rng=rng)
+    verdict = gemm.judge(gemm.run(s07.NAME, a, b), a, b)
+    assert verdict.ok, str(verdict)
 
 
 @pytest.fixture(scope="module")

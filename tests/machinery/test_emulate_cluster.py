@@ -522,6 +522,60 @@ def test_gemm_07_variants_are_right_both_ways(params, gemm_emulated):
     assert gemm07([], **params) == [True, True]
 
 
+# Stream-K (stream_k=True) on a few clusters: 6 blocks are 3 clusters, so one unit of 10 k-tiles is cut in three
+# pieces (two park, the last adds both); 4 blocks on 3 units run one whole wave and cut the last unit in two.
+STREAM_K_CASES = [((20, 36, 600), dict(stream_k=True, blocks=6)), ((20, 600, 640), dict(stream_k=True, blocks=4)),
+                  ((20, 300, 600), dict(stream_k=True, blocks=6, bn=128, consumers=1, cluster=1))]
+
+
+@pytest.mark.parametrize("shape, params", STREAM_K_CASES, ids=["one unit in 3 pieces", "a whole wave, then 2 pieces",
+                                                               "bn=128, one consumer, no cluster"])
+def test_gemm_07_stream_k_is_right_both_ways(shape, params, gemm_emulated):
+    assert gemm07([], shape=shape, **params) == [True, True]
+
+
+@pytest.mark.parametrize("edits, fails", [
+    ([("d[4 * i] += v.x;", "d[4 * i] = v.x;")], "wrong"),
+    ([("if (leader) atomicExch(flags + slot, 1);", "")], "stopped"),
+    ([("if (w.piece == 1) {", "if (w.piece == 3) {")], "stopped"),   # it stores; the last piece waits forever
+], ids=["parked sums overwrite instead of adding", "the flag never raised", "a piece that should park stores instead"])
+def test_gemm_07_stream_k_mistakes_fail(edits, fails, gemm_emulated):
+    """The cases above run the fix-up: a wrong one fails (a deadlock the emulator stops, or wrong elements)."""
+    for shape, params in STREAM_K_CASES[:2]:
+        try:
+            verdicts = gemm07(edits, shape=shape, **params)
+        except emulate.EmulationError:
+            assert fails == "stopped"
+            continue
+        assert fails == "wrong" and verdicts != [True, True], (shape, verdicts)
+
+
+def test_gemm_08_stream_k_is_right_both_ways(gemm_emulated):
+    """FP8 (rung 08) runs the same kernel: its k-tiles hold 128 of K, so K = 640 is 5 of them, cut in two."""
+    from cudabook.gemm import inputs, problem, s08_fp8 as s08
+    for landing in ("lazy", "eager"):
+        a, b = inputs.random_problem(20, 600, 640)
+        p = problem.upload(a, b)
+        p.poison()
+        with emulate.emulating(landing, timeout_s=30):
+            s08.launch(p, stream_k=True, blocks=4)
+        assert s08.judge(p.result(), a, b).ok, landing
+
+
+def test_stream_k_pays_where_the_last_wave_is_emptier_than_the_fixup_costs():
+    from cudabook.gemm import s07_clusters as s07
+    assert not s07.stream_k_pays(256, 66)      # 4096^3 on an H100 / H200: 3 waves + 58/66
+    assert s07.stream_k_pays(1024, 66)         # 8192^3: 15 waves + 34/66
+    assert not s07.stream_k_pays(60, 66)       # less than a wave: no whole wave first
+    assert not s07.stream_k_pays(132, 66)      # whole waves only
+    assert s07.stream_k_pays(67, 66) and not s07.stream_k_pays(66 + 50, 66)
+    with pytest.raises(ValueError, match="stream_k must be True, False or 'auto'"):
+        s07.config(stream_k="yes")
+    with pytest.raises(ValueError, match="stream_k=True adds the parked sums in the ring"):
+        s07.config(stream_k=True, stages=2)
+    assert s07.config(stream_k=True)["STREAM_K"] == 1 and s07.config()["STREAM_K"] == 0
+
+
 @pytest.mark.parametrize("edits, match", [
     ([("(1 << CLUSTER) - 1);\n          }", "1 << rank);\n          }")],
      r"(?s)DEADLOCK in the cluster.*would never complete: expect_tx says 49152 bytes, the boxes deliver 32768"),

@@ -4,7 +4,8 @@ Rung 07's consumers reach the epilogue together, and while both stage and store 
 1.5 µs of a 46 µs tile, results/readings/H200_gemm_07_clusters_stamps.json) the tensor cores have nothing to
 do. Here a consumer waits for its last wgmmas, rounds its 128 accumulators to 64 registers of bf16 pairs, and
 starts the next tile at once; box b of the last tile (stmatrix into the staging buffer, the fence, the TMA store)
-is written after k-tile b of the new tile is issued, while that k-tile's wgmmas run. The bytes moved are the
+is written after k-tile b of the new tile is issued (counted from the item's first k-tile, k0, so that a
+Stream-K piece stores them too), while that k-tile's wgmmas run. The bytes moved are the
 rung's; only the order changes. TMA store and stmatrix only (the defaults).
 
 The bf16 pairs need 64 registers beside the 128 accumulators, and ptxas spills them: it holds the consumer code
@@ -80,10 +81,10 @@ def edit(text: str) -> str:
         // <<< lab
       }""", """        if (++s == STAGES) { s = 0; phase ^= 1; }
         // <<< lab
-        if (pm0 >= 0 && kt < B_BOXES) """ + CALL.format(box="kt") + """;
+        if (pm0 >= 0 && kt - k0 < B_BOXES) """ + CALL.format(box="kt - k0") + """;
       }
       if (pm0 >= 0)                            // fewer k-tiles than boxes: the rest now
-        for (int box = k_tiles; box < B_BOXES; ++box) """ + CALL.format(box="box") + ";")
+        for (int box = k1 - k0; box < B_BOXES; ++box) """ + CALL.format(box="box") + ";")
     # the epilogue: round to bf16 pairs and go on; the stores happen in the next tile (or after the last)
     start = text.index("#if TMA_STORE\n      // Stage the warpgroup's")
     end = text.index("#else\n      const int row = m0 + cw * 64")

@@ -14,6 +14,7 @@ The host is patched (host()): A's tensor map gets 64-row boxes for this kernel's
 """
 TRACK, STAGE = "gemm", "07_clusters"          # the rung whose kernel this edits
 MARK = "// ping-pong edit (tools/kernel_edits/gemm07_pingpong.py)"
+PARAMS = {"stream_k": False}                  # whole units only: the turns are counted in whole tiles
 
 
 def _swap(text: str, old: str, new: str) -> str:
@@ -26,23 +27,32 @@ def edit(text: str) -> str:
                  MARK + "\nconstexpr int A_BYTES = 64 * BK * ELEMENT_BYTES;   // a warpgroup's half: 64 rows")
     text = _swap(text, "mbar_init(empty + 8 * s, (MULTICAST ? CLUSTER : 1) * CONSUMERS);",
                  "mbar_init(empty + 8 * s, MULTICAST ? CLUSTER : 1);   // one warpgroup reads a stage")
-    text = _swap(text, "        block_corner(t, tiles_m, tiles_n, rank, m0, n0);\n        for (int kt = 0; kt < k_tiles; ++kt) {",
+    text = _swap(text, "        block_corner(t, tiles_m, tiles_n, rank, m0, n0);\n        for (int kt = k0; kt < k1; ++kt) {",
                  "        block_corner(t, tiles_m, tiles_n, rank, m0, n0);\n"
                  "        for (int h = 0; h < CONSUMERS; ++h)\n"
-                 "        for (int kt = 0; kt < k_tiles; ++kt) {")
+                 "        for (int kt = k0; kt < k1; ++kt) {")
     text = _swap(text, "tma_load_2d(a, &map_a, bar, kt * BK, m0);", "tma_load_2d(a, &map_a, bar, kt * BK, m0 + 64 * h);")
     # The consumers: a warpgroup takes half cw of each of the block's tiles, skipping the other's ring slots.
     text = _swap(text, """    int s = 0;
     uint32_t phase = 0;
+#if STREAM_K
+    StreamK items(cluster, clusters, tiles, k_tiles);
+    for (Work w; items.next(w);) {
+      const int t = w.t, k0 = w.k0, k1 = w.k1;
+#else
     for (int t = cluster; t < tiles; t += clusters) {
+      const int k0 = 0, k1 = k_tiles;
+#endif
       int m0, n0;
       block_corner(t, tiles_m, tiles_n, rank, m0, n0);
       float d[BN / 2];""", """    int s = 0;
     uint32_t phase = 0;
+    static_assert(!STREAM_K, "the ping-pong edit takes whole units only");
     auto skip = [&](int n) { s += n; phase ^= (s / STAGES) & 1; s %= STAGES; };
     if (cw > 0) skip(cw * k_tiles);
     int i = 0;
     for (int t = cluster; t < tiles; t += clusters, ++i) {
+      const int k0 = 0, k1 = k_tiles;
       int m0, n0;
       block_corner(t, tiles_m, tiles_n, rank, m0, n0);
       if (i > 0 || cw > 0) named_barrier(5 + cw, 256);   // my turn: the other warpgroup has issued its half

@@ -11,7 +11,7 @@ import pathlib
 _spec = importlib.util.spec_from_file_location("gemm07_pingpong", pathlib.Path(__file__).with_name("gemm07_pingpong.py"))
 _base = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_base)
-TRACK, STAGE, MARK, host = _base.TRACK, _base.STAGE, _base.MARK, _base.host
+TRACK, STAGE, MARK, PARAMS, host = _base.TRACK, _base.STAGE, _base.MARK, _base.PARAMS, _base.host
 
 
 def edit(text: str) -> str:

@@ -21,10 +21,17 @@
 //      has read it (cp.async.bulk.wait_group.read).
 //   3. MMA_DEPTH 1 keeps one k-tile's wgmmas running while the next k-tile's are issued: a consumer releases
 //      stage s-1 once wgmma.wait_group 1 says the group before the newest is done.
+//   4. STREAM_K 1 shares out the last, partial wave (Stream-K, in its hybrid form): every whole wave runs as
+//      above; the k-tiles of the units left over are laid end to end and cut into one equal range a cluster, so
+//      every cluster ends at the same moment. A unit cut in pieces: every piece but the one holding its last
+//      k-tile parks its float32 sums in the workspace `ws` (a slot a consumer warpgroup) and raises its flag;
+//      the last piece waits for those flags, adds the parked sums and stores the tile (the host decides when
+//      it pays: s07_clusters.stream_k_pays).
 //
 // Compile-time constants (NVRTC -D): BN (128 or 256), CONSUMERS (BM = 64 * CONSUMERS), STAGES, CLUSTER (1, 2 or
 // 4; divides BN / 64), GROUP_M, PRODUCER_REGS, CONSUMER_REGS, TMA_STORE (0: 06's masked register stores),
-// MMA_DEPTH (0 or 1), MULTICAST (0, 1 or 2), STMATRIX (0: 4-byte st.shared), STORE_BOXES (64 x 64 staging buffers a consumer warpgroup: 1 .. BN / 64).
+// MMA_DEPTH (0 or 1), MULTICAST (0, 1 or 2), STMATRIX (0: 4-byte st.shared), STORE_BOXES (64 x 64 staging buffers a consumer warpgroup: 1 .. BN / 64),
+// STREAM_K (0 or 1).
 //
 // FP8 1 is rung 08: the same kernel on e4m3 inputs. A [M, K] and B stored transposed, Bt [N, K] (fp8 wgmma
 // reads both operands K-major), one byte an element: a 128-byte row holds BK = 128 of K, one wgmma covers k32,
@@ -72,6 +79,9 @@
 #ifndef FP8
 #define FP8 0
 #endif
+#ifndef STREAM_K
+#define STREAM_K 0
+#endif
 
 constexpr int BM = 64 * CONSUMERS;
 constexpr int ELEMENT_BYTES = FP8 ? 1 : 2;
@@ -86,6 +96,7 @@ constexpr int C_WG_BYTES = TMA_STORE ? STORE_BOXES * C_BOX_BYTES : 0;   // a con
 constexpr int SMEM_BYTES = 1024 + STAGES * STAGE_BYTES + CONSUMERS * C_WG_BYTES + 16 * STAGES;
 static_assert(B_BOXES % CLUSTER == 0, "each block of the cluster multicasts the same number of B boxes");
 static_assert(STORE_BOXES >= 1 && STORE_BOXES <= B_BOXES, "1 .. BN / 64 staging boxes");
+static_assert(!STREAM_K || STAGES * STAGE_BYTES >= CONSUMERS * 64 * BN * 4, "Stream-K adds parked sums in the ring");
 
 __device__ __forceinline__ void mma_k_tile(float (&d)[BN / 2], uint32_t a, uint32_t b) {
   wgmma_fence();
@@ -120,6 +131,78 @@ __device__ __forceinline__ void block_corner(int t, int tiles_m, int tiles_n, in
   n0 = tn * BN;
 }
 
+#if STREAM_K
+// A cluster's work, item by item: the units of every whole wave (W = tiles / clusters of them), then its share of
+// the leftover units' k-tiles, walked from the end of its range back, a piece of a unit at a time. Pieces: 0, a
+// whole unit; 1, not the unit's last piece (its sums go to the workspace); 2, the unit's last piece (it adds the
+// other pieces' sums and stores the tile). Walking back, a cluster's first item is the only one that may be a
+// piece 1 and its last item the only one that may be a piece 2, so the pieces that park come before the ones
+// that wait, everywhere.
+struct Work { int t, k0, k1, piece; };
+__device__ __forceinline__ int range_start(int c, int clusters, int total) { return (int)((long long)total * c / clusters); }
+struct StreamK {
+  int cluster, clusters, tiles, k_tiles, W, total, lo, pos, i;
+  __device__ __forceinline__ StreamK(int cluster_, int clusters_, int tiles_, int k_tiles_)
+      : cluster(cluster_), clusters(clusters_), tiles(tiles_), k_tiles(k_tiles_), i(0) {
+    W = tiles / clusters;
+    total = (tiles - W * clusters) * k_tiles;
+    lo = range_start(cluster, clusters, total);
+    pos = range_start(cluster + 1, clusters, total);
+  }
+  __device__ __forceinline__ bool next(Work& w) {
+    if (i < W) {
+      w.t = cluster + clusters * i++;
+      w.k0 = 0; w.k1 = k_tiles; w.piece = 0;
+      return true;
+    }
+    if (pos <= lo) return false;
+    const int u = (pos - 1) / k_tiles, start = max(lo, u * k_tiles);
+    w.t = W * clusters + u;
+    w.k0 = start - u * k_tiles;
+    w.k1 = pos - u * k_tiles;
+    w.piece = (w.k0 == 0 && w.k1 == k_tiles) ? 0 : (w.k1 < k_tiles ? 1 : 2);
+    pos = start;
+    return true;
+  }
+};
+
+// Piece 1: park a consumer warpgroup's sums in its slot (each thread its own 64 float4s), then raise its flag.
+__device__ __forceinline__ void park(const float (&d)[BN / 2], float* ws, int* flags, int slot, int cw, bool leader) {
+  float4* mine = reinterpret_cast<float4*>(ws) + (size_t)slot * 128 * (BN / 8) + threadIdx.x % 128;
+  asm volatile("" : "+l"(mine));               // computed here, not hoisted out of the tile loop (and spilled)
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i) mine[i * 128] = make_float4(d[4 * i], d[4 * i + 1], d[4 * i + 2], d[4 * i + 3]);
+  __threadfence();                             // the sums are visible GPU-wide before the flag
+  named_barrier(1 + cw, 128);
+  if (leader) atomicExch(flags + slot, 1);
+}
+
+// Piece 2: add the sums parked in `slot` once its flag is up (and lower it for the next launch). Each thread
+// copies its float4s into `buf`, the ring (free: this is the cluster's last item), with cp.async, many in flight
+// and no registers held, then adds them from there.
+__device__ __forceinline__ void add_parked(float (&d)[BN / 2], const float* ws, int* flags, int slot, int cw,
+                                           bool leader, uint32_t buf, const unsigned char* buf_ptr) {
+  if (leader) {
+    while (atomicAdd(flags + slot, 0) == 0) {
+    }
+    atomicExch(flags + slot, 0);
+    __threadfence();
+  }
+  named_barrier(1 + cw, 128);
+  const float4* theirs = reinterpret_cast<const float4*>(ws) + (size_t)slot * 128 * (BN / 8) + threadIdx.x % 128;
+  asm volatile("" : "+l"(theirs));
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(buf + i * 2048), "l"(theirs + i * 128) : "memory");
+  asm volatile("cp.async.wait_all;" ::: "memory");
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i) {
+    const float4 v = *reinterpret_cast<const float4*>(buf_ptr + i * 2048);
+    d[4 * i] += v.x; d[4 * i + 1] += v.y; d[4 * i + 2] += v.z; d[4 * i + 3] += v.w;
+  }
+}
+#endif
+
 // A consumer warpgroup is done with stage `bar`'s data: tell the producer of every block of the cluster.
 __device__ __forceinline__ void release(uint32_t empty_bar) {
 #if CLUSTER == 1 || MULTICAST == 0
@@ -133,7 +216,8 @@ __device__ __forceinline__ void release(uint32_t empty_bar) {
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(128 * (CONSUMERS + 1), 1)
 gemm_clusters(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc map_b,
               const __grid_constant__ TmaDesc map_c, uint16_t* __restrict__ c, int M, int N, int K,
-              float scale) {                   // scale: FP8's scale_a * scale_b (bf16 ignores it)
+              float scale, float* __restrict__ ws, int* __restrict__ flags) {
+  // scale: FP8's scale_a * scale_b (bf16 ignores it); ws, flags: STREAM_K's workspace and flags (else unused)
   extern __shared__ unsigned char smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023) & ~1023u;   // the same offset in every block of a cluster
   const uint32_t cstage = base + STAGES * STAGE_BYTES;
@@ -161,10 +245,17 @@ gemm_clusters(const __grid_constant__ TmaDesc map_a, const __grid_constant__ Tma
     if (tid == 0) {
       int s = 0;
       uint32_t phase = 0;
+#if STREAM_K
+      StreamK items(cluster, clusters, tiles, k_tiles);
+      for (Work w; items.next(w);) {
+        const int t = w.t, k0 = w.k0, k1 = w.k1;
+#else
       for (int t = cluster; t < tiles; t += clusters) {
+        const int k0 = 0, k1 = k_tiles;
+#endif
         int m0, n0;
         block_corner(t, tiles_m, tiles_n, rank, m0, n0);
-        for (int kt = 0; kt < k_tiles; ++kt) {
+        for (int kt = k0; kt < k1; ++kt) {
           mbar_wait(empty + 8 * s, phase ^ 1);
           const uint32_t a = base + s * STAGE_BYTES, b = a + A_BYTES, bar = full + 8 * s;
           mbar_expect_tx(bar, STAGE_BYTES);    // all of it: the peers' multicast boxes land here too
@@ -195,14 +286,21 @@ gemm_clusters(const __grid_constant__ TmaDesc map_a, const __grid_constant__ Tma
     const bool leader = tid % 128 == 0;
     int s = 0;
     uint32_t phase = 0;
+#if STREAM_K
+    StreamK items(cluster, clusters, tiles, k_tiles);
+    for (Work w; items.next(w);) {
+      const int t = w.t, k0 = w.k0, k1 = w.k1;
+#else
     for (int t = cluster; t < tiles; t += clusters) {
+      const int k0 = 0, k1 = k_tiles;
+#endif
       int m0, n0;
       block_corner(t, tiles_m, tiles_n, rank, m0, n0);
       float d[BN / 2];
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
       int prev = -1;                           // the stage whose wgmmas may still run (MMA_DEPTH 1)
-      for (int kt = 0; kt < k_tiles; ++kt) {
+      for (int kt = k0; kt < k1; ++kt) {
         // >>> lab: wait for stage s to be full (which parity?), issue its k-tile, then release the stage whose wgmmas are known to be done on every block of the cluster (empty counts CONSUMERS * CLUSTER arrivals), and advance s / phase
         mbar_wait(full + 8 * s, phase);
         const uint32_t a = base + s * STAGE_BYTES;
@@ -223,6 +321,22 @@ gemm_clusters(const __grid_constant__ TmaDesc map_a, const __grid_constant__ Tma
       if (leader && prev >= 0) release(empty + 8 * prev);
 #endif
       wgmma_keep(d);                           // the epilogue reads d only after the last wait
+#if STREAM_K
+      if (w.piece != 0) {                      // a unit cut in pieces (slots: a consumer warpgroup of each block)
+        const int slot = (cluster * CLUSTER + rank) * CONSUMERS + cw;
+        if (w.piece == 1) {                    // not the unit's last piece: park the sums; the last one stores
+          park(d, ws, flags, slot, cw, leader);
+          continue;
+        }
+        named_barrier(1 + CONSUMERS, 128 * CONSUMERS);   // every consumer warpgroup is past the ring's last stage
+        const uint32_t buf = base + cw * 128 * (BN / 8) * 16 + (tid % 128) * 16;   // this thread's float4s
+        const int unit_start = (t - items.W * clusters) * k_tiles;   // every cluster before whose range reaches in
+        for (int c = cluster - 1; c >= 0 && range_start(c + 1, clusters, items.total) > unit_start; --c)
+          if (range_start(c + 1, clusters, items.total) > range_start(c, clusters, items.total))   // not empty
+            add_parked(d, ws, flags, (c * CLUSTER + rank) * CONSUMERS + cw, cw, leader, buf,
+                       smem_raw + (buf - smem_u32(smem_raw)));
+      }
+#endif
 #if FP8
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) d[i] *= scale;   // the inputs were divided by their scales: undo it
