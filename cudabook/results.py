@@ -659,7 +659,11 @@ LEAD_END = "<!-- lead:end -->"
 def lead_lines(name, records) -> str:
     """A track's claim of a lead, read from the records: in each workload of the track, the fastest peer timed in
     the same run, and each rung that took less time than it (or, where none did, how far the fastest rung is
-    behind). Only rows checked correct count."""
+    behind). Only rows checked correct count. A track whose benchmark names COMPARABLE ({rung: its peers}: rungs
+    that do different arithmetic, such as GEMM's bf16 and FP8) compares each of those rungs with the fastest of
+    its own peers instead."""
+    from . import track as tracks
+    comparable = getattr(tracks.get(name).bench, "COMPARABLE", None)
     lines = []
     for r in records:
         for wname, w in _workloads(r, name):
@@ -669,16 +673,30 @@ def lead_lines(name, records) -> str:
             if not all(timed):
                 continue
             stages, peers = timed
-            peer = min(peers, key=peers.get)
-            ahead = sorted((k for k in stages if stages[k] < peers[peer]), key=stages.get)
-            said = [f"{k} takes {100 * (1 - stages[k] / peers[peer]):.1f} % less time ({stages[k]:,.1f} µs)"
-                    for k in ahead]
-            if not ahead:
-                k = min(stages, key=stages.get)
-                said = [f"no rung is ahead: the fastest, {k}, takes {100 * (stages[k] / peers[peer] - 1):.1f} % "
-                        f"more time ({stages[k]:,.1f} µs)"]
-            lines.append(f"- {r['gpu']} · {wname} · commit {w.get('commit') or '?'}: the fastest peer, {peer}, "
-                         f"{peers[peer]:,.1f} µs; " + "; ".join(said) + ".")
+            if comparable:
+                said = []
+                for k, mine in comparable.items():
+                    theirs = {p: peers[p] for p in mine if p in peers}
+                    if k in stages and theirs:
+                        peer = min(theirs, key=theirs.get)
+                        ratio = stages[k] / peers[peer]
+                        said.append(f"{k} {stages[k]:,.1f} µs, " + (f"{100 * (1 - ratio):.1f} % less time" if ratio <= 1
+                                    else f"{100 * (ratio - 1):.1f} % more time") + f" than {peer} ({peers[peer]:,.1f} µs"
+                                    + (f", the fastest of {', '.join(theirs)})" if len(theirs) > 1 else ")"))
+                if not said:
+                    continue
+                lines.append(f"- {r['gpu']} · {wname} · commit {w.get('commit') or '?'}: " + "; ".join(said) + ".")
+            else:
+                peer = min(peers, key=peers.get)
+                ahead = sorted((k for k in stages if stages[k] < peers[peer]), key=stages.get)
+                said = [f"{k} takes {100 * (1 - stages[k] / peers[peer]):.1f} % less time ({stages[k]:,.1f} µs)"
+                        for k in ahead]
+                if not ahead:
+                    k = min(stages, key=stages.get)
+                    said = [f"no rung is ahead: the fastest, {k}, takes {100 * (stages[k] / peers[peer] - 1):.1f} % "
+                            f"more time ({stages[k]:,.1f} µs)"]
+                lines.append(f"- {r['gpu']} · {wname} · commit {w.get('commit') or '?'}: the fastest peer, {peer}, "
+                             f"{peers[peer]:,.1f} µs; " + "; ".join(said) + ".")
             for d in w.get("head_to_head", []):
                 if "ratio" in d:
                     lead = (f"{d['stage']} takes {100 * (1 - 1 / d['ratio']):.1f} % less time" if d["ratio"] >= 1

@@ -100,6 +100,8 @@ def peers(args, problem, ctx, *, repeats=25, progress=print) -> dict:
 
 
 HEAD_TO_HEAD = (("07_clusters", "cublas"), ("08_fp8", "cublaslt_fp8_fast"))   # timed again, interleaved (results)
+# The README's lead (results.lead_lines): each top rung against the peers that do its arithmetic (bf16 in, or e4m3)
+COMPARABLE = {"07_clusters": ("cublas",), "08_fp8": ("cublaslt_fp8", "cublaslt_fp8_fast")}
 
 
 @contextlib.contextmanager

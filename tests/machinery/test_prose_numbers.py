@@ -190,6 +190,23 @@ def test_a_claim_of_a_lead_is_read_from_the_records():
     assert results.lead_lines("gemm", [record]) == "No record of this track has both rungs and peers yet."
 
 
+
+def test_a_lead_in_gemm_compares_each_rung_with_the_peers_of_its_arithmetic():
+    """bf16 07 against cuBLAS, FP8 08 against cuBLASLt's FP8: never 07 against the (faster) FP8 library."""
+    def row(us):
+        return {"median_us": us, "correct": True}
+    record = {"gpu": "NVIDIA Testcard", "commit": "abc1234", "workloads": {"gemm M=8 N=8 K=8": {
+        "track": "gemm", "stages": {"07_clusters": row(100.0), "08_fp8": row(50.0)},
+        "peers": {"cublas": row(105.0), "cublaslt_fp8": row(60.0), "cublaslt_fp8_fast": row(48.0)},
+        "head_to_head": [{"stage": "07_clusters", "peer": "cublas", "rounds": 6, "ratio": 1.05}]}}}
+    assert results.lead_lines("gemm", [record]) == (
+        "- NVIDIA Testcard · gemm M=8 N=8 K=8 · commit abc1234: 07_clusters 100.0 µs, 4.8 % less time than cublas "
+        "(105.0 µs); 08_fp8 50.0 µs, 4.2 % more time than cublaslt_fp8_fast (48.0 µs, the fastest of cublaslt_fp8, "
+        "cublaslt_fp8_fast).\n"
+        "  - timed again against cublas in 6 interleaved rounds, which share the card's clock (the comparison to "
+        "quote): 07_clusters takes 4.8 % less time (median of the rounds' ratios, 1.050x)")
+
+
 def test_the_check_catches_a_typed_timing():
     assert problems_in("Rung 05 takes 256.2 µs, 67 % of cuBLAS.")
     assert problems_in("On the H100 it runs 1.84 x rung 07.")                        # a card, but no reading
