@@ -133,15 +133,19 @@ for record in results.load_all():
         print(f"   medians of the ladder run   cuBLAS / 07 = {theirs / ours:.3f}x")
         for d in w.get("head_to_head", []):
             if d.get("stage") == "07_clusters" and d.get("peer") == "cublas" and "ratio" in d:
+                each = [p / s for s, p in zip(d["stage_us"], d["peer_us"])]
                 print(f"   interleaved, {d['rounds']} rounds      cuBLAS / 07 = {d['ratio']:.3f}x   (07 "
                       f"{min(d['stage_us']):,.1f}-{max(d['stage_us']):,.1f} µs, cuBLAS "
-                      f"{min(d['peer_us']):,.1f}-{max(d['peer_us']):,.1f} µs over the rounds)")
+                      f"{min(d['peer_us']):,.1f}-{max(d['peer_us']):,.1f} µs over the rounds; the rounds' ratios "
+                      f"{min(each):.3f}-{max(each):.3f})")
 
 # %% [markdown]
 # Read the head-to-head where there is one. At 4096 its rounds hardly spread, and 07 is a little behind cuBLAS.
-# At 8192 the rounds spread much wider than the gap between the two, so the ratio above 1 there is a tie, not a
-# lead (lesson 09 shows the H200's clock held down by its power cap under this load). The H100's record has no
-# head-to-head: its ratios are those of the medians alone, and at 8192 they put 07 clearly behind cuBLAS.
+# At 8192 the times spread much wider from round to round (lesson 09 shows the H200's clock held down by its
+# power cap under this load), so look at the range of the rounds' ratios: a lead counts where every round
+# has 07 ahead, as the H200's record since Stream-K (`stream_k`, the last section) shows. The H100's record has
+# no head-to-head and predates Stream-K: its ratios are those of the medians alone, and at 8192 they put 07
+# clearly behind cuBLAS.
 
 # %% [markdown]
 # ## Which change paid?
@@ -343,44 +347,94 @@ for label, text in (("rung 07", None), ("deferred epilogue", edits.edited_source
     print(f"{'':26s} ptxas: {nvrtc.compile_log(cub).strip() or '(nothing)'}")
 
 # %% [markdown]
-# Without the spills the deferred epilogue is a little faster than the rung at 4096³, in every round, and at
-# 8192³ its median is as far ahead but within the rounds' spread; the reordering alone changes nothing (the probes
-# above). Hiding the epilogue won about a percent, less than its share of the
+# Without the spills the deferred epilogue is a little faster than the rung at 4096³, in every round; the
+# reordering alone changes nothing (the probes above). At 8192³ the rung now shares out its last wave (Stream-K,
+# the next section) and the same edit is far slower there: the compiler serializes its wgmmas, as the end of
+# the next section shows. Hiding the epilogue won about a percent at 4096³, less than its share of the
 # stamps (an upper bound: the stamps' own cost falls partly in it). Where the rest went was not measured; one
 # candidate is in the log printed above, a `wgmma.wait_group` the compiler injected into that build. A
 # percent is about the size of the gap to cuBLAS at 4096³, but it was measured in other runs than the
 # head-to-head and gives no lead, so the rung keeps its simpler epilogue.
 
 # %% [markdown]
-# ## The last wave: Stream-K, measured
+# ## The last wave: Stream-K
 #
 # The other place a percent can hide is the tail. At 4096³ there are 256 cluster units (256 × 256) for 66
 # clusters: three whole waves and a fourth of 58 units, so for one unit's time 8 clusters have nothing to do,
 # about 3 % of the kernel (lesson 09 counts this for every size). At 8192³, 1,024 units make 15 whole waves and a
 # 16th of 34: half the clusters idle for one unit's time. **Stream-K** (Osama et al., PPoPP 2023) shares work
-# out by k-tiles instead of by units; here in the paper's hybrid form, whole waves first and only the leftover
-# units shared: their k-tiles are laid end to end and cut into equal ranges, one a cluster, so every cluster
-# stops at the same moment. A unit cut in two is computed in two pieces: the piece holding its first k-tiles
-# parks its float32 sums in a workspace and raises a flag; the piece holding its last k-tiles waits for the
-# flag, adds the parked sums and stores the tile (the mirror of the paper's fix-up, where the first piece's
-# block waits). Ordering matters for the wait: each cluster walks its range from the end back, so the pieces
-# that park come first and the ones that wait come last.
+# out by k-tiles instead of by units. This rung does it in the paper's hybrid form, as its setting `stream_k`
+# (the kernel's `#if STREAM_K`): every whole wave runs as before; the k-tiles of the units left over are laid end
+# to end and cut into one equal range a cluster, so every cluster stops at the same moment. At 8192³ that is
+# 34 × 128 = 4,352 k-tiles over 66 clusters, about 66 each, so most leftover units are cut in two.
 #
-# Three edits (all right against the float64 reference in the emulator, with units cut in two and in three
-# pieces, and on the GPU), printed with the others above:
+# A unit cut in pieces is summed in pieces. Every piece but the one holding the unit's last k-tile parks its
+# float32 sums in a workspace (a slot a consumer warpgroup, each thread its own 64 `float4`s) and raises a flag;
+# the last piece waits for the flags of the clusters before it whose ranges reach into the unit, adds their
+# sums and stores the tile (the mirror of the paper's fix-up, where the first piece's block waits). Order
+# makes the waits short and safe: each cluster walks its range from the end back, so its first item is the only
+# one that may park and its last the only one that may wait, and no one waits before every cluster has run a
+# whole wave (so all of them are running). The last piece copies the parked sums into the ring, free by then,
+# with `cp.async` (many in flight, no registers held) and adds them from there. The kernel's pieces:
+
+# %%
+text = s07.source()
+for name in ("struct StreamK", "__device__ __forceinline__ void park", "__device__ __forceinline__ void add_parked"):
+    at = text.index(name)
+    print(text[at:text.index("\n}", at) + 2] if name != "struct StreamK" else text[at:text.index("\n};", at) + 3])
+    print()
+
+# %% [markdown]
+# **When does it pay?** The fix-up (parking, waiting, adding) costs time, and Stream-K can save at most the idle
+# part of the last wave. Its cost, measured on an H200 when this setting was an edit of the kernel, is about a
+# quarter of a unit's time (`s07.FIXUP_UNITS`, whose comment shows the arithmetic), so `stream_k="auto"` turns it
+# on only where the last wave is at most three quarters full, and only after a whole wave. How it runs at the two
+# sizes of the benchmark (on a Hopper GPU, asked of this card; elsewhere, the arithmetic for 66 clusters):
+
+# %%
+for n in (4096, 8192):
+    if s07.unavailable() is None:
+        how = s07.how_it_runs(n, n, n)
+    else:
+        units = (n // 256) ** 2
+        how = dict(units=units, clusters=66, whole_waves=units // 66, last_wave=units % 66,
+                   stream_k=s07.stream_k_pays(units, 66))
+    print(f"{n}³: {how['units']} units on {how['clusters']} clusters = {how['whole_waves']} whole waves and "
+          f"{how['last_wave']} units more; Stream-K {'on' if how['stream_k'] else 'off'}")
+
+# %% [markdown]
+# Measured against cuBLAS in the same interleaved rounds, off, on where it pays (the default) and forced on
+# (a reading, `tools/probe_head_to_head.py`); FP8, rung 08, runs the same kernel with the same setting:
+
+# %%
+def stream_k_settings():
+    for stage in ("07_clusters", "08_fp8"):
+        for rd in results.readings("gemm", stage, "stream_k_settings"):
+            print(f"{rd['gpu']}, {stage} at commit {rd['commit']}, {rd['kind']}:")
+            for case in rd["cases"]:
+                size = "x".join(str(v) for v in case["size"].values())
+                for key, ratio in case["ratios"].items():
+                    peer, variant = key.split(" / ")
+                    us = case["us"][f"{stage} {variant}"]
+                    print(f"   {size:16s} {variant:20s} {peer} / {stage[:2]} = {ratio:.3f}x   "
+                          f"({min(us):,.0f}-{max(us):,.0f} µs over the rounds)")
+
+
+stream_k_settings()
+
+# %% [markdown]
+# At 8192³ Stream-K gains about as much as the arithmetic promises (half a unit idle, a quarter spent on the
+# fix-up, out of sixteen units' time), for bf16 and FP8 alike; at 4096³, forced on, it loses, because there is
+# only an eighth of a unit to win and the fix-up costs more. On this card and these two sizes "auto" picks the
+# faster side each time; the rule's threshold is one measured cost, not a model of every shape. (At 8192³ "auto"
+# and forced on run the same kernel: the difference between their two lines is the rounds' own spread.)
 #
-# - `gemm07_stream_k`: the last one to two waves shared out (W = units / clusters − 1 whole waves first, so a
-#   range is at least a unit long and a unit is never cut in three);
-# - `gemm07_stream_k_off`: the same kernel with the sharing switched off, a control: the scheduling code costs
-#   nothing (ratio 1.00);
-# - `gemm07_stream_k_last_wave`: the whole waves all as the rung runs them, and only the leftover units shared.
-#
-# Both Stream-K edits appear to gain a percent or two at 8192³ (nine of ten rounds ahead, in rounds that spread
-# by several percent there, as the control's do) and lose at 4096³. Nsight Compute shows one difference in the
-# first one: sharing out 124 units at once, its clusters work on twice as many units as a wave holds, and L2
-# keeps fewer of their rows and columns (DRAM bytes, one launch each). How much of its loss that explains is not
-# measured: DRAM is far from its limit on the H200 (above), and the last-wave edit, which restores the DRAM
-# bytes, wins back only about a point:
+# **Two forms measured before this one.** The paper's own hybrid shares out more than the last wave: all but one
+# whole wave run as usual and the remaining one to two waves are cut into ranges of at least a unit
+# (`gemm07_stream_k`, an edit of this kernel, timed against the rung with Stream-K on, printed with the other
+# edits above: no difference). Its first version, measured against the rung without Stream-K, read a third more
+# from DRAM (Nsight Compute, one launch each; the first line), since its clusters work on twice as many units at
+# a time as a wave holds; sharing the last wave alone (the second line) restores the rung's DRAM bytes:
 
 # %%
 def stream_k_counters():
@@ -396,21 +450,16 @@ def stream_k_counters():
 stream_k_counters()
 
 # %% [markdown]
-# Sharing only the last wave brings DRAM back to the rung's, yet 4096³ still loses. The stamps of a block whose
-# last item is such a piece say where the time goes (a reading, block 64, with extra stamps in the fix-up): after
-# its last wgmma the block waits for the flag, adds the parked sums and stores. Reading the sums straight into
-# registers (`__ldcg`, the first two lines) took several times as long as the whole epilogue, most likely
-# because with 128 accumulators live the consumer code has few registers left for loads in flight (not
-# measured). Copying them into the ring (free by then) with
-# `cp.async` and adding from there (the last two lines) cut that by more than half. What is left is
-# the arithmetic of the tail: at 4096³ the last wave is 58/66 full, so Stream-K saves at most an eighth of a
-# unit's time, and the pieces cost more than that (the edit's net loss is larger than the most it could save;
-# the fix-up the stamps show is only part of the cost). At 8192³ the last wave is half empty and there is half a
-# unit's time to win.
+# DRAM is far from its limit on the H200 (above), and the two forms now time the same, so those bytes were not
+# what it cost. The fix-up was. The stamps of a block whose last item is a last piece (a reading, block 64, with
+# extra stamps in the fix-up) show it: after its last wgmma the block waits for the flag, adds the parked sums
+# and stores. Reading the sums straight into registers (`__ldcg`, the first two lines) took several times as
+# long as the whole epilogue, most likely because with 128 accumulators live the consumer code has few registers
+# left for loads in flight (not measured). Copying them into the ring with `cp.async` and adding from there (the
+# last two lines, the form this rung keeps) cut that by more than half.
 
 # %%
 def fixup_stamps():
-    from cudabook.kit import stamps as kit_stamps
     for kind in ("stream_k_stamps_ldcg", "stream_k_stamps_cp_async"):
         for rd in results.readings("gemm", "07_clusters", kind):
             for wg in rd["warpgroups"][1:]:
@@ -423,16 +472,15 @@ def fixup_stamps():
 fixup_stamps()
 
 # %% [markdown]
-# The two edits that each paid at one size, together (`gemm07_deferred_stream_k`), are slower than either, most
-# likely because the compiler's log for that build reports a "potential performance loss": its wgmmas
+# **Stream-K and the deferred epilogue do not add up.** At 4096³, where Stream-K is off, the deferred epilogue
+# (consumers first) is a little ahead of the rung; at 8192³, where it is on, the same edit is far behind (the
+# edits' table above). The compiler's log for that build says why: a "potential performance loss", its wgmmas
 # *serialized* (each waited for before the next is issued), because of a wait it inserted on a divergent path:
 
 # %%
-cub = s07.compile_cubin(source_text=edits.edited_source("gemm07_deferred_stream_k"))
+cub = s07.compile_cubin(source_text=edits.edited_source("gemm07_deferred_consumers_first"), stream_k=True)
 print("ptxas:", nvrtc.compile_log(cub).strip() or "(nothing)")
 
 # %% [markdown]
-# Two edits that each pay make a new kernel for the compiler, not the sum of two gains: read the log of every
-# build. So Stream-K is a tool for a half-empty last wave, not a free percent. At 4096³ the deferred epilogue is worth
-# about the percent rung 07 lacks against cuBLAS, and nothing here comes near a clear lead: none of these edits
-# is kept in the rung.
+# Two changes that each pay make a new kernel for the compiler, not the sum of two gains: read the log of every
+# build. The rung keeps Stream-K (a clear gain where the last wave is half empty) and its simpler epilogue.
