@@ -444,7 +444,8 @@ def stream_k_counters():
             r, e = got["rung"], got["edited"]
             print(f"   {edit:28s} (commit {got['commit']}): DRAM read rung {r['dram__bytes_read.sum [byte]'] / 1e6:6.1f} MB,"
                   f" edit {e['dram__bytes_read.sum [byte]'] / 1e6:6.1f} MB; L2 hit rate {r['lts__t_sector_hit_rate.pct [%]']:.1f} %"
-                  f" / {e['lts__t_sector_hit_rate.pct [%]']:.1f} %")
+                  f" / {e['lts__t_sector_hit_rate.pct [%]']:.1f} %; an SM's active cycles (average) "
+                  f"{e['SM Active Cycles [cycle]'] / r['SM Active Cycles [cycle]']:.3f}x the rung's")
 
 
 stream_k_counters()
@@ -457,6 +458,13 @@ stream_k_counters()
 # long as the whole epilogue, most likely because with 128 accumulators live the consumer code has few registers
 # left for loads in flight (not measured). Copying them into the ring with `cp.async` and adding from there (the
 # last two lines, the form this rung keeps) cut that by more than half.
+#
+# That leaves a gap this lesson does not close. What is left of the fix-up in the stamps is a small part of a
+# unit's time (the kernel at 4096³ takes four units' time, so a unit is a quarter of its duration), yet
+# Stream-K costs about a quarter of a unit, and Nsight Compute's last column above shows where: each SM is
+# active longer on average than in the rung, for the same multiply-adds, and that column's excess over 1, times
+# four units, is the quarter unit again. Whether those cycles go to slower k-loops in the pieces, to the spin on
+# the flags, or to the pieces' extra starts and stops is not measured.
 
 # %%
 def fixup_stamps():
@@ -482,5 +490,23 @@ cub = s07.compile_cubin(source_text=edits.edited_source("gemm07_deferred_consume
 print("ptxas:", nvrtc.compile_log(cub).strip() or "(nothing)")
 
 # %% [markdown]
-# Two changes that each pay make a new kernel for the compiler, not the sum of two gains: read the log of every
-# build. The rung keeps Stream-K (a clear gain where the last wave is half empty) and its simpler epilogue.
+# The line it names is a line of the PTX, and there it is not the Stream-K code at all but the `trap;` of the
+# watchdog in `mbar_wait` (`tma.cuh`), which a consumer runs with a k-tile of wgmmas in flight: a thread whose
+# wait timed out stops the kernel. A thread may not leave while its wgmmas run, so the compiler puts a wgmma
+# wait on the trap's path, and each thread decides its own timeout, so that path is divergent. Removing the
+# trap alone removes the message; removing the Stream-K code does not. `gemm07_deferred_stream_k_uniform` keeps
+# the watchdog but makes the consumers' wait a warp's decision: the warp leaves the spin when the phase is
+# complete on all its lanes (`__all_sync`), votes on the timeout (`__any_sync`), and waits for its own wgmmas
+# before the trap. Its log is empty and its k-loop's wgmmas run back to back again:
+
+# %%
+for name in ("gemm07_deferred_stream_k_uniform", "gemm07_uniform_wait"):
+    cub = s07.compile_cubin(source_text=edits.edited_source(name), stream_k=True)
+    print(f"{name:34s} ptxas: {nvrtc.compile_log(cub).strip() or '(nothing)'}")
+
+# %% [markdown]
+# Timed (the edits' table above, both under `stream_k="auto"`): the warp-wide wait alone
+# (`gemm07_uniform_wait`) costs nothing measurable, and with it the pair is no longer far behind at 8192³ but
+# still not ahead, while at 4096³ it keeps the deferred epilogue's small gain. Two changes that each pay make a
+# new kernel for the compiler, not the sum of two gains: read the log of every build. The rung keeps Stream-K
+# (a clear gain where the last wave is half empty) and its simpler epilogue.

@@ -404,9 +404,10 @@ for record in results.load_all():
 # the ladder run, rung 08 is a percent or so behind it on the H100 at both sizes and on the H200 at 4096³, and
 # further behind on the H200 at 8192³. The H200 record also times the two again in interleaved rounds, which
 # share the card's clock (the comparison to quote where there is one): at 4096³ the rounds hardly spread and
-# rung 08 is a hair behind, level; at 8192³ rung 08 is ahead in every round, but the rounds' times spread more
-# than the gap, and the ladder run's medians disagree (lesson 09 shows the H200's clock held down by its power cap
-# under a GEMM load). Read 8192³ as level, not as a lead either way. The H100's record has no head-to-head. On a Hopper GPU the next cell
+# rung 08 is a hair behind, level. At 8192³ the record since Stream-K on the last wave (lesson 07) has rung 08
+# ahead in most rounds by a few percent, while the ladder run's medians, timed minutes apart, put it behind:
+# under the H200's power cap (lesson 09 shows its clock held down under a GEMM load) the two measures differ by
+# more than the gap. The rounds are the measure to quote; read them with their spread, printed above. The H100's record has no head-to-head. On a Hopper GPU the next cell
 # measures rungs 07 and 08 with their peers (cuBLAS, and cuBLASLt's FP8 GEMM both ways). Elsewhere it shows the
 # records in `results/`, each with its own card, commit and date.
 
