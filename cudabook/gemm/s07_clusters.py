@@ -158,18 +158,18 @@ def launch(p, kernel=None, **params):
     hopper.enqueue(RUNG, PARAMS, _recent, p, kernel, params, _build)
 
 
-# Stream-K's fix-up (park the sums, wait for the flag, add them) costs about a quarter of a unit's time: measured
-# on an H200 (interleaved rounds against this rung without it, tools/kernel_edits/gemm07_stream_k_last_wave.py
-# before it was adopted): at 4096^3 the last wave is 58/66 full and Stream-K took 1/0.965 of the rung's 4 units'
-# time, 3 + 58/66 + 0.27; at 8192^3 (34/66) 1/1.016 of 16, 15 + 34/66 + 0.23. It pays where the last wave is
-# emptier than 1 - FIXUP_UNITS.
+# What Stream-K costs (parking the sums, the flags, adding them, and more that is not pinned down: lesson 07), in
+# units of a unit's time: about a quarter, from the H200 reading results/readings/H200_gemm_07_clusters_
+# stream_k_settings.json (interleaved rounds, off and on against cuBLAS; lesson 07 prints the derivation): with
+# W whole waves and a last wave R/clusters full, off takes W + 1 units' time and on W + R/clusters + the cost.
+# It pays where the last wave is at most 1 - FIXUP_UNITS full.
 FIXUP_UNITS = 0.25
 
 
 def stream_k_pays(units: int, clusters: int) -> bool:
-    """Does sharing out the last wave save time? Only after at least one whole wave (every cluster started,
-    so no one waits on a cluster that has not), and where the last wave leaves more than FIXUP_UNITS of a
-    unit's time idle on average."""
+    """Does sharing out the last wave save time? Where the last wave is at most 1 - FIXUP_UNITS full (so at
+    least FIXUP_UNITS of a unit's time idle on average), and only after a whole wave (smaller problems are not
+    what the cost was measured on)."""
     whole, left = divmod(units, clusters)
     return whole >= 1 and 0 < left <= (1 - FIXUP_UNITS) * clusters
 
@@ -195,7 +195,12 @@ def plan(cfg, smem, params, M, Np, Kp, compile_kernel):
     key = (id(kern), smem)
     if key not in _clusters:
         _clusters[key] = max_clusters(kern, cfg, smem)
-    how = schedule(cfg, params, M, Np, params["blocks"] // cl or _clusters[key])
+    fit = params["blocks"] // cl or _clusters[key]
+    if fit > _clusters[key] and (cfg["STREAM_K"] or params["stream_k"] is True) and not emulated():
+        raise ValueError(f"{NAME}: stream_k=True with blocks={params['blocks']}: only {_clusters[key]} clusters "
+                         f"of {cl} fit on this GPU at once, and a Stream-K piece waits for pieces of other "
+                         f"clusters, which must all be running (blocks <= {_clusters[key] * cl})")
+    how = schedule(cfg, params, M, Np, fit)
     if not how["stream_k"]:
         return kern, cl * min(how["units"], how["clusters"]), [None, None]
     if not cfg["STREAM_K"]:
@@ -206,6 +211,13 @@ def plan(cfg, smem, params, M, Np, Kp, compile_kernel):
     slots = blocks * cfg["CONSUMERS"]          # a consumer warpgroup's sums: 128 threads x bn / 2 floats
     return kern, blocks, [cuda.device_array(slots * 128 * cfg["BN"] // 2, dtype=np.float32),
                           cuda.to_device(np.zeros(slots, dtype=np.int32))]   # the last piece lowers each flag
+
+
+def emulated() -> bool:
+    """Launches go to the CPU emulator, which runs a launch's clusters one after another in order: a Stream-K
+    piece waits only for lower-numbered clusters, which have finished, so any number of clusters is safe there."""
+    from .. import emulate
+    return emulate.active()
 
 
 def how_it_runs(M, N, K, **params) -> dict:

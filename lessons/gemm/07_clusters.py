@@ -363,19 +363,21 @@ for label, text in (("rung 07", None), ("deferred epilogue", edits.edited_source
 # clusters: three whole waves and a fourth of 58 units, so for one unit's time 8 clusters have nothing to do,
 # about 3 % of the kernel (lesson 09 counts this for every size). At 8192³, 1,024 units make 15 whole waves and a
 # 16th of 34: half the clusters idle for one unit's time. **Stream-K** (Osama et al., PPoPP 2023) shares work
-# out by k-tiles instead of by units. This rung does it in the paper's hybrid form, as its setting `stream_k`
-# (the kernel's `#if STREAM_K`): every whole wave runs as before; the k-tiles of the units left over are laid end
-# to end and cut into one equal range a cluster, so every cluster stops at the same moment. At 8192³ that is
-# 34 × 128 = 4,352 k-tiles over 66 clusters, about 66 each, so most leftover units are cut in two.
+# out by k-tiles instead of by units. This rung does it as the paper's "data-parallel + one-tile Stream-K"
+# hybrid, its setting `stream_k` (the kernel's `#if STREAM_K`): every whole wave runs as before; the k-tiles of
+# the units left over are laid end to end and cut into one equal range a cluster (to within a k-tile), so the
+# clusters stop at about the same moment. At 8192³ that is 34 × 128 = 4,352 k-tiles over 66 clusters, about 66
+# each, half a unit: a leftover unit is usually cut in three (one cluster's whole range inside it).
 #
 # A unit cut in pieces is summed in pieces. Every piece but the one holding the unit's last k-tile parks its
-# float32 sums in a workspace (a slot a consumer warpgroup, each thread its own 64 `float4`s) and raises a flag;
-# the last piece waits for the flags of the clusters before it whose ranges reach into the unit, adds their
-# sums and stores the tile (the mirror of the paper's fix-up, where the first piece's block waits). Order
+# float32 sums in a workspace (a slot a consumer warpgroup, each thread its own BN / 8 `float4`s) and raises a
+# flag; the last piece waits for the flags of the clusters before it whose ranges reach into the unit, adds
+# their sums and stores the tile (the mirror of the paper's fix-up, where the first piece's block waits). Order
 # makes the waits short and safe: each cluster walks its range from the end back, so its first item is the only
-# one that may park and its last the only one that may wait, and no one waits before every cluster has run a
-# whole wave (so all of them are running). The last piece copies the parked sums into the ring, free by then,
-# with `cp.async` (many in flight, no registers held) and adds them from there. The kernel's pieces:
+# one that may park and its last the only one that may wait; a wait is only ever for a lower-numbered cluster's
+# first item, which waits for nothing; and the grid holds no more clusters than fit at once, so that cluster is
+# running. The last piece copies the parked sums into the ring, free by then, with `cp.async` (many in flight,
+# no registers held) and adds them from there. The kernel's pieces:
 
 # %%
 text = s07.source()
@@ -385,10 +387,10 @@ for name in ("struct StreamK", "__device__ __forceinline__ void park", "__device
     print()
 
 # %% [markdown]
-# **When does it pay?** The fix-up (parking, waiting, adding) costs time, and Stream-K can save at most the idle
-# part of the last wave. Its cost, measured on an H200 when this setting was an edit of the kernel, is about a
-# quarter of a unit's time (`s07.FIXUP_UNITS`, whose comment shows the arithmetic), so `stream_k="auto"` turns it
-# on only where the last wave is at most three quarters full, and only after a whole wave. How it runs at the two
+# **When does it pay?** Stream-K can save at most the idle part of the last wave, and it costs time of its own
+# (parking, waiting, adding, and more, below). `stream_k="auto"` turns it on where the last wave is at most
+# 1 − `s07.FIXUP_UNITS` full, a cost of about a quarter of a unit's time measured on an H200 (the derivation is
+# printed below), and only after a whole wave (the smaller problems were not measured). How it runs at the two
 # sizes of the benchmark (on a Hopper GPU, asked of this card; elsewhere, the arithmetic for 66 clusters):
 
 # %%
@@ -422,19 +424,41 @@ def stream_k_settings():
 
 stream_k_settings()
 
+
+def stream_k_cost():
+    """Stream-K's cost in units of a unit's time, from the rounds: off takes W + 1 units' time, on takes
+    W + R / clusters + the cost (W whole waves, R units left over), and on / off is the ratio of the medians'
+    ratios to the peer (the same peer's rounds)."""
+    for rd in results.readings("gemm", "07_clusters", "stream_k_settings"):
+        for case in rd["cases"]:
+            n, fit = case["size"]["M"], 66
+            units = (n // 256) ** 2
+            whole, left = divmod(units, fit)
+            on = '{"stream_k": true}' if left / fit > 1 - s07.FIXUP_UNITS else "{}"
+            ratio = case["ratios"][f'cublas / {on}'] / case["ratios"]['cublas / {"stream_k": false}']
+            cost = (whole + 1) / ratio - whole - left / fit
+            print(f"{n}³ ({whole} whole waves + {left}/{fit}), on {'(forced)' if on != '{}' else '(auto)'} / off = "
+                  f"{ratio:.3f}: the cost is {cost:.2f} of a unit's time")
+
+
+stream_k_cost()
+
 # %% [markdown]
-# At 8192³ Stream-K gains about as much as the arithmetic promises (half a unit idle, a quarter spent on the
-# fix-up, out of sixteen units' time), for bf16 and FP8 alike; at 4096³, forced on, it loses, because there is
-# only an eighth of a unit to win and the fix-up costs more. On this card and these two sizes "auto" picks the
-# faster side each time; the rule's threshold is one measured cost, not a model of every shape. (At 8192³ "auto"
+# By the medians, at 8192³ Stream-K gains about what that arithmetic expects, in most rounds but not all (the
+# rounds spread by more than the gain there), and FP8 gains too; at 4096³, forced on, it loses in every round,
+# because there is only an eighth of a unit to win and the cost is larger. On this card and these two sizes
+# "auto" picks the faster side (by the medians at 8192³; at 4096³ measured for bf16 only). The threshold is one
+# measured cost on one card, fitted partly to these same sizes, not a model of every shape. (At 8192³ "auto"
 # and forced on run the same kernel: the difference between their two lines is the rounds' own spread.)
 #
-# **Two forms measured before this one.** The paper's own hybrid shares out more than the last wave: all but one
-# whole wave run as usual and the remaining one to two waves are cut into ranges of at least a unit
-# (`gemm07_stream_k`, an edit of this kernel, timed against the rung with Stream-K on, printed with the other
-# edits above: no difference). Its first version, measured against the rung without Stream-K, read a third more
-# from DRAM (Nsight Compute, one launch each; the first line), since its clusters work on twice as many units at
-# a time as a wave holds; sharing the last wave alone (the second line) restores the rung's DRAM bytes:
+# **Two forms measured before this one.** The paper's "two-tile Stream-K + data-parallel" hybrid shares out
+# more than the last wave: all but one whole wave run as usual and the remaining one to two waves are cut into
+# ranges of at least a unit (`gemm07_stream_k`, an edit of this kernel, timed against the rung with Stream-K
+# on, printed with the other edits above: within half a percent, a hair behind in every round at 4096³). Its
+# first version, measured against the rung without Stream-K, read a third more from DRAM (Nsight Compute, one
+# launch each; the first line), since its clusters work on twice as many units at a time as a wave holds;
+# sharing the last wave alone (the second line, an earlier version of this rung's form) nearly restores the
+# rung's DRAM bytes:
 
 # %%
 def stream_k_counters():
@@ -451,9 +475,10 @@ def stream_k_counters():
 stream_k_counters()
 
 # %% [markdown]
-# DRAM is far from its limit on the H200 (above), and the two forms now time the same, so those bytes were not
-# what it cost. The fix-up was. The stamps of a block whose last item is a last piece (a reading, block 64, with
-# extra stamps in the fix-up) show it: after its last wgmma the block waits for the flag, adds the parked sums
+# DRAM is far from its limit on the H200 (above), and the two forms now time within half a percent of each
+# other, so those bytes were most likely not what it cost (the rewritten two-wave edit's bytes were not
+# measured). The fix-up is one part of the cost. The stamps of a block whose last item is a last piece (a
+# reading, block 64, with extra stamps in the fix-up) show it: after its last wgmma the block waits for the flag, adds the parked sums
 # and stores. Reading the sums straight into registers (`__ldcg`, the first two lines) took several times as
 # long as the whole epilogue, most likely because with 128 accumulators live the consumer code has few registers
 # left for loads in flight (not measured). Copying them into the ring with `cp.async` and adding from there (the
@@ -461,10 +486,11 @@ stream_k_counters()
 #
 # That leaves a gap this lesson does not close. What is left of the fix-up in the stamps is a small part of a
 # unit's time (the kernel at 4096³ takes four units' time, so a unit is a quarter of its duration), yet
-# Stream-K costs about a quarter of a unit, and Nsight Compute's last column above shows where: each SM is
-# active longer on average than in the rung, for the same multiply-adds, and that column's excess over 1, times
-# four units, is the quarter unit again. Whether those cycles go to slower k-loops in the pieces, to the spin on
-# the flags, or to the pieces' extra starts and stops is not measured.
+# Stream-K costs about a quarter of a unit, and Nsight Compute's last column above (of the earlier, `__ldcg`
+# version) shows where it goes: the SMs are active longer on average than in the rung, for the same
+# multiply-adds, and that column's excess over 1, times the rung's average active time (just under four units),
+# is about the quarter unit again. Active cycles count warps that spin, too. Whether those cycles go to slower
+# k-loops in the pieces, to the spin on the flags, or to the pieces' extra starts and stops is not measured.
 
 # %%
 def fixup_stamps():
@@ -492,12 +518,14 @@ print("ptxas:", nvrtc.compile_log(cub).strip() or "(nothing)")
 # %% [markdown]
 # The line it names is a line of the PTX, and there it is not the Stream-K code at all but the `trap;` of the
 # watchdog in `mbar_wait` (`tma.cuh`), which a consumer runs with a k-tile of wgmmas in flight: a thread whose
-# wait timed out stops the kernel. A thread may not leave while its wgmmas run, so the compiler puts a wgmma
-# wait on the trap's path, and each thread decides its own timeout, so that path is divergent. Removing the
-# trap alone removes the message; removing the Stream-K code does not. `gemm07_deferred_stream_k_uniform` keeps
-# the watchdog but makes the consumers' wait a warp's decision: the warp leaves the spin when the phase is
-# complete on all its lanes (`__all_sync`), votes on the timeout (`__any_sync`), and waits for its own wgmmas
-# before the trap. Its log is empty and its k-loop's wgmmas run back to back again:
+# wait timed out stops the kernel. Most likely ptxas treats the trap as an exit, and a thread may not leave
+# while its wgmmas run, so it puts a wgmma wait on the trap's path; each thread decides its own timeout, so that
+# path is divergent. Removing the trap alone removes the message; removing the park, the adds or the `continue`
+# one at a time does not, and without Stream-K the same trap gets an injected wait (C7517, in the log printed
+# earlier) but nothing is serialized. `gemm07_deferred_stream_k_uniform` keeps the watchdog but makes the
+# consumers' wait a warp's decision: the warp leaves the spin when the phase is complete on all its lanes
+# (`__all_sync`), votes on the timeout (`__any_sync`), and waits for its own wgmmas before the trap. Its log is
+# empty and its k-loop's wgmmas are issued back to back again (SASS):
 
 # %%
 for name in ("gemm07_deferred_stream_k_uniform", "gemm07_uniform_wait"):
@@ -509,4 +537,4 @@ for name in ("gemm07_deferred_stream_k_uniform", "gemm07_uniform_wait"):
 # (`gemm07_uniform_wait`) costs nothing measurable, and with it the pair is no longer far behind at 8192³ but
 # still not ahead, while at 4096³ it keeps the deferred epilogue's small gain. Two changes that each pay make a
 # new kernel for the compiler, not the sum of two gains: read the log of every build. The rung keeps Stream-K
-# (a clear gain where the last wave is half empty) and its simpler epilogue.
+# (a gain in the medians and in most rounds where the last wave is half empty) and its simpler epilogue.

@@ -397,17 +397,18 @@ for record in results.load_all():
 # %% [markdown]
 # Read the two cards side by side. Rung 08 runs about twice rung 07 at 8192³, and short of that at 4096³ on
 # both. Why is open: the last partial wave cannot be it (4096³ and 8192³ keep the clusters equally busy, 97 %,
-# lesson 09), and part of the larger ratio at 8192³ is rung 07 running slower there than at 4096³ in the H100
+# without Stream-K, lesson 09; the H100 record has no Stream-K, and the H200's 8192³ record shares that wave
+# out), and part of the larger ratio at 8192³ is rung 07 running slower there than at 4096³ in the H100
 # record, not rung 08 running faster. The epilogue, which FP8 does not speed up, is a guess nobody measured.
 # Against cuBLASLt's default, whose promoted sums cost time, rung 08 is ahead in every record, by more at 4096³
 # than at 8192³. The strongest peer is cuBLASLt doing the same arithmetic (fast accumulation). By the medians of
 # the ladder run, rung 08 is a percent or so behind it on the H100 at both sizes and on the H200 at 4096³, and
 # further behind on the H200 at 8192³. The H200 record also times the two again in interleaved rounds, which
 # share the card's clock (the comparison to quote where there is one): at 4096³ the rounds hardly spread and
-# rung 08 is a hair behind, level. At 8192³ the record since Stream-K on the last wave (lesson 07) has rung 08
-# ahead in most rounds by a few percent, while the ladder run's medians, timed minutes apart, put it behind:
-# under the H200's power cap (lesson 09 shows its clock held down under a GEMM load) the two measures differ by
-# more than the gap. The rounds are the measure to quote; read them with their spread, printed above. The H100's record has no head-to-head. On a Hopper GPU the next cell
+# rung 08 is a hair behind in every round. At 8192³ the record since Stream-K on the last wave (lesson 07) has
+# rung 08 ahead in most rounds by a few percent, while the ladder run's medians, timed minutes apart, put it
+# behind: under the H200's power cap (lesson 09 shows its clock held down under a GEMM load) the two measures
+# differ by more than the gap. The rounds are the measure to quote; read them with their spread, printed above. The H100's record has no head-to-head. On a Hopper GPU the next cell
 # measures rungs 07 and 08 with their peers (cuBLAS, and cuBLASLt's FP8 GEMM both ways). Elsewhere it shows the
 # records in `results/`, each with its own card, commit and date.
 

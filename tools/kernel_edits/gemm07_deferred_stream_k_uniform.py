@@ -1,5 +1,5 @@
 """GEMM 07 with the deferred epilogue (consumers' branch first, gemm07_deferred_consumers_first.py) and Stream-K
-on the last wave (stream_k=True), without the wgmma serialisation ptxas reported for that pair.
+on the last wave (the rung's stream_k), without the wgmma serialisation ptxas reported for that pair.
 
 That build logged C7518 ("wgmma.mma_async instructions are serialized due to program dependence on
 compiler-inserted WG.DP in divergent path", NVRTC 13.5): every HGMMA of the k-loop is followed by a
@@ -19,14 +19,14 @@ requires) and then traps. The arithmetic, the schedule, the producer and every o
 the deferred edit's. Compiled on a CPU (NVRTC 13.5, cuobjdump): empty ptxas log, the k-loop's four HGMMAs
 back to back and one WARPGROUP.DEPBAR.LE gsb0, 0x1 a k-tile, no STL/LDL, the consumer code up to R223.
 
-No host change: stream_k=True (PARAMS) makes the rung's host pass the workspace and flags.
+No host change: the rung's host passes the workspace and flags whenever Stream-K is on. Probed at the rung's
+own setting (stream_k="auto": on at 8192^3, off at 4096^3).
 """
 from cudabook import edits as _edits
 
 _deferred = _edits.load("gemm07_deferred_consumers_first")
 TRACK, STAGE = _deferred.TRACK, _deferred.STAGE
 MARK = "// deferred epilogue + Stream-K, warp-uniform watchdog edit (tools/kernel_edits/gemm07_deferred_stream_k_uniform.py)"
-PARAMS = {"stream_k": True}                   # the last wave shared out: the combination this edit is for
 
 WAIT = MARK + r"""
 // mbar_wait for a consumer warp with wgmmas in flight: the warp spins until the phase is complete on all its

@@ -37,10 +37,14 @@ def edit(text: str) -> str:
     uint32_t phase = 0;
 #if STREAM_K
     StreamK items(cluster, clusters, tiles, k_tiles);
-    for (Work w; items.next(w);) {
+    for (Work w; items.next(w);)
+#else
+    for (int t = cluster; t < tiles; t += clusters)
+#endif
+    {
+#if STREAM_K
       const int t = w.t, k0 = w.k0, k1 = w.k1;
 #else
-    for (int t = cluster; t < tiles; t += clusters) {
       const int k0 = 0, k1 = k_tiles;
 #endif
       int m0, n0;

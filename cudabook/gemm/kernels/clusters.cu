@@ -21,9 +21,9 @@
 //      has read it (cp.async.bulk.wait_group.read).
 //   3. MMA_DEPTH 1 keeps one k-tile's wgmmas running while the next k-tile's are issued: a consumer releases
 //      stage s-1 once wgmma.wait_group 1 says the group before the newest is done.
-//   4. STREAM_K 1 shares out the last, partial wave (Stream-K, in its hybrid form): every whole wave runs as
-//      above; the k-tiles of the units left over are laid end to end and cut into one equal range a cluster, so
-//      every cluster ends at the same moment. A unit cut in pieces: every piece but the one holding its last
+//   4. STREAM_K 1 shares out the last, partial wave (Stream-K, in the paper's "data-parallel + one-tile" hybrid):
+//      every whole wave runs as above; the k-tiles of the units left over are laid end to end and cut into one
+//      equal range a cluster (to within a k-tile), so the clusters end at about the same moment. A unit cut in pieces: every piece but the one holding its last
 //      k-tile parks its float32 sums in the workspace `ws` (a slot a consumer warpgroup) and raises its flag;
 //      the last piece waits for those flags, adds the parked sums and stores the tile (the host decides when
 //      it pays: s07_clusters.stream_k_pays).
@@ -166,7 +166,7 @@ struct StreamK {
   }
 };
 
-// Piece 1: park a consumer warpgroup's sums in its slot (each thread its own 64 float4s), then raise its flag.
+// Piece 1: park a consumer warpgroup's sums in its slot (each thread its own BN / 8 float4s), then raise its flag.
 __device__ __forceinline__ void park(const float (&d)[BN / 2], float* ws, int* flags, int slot, int cw, bool leader) {
   float4* mine = reinterpret_cast<float4*>(ws) + (size_t)slot * 128 * (BN / 8) + threadIdx.x % 128;
   asm volatile("" : "+l"(mine));               // computed here, not hoisted out of the tile loop (and spilled)
@@ -182,9 +182,10 @@ __device__ __forceinline__ void park(const float (&d)[BN / 2], float* ws, int* f
 // and no registers held, then adds them from there.
 __device__ __forceinline__ void add_parked(float (&d)[BN / 2], const float* ws, int* flags, int slot, int cw,
                                            bool leader, uint32_t buf, const unsigned char* buf_ptr) {
-  if (leader) {
-    while (atomicAdd(flags + slot, 0) == 0) {
-    }
+  if (leader) {                                // (no wgmma is in flight here: the watchdog's trap may diverge)
+    const uint64_t t0 = globaltimer_ns();
+    while (atomicAdd(flags + slot, 0) == 0)
+      if (globaltimer_ns() - t0 > WATCHDOG_NS) asm volatile("trap;");   // a piece that never parks
     atomicExch(flags + slot, 0);
     __threadfence();
   }
@@ -247,10 +248,14 @@ gemm_clusters(const __grid_constant__ TmaDesc map_a, const __grid_constant__ Tma
       uint32_t phase = 0;
 #if STREAM_K
       StreamK items(cluster, clusters, tiles, k_tiles);
-      for (Work w; items.next(w);) {
+      for (Work w; items.next(w);)
+#else
+      for (int t = cluster; t < tiles; t += clusters)
+#endif
+      {
+#if STREAM_K
         const int t = w.t, k0 = w.k0, k1 = w.k1;
 #else
-      for (int t = cluster; t < tiles; t += clusters) {
         const int k0 = 0, k1 = k_tiles;
 #endif
         int m0, n0;
@@ -288,10 +293,14 @@ gemm_clusters(const __grid_constant__ TmaDesc map_a, const __grid_constant__ Tma
     uint32_t phase = 0;
 #if STREAM_K
     StreamK items(cluster, clusters, tiles, k_tiles);
-    for (Work w; items.next(w);) {
+    for (Work w; items.next(w);)
+#else
+    for (int t = cluster; t < tiles; t += clusters)
+#endif
+    {
+#if STREAM_K
       const int t = w.t, k0 = w.k0, k1 = w.k1;
 #else
-    for (int t = cluster; t < tiles; t += clusters) {
       const int k0 = 0, k1 = k_tiles;
 #endif
       int m0, n0;
