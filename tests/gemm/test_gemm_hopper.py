@@ -238,6 +238,16 @@ def test_stream_k_auto_shares_a_nearly_empty_last_wave(rng):
     assert verdict.ok, str(verdict)
 
 
+@pytest.mark.hopper
+def test_stream_k_refuses_more_clusters_than_fit(rng):
+    """A Stream-K piece waits for pieces of other clusters, so they must all run at once: blocks beyond what fits
+    are refused, naming the limit (the emulator runs clusters in order, where any number is safe)."""
+    fit = s07.how_it_runs(4096, 4096, 4096)["clusters"]
+    a, b = gemm.random_problem(300, 600, 640, rng=rng)
+    with pytest.raises(ValueError, match=rf"stream_k=True with blocks={2 * fit + 2}: only {fit} clusters of 2 fit"):
+        gemm.run(s07.NAME, a, b, stream_k=True, blocks=2 * fit + 2)
+
+
 @pytest.fixture(scope="module")
 def big_case():
     rng = np.random.default_rng(4096)
