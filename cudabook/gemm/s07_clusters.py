@@ -159,10 +159,12 @@ def launch(p, kernel=None, **params):
 
 
 # What Stream-K costs (parking the sums, the flags, adding them, and more that is not pinned down: lesson 07), in
-# units of a unit's time: about a quarter, from the H200 reading results/readings/H200_gemm_07_clusters_
-# stream_k_settings.json (interleaved rounds, off and on against cuBLAS; lesson 07 prints the derivation): with
-# W whole waves and a last wave R/clusters full, off takes W + 1 units' time and on W + R/clusters + the cost.
-# It pays where the last wave is at most 1 - FIXUP_UNITS full.
+# units of a unit's time: about a quarter, from the H200 readings results/readings/H200_gemm_07_clusters_
+# stream_k_settings(_rerun).json (interleaved rounds, off and on against cuBLAS; lesson 07 prints the derivation):
+# with W whole waves and a last wave R/clusters full, off takes W + 1 units' time and on W + R/clusters + the
+# cost. 4096^3 forced on gives about a quarter in both runs; 8192^3 a quarter in one and more in the other (its
+# rounds spread more than the gain, under the power cap). It pays where the last wave is at most
+# 1 - FIXUP_UNITS full.
 FIXUP_UNITS = 0.25
 
 
