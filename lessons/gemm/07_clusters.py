@@ -145,9 +145,13 @@ for record in results.load_all():
 # power cap under this load), so look at the range of the rounds' ratios. The H200's record since Stream-K
 # (`stream_k`, the last section) has 07 ahead in most rounds by a few percent, while the ladder run's medians,
 # each kernel timed in its own turn minutes apart, put it behind: the two measures differ by more than the gap,
-# and why is not measured (how each kernel's power draw meets the cap is one candidate). The rounds share the card's clock, so they are the measure to quote, with their spread. The
-# H100's record has no head-to-head and predates Stream-K: its ratios are those of the medians alone, and at
-# 8192 they put 07 clearly behind cuBLAS.
+# and why is not measured (how each kernel's power draw meets the cap is one candidate). A third measure
+# disagrees with both: run back to back for three seconds each, at the power cap's equilibrium, 07 was about
+# 1.6 % ahead of cuBLAS at 8192³, at a lower SM clock than cuBLAS (one run on an H200 at commit 9b82747, not a
+# record). The rounds share the card's clock, so they are the measure the records quote, with their spread; at
+# 8192³ on the H200 read them as an upper end, not as the lead a long run would see. The H100's record has no
+# head-to-head and predates Stream-K: its ratios are those of the medians alone, and at 8192 they put 07
+# clearly behind cuBLAS.
 
 # %% [markdown]
 # ## Which change paid?
