@@ -4,6 +4,12 @@ every 100 ms beside it. Writes results/readings/<gpu>_clocks.json (the samples, 
 whole run and the median clock and power while it ran).
 
     python tools/probe_clocks.py [--seconds 4] [--sizes 4096 8192]      (on an NVIDIA GPU with torch and nvidia-smi)
+    python tools/probe_clocks.py --rung 07_clusters --seconds 3          (cuBLAS, the rung, the rung, cuBLAS)
+
+With --rung, a GEMM rung runs the same way on the same inputs (the benchmark's, cudabook.gemm.benchmark), between
+two runs of cuBLAS and twice, so that the order's share is seen: each run's kernel is named in the record. Run
+back to back for seconds, both meet the power cap, and their ratio is the one a long job would see (the
+benchmark's interleaved rounds time a few milliseconds after a pause).
 
 Why: a tensor-core peak on a spec sheet is quoted at the boost clock. A GEMM that keeps the tensor cores busy
 draws enough power to meet the card's limit, and the clock comes down until it fits: a kernel's short timing
@@ -54,12 +60,16 @@ def main(argv=None):
     ap.add_argument("--seconds", type=float, default=4.0, help="how long each size runs back to back")
     ap.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
     ap.add_argument("--out", default=None, help="the JSON file (default results/readings/<gpu>_clocks.json)")
+    ap.add_argument("--rung", default=None, help="a bf16 GEMM rung to run beside cuBLAS (e.g. 07_clusters)")
     a = ap.parse_args(argv)
     import torch
 
-    from cudabook import results
+    from cudabook import gemm, results
+    from cudabook.gemm import benchmark
     if not torch.cuda.is_available():
         sys.exit("needs an NVIDIA GPU with torch")
+    if a.rung and a.rung not in gemm.STAGES:
+        sys.exit(f"no GEMM rung {a.rung!r}: {', '.join(gemm.STAGES)}")
     import tempfile
     device = torch.cuda.get_device_properties(torch.cuda.current_device())
     gpu_id = f"GPU-{device.uuid}"        # nvidia-smi's own index ignores CUDA_VISIBLE_DEVICES; the UUID does not
@@ -70,26 +80,33 @@ def main(argv=None):
     try:
         time.sleep(1.0)                              # the idle clock first
         for n in a.sizes:
-            x = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-            y = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-            torch.matmul(x, y)
-            torch.cuda.synchronize()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            calls, t0 = 0, time.time()
-            start.record()
-            while time.time() - t0 < a.seconds:
-                for _ in range(10):
-                    torch.matmul(x, y)
-                calls += 10
-                torch.cuda.synchronize()
-            end.record()
-            torch.cuda.synchronize()
-            t1 = time.time()
-            ms = start.elapsed_time(end)
-            runs.append({"size": n, "calls": calls, "seconds": round(ms / 1e3, 3), "from": t0, "to": t1,
-                         "TFLOPs": round(2 * n ** 3 * calls / (ms * 1e-3) / 1e12, 1)})
-            del x, y
-            time.sleep(1.0)                          # cool down between sizes
+            args, problem = benchmark.prepare(dict(M=n, N=n, K=n))
+            with benchmark.peer_calls(args, problem) as peers:
+                kernels = {"cublas": peers["cublas"]}
+                order = ["cublas"]
+                if a.rung:
+                    kernels[a.rung] = lambda: gemm.stage(a.rung).launch(problem)
+                    order = ["cublas", a.rung, a.rung, "cublas"]
+                for name in order:
+                    fn = kernels[name]
+                    fn()
+                    torch.cuda.synchronize()
+                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    calls, t0 = 0, time.time()
+                    start.record()
+                    while time.time() - t0 < a.seconds:
+                        for _ in range(10):
+                            fn()
+                        calls += 10
+                        torch.cuda.synchronize()
+                    end.record()
+                    torch.cuda.synchronize()
+                    t1 = time.time()
+                    ms = start.elapsed_time(end)
+                    runs.append({"size": n, "kernel": name, "calls": calls, "seconds": round(ms / 1e3, 3),
+                                 "from": t0, "to": t1, "TFLOPs": round(2 * n ** 3 * calls / (ms * 1e-3) / 1e12, 1)})
+                    time.sleep(1.0)                  # cool down between runs
+            del problem
     finally:
         smi.terminate()
         smi.wait()
@@ -113,7 +130,7 @@ def main(argv=None):
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=1) + "\n")
     for r in runs:
-        print(f"{gpu} {r['size']}^3 bf16 cuBLAS for {r['seconds']} s: {r['TFLOPs']} TFLOP/s, SM clock "
+        print(f"{gpu} {r['size']}^3 bf16 {r['kernel']} for {r['seconds']} s: {r['TFLOPs']} TFLOP/s, SM clock "
               f"{r['median_sm_MHz']} MHz (median), {r['median_W']} W, reasons {', '.join(r['reasons'])}")
     print(f"wrote {out}")
 

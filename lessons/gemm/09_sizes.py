@@ -149,8 +149,11 @@ for path in sorted((results.RESULTS / "readings").glob("*_clocks.json")):
         rate = sms * 4096 * mhz / 1e6 if sms and mhz else None
         peak = (f"; the tensor cores' rate at that clock {rate:,.0f} TFLOP/s, cuBLAS {100 * run['TFLOPs'] / rate:.0f} "
                 f"% of it") if rate else ""
-        print(f"  {run['size']}³ for {run['seconds']:.0f} s: cuBLAS {run['TFLOPs']:,.0f} TFLOP/s, SM clock {mhz:,.0f} MHz "
-              f"(median), {run['median_W']:,.0f} W, clock held down by: {why}{peak}")
+        who = {"cublas": "cuBLAS"}.get(run.get("kernel", "cublas"), f"rung {run.get('kernel')}")
+        print(f"  {run['size']}³ for {run['seconds']:.0f} s: {who} {run['TFLOPs']:,.0f} TFLOP/s, SM clock {mhz:,.0f} MHz "
+              f"(median), {run['median_W']:,.0f} W, clock held down by: {why}{peak.replace('cuBLAS', who)}")
+        if run.get("kernel", "cublas") != "cublas":
+            continue
         size = {"M": run["size"], "N": run["size"], "K": run["size"]}
         for rec in results.load_all():
             for wname, w in rec["workloads"].items():
