@@ -145,13 +145,39 @@ for record in results.load_all():
 # power cap under this load), so look at the range of the rounds' ratios. The H200's record since Stream-K
 # (`stream_k`, the last section) has 07 ahead in most rounds by a few percent, while the ladder run's medians,
 # each kernel timed in its own turn minutes apart, put it behind: the two measures differ by more than the gap,
-# and why is not measured (how each kernel's power draw meets the cap is one candidate). A third measure
-# disagrees with both: run back to back for three seconds each, at the power cap's equilibrium, 07 was about
-# 1.6 % ahead of cuBLAS at 8192³, at a lower SM clock than cuBLAS (one run on an H200 at commit 9b82747, not a
-# record). The rounds share the card's clock, so they are the measure the records quote, with their spread; at
-# 8192³ on the H200 read them as an upper end, not as the lead a long run would see. The H100's record has no
-# head-to-head and predates Stream-K: its ratios are those of the medians alone, and at 8192 they put 07
+# and why is not measured (how each kernel's power draw meets the cap is one candidate). The H100's record has
+# no head-to-head and predates Stream-K: its ratios are those of the medians alone, and at 8192 they put 07
 # clearly behind cuBLAS.
+#
+# A third measure is what a long job would see: each kernel run back to back for seconds, so that both meet the
+# power cap and settle (`tools/probe_clocks.py --rung 07_clusters`, a reading: cuBLAS, 07, 07, cuBLAS on the
+# benchmark's inputs; lesson 09 explains the clock):
+
+# %%
+import json
+
+
+def sustained(rung="07_clusters"):
+    for path in sorted((results.RESULTS / "readings").glob("*_clocks.json")):
+        rd = json.loads(path.read_text())
+        for size in sorted({run["size"] for run in rd["runs"]}):
+            mine = [run for run in rd["runs"] if run["size"] == size and run.get("kernel") == rung]
+            peer = [run for run in rd["runs"] if run["size"] == size and run.get("kernel", "cublas") == "cublas"]
+            if mine and peer:
+                ours, theirs = (sum(run["TFLOPs"] for run in runs) / len(runs) for runs in (mine, peer))
+                clock = [sorted(run["median_sm_MHz"] for run in runs) for runs in (mine, peer)]
+                print(f"{rd['gpu']} at commit {rd['commit']}, {size}³, {mine[0]['seconds']:.0f} s a run: "
+                      f"07 {ours:,.0f} TFLOP/s against cuBLAS {theirs:,.0f}, {ours / theirs:.3f}x; SM clock "
+                      f"{'/'.join(f'{m:,.0f}' for m in clock[0])} MHz against {'/'.join(f'{m:,.0f}' for m in clock[1])}")
+
+
+sustained()
+
+# %% [markdown]
+# Run for seconds, 07 runs at a lower SM clock than cuBLAS for the same power, yet does more work a clock.
+# At 8192³ its lead is smaller than in the rounds; at 4096³ it is a little further behind. The rounds, a few
+# milliseconds each after a pause, are the records' measure and share the card's clock; at 8192³ on the H200
+# read them as an upper end, not as the lead a long job would see.
 
 # %% [markdown]
 # ## Which change paid?
