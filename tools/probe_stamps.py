@@ -7,6 +7,11 @@ results/readings/<gpu>_<track>_<stage>_stamps.json (--out: another folder). A le
 timeline.show_stamps(track, stage).
 
     python tools/probe_stamps.py --track gemm --stage 05 06 07
+    python tools/probe_stamps.py --track gemm --stage 05 --twice issue
+
+--twice LABEL puts a second stamp right beside the point LABEL, one that fires just before it: the state between
+the two, "a stamp", is what one stamp costs the warpgroup. Written to <gpu>_<track>_<stage>_stamps_twice.json,
+so that the stage's own record stands.
 """
 from __future__ import annotations
 
@@ -26,12 +31,16 @@ from cudabook import track as tracks  # noqa: E402
 from cudabook.kit import stamps  # noqa: E402
 
 
+TWIN = "a stamp"        # --twice: the state from the extra stamp to the point's own, i.e. one stamp's cost
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--track", required=True, choices=tracks.TRACKS)
     ap.add_argument("--stage", nargs="+", required=True, help="stages, by name or number")
     ap.add_argument("--block", type=int, default=0, help="the block that stamps (blockIdx.x; y and z 0)")
     ap.add_argument("--out", help="the folder to write to (default results/readings/)")
+    ap.add_argument("--twice", help="a point's label: stamp it twice, back to back, to measure a stamp's cost")
     a = ap.parse_args(argv)
     import numpy as np
     from numba import cuda
@@ -50,8 +59,15 @@ def main(argv=None) -> int:
         if why:
             print(f"{stage} cannot run here: {why}")
             continue
+        points = tuple(module.STAMPS)
+        if a.twice:
+            twin = next((p for p in points if p.label == a.twice), None)
+            if twin is None:
+                print(f"{stage}: no stamp labelled {a.twice!r} ({', '.join(p.label for p in points)})")
+                continue
+            points += (stamps.Point(TWIN, twin.pattern, twin.before, twin.nth),)   # fires just before the twin
         buf = cuda.to_device(np.zeros(stamps.words(), np.uint64))
-        text = stamps.instrument(module.source(), module.KERNEL, module.STAMPS, device.address(buf), block=a.block)
+        text = stamps.instrument(module.source(), module.KERNEL, points, device.address(buf), block=a.block)
         plain = lambda: module.launch(problem)                       # noqa: E731
         stamped = lambda: module.launch(problem, kernel=text)        # noqa: E731
         problem.poison()
@@ -60,15 +76,18 @@ def main(argv=None) -> int:
         got = bench.head_to_head({"plain": plain, "stamped": stamped}, rounds=4)
         stamped()
         cuda.synchronize()
-        warpgroups = stamps.decode(buf.copy_to_host(), module.STAMPS)
+        warpgroups = stamps.decode(buf.copy_to_host(), points)
         record = {"kind": "one block's stamps (cudabook.kit.stamps, tools/probe_stamps.py)", "track": t.NAME,
                   "stage": stage, "gpu": device.gpu().name, "commit": results._commit(),
                   "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S%z"),
                   "workload": t.bench.workload_name(**size), "block": a.block, "correct": bool(verdict.ok),
                   "plain_us": round(1e3 * sorted(got["plain"])[len(got["plain"]) // 2], 2),
                   "stamped_us": round(1e3 * sorted(got["stamped"])[len(got["stamped"]) // 2], 2),
-                  "points": [p.label for p in module.STAMPS], "warpgroups": warpgroups}
-        path = folder / f"{results.slug(device.gpu().name)}_{t.NAME}_{stage}_stamps.json"
+                  "points": [p.label for p in points], "warpgroups": warpgroups}
+        if a.twice:
+            record["twice"] = a.twice
+        kind = "stamps_twice" if a.twice else "stamps"
+        path = folder / f"{results.slug(device.gpu().name)}_{t.NAME}_{stage}_{kind}.json"
         path.write_text(json.dumps(record, indent=1) + "\n")
         shares = stamps.summary(record)
         print(f"{stage}: plain {record['plain_us']:,.1f} µs, stamped {record['stamped_us']:,.1f} µs, "
