@@ -287,14 +287,51 @@ gemm.ladder_so_far("05_wgmma_tma", peers=True)
 # *mma* is under half of each warpgroup's time. At the start both wait for the first stages, which come from
 # memory with nothing to overlap them; after that, every k-tile has the same stripes, the barrier's among them.
 # One caution in reading it: *issue* is about as long in warpgroup 1, whose stamping thread issues nothing, as
-# in warpgroup 0. So most of that stretch is not the refill, and the stamps do not say what it is. Part of it
-# may be the stamps' own cost (the first line: the stamped kernel is slower than the plain one), but that cost
-# falls at every stamp, and nothing here shows it falling in *issue* more than elsewhere.
+# in warpgroup 0. So most of that stretch is not the refill. Part of it may be the stamps' own cost (the first
+# line: the stamped kernel is slower than the plain one); after the picture, a second stamp measures that cost
+# where it matters.
 
 # %%
 from cudabook import timeline
 
 _ = timeline.show_stamps("gemm", "05_wgmma_tma", window_us=6)
+
+# %% [markdown]
+# **What *issue* is in warpgroup 1.** A stamp has a cost, and it can be measured: put a second stamp right
+# before a point's own, with nothing between them, and the state from one to the other, *a stamp*, is what a
+# stamp costs there (`tools/probe_stamps.py --twice issue`, a reading). Each state's median length over the
+# k-tiles, in ns, without and with the twin stamp:
+
+# %%
+import json
+import statistics
+
+from cudabook import results
+
+
+def state_medians(path):
+    rd = json.loads(path.read_text())
+    print(f"{rd['gpu']}, commit {rd['commit']}" + (f", a second stamp before '{rd['twice']}'" if rd.get("twice") else ""))
+    for wg in rd["warpgroups"]:
+        spans = {}
+        for (label, t0), (_, t1) in zip(wg["events"], wg["events"][1:]):
+            spans.setdefault(label, []).append(t1 - t0)
+        print(f"   warpgroup {wg['warpgroup']}: " + ", ".join(f"{label} {statistics.median(v):,.0f}"
+                                                           for label, v in spans.items() if label != "start"))
+
+
+for kind in ("stamps", "stamps_twice"):
+    for path in sorted((results.RESULTS / "readings").glob(f"*_gemm_05_wgmma_tma_{kind}.json")):
+        state_medians(path)
+
+# %% [markdown]
+# In warpgroup 0 two stamps in a row cost a few tens of ns. In warpgroup 1, right after the block's barrier,
+# the same two back-to-back stamps are several times as far apart, and what is left of *issue* after them
+# (the loop's own instructions) is short. So most of warpgroup 1's *issue* is spent between two stamps with no
+# kernel code between them: the stamping thread, just released from the barrier, waits before its next
+# instruction completes. One candidate, not measured: warps 0 and 4 share a scheduler (an SM's four
+# schedulers take warps by their number mod 4), and warp 0 is issuing the refill at that moment, so warp 4
+# waits for issue slots. Either way, the stretch is not warpgroup 1's own work.
 
 # %% [markdown]
 # ## Experiment

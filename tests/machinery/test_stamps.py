@@ -119,3 +119,14 @@ def test_covered_counts_time_in_a_state_once_however_many_warpgroups_share_it():
                              {"events": [("start", 0.0), ("mma", 30.0), ("wait", 70.0), ("mma", 80.0),
                                          ("end", 90.0)]}]}
     assert stamps.covered(record, "mma") == pytest.approx(0.7)     # 10-70 and 80-90 of 0-100
+
+
+def test_a_twin_stamp_fires_just_before_its_point():
+    """tools/probe_stamps.py --twice: a second Point with the same pattern, listed after the stage's points, is
+    inserted before the point's own stamp, so the state between them (the twin's label) is one stamp's cost."""
+    from cudabook.gemm import s05_wgmma_tma as s05
+    issue = next(p for p in s05.STAMPS if p.label == "issue")
+    points = tuple(s05.STAMPS) + (stamps.Point("a stamp", issue.pattern, issue.before, issue.nth),)
+    text = stamps.instrument(s05.source(), s05.KERNEL, points, 0x7F0000001000)
+    mine, twin = s05.STAMPS.index(issue) + 1, len(points)
+    assert f"CUDABOOK_STAMP({twin});\n    CUDABOOK_STAMP({mine});" in text
