@@ -9,6 +9,8 @@ timeline.show_stamps(track, stage).
     python tools/probe_stamps.py --track gemm --stage 05 06 07
     python tools/probe_stamps.py --track gemm --stage 05 --twice issue
 
+--thread N: thread N of each warpgroup stamps instead of its first (warp N // 32 of it).
+
 --twice LABEL puts a second stamp right beside the point LABEL, one that fires just before it: the state between
 the two, "a stamp", is what one stamp costs the warpgroup. Written to <gpu>_<track>_<stage>_stamps_twice.json,
 so that the stage's own record stands.
@@ -41,6 +43,8 @@ def main(argv=None) -> int:
     ap.add_argument("--block", type=int, default=0, help="the block that stamps (blockIdx.x; y and z 0)")
     ap.add_argument("--out", help="the folder to write to (default results/readings/)")
     ap.add_argument("--twice", help="a point's label: stamp it twice, back to back, to measure a stamp's cost")
+    ap.add_argument("--thread", type=int, default=0, help="which thread of each warpgroup stamps (0-127; with "
+                    "a thread other than 0 the reading's kind ends in _thread<N>)")
     a = ap.parse_args(argv)
     import numpy as np
     from numba import cuda
@@ -67,7 +71,8 @@ def main(argv=None) -> int:
                 continue
             points += (stamps.Point(TWIN, twin.pattern, twin.before, twin.nth),)   # fires just before the twin
         buf = cuda.to_device(np.zeros(stamps.words(), np.uint64))
-        text = stamps.instrument(module.source(), module.KERNEL, points, device.address(buf), block=a.block)
+        text = stamps.instrument(module.source(), module.KERNEL, points, device.address(buf), block=a.block,
+                                 thread=a.thread)
         plain = lambda: module.launch(problem)                       # noqa: E731
         stamped = lambda: module.launch(problem, kernel=text)        # noqa: E731
         problem.poison()
@@ -86,7 +91,8 @@ def main(argv=None) -> int:
                   "points": [p.label for p in points], "warpgroups": warpgroups}
         if a.twice:
             record["twice"] = a.twice
-        kind = "stamps_twice" if a.twice else "stamps"
+        record["thread"] = a.thread
+        kind = ("stamps_twice" if a.twice else "stamps") + (f"_thread{a.thread}" if a.thread else "")
         path = folder / f"{results.slug(device.gpu().name)}_{t.NAME}_{stage}_{kind}.json"
         path.write_text(json.dumps(record, indent=1) + "\n")
         shares = stamps.summary(record)

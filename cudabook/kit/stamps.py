@@ -52,10 +52,13 @@ def _body(text: str, kernel: str) -> tuple[int, int]:
 
 
 def instrument(text: str, kernel: str, points, address: int, *, block: int = 0,
-               capacity: int = CAPACITY) -> str:
+               capacity: int = CAPACITY, thread: int = 0) -> str:
     """`text` with a stamp at each point of `kernel`'s body, plus "start" and "end" around it, writing to the
-    buffer at device `address` (WARPGROUPS * capacity 64-bit words, then a counter a warpgroup). A ValueError
-    names a point whose pattern finds no line (the kernel changed under it)."""
+    buffer at device `address` (WARPGROUPS * capacity 64-bit words, then a counter a warpgroup). The thread
+    `thread` (0-127) of each warpgroup stamps. A ValueError names a point whose pattern finds no line (the kernel
+    changed under it)."""
+    if not 0 <= thread < 128:
+        raise ValueError(f"thread must be 0..127 (a thread of each warpgroup), got {thread}")
     start, end = _body(text, kernel)
     body = text[start:end]
     inserts = []                                   # (position in body, code)
@@ -78,7 +81,7 @@ def instrument(text: str, kernel: str, points, address: int, *, block: int = 0,
     last = len(points) + 1
     head = (f"\n  unsigned cudabook_stamp_n = 0;\n"
             f"  const bool cudabook_stamp_on = blockIdx.x == {block} && blockIdx.y == 0 && blockIdx.z == 0 && "
-            f"threadIdx.x % 128 == 0;\n"
+            f"threadIdx.x % 128 == {thread};\n"
             f"  CUDABOOK_TIMER({CLOCK_START});\n  CUDABOOK_STAMP(0);")
     tail = f"\n  CUDABOOK_STAMP({last});\n  CUDABOOK_TIMER({CLOCK_END});\n  CUDABOOK_COUNT();\n"
     # a return inside the body would skip the end stamp: stamp it there too
