@@ -299,8 +299,8 @@ _ = timeline.show_stamps("gemm", "05_wgmma_tma", window_us=6)
 # %% [markdown]
 # **What *issue* is in warpgroup 1.** A stamp has a cost, and it can be measured: put a second stamp right
 # before a point's own, with nothing between them, and the state from one to the other, *a stamp*, is what a
-# stamp costs there (`tools/probe_stamps.py --twice issue`, a reading). Each state's median length over the
-# k-tiles, in ns, without and with the twin stamp:
+# stamp costs there (`tools/probe_stamps.py --twice issue`, a reading; `--thread` picks another thread of each
+# warpgroup to stamp). Each state's median length over the k-tiles, in ns, without and with the twin stamp:
 
 # %%
 import json
@@ -311,7 +311,8 @@ from cudabook import results
 
 def state_medians(path):
     rd = json.loads(path.read_text())
-    print(f"{rd['gpu']}, commit {rd['commit']}" + (f", a second stamp before '{rd['twice']}'" if rd.get("twice") else ""))
+    print(f"{rd['gpu']}, commit {rd['commit']}" + (f", a second stamp before '{rd['twice']}'" if rd.get("twice") else "")
+          + f", thread {rd.get('thread', 0)} of each warpgroup stamping (warp {rd.get('thread', 0) // 32} of it)")
     for wg in rd["warpgroups"]:
         spans = {}
         for (label, t0), (_, t1) in zip(wg["events"], wg["events"][1:]):
@@ -320,8 +321,8 @@ def state_medians(path):
                                                            for label, v in spans.items() if label != "start"))
 
 
-for kind in ("stamps", "stamps_twice"):
-    for path in sorted((results.RESULTS / "readings").glob(f"*_gemm_05_wgmma_tma_{kind}.json")):
+for pattern in ("stamps", "stamps_twice", "stamps_twice_thread*"):
+    for path in sorted((results.RESULTS / "readings").glob(f"*_gemm_05_wgmma_tma_{pattern}.json")):
         state_medians(path)
 
 # %% [markdown]
@@ -329,9 +330,12 @@ for kind in ("stamps", "stamps_twice"):
 # the same two back-to-back stamps are several times as far apart, and what is left of *issue* after them
 # (the loop's own instructions) is short. So most of warpgroup 1's *issue* is spent between two stamps with no
 # kernel code between them: the stamping thread, just released from the barrier, waits before its next
-# instruction completes. One candidate, not measured: warps 0 and 4 share a scheduler (an SM's four
-# schedulers take warps by their number mod 4), and warp 0 is issuing the refill at that moment, so warp 4
-# waits for issue slots. Either way, the stretch is not warpgroup 1's own work.
+# instruction completes. It is not the refill holding up a warp that shares warp 0's scheduler (an SM's four
+# schedulers take warps by their number mod 4): other warps of warpgroup 1, which share a scheduler with warps
+# that issue nothing, wait as long, and other warps of warpgroup 0 do not (the last two readings; there, with
+# thread 0 no longer the one stamping, warpgroup 0's *issue* shrinks to the loop's own instructions, so its
+# longer *issue* above was the refill). What warpgroup 1 waits for after the barrier is open. Either way, the
+# stretch is not its own code.
 
 # %% [markdown]
 # ## Experiment
