@@ -22,6 +22,10 @@
 # the wgmma it overwrites. A stage never released hangs the producer: on a GPU the watchdog traps after about
 # 20 seconds; the CPU emulator names the deadlock at once.
 #
+# The grader runs every case twice: at the defaults, and with Stream-K forced on three clusters
+# (`stream_k=True, blocks=6`, lesson 07's last section). There your loop also runs pieces of a unit, whose
+# k-tiles start and end mid-K (`k0` and `k1` in the code around it): the same body must be right for them.
+#
 # `phase` starts at 0 and flips each time `s` wraps. What `mbar_wait(bar, p)` does, for a barrier that one fill
 # completes:
 #
