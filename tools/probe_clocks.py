@@ -6,10 +6,11 @@ whole run and the median clock and power while it ran).
     python tools/probe_clocks.py [--seconds 4] [--sizes 4096 8192]      (on an NVIDIA GPU with torch and nvidia-smi)
     python tools/probe_clocks.py --rung 07_clusters --seconds 3          (cuBLAS, the rung, the rung, cuBLAS)
 
-With --rung, a GEMM rung runs the same way on the same inputs (the benchmark's, cudabook.gemm.benchmark), between
-two runs of cuBLAS and twice, so that the order's share is seen: each run's kernel is named in the record. Run
-back to back for seconds, both meet the power cap, and their ratio is the one a long job would see (the
-benchmark's interleaved rounds time a few milliseconds after a pause).
+With --rung, a GEMM rung runs the same way on the same inputs (the benchmark's, cudabook.gemm.benchmark), twice,
+between two runs of its peer (the benchmark's HEAD_TO_HEAD: cuBLAS, or cuBLASLt's FP8 GEMM for 08), so that the
+order's share is seen: each run's kernel is named in the record (an FP8 peer's runs go to
+<gpu>_clocks_<peer>.json). Run back to back for seconds, both meet the power cap, and their ratio is the one a
+long job would see (the benchmark's interleaved rounds time a few milliseconds after a pause).
 
 Why: a tensor-core peak on a spec sheet is quoted at the boost clock. A GEMM that keeps the tensor cores busy
 draws enough power to meet the card's limit, and the clock comes down until it fits: a kernel's short timing
@@ -60,7 +61,8 @@ def main(argv=None):
     ap.add_argument("--seconds", type=float, default=4.0, help="how long each size runs back to back")
     ap.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
     ap.add_argument("--out", default=None, help="the JSON file (default results/readings/<gpu>_clocks.json)")
-    ap.add_argument("--rung", default=None, help="a bf16 GEMM rung to run beside cuBLAS (e.g. 07_clusters)")
+    ap.add_argument("--rung", default=None, help="a GEMM rung to run beside its peer (07_clusters beside cuBLAS, "
+                    "08_fp8 beside cuBLASLt's FP8 GEMM: the benchmark's HEAD_TO_HEAD)")
     a = ap.parse_args(argv)
     import torch
 
@@ -70,6 +72,7 @@ def main(argv=None):
         sys.exit("needs an NVIDIA GPU with torch")
     if a.rung and a.rung not in gemm.STAGES:
         sys.exit(f"no GEMM rung {a.rung!r}: {', '.join(gemm.STAGES)}")
+    peer = dict(benchmark.HEAD_TO_HEAD).get(a.rung, "cublas")   # 08 (FP8): cuBLASLt's FP8 GEMM
     import tempfile
     device = torch.cuda.get_device_properties(torch.cuda.current_device())
     gpu_id = f"GPU-{device.uuid}"        # nvidia-smi's own index ignores CUDA_VISIBLE_DEVICES; the UUID does not
@@ -82,11 +85,13 @@ def main(argv=None):
         for n in a.sizes:
             args, problem = benchmark.prepare(dict(M=n, N=n, K=n))
             with benchmark.peer_calls(args, problem) as peers:
-                kernels = {"cublas": peers["cublas"]}
-                order = ["cublas"]
+                if peer not in peers:
+                    sys.exit(f"this torch has no {peer} (the peer of {a.rung})")
+                kernels = {peer: peers[peer]}
+                order = [peer]
                 if a.rung:
                     kernels[a.rung] = lambda: gemm.stage(a.rung).launch(problem)
-                    order = ["cublas", a.rung, a.rung, "cublas"]
+                    order = [peer, a.rung, a.rung, peer]
                 for name in order:
                     fn = kernels[name]
                     fn()
@@ -126,11 +131,12 @@ def main(argv=None):
     record = {"kind": "clocks under a tensor-core load", "gpu": gpu, "gpu_id": gpu_id, "commit": results._commit(),
               "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "torch": torch.__version__, "runs": runs,
               "samples": [[round(s[0], 2), s[1], s[2], s[3], s[4]] for s in samples]}
-    out = pathlib.Path(a.out) if a.out else results.RESULTS / "readings" / f"{results.slug(gpu)}_clocks.json"
+    name = f"{results.slug(gpu)}_clocks{'' if peer == 'cublas' else '_' + peer}.json"
+    out = pathlib.Path(a.out) if a.out else results.RESULTS / "readings" / name
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=1) + "\n")
     for r in runs:
-        print(f"{gpu} {r['size']}^3 bf16 {r['kernel']} for {r['seconds']} s: {r['TFLOPs']} TFLOP/s, SM clock "
+        print(f"{gpu} {r['size']}^3 {r['kernel']} for {r['seconds']} s: {r['TFLOPs']} TFLOP/s, SM clock "
               f"{r['median_sm_MHz']} MHz (median), {r['median_W']} W, reasons {', '.join(r['reasons'])}")
     print(f"wrote {out}")
 
