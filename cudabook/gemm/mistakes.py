@@ -86,6 +86,8 @@ _CUDA = {
         ("prev never set: no stage is ever released", "        prev = s;\n", "", None),
         ("every thread releases the stage, not the warpgroup's leader", "if (leader && prev >= 0)",
          "if (prev >= 0)", None),
+        ("the stage to release computed from kt (kt % STAGES), not carried in s: wrong after the first tile",
+         "prev = s;", "prev = kt % STAGES;", "the ring's slot is s"),
     ],
     # Lab 08, the FP8 k-tile: the region tagged lab[08_fp8] of clusters.cu (07's file), graded in the emulator.
     "08_fp8": [
@@ -155,7 +157,8 @@ def _lab04(what, edits, says, where):
 # what a C++ lab's grader says when it fails an attempt: a wrong output, an error, or a check before any run
 CUDA_FAILS = ("FAIL", "raised an error", "the compiler had to step in", "Not graded yet", "the emulated kernel stopped")
 # graded on any machine: the grader reads them from the compiler's log or the code's text, before any launch
-ANY_MACHINE = {"the compiler had to step in": ("C7517", "wgmma_wait<0>()"), "cp_async_commit() sits under an if": ()}
+ANY_MACHINE = {"the compiler had to step in": ("C7517", "wgmma_wait<0>()"), "cp_async_commit() sits under an if": (),
+               "the ring's slot is s": ("Not graded yet",)}
 
 
 def _cuda(stage, what, old, new, phrase):

@@ -69,6 +69,17 @@ EMULATED = True               # without a GPU the lab grader runs this kernel on
 # The lab is graded at the defaults and with Stream-K forced on 3 clusters (6 blocks), so that the k-loop also
 # runs pieces of a unit that start and end mid-K (the emulator fits one cluster, so "auto" never shares there).
 GRADING_VARIANTS = [{}, {"stream_k": True, "blocks": 6}]
+# A mistake no run of the emulator shows, read from the region's text before any launch: the slot computed from kt.
+# After the first tile (and in a Stream-K piece that starts mid-K) kt % STAGES is not the slot the k-tile used, so
+# a stage the consumers have not read yet is released; whether the producer refills it first depends on timing,
+# which the emulator's interleaving does not reach and a GPU shows only now and then.
+LAB_TEXT_MISTAKES = [
+    (r"\bkt\s*%\s*STAGES\b",
+     "the ring's slot is s, carried from k-tile to k-tile, from tile to tile and through Stream-K's pieces; "
+     "kt % STAGES equals it only in a cluster's first tile. Released on a slot computed from kt, a stage the "
+     "consumers have not read yet may be refilled under them: a race a GPU shows only now and then, so the grader "
+     "looks for it here"),
+]
 source, unavailable = RUNG.source, RUNG.unavailable
 
 
