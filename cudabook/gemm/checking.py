@@ -26,10 +26,11 @@ _RING_TURNS = [("K long: the TMA ring turns", 20, 36, 600)]
 _STAGE_CASES_SIM = {
     "04_mma_sync": [("K long: the copy ring turns", 20, 36, 300)],
     "05_wgmma_tma": _RING_TURNS, "06_warp_specialized": _RING_TURNS,
-    # 07 also gets two units for its one emulated cluster (K = 320: five k-tiles, so the ring turns in each tile
-    # and the second starts at slot 1): the tile loop runs twice, and with the grader's Stream-K variant some
-    # clusters hold two pieces. (A slot computed from kt is read from the text: s07_clusters.LAB_TEXT_MISTAKES.)
-    "07_clusters": _RING_TURNS + [("two tiles a cluster: the ring's slot runs on", 20, 300, 320)],
+    # 07's one emulated cluster gets two units instead (K = 320: five k-tiles a tile, so the ring turns in each,
+    # every stage is refilled at least twice, and the second tile starts at slot 1): the tile loop runs twice,
+    # and with the grader's Stream-K variant some clusters hold two pieces. (A slot computed from kt is read from
+    # the text: s07_clusters.LAB_TEXT_MISTAKES.)
+    "07_clusters": [("two tiles a cluster: the TMA ring turns", 20, 300, 320)],
     # 08's k-tiles hold BK = 128 of K: K = 300 is three, the last ragged, so the sums run across k-tiles. (Its
     # tolerance widens with K, s08_fp8.py: at a few hundred a missing k32 step still shows; at 600 it may not.)
     "08_fp8": [("K over three k-tiles", 20, 36, 300)],
