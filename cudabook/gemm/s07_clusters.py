@@ -164,6 +164,14 @@ _recent: dict = {}
 _clusters: dict = {}
 
 
+def clusters_that_fit(kern, cfg, smem) -> int:
+    """max_clusters, asked once per loaded kernel and shared-memory size."""
+    key = (id(kern), smem)
+    if key not in _clusters:
+        _clusters[key] = max_clusters(kern, cfg, smem)
+    return _clusters[key]
+
+
 def launch(p, kernel=None, **params):
     """Enqueue 07 on the legacy default stream (no synchronisation). `kernel`: a whole clusters.cu."""
     hopper.enqueue(RUNG, PARAMS, _recent, p, kernel, params, _build)
@@ -197,33 +205,36 @@ def schedule(cfg, params, M, Np, fit) -> dict:
 
 
 def plan(cfg, smem, params, M, Np, Kp, compile_kernel):
-    """How clusters.cu runs on a problem (07 and 08 alike): (kernel, blocks, [workspace, flags] or [None, None]).
+    """How clusters.cu runs on a problem (07 and 08 alike): (kernel, blocks, workspace), workspace the arrays of
+    Stream-K (workspace, flags) or none, and workspace_args(workspace) the kernel's last two arguments.
     Blocks: as many clusters as fit at once, or `blocks` when it is not 0, and no more than there is work for
     (units; with Stream-K, k-tiles). stream_k="auto" turns Stream-K on where stream_k_pays says so (and the ring
     holds the parked sums); compile_kernel(cfg) gives the loaded kernel for those constants."""
     from numba import cuda
     import numpy as np
     kern = compile_kernel(cfg)
-    cl = cfg["CLUSTER"]
-    key = (id(kern), smem)
-    if key not in _clusters:
-        _clusters[key] = max_clusters(kern, cfg, smem)
-    fit = params["blocks"] // cl or _clusters[key]
-    if fit > _clusters[key] and (cfg["STREAM_K"] or params["stream_k"] is True) and not emulated():
-        raise ValueError(f"{NAME}: stream_k=True with blocks={params['blocks']}: only {_clusters[key]} clusters "
+    cl, most = cfg["CLUSTER"], clusters_that_fit(kern, cfg, smem)
+    fit = params["blocks"] // cl or most
+    if fit > most and (cfg["STREAM_K"] or params["stream_k"] is True) and not emulated():
+        raise ValueError(f"{NAME}: stream_k=True with blocks={params['blocks']}: only {most} clusters "
                          f"of {cl} fit on this GPU at once, and a Stream-K piece waits for pieces of other "
-                         f"clusters, which must all be running (blocks <= {_clusters[key] * cl})")
+                         f"clusters, which must all be running (blocks <= {most * cl})")
     how = schedule(cfg, params, M, Np, fit)
     if not how["stream_k"]:
-        return kern, cl * min(how["units"], how["clusters"]), [None, None]
+        return kern, cl * min(how["units"], how["clusters"]), ()
     if not cfg["STREAM_K"]:
         cfg = {**cfg, "STREAM_K": 1}
         kern = compile_kernel(cfg)
     k_tiles = math.ceil(Kp / (128 if cfg.get("FP8") else 64))
     blocks = cl * min(how["units"] * k_tiles, how["clusters"])
     slots = blocks * cfg["CONSUMERS"]          # a consumer warpgroup's sums: 128 threads x bn / 2 floats
-    return kern, blocks, [cuda.device_array(slots * 128 * cfg["BN"] // 2, dtype=np.float32),
-                          cuda.to_device(np.zeros(slots, dtype=np.int32))]   # the last piece lowers each flag
+    return kern, blocks, (cuda.device_array(slots * 128 * cfg["BN"] // 2, dtype=np.float32),
+                          cuda.to_device(np.zeros(slots, dtype=np.int32)))   # the last piece lowers each flag
+
+
+def workspace_args(workspace) -> list:
+    """The kernel's ws and flags arguments: Stream-K's arrays, or null pointers."""
+    return [hopper.pointer(x) for x in workspace] or [0, 0]
 
 
 def emulated() -> bool:
@@ -241,10 +252,8 @@ def how_it_runs(M, N, K, **params) -> dict:
     smem = smem_bytes(cfg)
     RUNG.require()
     kern = RUNG.prepare(RUNG.text(None), cfg, KERNEL, smem=smem)[KERNEL]
-    key = (id(kern), smem)
-    if key not in _clusters:
-        _clusters[key] = max_clusters(kern, cfg, smem)
-    return schedule(cfg, params, M, hopper.padded(M, N, K)[1], params["blocks"] // cfg["CLUSTER"] or _clusters[key])
+    return schedule(cfg, params, M, hopper.padded(M, N, K)[1],
+                    params["blocks"] // cfg["CLUSTER"] or clusters_that_fit(kern, cfg, smem))
 
 
 def _build(p, kernel, params):
@@ -256,7 +265,7 @@ def _build(p, kernel, params):
     kern, blocks, workspace = plan(cfg, smem, params, M, Np, Kp,
                                    lambda cf: RUNG.prepare(RUNG.text(kernel), cf, KERNEL, smem=smem)[KERNEL])
     args = [*maps, hopper.pointer(c), M, Np, Kp, 1.0,   # scale: rung 08's (FP8) alone uses it
-            *(0 if x is None else hopper.pointer(x) for x in workspace)]
+            *workspace_args(workspace)]
     threads = 128 * (cfg["CONSUMERS"] + 1)
     return hopper.launcher(p, c, lambda: (kern.launch(blocks, threads, args, ARG_TYPES, shared=smem),
                                           workspace))   # (the closure keeps Stream-K's arrays alive)

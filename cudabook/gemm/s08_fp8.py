@@ -205,8 +205,7 @@ def _build(p, kernel, params):
     encoded = [hopper.tensor_map(maps[name], hopper.pointer(x)) for name, x in (("A", a8), ("B", bt8), ("C", c))]
     kern, blocks, workspace = s07_clusters.plan(cfg, smem, params, M, Np, Kp,
                                                 lambda cf: RUNG.prepare(RUNG.text(kernel), cf, KERNEL, smem=smem)[KERNEL])
-    args = [*encoded, hopper.pointer(c), M, Np, Kp, float(scale),
-            *(0 if x is None else hopper.pointer(x) for x in workspace)]
+    args = [*encoded, hopper.pointer(c), M, Np, Kp, float(scale), *s07_clusters.workspace_args(workspace)]
     threads = 128 * (cfg["CONSUMERS"] + 1)
     return hopper.launcher(p, c, lambda: (kern.launch(blocks, threads, args, ARG_TYPES, shared=smem),
                                           workspace))   # (the closure keeps Stream-K's arrays alive)

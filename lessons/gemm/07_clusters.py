@@ -430,9 +430,7 @@ for n in (4096, 8192):
     if s07.unavailable() is None:
         how = s07.how_it_runs(n, n, n)
     else:
-        units = (n // 256) ** 2
-        how = dict(units=units, clusters=66, whole_waves=units // 66, last_wave=units % 66,
-                   stream_k=s07.stream_k_pays(units, 66))
+        how = s07.schedule(s07.config(), s07.PARAMS, n, n, 66)
     print(f"{n}³: {how['units']} units on {how['clusters']} clusters = {how['whole_waves']} whole waves and "
           f"{how['last_wave']} units more; Stream-K {'on' if how['stream_k'] else 'off'}")
 

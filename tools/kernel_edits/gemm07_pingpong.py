@@ -35,18 +35,8 @@ def edit(text: str) -> str:
     # The consumers: a warpgroup takes half cw of each of the block's tiles, skipping the other's ring slots.
     text = _swap(text, """    int s = 0;
     uint32_t phase = 0;
-#if STREAM_K
-    StreamK items(cluster, clusters, tiles, k_tiles);
-    for (Work w; items.next(w);)
-#else
-    for (int t = cluster; t < tiles; t += clusters)
-#endif
-    {
-#if STREAM_K
-      const int t = w.t, k0 = w.k0, k1 = w.k1;
-#else
-      const int k0 = 0, k1 = k_tiles;
-#endif
+    FOR_EACH_ITEM(items, w) {
+      ITEM_RANGE(w);
       int m0, n0;
       block_corner(t, tiles_m, tiles_n, rank, m0, n0);
       float d[BN / 2];""", """    int s = 0;

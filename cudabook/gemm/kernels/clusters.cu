@@ -204,6 +204,19 @@ __device__ __forceinline__ void add_parked(float (&d)[BN / 2], const float* ws, 
 }
 #endif
 
+// The items a cluster walks, written once for its producer and its consumers, who must walk the same ones: for
+// each, the unit t and its k-tiles [k0, k1). With Stream-K, the schedule `items` hands out (whole units, then
+// pieces); without, the cluster's whole units in turn.
+#if STREAM_K
+#define FOR_EACH_ITEM(items, w) \
+  StreamK items(cluster, clusters, tiles, k_tiles); \
+  for (Work w; items.next(w);)
+#define ITEM_RANGE(w) const int t = w.t, k0 = w.k0, k1 = w.k1
+#else
+#define FOR_EACH_ITEM(items, w) for (int t = cluster; t < tiles; t += clusters)
+#define ITEM_RANGE(w) const int k0 = 0, k1 = k_tiles
+#endif
+
 // A consumer warpgroup is done with stage `bar`'s data: tell the producer of every block of the cluster.
 __device__ __forceinline__ void release(uint32_t empty_bar) {
 #if CLUSTER == 1 || MULTICAST == 0
@@ -246,18 +259,8 @@ gemm_clusters(const __grid_constant__ TmaDesc map_a, const __grid_constant__ Tma
     if (tid == 0) {
       int s = 0;
       uint32_t phase = 0;
-#if STREAM_K
-      StreamK items(cluster, clusters, tiles, k_tiles);
-      for (Work w; items.next(w);)
-#else
-      for (int t = cluster; t < tiles; t += clusters)
-#endif
-      {
-#if STREAM_K
-        const int t = w.t, k0 = w.k0, k1 = w.k1;
-#else
-        const int k0 = 0, k1 = k_tiles;
-#endif
+      FOR_EACH_ITEM(items, w) {
+        ITEM_RANGE(w);
         int m0, n0;
         block_corner(t, tiles_m, tiles_n, rank, m0, n0);
         for (int kt = k0; kt < k1; ++kt) {
@@ -291,18 +294,8 @@ gemm_clusters(const __grid_constant__ TmaDesc map_a, const __grid_constant__ Tma
     const bool leader = tid % 128 == 0;
     int s = 0;
     uint32_t phase = 0;
-#if STREAM_K
-    StreamK items(cluster, clusters, tiles, k_tiles);
-    for (Work w; items.next(w);)
-#else
-    for (int t = cluster; t < tiles; t += clusters)
-#endif
-    {
-#if STREAM_K
-      const int t = w.t, k0 = w.k0, k1 = w.k1;
-#else
-      const int k0 = 0, k1 = k_tiles;
-#endif
+    FOR_EACH_ITEM(items, w) {
+      ITEM_RANGE(w);
       int m0, n0;
       block_corner(t, tiles_m, tiles_n, rank, m0, n0);
       float d[BN / 2];
