@@ -64,14 +64,13 @@ def main(argv=None):
     ap.add_argument("--rung", default=None, help="a GEMM rung to run beside its peer (07_clusters beside cuBLAS, "
                     "08_fp8 beside cuBLASLt's FP8 GEMM: the benchmark's HEAD_TO_HEAD)")
     a = ap.parse_args(argv)
-    import torch
-
     from cudabook import gemm, results
     from cudabook.gemm import benchmark
+    if a.rung and a.rung not in gemm.STAGES:                     # (before torch: a typo is told on any machine)
+        sys.exit(f"no GEMM rung {a.rung!r}: {', '.join(gemm.STAGES)}")
+    import torch
     if not torch.cuda.is_available():
         sys.exit("needs an NVIDIA GPU with torch")
-    if a.rung and a.rung not in gemm.STAGES:
-        sys.exit(f"no GEMM rung {a.rung!r}: {', '.join(gemm.STAGES)}")
     peer = dict(benchmark.HEAD_TO_HEAD).get(a.rung, "cublas")   # 08 (FP8): cuBLASLt's FP8 GEMM
     import tempfile
     device = torch.cuda.get_device_properties(torch.cuda.current_device())
@@ -131,7 +130,7 @@ def main(argv=None):
     record = {"kind": "clocks under a tensor-core load", "gpu": gpu, "gpu_id": gpu_id, "commit": results._commit(),
               "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "torch": torch.__version__, "runs": runs,
               "samples": [[round(s[0], 2), s[1], s[2], s[3], s[4]] for s in samples]}
-    name = f"{results.slug(gpu)}_clocks{'' if peer == 'cublas' else '_' + peer}.json"
+    name = benchmark.clocks_file(results.slug(gpu), peer)
     out = pathlib.Path(a.out) if a.out else results.RESULTS / "readings" / name
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=1) + "\n")

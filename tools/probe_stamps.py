@@ -36,6 +36,24 @@ from cudabook.kit import stamps  # noqa: E402
 TWIN = "a stamp"        # --twice: the state from the extra stamp to the point's own, i.e. one stamp's cost
 
 
+def _wrong_arguments(a) -> list:
+    """What is wrong with the command line, a sentence each: a stage that is not the track's or has no STAMPS, a
+    --twice label that is not one of a stage's stamps, a --thread outside a warpgroup."""
+    t, problems = tracks.get(a.track), []
+    if not 0 <= a.thread < 128:
+        problems.append(f"--thread {a.thread}: a thread of a warpgroup, 0-127")
+    for want in a.stage:
+        stage = next((s for s in t.STAGES if s == want or s.startswith(want + "_")), None)
+        points = getattr(t.stage(stage), "STAMPS", None) if stage else None
+        if not points:
+            with_stamps = [s for s in t.STAGES if getattr(t.stage(s), "STAMPS", None)]
+            problems.append(f"--stage {want}: no stage of {t.NAME} with STAMPS ({', '.join(with_stamps)})")
+        elif a.twice and all(p.label != a.twice for p in points):
+            problems.append(f"--twice {a.twice!r}: no stamp of {stage} is labelled so "
+                            f"({', '.join(p.label for p in points)})")
+    return problems
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--track", required=True, choices=tracks.TRACKS)
@@ -46,6 +64,9 @@ def main(argv=None) -> int:
     ap.add_argument("--thread", type=int, default=0, help="which thread of each warpgroup stamps (0-127; with "
                     "a thread other than 0 the reading's kind ends in _thread<N>)")
     a = ap.parse_args(argv)
+    problems = _wrong_arguments(a)
+    if problems:                                  # told before the GPU is touched, on any machine
+        sys.exit("\n".join(problems))
     import numpy as np
     from numba import cuda
     t = tracks.get(a.track)
@@ -55,20 +76,14 @@ def main(argv=None) -> int:
     args, problem = t.bench.prepare(size)
     for want in a.stage:
         stage = next((s for s in t.STAGES if s == want or s.startswith(want + "_")), None)
-        module = t.stage(stage) if stage else None
-        if module is None or not getattr(module, "STAMPS", None):
-            print(f"{want}: no such stage of {t.NAME} with STAMPS")
-            continue
+        module = t.stage(stage)
         why = t.unavailable(stage)
         if why:
             print(f"{stage} cannot run here: {why}")
             continue
         points = tuple(module.STAMPS)
         if a.twice:
-            twin = next((p for p in points if p.label == a.twice), None)
-            if twin is None:
-                print(f"{stage}: no stamp labelled {a.twice!r} ({', '.join(p.label for p in points)})")
-                continue
+            twin = next(p for p in points if p.label == a.twice)
             points += (stamps.Point(TWIN, twin.pattern, twin.before, twin.nth),)   # fires just before the twin
         buf = cuda.to_device(np.zeros(stamps.words(), np.uint64))
         text = stamps.instrument(module.source(), module.KERNEL, points, device.address(buf), block=a.block,

@@ -154,24 +154,7 @@ for record in results.load_all():
 # benchmark's inputs; lesson 09 explains the clock):
 
 # %%
-import json
-
-
-def sustained(rung="07_clusters"):
-    for path in sorted((results.RESULTS / "readings").glob("*_clocks.json")):
-        rd = json.loads(path.read_text())
-        for size in sorted({run["size"] for run in rd["runs"]}):
-            mine = [run for run in rd["runs"] if run["size"] == size and run.get("kernel") == rung]
-            peer = [run for run in rd["runs"] if run["size"] == size and run.get("kernel", "cublas") == "cublas"]
-            if mine and peer:
-                ours, theirs = (sum(run["TFLOPs"] for run in runs) / len(runs) for runs in (mine, peer))
-                clock = [sorted(run["median_sm_MHz"] for run in runs) for runs in (mine, peer)]
-                print(f"{rd['gpu']} at commit {rd['commit']}, {size}³, {mine[0]['seconds']:.0f} s a run: "
-                      f"07 {ours:,.0f} TFLOP/s against cuBLAS {theirs:,.0f}, {ours / theirs:.3f}x; SM clock "
-                      f"{'/'.join(f'{m:,.0f}' for m in clock[0])} MHz against {'/'.join(f'{m:,.0f}' for m in clock[1])}")
-
-
-sustained()
+print("\n".join(gemm.bench.sustained_lines("07_clusters")) or "no such reading in results/readings/ yet")
 
 # %% [markdown]
 # Run for seconds, 07 runs at a lower SM clock than cuBLAS for the same power, yet does more work a clock.

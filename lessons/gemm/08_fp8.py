@@ -408,7 +408,16 @@ for record in results.load_all():
 # rung 08 is a hair behind in every round. At 8192³ the record since Stream-K on the last wave (lesson 07) has
 # rung 08 ahead in most rounds by a few percent, while the ladder run's medians, timed minutes apart, put it
 # behind: under the H200's power cap (lesson 09 shows its clock held down under a GEMM load) the two measures
-# differ by more than the gap. The rounds are the measure to quote; read them with their spread, printed above. The H100's record has no head-to-head. On a Hopper GPU the next cell
+# differ by more than the gap. The rounds are the measure to quote; read them with their spread, printed above.
+# A long job sees a third measure: each kernel run back to back for seconds until both sit at the power cap
+# (`tools/probe_clocks.py --rung 08_fp8`, a reading: cuBLASLt, 08, 08, cuBLASLt, as for rung 07 in lesson 07):
+
+# %%
+print("\n".join(gemm.bench.sustained_lines("08_fp8")) or "no such reading in results/readings/ yet")
+
+# %% [markdown]
+# Held at the cap, rung 08 keeps a lead at 8192³, smaller than the rounds', and at 4096³ it stays a little
+# behind: the same picture as rung 07 against cuBLAS. The H100's record has no head-to-head. On a Hopper GPU the next cell
 # measures rungs 07 and 08 with their peers (cuBLAS, and cuBLASLt's FP8 GEMM both ways). Elsewhere it shows the
 # records in `results/`, each with its own card, commit and date.
 

@@ -130,3 +130,20 @@ def test_a_twin_stamp_fires_just_before_its_point():
     text = stamps.instrument(s05.source(), s05.KERNEL, points, 0x7F0000001000)
     mine, twin = s05.STAMPS.index(issue) + 1, len(points)
     assert f"CUDABOOK_STAMP({twin});\n    CUDABOOK_STAMP({mine});" in text
+
+
+def test_probe_stamps_refuses_a_wrong_command_line_before_touching_a_gpu():
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[2] / "tools" / "probe_stamps.py"
+    spec = importlib.util.spec_from_file_location("probe_stamps", path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    with pytest.raises(SystemExit) as e:
+        tool.main(["--track", "gemm", "--stage", "05", "--twice", "isue"])
+    assert "--twice 'isue': no stamp of 05_wgmma_tma is labelled so" in str(e.value) and "issue" in str(e.value)
+    with pytest.raises(SystemExit) as e:
+        tool.main(["--track", "gemm", "--stage", "02", "--thread", "128"])
+    message = str(e.value)
+    assert "--thread 128: a thread of a warpgroup, 0-127" in message
+    assert "--stage 02: no stage of gemm with STAMPS (05_wgmma_tma" in message
