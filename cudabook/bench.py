@@ -238,6 +238,43 @@ def measure_stage(launch, problem, *, repeats=25, batch=10, **params) -> dict:
     return {"median_us": round(ms * 1e3, 2), "GBps": round(problem.min_bytes / (ms * 1e-3) / 1e9, 1)}
 
 
+def run_for(fn, seconds: float, *, settle: float = 0.5, chunk: int = 10) -> float:
+    """Milliseconds of GPU time a call of `fn()` when it runs back to back for `seconds`: the first `settle`
+    seconds untimed (the clock comes down to where the load holds it), then CUDA events around the rest, the host
+    waiting every `chunk` calls so that it never queues far ahead."""
+    _require_gpu()
+    import time
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < settle:
+        for _ in range(chunk):
+            fn()
+        cuda.synchronize()
+    start, stop = cuda.event(), cuda.event()
+    calls, t0 = 0, time.perf_counter()
+    start.record()
+    while time.perf_counter() - t0 < seconds:
+        for _ in range(chunk):
+            fn()
+        calls += chunk
+        cuda.synchronize()
+    stop.record()
+    stop.synchronize()
+    return cuda.event_elapsed_time(start, stop) / calls
+
+
+def sustained(calls: dict, *, seconds: float = 2.0, run=None) -> dict:
+    """{name: [ms a call in each of its runs]} for callables each run back to back for `seconds` (run_for), in
+    the order of `calls` and then reversed (a, b, b, a): a load long enough to meet the card's power cap, as a
+    long job does, where head_to_head's rounds time a few milliseconds after a pause. `run(fn, seconds)`: the
+    timer (run_for by default; a test passes its own)."""
+    run = run or run_for
+    names = list(calls)
+    out = {n: [] for n in names}
+    for n in names + names[::-1]:
+        out[n].append(run(calls[n], seconds))
+    return out
+
+
 def head_to_head(calls: dict, *, rounds: int = 6, repeats: int = 3, batch: int = 5, time=None) -> dict:
     """{name: [ms of each round]} for callables timed in interleaved rounds: each round times every one once
     (time_ms), in order, and the next round in reverse. Two kernels compared so share whatever the card's clock

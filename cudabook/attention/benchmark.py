@@ -145,6 +145,7 @@ def peers(args, problem, ctx, *, repeats=25, progress=print) -> dict:
 
 
 HEAD_TO_HEAD = (("06_warp_specialized", "sdpa_cudnn"), ("06_warp_specialized", "sdpa_flash"))   # (results)
+SUSTAINED_S = 2.0      # and each pair run back to back this long, as a long job meets the power cap (results)
 
 
 @contextlib.contextmanager

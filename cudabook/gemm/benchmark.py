@@ -100,6 +100,7 @@ def peers(args, problem, ctx, *, repeats=25, progress=print) -> dict:
 
 
 HEAD_TO_HEAD = (("07_clusters", "cublas"), ("08_fp8", "cublaslt_fp8_fast"))   # timed again, interleaved (results)
+SUSTAINED_S = 2.0      # and each pair run back to back this long, as a long job meets the power cap (results)
 # The README's lead (results.lead_lines): each top rung against the peers that do its arithmetic (bf16 in, or e4m3)
 COMPARABLE = {"07_clusters": ("cublas",), "08_fp8": ("cublaslt_fp8", "cublaslt_fp8_fast")}
 

@@ -340,19 +340,28 @@ def test_head_to_head_rounds_alternate_and_a_track_pair_is_timed_again_and_claim
     @contextlib.contextmanager
     def peer_calls(args, problem):
         yield {"lib": lambda: launched.append("lib")}
-    spec = types.SimpleNamespace(HEAD_TO_HEAD=(("07", "lib"), ("08", "lib")), peer_calls=peer_calls)
+    spec = types.SimpleNamespace(HEAD_TO_HEAD=(("07", "lib"), ("08", "lib")), peer_calls=peer_calls, SUSTAINED_S=3)
+    held = []                               # bench.sustained's runs: the peer first, then the rung twice, the peer
+    monkeypatch.setattr(bench, "run_for", lambda fn, seconds: held.append((fn(), seconds)) or {"lib": 2.0}.get(
+        launched[-1], 1.9))
     toy = types.SimpleNamespace(bench=spec, stage=lambda name: types.SimpleNamespace(
         launch=lambda problem, **p: launched.append(name)))
     rows = {"07": {"correct": True, "median_us": 10.0}, "08": {"correct": False, "median_us": 5.0}}
     duels = results.head_to_head(toy, (), None, rows, {"lib": {"correct": True, "median_us": 11.0}},
                                  progress=lambda *a: None)
     assert [(d["stage"], d["peer"], d["rounds"]) for d in duels] == [("07", "lib", 6)]   # 08 was wrong: left out
-    assert launched.count("07") == launched.count("lib") == 6
+    assert launched.count("07") == launched.count("lib") == 6 + 2
     assert abs(duels[0]["ratio"] - 1) < 0.02 and len(duels[0]["stage_us"]) == 6   # the drift shared out: no lead
+    assert [s for _, s in held] == [3] * 4 and launched[-4:] == ["lib", "07", "07", "lib"]
+    assert duels[0]["sustained"] == {"seconds": 3, "order": ["lib", "07", "07", "lib"], "stage_us": [1900.0] * 2,
+                                     "peer_us": [2000.0] * 2, "ratio": round(2.0 / 1.9, 4)}
     record = {"gpu": "NVIDIA Testcard", "commit": "abc", "workloads": {"gemm M=64 N=64 K=64": {
         "stages": {"07_clusters": {"median_us": 10.0, "correct": True}},
         "peers": {"cublas": {"median_us": 11.0, "correct": True}},
-        "head_to_head": [{"stage": "07_clusters", "peer": "cublas", "rounds": 6, "ratio": 1.02}]}}}
+        "head_to_head": [{"stage": "07_clusters", "peer": "cublas", "rounds": 6, "ratio": 1.02, "sustained": {
+            "seconds": 2.0, "order": ["cublas", "07_clusters", "07_clusters", "cublas"], "ratio": 0.99}}]}}}
     text = results.lead_lines("gemm", [record])
+    assert "and each run back to back for 2 s (cublas, 07_clusters, 07_clusters, cublas), as a long job meets " \
+           "the card's power cap: 07_clusters takes 1.0 % more time (0.990x)" in text
     assert "timed again against cublas in 6 interleaved rounds, which share the card's clock (the comparison to " \
            "quote): 07_clusters takes 2.0 % less time (median of the rounds' ratios, 1.020x)" in text
