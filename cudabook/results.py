@@ -710,14 +710,16 @@ def lead_lines(name, records) -> str:
             for d in w.get("head_to_head", []):
                 if "ratio" in d:
                     lead = f"{d['stage']} {_less_or_more(d['ratio'])}"
+                    held = d.get("sustained")     # where there is one, it is the comparison to quote
                     lines.append(f"  - timed again against {d['peer']} in {d['rounds']} interleaved rounds, which share "
-                                 f"the card's clock (the comparison to quote): {lead} (median of the rounds' ratios, "
-                                 f"{d['ratio']:.3f}x)")
-                    held = d.get("sustained")
+                                 f"the card's clock{', a few milliseconds each after a pause' if held else ''} "
+                                 f"{'' if held else '(the comparison to quote)'}: {lead} (median of the rounds' ratios, "
+                                 f"{d['ratio']:.3f}x)".replace(" :", ":"))
                     if held:
                         lines.append(f"  - and each run back to back for {held['seconds']:g} s "
-                                     f"({', '.join(held['order'])}), as a long job meets the card's power cap: "
-                                     f"{d['stage']} {_less_or_more(held['ratio'])} ({held['ratio']:.3f}x)")
+                                     f"({', '.join(held['order'])}), as a long job meets the card's power cap (the "
+                                     f"comparison to quote): {d['stage']} {_less_or_more(held['ratio'])} "
+                                     f"({held['ratio']:.3f}x)")
     return "\n".join(lines) or "No record of this track has both rungs and peers yet."
 
 

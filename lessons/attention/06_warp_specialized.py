@@ -967,6 +967,10 @@ for rec, name, w in attention_records():
             print(f"{'':68s} interleaved, {duel['rounds']} rounds at {w.get('commit')}: cuDNN / 06 = "
                   f"{duel['ratio']:.3f}x (06 {min(duel['stage_us']):,.0f}-{max(duel['stage_us']):,.0f} µs, "
                   f"cuDNN {min(duel['peer_us']):,.0f}-{max(duel['peer_us']):,.0f} µs)")
+            if "sustained" in duel:
+                held = duel["sustained"]
+                print(f"{'':68s} back to back, {held['seconds']:g} s each ({', '.join(held['order'])}): "
+                      f"cuDNN / 06 = {held['ratio']:.3f}x")
 if not recorded_06:
     print("\nNo record of rung 06 in results/ yet. To measure it, on an H100 or H200: "
           "`python -m cudabook.results attention` (or `make bench TRACKS=attention`), which writes "
@@ -977,7 +981,9 @@ if not recorded_06:
 # whatever the card's clock did between the turns. Where a record also holds a head-to-head (rung 06 and cuDNN
 # timed again in interleaved rounds, which share the clock), read that line: on the H200, with the persistent
 # grid and the dynamic schedule, it puts rung 06 ahead of cuDNN on all four workloads, by a hair at d = 128
-# without the mask and clearly on the other three. The H100's record is older than the persistent grid
+# without the mask and clearly on the other three. Since f44d140 a record also runs each of the two back to back
+# for seconds, as a long job does, at the card's power cap (the "back to back" line): the lead is a little
+# smaller there, on all four. The H100's record is older than the persistent grid
 # and has no head-to-head: its medians put rung 06 level with cuDNN except at d = 64 without the mask, where
 # it is ahead.
 #

@@ -138,6 +138,11 @@ for record in results.load_all():
                       f"{min(d['stage_us']):,.1f}-{max(d['stage_us']):,.1f} µs, cuBLAS "
                       f"{min(d['peer_us']):,.1f}-{max(d['peer_us']):,.1f} µs over the rounds; the rounds' ratios "
                       f"{min(each):.3f}-{max(each):.3f})")
+                held = d.get("sustained")
+                if held:
+                    print(f"   back to back, {held['seconds']:g} s each   cuBLAS / 07 = {held['ratio']:.3f}x   ("
+                          f"{', '.join(held['order'])}: 07 {', '.join(f'{u:,.1f}' for u in held['stage_us'])} µs a "
+                          f"call, cuBLAS {', '.join(f'{u:,.1f}' for u in held['peer_us'])})")
 
 # %% [markdown]
 # Read the head-to-head where there is one. At 4096 its rounds hardly spread, and 07 is a little behind cuBLAS.
@@ -150,7 +155,9 @@ for record in results.load_all():
 # clearly behind cuBLAS.
 #
 # A third measure is what a long job would see: each kernel run back to back for seconds, so that both meet the
-# power cap and settle (`tools/probe_clocks.py --rung 07_clusters`, a reading: cuBLAS, 07, 07, cuBLAS on the
+# power cap and settle. Records since f44d140 hold it (the "back to back" line: cuBLAS, 07, 07, cuBLAS, two
+# seconds each after half a second untimed), and it is the comparison to quote. A reading adds the SM clock and
+# the power beside it, with runs of three seconds (`tools/probe_clocks.py --rung 07_clusters` on the
 # benchmark's inputs; lesson 09 explains the clock):
 
 # %%
@@ -158,9 +165,10 @@ print("\n".join(gemm.bench.sustained_lines("07_clusters")) or "no such reading i
 
 # %% [markdown]
 # Run for seconds, 07 runs at a lower SM clock than cuBLAS for the same power, yet does more work a clock.
-# At 8192³ its lead is smaller than in the rounds; at 4096³ it is a little further behind. The rounds, a few
-# milliseconds each after a pause, are the records' measure and share the card's clock; at 8192³ on the H200
-# read them as an upper end, not as the lead a long job would see.
+# At 8192³ its lead is smaller than in the rounds; at 4096³ it is a little further behind. Two seconds of a
+# kernel is hundreds of its calls, and the record's two back-to-back runs of each agree with each other to a
+# fraction of a percent, where at 8192³ the rounds' ratios spread by several: on the H200 those rounds are an upper end,
+# not the lead a long job sees.
 
 # %% [markdown]
 # ## Which change paid?

@@ -393,6 +393,9 @@ for record in results.load_all():
                       f"{d['ratio']:.3f}x (rung 08 {min(d['stage_us']):,.1f}-{max(d['stage_us']):,.1f} µs, the "
                       f"library {min(d['peer_us']):,.1f}-{max(d['peer_us']):,.1f} µs over the rounds; rounds with "
                       f"rung 08 ahead: {sum(p > s for s, p in zip(d['stage_us'], d['peer_us']))} of {d['rounds']})")
+                if "sustained" in d:
+                    print(f"  back to back, {d['sustained']['seconds']:g} s each ({', '.join(d['sustained']['order'])}),"
+                          f" at the power cap: {d['sustained']['ratio']:.3f}x")
 
 # %% [markdown]
 # Read the two cards side by side. Rung 08 runs about twice rung 07 at 8192³, and short of that at 4096³ on
@@ -403,13 +406,13 @@ for record in results.load_all():
 # Against cuBLASLt's default, whose promoted sums cost time, rung 08 is ahead in every record, by more at 4096³
 # than at 8192³. The strongest peer is cuBLASLt doing the same arithmetic (fast accumulation). By the medians of
 # the ladder run, rung 08 is a percent or so behind it on the H100 at both sizes and on the H200 at 4096³, and
-# further behind on the H200 at 8192³. The H200 record also times the two again in interleaved rounds, which
-# share the card's clock (the comparison to quote where there is one): at 4096³ the rounds hardly spread and
-# rung 08 is a hair behind in every round. At 8192³ the record since Stream-K on the last wave (lesson 07) has
-# rung 08 ahead in most rounds by a few percent, while the ladder run's medians, timed minutes apart, put it
-# behind: under the H200's power cap (lesson 09 shows its clock held down under a GEMM load) the two measures
-# differ by more than the gap. The rounds are the measure to quote; read them with their spread, printed above.
-# A long job sees a third measure: each kernel run back to back for seconds until both sit at the power cap
+# further behind on the H200 at 8192³. Those medians carry whatever the card's clock did between the turns of
+# the run. The H200 record also times the two again, side by side, two ways: in interleaved rounds, a few
+# milliseconds each after a pause, which share the card's clock; and (since f44d140) each run back to back for
+# two seconds, peer first and last, as a long job meets the power cap (lesson 09 shows the clock held down under
+# a GEMM load). The second is the comparison to quote. At 4096³ rung 08 is a hair behind either way. At 8192³
+# it is ahead in every round and in both back-to-back runs, by less back to back than in the rounds.
+# A reading adds the SM clocks to the back-to-back measure, with runs of three seconds
 # (`tools/probe_clocks.py --rung 08_fp8`, a reading: cuBLASLt, 08, 08, cuBLASLt, as for rung 07 in lesson 07):
 
 # %%
