@@ -298,13 +298,19 @@ _ = results.show_peer_kernels("gemm", "07_clusters")
 #   tile started, and box b stored after the new tile's k-tile b is issued. `gemm07_deferred_consumers_first`
 #   is the same with the consumers' branch of the role split first in the source, and `gemm07_consumers_first`
 #   that reordering alone, as a control (why it matters: below).
+# - **Programmatic dependent launch** (`gemm07_pdl.py`, lower in the list; PTX ISA, `griddepcontrol`): each block
+#   waits for the grid before it right after its barriers exist, then lets the next grid be launched, and the
+#   host launches with PDL, so that back to back the next call's launch and set-up could run under this
+#   call's last tiles.
 
 # %%
 _ = results.show_edits("gemm", "07_clusters")
 
 # %% [markdown]
-# One pays a little, one changes nothing, and ping-pong loses up to a fifth; each says something about this
-# kernel.
+# Of the first three, one pays a little, one changes nothing, and ping-pong loses up to a fifth; each says
+# something about this kernel. PDL changes nothing measurable at either size, most likely because between two
+# calls queued back to back there is little left to hide: this kernel's set-up is a few barrier inits and one
+# cluster barrier (not measured on its own).
 #
 # **Ping-pong loses most.** A half's stage holds a 64-row A box beside the whole 256-column B, so B's boxes
 # cross from L2 once a half instead of once a tile; and a ring of four such stages holds about half the
