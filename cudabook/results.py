@@ -723,6 +723,34 @@ def lead_lines(name, records) -> str:
     return "\n".join(lines) or "No record of this track has both rungs and peers yet."
 
 
+def clocks_file(gpu_slug: str, peer: str) -> str:
+    """The name of tools/probe_clocks.py's reading for a rung run beside `peer` (cuBLAS's is the plain one)."""
+    return f"{gpu_slug}_clocks{'' if peer == 'cublas' else '_' + peer}.json"
+
+
+def sustained_lines(track, stage: str) -> list:
+    """A line per card and size from tools/probe_clocks.py's readings: `stage` and its HEAD_TO_HEAD peer (the
+    track's benchmark) each run back to back for seconds (peer, stage, stage, peer), their mean TFLOP/s and ratio,
+    and the SM clocks."""
+    from . import track as tracks
+    peer = dict(tracks.get(track).bench.HEAD_TO_HEAD)[stage]
+    lines = []
+    for path in sorted((RESULTS / "readings").glob(clocks_file("*", peer))):
+        rd = json.loads(path.read_text())
+        for size in sorted({run["size"] for run in rd["runs"]}):
+            mine = [run for run in rd["runs"] if run["size"] == size and run.get("kernel") == stage]
+            theirs = [run for run in rd["runs"] if run["size"] == size and run.get("kernel", "cublas") == peer]
+            if not (mine and theirs):
+                continue
+            ours, its = (sum(run["TFLOPs"] for run in runs) / len(runs) for runs in (mine, theirs))
+            clock = ["/".join(f"{m:,.0f}" for m in sorted(run["median_sm_MHz"] for run in runs))
+                     for runs in (mine, theirs)]
+            lines.append(f"{rd['gpu']} at commit {rd['commit']}, {size}³, {mine[0]['seconds']:.0f} s a run: "
+                         f"{stage} {ours:,.0f} TFLOP/s against {peer} {its:,.0f}, {ours / its:.3f}x; SM clock "
+                         f"{clock[0]} MHz against {clock[1]}")
+    return lines
+
+
 def _less_or_more(ratio) -> str:
     """"takes 2.0 % less time" for a peer's time over a rung's of 1.0204; "more" below 1."""
     return (f"takes {100 * (1 - 1 / ratio):.1f} % less time" if ratio >= 1

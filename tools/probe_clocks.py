@@ -130,7 +130,7 @@ def main(argv=None):
     record = {"kind": "clocks under a tensor-core load", "gpu": gpu, "gpu_id": gpu_id, "commit": results._commit(),
               "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "torch": torch.__version__, "runs": runs,
               "samples": [[round(s[0], 2), s[1], s[2], s[3], s[4]] for s in samples]}
-    name = benchmark.clocks_file(results.slug(gpu), peer)
+    name = results.clocks_file(results.slug(gpu), peer)
     out = pathlib.Path(a.out) if a.out else results.RESULTS / "readings" / name
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=1) + "\n")

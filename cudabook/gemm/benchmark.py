@@ -105,37 +105,6 @@ SUSTAINED_S = 2.0      # and each pair run back to back this long, as a long job
 COMPARABLE = {"07_clusters": ("cublas",), "08_fp8": ("cublaslt_fp8", "cublaslt_fp8_fast")}
 
 
-PEER_NAMES = {"cublas": "cuBLAS", "cublaslt_fp8_fast": "cuBLASLt FP8 fast"}
-
-
-def clocks_file(gpu_slug: str, peer: str) -> str:
-    """The name of tools/probe_clocks.py's reading for a rung run beside `peer` (cuBLAS's is the plain one)."""
-    return f"{gpu_slug}_clocks{'' if peer == 'cublas' else '_' + peer}.json"
-
-
-def sustained_lines(stage: str) -> list:
-    """A line per card and size from tools/probe_clocks.py's readings: `stage` and its HEAD_TO_HEAD peer each run
-    back to back for seconds (peer, stage, stage, peer), their mean TFLOP/s and ratio, and the SM clocks."""
-    import json
-    from .. import results
-    peer = dict(HEAD_TO_HEAD)[stage]
-    lines = []
-    for path in sorted((results.RESULTS / "readings").glob(clocks_file("*", peer))):
-        rd = json.loads(path.read_text())
-        for size in sorted({run["size"] for run in rd["runs"]}):
-            mine = [run for run in rd["runs"] if run["size"] == size and run.get("kernel") == stage]
-            theirs = [run for run in rd["runs"] if run["size"] == size and run.get("kernel", "cublas") == peer]
-            if not (mine and theirs):
-                continue
-            ours, its = (sum(run["TFLOPs"] for run in runs) / len(runs) for runs in (mine, theirs))
-            clock = ["/".join(f"{m:,.0f}" for m in sorted(run["median_sm_MHz"] for run in runs))
-                     for runs in (mine, theirs)]
-            lines.append(f"{rd['gpu']} at commit {rd['commit']}, {size}³, {mine[0]['seconds']:.0f} s a run: "
-                         f"{stage[:2]} {ours:,.0f} TFLOP/s against {PEER_NAMES[peer]} {its:,.0f}, "
-                         f"{ours / its:.3f}x; SM clock {clock[0]} MHz against {clock[1]}")
-    return lines
-
-
 @contextlib.contextmanager
 def peer_calls(args, problem):
     """{peer: a callable that enqueues one call} for the HEAD_TO_HEAD peers, on this workload's data (torch's

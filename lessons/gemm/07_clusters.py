@@ -161,7 +161,7 @@ for record in results.load_all():
 # benchmark's inputs; lesson 09 explains the clock):
 
 # %%
-print("\n".join(gemm.bench.sustained_lines("07_clusters")) or "no such reading in results/readings/ yet")
+print("\n".join(results.sustained_lines("gemm", "07_clusters")) or "no such reading in results/readings/ yet")
 
 # %% [markdown]
 # Run for seconds, 07 runs at a lower SM clock than cuBLAS for the same power, yet does more work a clock.

@@ -416,7 +416,7 @@ for record in results.load_all():
 # (`tools/probe_clocks.py --rung 08_fp8`, a reading: cuBLASLt, 08, 08, cuBLASLt, as for rung 07 in lesson 07):
 
 # %%
-print("\n".join(gemm.bench.sustained_lines("08_fp8")) or "no such reading in results/readings/ yet")
+print("\n".join(results.sustained_lines("gemm", "08_fp8")) or "no such reading in results/readings/ yet")
 
 # %% [markdown]
 # Held at the cap, rung 08 keeps a lead at 8192³, smaller than the rounds', and at 4096³ it stays a little

@@ -31,18 +31,17 @@ def test_an_unknown_rung_is_refused_naming_the_rungs_before_any_gpu_work():
 
 
 def test_a_rung_and_its_peer_are_read_from_the_clocks_reading(tmp_path, monkeypatch):
-    """gemm.bench.sustained_lines: the mean of the rung's runs against the mean of its peer's, a line a size."""
+    """results.sustained_lines: the mean of the rung's runs against the mean of its peer's, a line a size."""
     import json
     from cudabook import results
-    from cudabook.gemm import benchmark
     monkeypatch.setattr(results, "RESULTS", tmp_path)
     (tmp_path / "readings").mkdir()
     run = lambda kernel, tf, mhz: {"size": 8192, "kernel": kernel, "seconds": 3.0, "TFLOPs": tf,   # noqa: E731
                                    "median_sm_MHz": mhz}
     record = {"gpu": "X", "commit": "abc", "runs": [run("cublaslt_fp8_fast", 1000, 1500), run("08_fp8", 1010, 1450),
                                                     run("08_fp8", 1030, 1460), run("cublaslt_fp8_fast", 1000, 1490)]}
-    (tmp_path / "readings" / benchmark.clocks_file("X", "cublaslt_fp8_fast")).write_text(json.dumps(record))
-    assert benchmark.sustained_lines("07_clusters") == []           # cuBLAS's reading is another file
-    (line,) = benchmark.sustained_lines("08_fp8")
-    assert "8192³" in line and "08 1,020 TFLOP/s against cuBLASLt FP8 fast 1,000, 1.020x" in line
+    (tmp_path / "readings" / results.clocks_file("X", "cublaslt_fp8_fast")).write_text(json.dumps(record))
+    assert results.sustained_lines("gemm", "07_clusters") == []           # cuBLAS's reading is another file
+    (line,) = results.sustained_lines("gemm", "08_fp8")
+    assert "8192³" in line and "08_fp8 1,020 TFLOP/s against cublaslt_fp8_fast 1,000, 1.020x" in line
     assert "SM clock 1,450/1,460 MHz against 1,490/1,500" in line
