@@ -378,7 +378,8 @@ def _child_main():
 
 LATE = ("copies landing at the last moment your waits allow (a cp.async group when its thread waits for it, a "
         "TMA box when a thread waits on its barrier and every arrival is in), and shared memory starting as NaN")
-EARLY = "copies landing the moment they are issued (as early as a GPU could)"
+EARLY = ("copies landing the moment they are issued (as early as a GPU could), and each thread running as far "
+         "ahead of the later ones as your barriers allow")
 TIMING = ("With the copies landing at once the result is right; landing as late as your waits allow, it is wrong. "
           "So what is copied is right, and WHEN it is read is not: a thread reads a stage before the copies into "
           "it are waited for: a wait one group too shallow (cp.async.wait_group N leaves the N newest groups in "

@@ -10,7 +10,10 @@ CUDA thread a fiber, the asynchronous copies queued), tensor maps are checked by
 driver's rules) and encoded for the emulator, and TMA boxes are filled by cudabook.tma.load_box's arithmetic.
 Arrays are the simulator's (host memory).
 
-landing="lazy": copies land at the latest moment the program's waits allow; "eager": at once. A correct
+landing="lazy": copies land at the latest moment the program's waits allow, and the threads take turns in
+round-robin passes (warps in step); "eager": copies land at once, and the threads run in an order of priority, each
+as far ahead as the barriers let it before a later one moves (warps drift apart as far as a GPU's may: a stage
+that fast consumers release while a slow one still reads it is refilled under the slow one, and named). A correct
 kernel is right both ways (the grader runs both). The tensor cores: mma.sync.m16n8k16, ldmatrix and stmatrix as
 warp operations; wgmma.mma_async (m64nNk16 bf16, A from shared memory or registers; m64nNk32 e4m3, both from
 shared memory, with the H100's 13-bit alignment of each k32 step,

@@ -39,6 +39,18 @@ inline void know_merge(Know& into, const Know& from) {
 }
 
 struct Copy { u32 dst; const unsigned char* src; u32 bytes; u32 src_bytes; };            // cp.async
+
+// An arrival on an mbarrier, by whom: block rank << 16 | thread.
+inline u32 arriver(int rank, int thread) { return (u32)rank << 16 | (u32)thread; }
+
+// The mbarrier phase a thread last saw complete (its latest successful try_wait) and the arrivals that completed
+// it: what let a producer go on and refill a stage, for the message when the refill comes too early.
+struct Admission {
+    int rank = -1;                  // the barrier's block (rank in the cluster); -1: none yet
+    u32 bar = 0, phase = 0;         // its address, and how many phases it had completed then
+    std::vector<u32> by;            // the arrivals of that phase (arriver())
+};
+
 // A TMA box on its way: a load (into the shared memory of the cluster's block `cta`, completing on its mbarrier
 // `bar`) or a store (from the issuing block's shared memory; `seen` is what the box held at issue, `written` whether
 // global memory already has it).
@@ -47,6 +59,8 @@ struct TmaOp {
     int cta = 0; int issuer = -1; bool written = false; std::vector<unsigned char> seen;
     Know know;                      // (a load) what its issuer knew had completed when it issued it
     u64 readers_before = 0;         // (a load) the wgmma reads recorded in the destination block before it
+    int issuer_rank = 0;            // (a load) the issuer's block, and the phase its issuer last waited for
+    Admission admitted;
 };
 
 // One thread's share of a wgmma.mma_async (warpgroup MMA): what the asynchronous tensor core does for it.
@@ -86,8 +100,11 @@ struct Thread {
     std::unordered_map<const void*, int> wg_inflight; // accumulator register -> wgmmas issued on it, not landed
     std::unordered_map<const void*, u32> wg_value;    // accumulator register -> the last landed wgmma's result
     int cl_arrivals = 0, cl_waits = 0;  // barrier.cluster.arrive / completed barrier.cluster.wait, so far
-    const void* spin = nullptr;     // the mbarrier it polls (try_wait said not yet)
+    const void* spin = nullptr;     // the mbarrier it polls (it stopped at a try_wait that said not yet)
+    u32 spin_parity = 0;            // the parity it polls for
     Know know;
+    int waited_rank = -1;           // the mbarrier it last saw complete a phase (block rank, address), and that
+    u32 waited_bar = 0, waited_phase = 0;   // barrier's count of completed phases then
     std::vector<std::pair<u32, u32>> generic_writes;  // shared ranges it wrote (st.shared, stmatrix) since its last
                                                       // fence.proxy.async: [offset, end)
 };
@@ -108,6 +125,8 @@ struct Mbar {
     Know know;                      // what the threads arriving on it knew
     i64 tx = 0, expected = 0, issued = 0;
     std::vector<TmaOp> copies;      // lazy: issued, not landed
+    std::vector<u32> arrivals;      // who arrived in the current phase (arriver(), at most 64 kept)
+    std::vector<u32> completed_by;  // ... and in the phase that completed last
 };
 
 struct Svc { int kind = 0; TmaOp op; };   // a request the scheduler serves on the host stack
@@ -375,6 +394,49 @@ static u64 box_bytes(const unsigned char* map) {
     return n;
 }
 
+// Who let a load's issuer go on, in words, for check_refill's message: the phase it last saw complete and the
+// arrivals that completed it, and what they say: none from the warpgroup still reading (the phase completed
+// without its release), or a thread that arrived twice (one of its arrivals stood in for another thread's).
+static std::string admission_story(const TmaOp& op, const Block* reader, int wg) {
+    const Admission& a = op.admitted;
+    if (a.rank < 0 || a.by.empty()) return "";
+    std::vector<std::pair<u32, int>> who;              // arriver, arrivals, in the order they first came
+    for (u32 x : a.by) {
+        auto it = std::find_if(who.begin(), who.end(), [&](const std::pair<u32, int>& w) { return w.first == x; });
+        if (it == who.end()) who.push_back({x, 1}); else it->second++;
+    }
+    std::string list;
+    bool twice = false, from_reader = false;
+    for (size_t i = 0; i < who.size(); ++i) {
+        const int rank = (int)(who[i].first >> 16), thread = (int)(who[i].first & 0xFFFF);
+        char one[96], times[32] = "";
+        if (who[i].second > 1) snprintf(times, sizeof times, " (%d arrivals)", who[i].second);
+        snprintf(one, sizeof one, "%sthread %d of block %u%s", i == 0 ? "" : i + 1 == who.size() ? " and " : ", ",
+                 thread, CL->ctas[rank]->idx.x, times);
+        list += one;
+        twice |= who[i].second > 1;
+        from_reader |= rank == reader->rank && thread / 128 == wg;
+    }
+    char head[512];
+    snprintf(head, sizeof head, " Thread %d of block %u issued the load after its wait on the mbarrier at 0x%x of "
+             "block %u saw its phase %u complete, by the arrivals of %s.", op.issuer, CL->ctas[op.issuer_rank]->idx.x,
+             a.bar, CL->ctas[a.rank]->idx.x, a.phase - 1, list.c_str());
+    std::string s = head;
+    if (!from_reader)
+        snprintf(head, sizeof head, " None came from warpgroup %d of block %u, whose wgmma still reads the stage: the "
+                 "phase completed without its release.", wg, reader->idx.x);
+    else
+        snprintf(head, sizeof head, " Warpgroup %d of block %u, whose wgmma still reads the stage, arrived too, but "
+                 "before a wgmma_wait that covers that wgmma (or with an arrival meant for another stage).", wg,
+                 reader->idx.x);
+    s += head;
+    if (twice)
+        s += " A thread that arrives twice in one phase stands in for one that has not arrived yet: one of its "
+             "arrivals was meant for another stage, or for this stage's next use (the stage to release computed, from "
+             "a k-tile counter say, rather than carried with the ring's slot?).";
+    return s;
+}
+
 // A TMA load overwrites shared memory that wgmmas issued before it read: each such wgmma must be known complete
 // to the thread that issued the load (a wgmma_wait that covers it, in its warpgroup, ordered before the load by
 // the barriers between), whenever the load happens to land: else, on a GPU, the tensor core may still be reading.
@@ -387,11 +449,12 @@ static void check_refill(const TmaOp& op) {
         const u32 known = op.know.empty() ? 0 : op.know[8 * b->rank + r.wg];
         if (known <= r.gen)
             fail("the shared memory a wgmma reads changed between its issue and the wgmma_wait that covers it: a TMA "
-                 "load (issued by thread %d) refills 0x%x..0x%x of block %u, which a wgmma of warpgroup %d issued "
-                 "before it reads, and nothing orders the load after that wgmma's completion, so the tensor core may "
-                 "still be reading the stage when the new data lands. A consumer releases a stage (its arrive on the "
-                 "\"empty\" barrier the producer waits for) only after a wgmma_wait that covers every wgmma reading "
-                 "it", op.issuer, lo, hi, b->idx.x, r.wg);
+                 "load (issued by thread %d of block %u) refills 0x%x..0x%x of block %u, which a wgmma of warpgroup "
+                 "%d issued before it reads, and nothing orders the load after that wgmma's completion, so the tensor "
+                 "core may still be reading the stage when the new data lands: the stage was released too early. A "
+                 "consumer releases a stage (its arrive on the \"empty\" barrier the producer waits for) only after a "
+                 "wgmma_wait that covers every wgmma reading it, and only the stage those wgmmas read.%s", op.issuer,
+                 CL->ctas[op.issuer_rank]->idx.x, lo, hi, b->idx.x, r.wg, admission_story(op, b, r.wg).c_str());
         u32& below = b->wgroups[r.wg].refilled_below;
         if (below < known) below = known;
     }
@@ -458,6 +521,8 @@ static void mbar_complete_if_done(u32 a, Mbar& m) {
         m.phase++;
         m.pending = m.count;
         m.expected = m.issued = 0;
+        m.completed_by.swap(m.arrivals);
+        m.arrivals.clear();
         events++;
         if (!lazy) urgent = &m;
     }
@@ -480,6 +545,19 @@ static void land_pending(u32 a) {                  // the copies queued on the e
         Mbar& mm = B->mbars[a];
         mbar_tx(a, mm, (i64)op.bytes);
     }
+}
+
+// The phase `t` last saw complete, with the arrivals that completed it (while it is still the barrier's latest).
+static Admission admission(const Thread* t) {
+    Admission a;
+    if (t->waited_rank < 0) return a;
+    a.rank = t->waited_rank;
+    a.bar = t->waited_bar;
+    a.phase = t->waited_phase;
+    const auto& bars = CL->ctas[a.rank]->mbars;
+    auto it = bars.find(a.bar);
+    if (it != bars.end() && it->second.phase == a.phase) a.by = it->second.completed_by;
+    return a;
 }
 
 // cp.async.bulk.tensor global -> shared: the box into shared memory at `dst`, completing on the mbarrier `bar` of
@@ -528,6 +606,8 @@ static void tma_load(u32 dst, const unsigned char* map, const int* coords, int r
         op.phase = (int)m.phase;
         op.know = cur->know;
         op.readers_before = t->reader_count;
+        op.issuer_rank = B->rank;
+        op.admitted = admission(cur);
         m.issued += (i64)op.bytes;
         if (lazy) {
             m.copies.push_back(op);
@@ -720,7 +800,13 @@ static void mbar_wait_once(Ctx& c, const Insn& in) {   // try_wait / test_wait w
     }
     store(c, in.args[0], done ? 1 : 0);
     cur->spin = done ? nullptr : &B->mbars[a];
-    if (done) know_merge(cur->know, B->mbars[a].know);
+    cur->spin_parity = parity;
+    if (done) {
+        know_merge(cur->know, B->mbars[a].know);
+        cur->waited_rank = B->rank;
+        cur->waited_bar = a;
+        cur->waited_phase = B->mbars[a].phase;
+    }
     if (!done) {
         Mbar& mm = B->mbars[a];
         snprintf(cur->wait_detail, sizeof cur->wait_detail,
@@ -1688,6 +1774,7 @@ static void exec(Ctx& c, const Insn& in) {
             fail("more arrivals on an mbarrier (0x%x%s) than its count (%u)", a, b == B ? "" : " of another block",
                  m.count);
         know_merge(m.know, t->know);
+        for (u32 i = 0; i < count && m.arrivals.size() < 64; ++i) m.arrivals.push_back(arriver(B->rank, t->linear));
         m.pending -= count;
         events++;
         if (b == B) store(c, in.args[0], m.phase);
@@ -1945,6 +2032,7 @@ static void run_thread(Block& blk, Thread& t) {   // until it blocks, yields or 
     B = &blk;
     block_idx = blk.idx;
     t.wait_detail[0] = 0;
+    t.spin = nullptr;                              // (set again if it stops at a poll that says "not yet")
     for (;;) {
         cur = &t;
         swapcontext(&sched, &t.ctx);
@@ -1988,6 +2076,47 @@ static void* watchdog(void*) {
         }
     }
     return nullptr;
+}
+
+// Eager: a completed phase's pollers go first (mbar_complete_if_done names the barrier), and theirs in turn.
+static void run_urgent(std::vector<Block>& blocks) {
+    for (int depth = 0; urgent && !failed && depth < 64; ++depth) {
+        const void* u = urgent;
+        urgent = nullptr;
+        for (auto& blk : blocks)
+            for (auto& w : blk.threads)
+                if (!failed && w.state == RUNNABLE && w.spin == u) run_thread(blk, w);
+    }
+    urgent = nullptr;
+}
+
+// A thread whose last poll of an mbarrier said "not yet", and polling again now would say the same: nothing it
+// waits for has happened since (the phase it waits for has not completed, and, landing lazy, no copies wait to
+// land there with every arrival in).
+static bool polls_in_vain(const Thread& t) {
+    if (!t.spin) return false;
+    const Mbar& m = *(const Mbar*)t.spin;
+    if ((m.phase & 1) != t.spin_parity) return false;
+    return !(lazy && m.pending == 0 && !m.copies.empty());
+}
+
+// Landing "eager" also runs the threads in an order of priority (the cluster's blocks by rank, then each block's
+// threads by index): the first that can go on runs until it waits, then the search starts over. So each thread
+// runs as far ahead as the program's barriers let it before a later one moves: warps and warpgroups drift apart as
+// far as a GPU's could (which gives no two warps the same pace), not in step as the round-robin passes keep them
+// (landing "lazy"). A stage that fast consumers release while a slow one still reads it (an arrival on the wrong
+// stage's "empty" barrier, made up for by the fast ones) is then refilled under the slow one, and check_refill
+// names it. A thread that polls in vain is passed over; false when no thread can go on but such pollers (the
+// scheduler's round-robin pass then runs them, and finds a deadlock when nothing changes).
+static bool run_first_ready(std::vector<Block>& blocks) {
+    for (auto& blk : blocks)
+        for (auto& t : blk.threads)
+            if (t.state == RUNNABLE && !polls_in_vain(t)) {
+                run_thread(blk, t);
+                run_urgent(blocks);
+                return true;
+            }
+    return false;
 }
 
 }  // namespace emu
@@ -2108,25 +2237,15 @@ extern "C" int emu_launch(void* (*entry)(void**), void** args, unsigned gx, unsi
                 }
             }
             while (cluster.live() > 0 && !failed) {
+                if (!lazy && run_first_ready(blocks)) continue;   // eager: in order of priority
                 const u64 before = events;
-                for (int r = 0; r < ncta && !failed; ++r) {
+                for (int r = 0; r < ncta && !failed; ++r) {        // a pass over every thread that may go on
                     Block& blk = blocks[r];
-                    B = &blk;
-                    block_idx = blk.idx;
                     for (int i = 0; i < nthreads && !failed; ++i) {
                         Thread& t = blk.threads[i];
                         if (t.state != RUNNABLE) continue;
                         run_thread(blk, t);
-                        for (int depth = 0; urgent && !failed && depth < 64; ++depth) {   // eager: a completed
-                            const void* u = urgent;                   // phase's pollers go first
-                            urgent = nullptr;
-                            for (int q = 0; q < ncta && !failed; ++q)
-                                for (auto& w : blocks[q].threads)
-                                    if (w.state == RUNNABLE && w.spin == u) run_thread(blocks[q], w);
-                        }
-                        urgent = nullptr;
-                        B = &blk;
-                        block_idx = blk.idx;
+                        run_urgent(blocks);
                     }
                 }
                 if (!failed && events == before && cluster.live() > 0) {

@@ -12,7 +12,10 @@
 // queued, and land either at the LATEST moment the program's waits allow (landing "lazy": a cp.async group
 // when its thread waits for it, a TMA load when a thread waits on its mbarrier and every arrival is in) or at
 // once (landing "eager"): a correct kernel is right both ways; a wait one group too shallow, a wrong parity or
-// a stage refilled while still read is wrong one way or the other. Shared memory starts as 0xFF bytes (NaN for
+// a stage refilled while still read is wrong one way or the other. The threads take turns too in two ways:
+// landing lazy in round-robin passes (warps in step), landing eager in an order of priority, each running as far
+// ahead as the barriers let it before a later one moves (warps as far apart as a GPU's may drift), so that a
+// stage which fast consumers release while a slow one still reads it is refilled under the slow one. Shared memory starts as 0xFF bytes (NaN for
 // bf16 and float), so a read before the copy landed shows. mbarrier arrivals and transaction bytes are
 // counted, and a phase whose expect_tx disagrees with the bytes its copies deliver is reported. A block whose
 // threads all wait for something that can never happen is reported with what each one waits on.

@@ -73,6 +73,9 @@ _CUDA = {
         ("the arrival on full[s], not empty[s]", "mbar_arrive(empty + 8 * s);", "mbar_arrive(full + 8 * s);", None),
         ("every k-tile read from stage 0 (the stage's address not advanced)", "const uint32_t a = base + s * STAGE_BYTES;",
          "const uint32_t a = base;", None),
+        ("the stage released computed from kt (kt % STAGES), not carried in s: wrong in a persistent block's later "
+         "tiles", "if (tid % 128 == 0) mbar_arrive(empty + 8 * s);",
+         "if (tid % 128 == 0) mbar_arrive(empty + 8 * (kt % STAGES));", "the ring's slot is s"),
     ],
     "07_clusters": [
         ("the phase never flips: the second lap reads stages that are not full yet",

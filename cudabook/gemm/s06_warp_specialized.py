@@ -43,6 +43,16 @@ COMPILE_LOG_MISTAKES = hopper.COMPILE_LOG_MISTAKES   # the lab grader reads what
 WATCHDOG_S = hopper.WATCHDOG_S
 RUNG = CudaRung(NAME, SOURCE, sm90a=True)
 EMULATED = True               # without a GPU the lab grader runs this kernel on the CPU (cudabook.emulate)
+# A mistake read from the region's text before any launch: the slot computed from kt. The grading cases give each
+# block one tile, where kt % STAGES is s; a persistent block's next tile starts where the ring stopped, and when
+# its k-tiles are not a multiple of STAGES the consumers then arrive on the wrong stage's "empty" barrier (a hang,
+# or a stage refilled under a slow consumer). At the benchmark's sizes (64 k-tiles) the two agree, so no GPU run
+# shows it either.
+LAB_TEXT_MISTAKES = [
+    (r"\bkt\s*%\s*STAGES\b",
+     "the ring's slot is s, carried from k-tile to k-tile and from tile to tile of a persistent block; kt % STAGES "
+     "equals it only in a block's first tile (or when every tile's k-tiles are a multiple of STAGES)"),
+]
 source, unavailable = RUNG.source, RUNG.unavailable
 
 

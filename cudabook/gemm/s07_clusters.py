@@ -69,10 +69,12 @@ EMULATED = True               # without a GPU the lab grader runs this kernel on
 # The lab is graded at the defaults and with Stream-K forced on 3 clusters (6 blocks), so that the k-loop also
 # runs pieces of a unit that start and end mid-K (the emulator fits one cluster, so "auto" never shares there).
 GRADING_VARIANTS = [{}, {"stream_k": True, "blocks": 6}]
-# A mistake no run of the emulator shows, read from the region's text before any launch: the slot computed from kt.
-# After the first tile (and in a Stream-K piece that starts mid-K) kt % STAGES is not the slot the k-tile used, so
-# a stage the consumers have not read yet is released; whether the producer refills it first depends on timing,
-# which the emulator's interleaving does not reach and a GPU shows only now and then.
+# A mistake read from the region's text before any launch, for its pointed hint: the slot computed from kt. After
+# the first tile (and in a Stream-K piece that starts mid-K) kt % STAGES is not the slot the k-tile used, so the
+# consumers arrive on the wrong stage's "empty" barrier; the fast ones' extra arrivals can complete a phase
+# without a slow consumer's release, and the producer refills that stage while the slow one's wgmmas still read
+# it. A GPU shows it only now and then; the emulator's eager landing, where consumers drift apart, fails it too
+# (on the grading case of two tiles: "the stage was released too early", with the arrivals that stood in).
 LAB_TEXT_MISTAKES = [
     (r"\bkt\s*%\s*STAGES\b",
      "the ring's slot is s, carried from k-tile to k-tile, from tile to tile and through Stream-K's pieces; "

@@ -99,6 +99,29 @@ def test_threads_shuffle_and_meet_at_barriers():
     assert (out == sum(range(64))).all()
 
 
+TURNS = r"""
+extern "C" __global__ void k(int* log, int* n) {
+    for (int step = 0; step < 3; ++step) {
+        if (threadIdx.x % 32 == 0) log[atomicAdd(n, 1)] = threadIdx.x / 32;
+        __syncwarp();
+    }
+}
+"""
+
+
+@needs_simulator
+def test_lazy_keeps_the_warps_in_step_and_eager_lets_the_first_run_ahead():
+    """The two landings take turns differently: round-robin passes keep warps in step (lazy); eager runs the first
+    thread that can go on until it waits, so a warp runs as far ahead as the barriers let it (here to its end: no
+    barrier holds it) before the next moves, as far apart as a GPU's warps may drift."""
+    order = {}
+    for landing in ("lazy", "eager"):
+        log, n = np.full(6, -1, np.int32), np.zeros(1, np.int32)
+        _run(TURNS, "k", 1, 64, [log.ctypes.data, n.ctypes.data], [ctypes.c_void_p] * 2, landing=landing)
+        order[landing] = log.tolist()
+    assert order == {"lazy": [0, 1, 0, 1, 0, 1], "eager": [0, 0, 0, 1, 1, 1]}
+
+
 @needs_simulator
 def test_the_precompiled_runtime_header_builds_the_kernel_its_text_builds(tmp_path, monkeypatch):
     # g++ reads runtime.h precompiled (once per runtime) instead of parsing it for every kernel: the same library,

@@ -480,6 +480,31 @@ def test_gemm_06_and_07_mistakes_fail_in_the_emulator_with_the_cause(stage, what
     assert time.monotonic() - start < labs.WATCHDOG_EMULATED_S
 
 
+def test_gemm_07_a_slot_computed_from_kt_fails_by_running_too(gemm_emulated, monkeypatch, capsys):
+    """The planted mistake prev = kt % STAGES, with the grader's text check (LAB_TEXT_MISTAKES) out of the way: the
+    run fails it. In the second tile of the ring's case (five k-tiles a tile, so it starts at slot 1) the consumers
+    release the wrong stage; run in step (landing lazy) every stage still gets its arrivals in time, but landing
+    eager the first consumers run ahead, their extra arrival on a stage's "empty" barrier completes a phase without
+    the last consumer's release, and the producer refills that stage while the last one's wgmmas still read it."""
+    from cudabook.gemm import checking
+    from cudabook.gemm.mistakes import MISTAKES
+    monkeypatch.setattr(gemm_emulated["07"], "LAB_TEXT_MISTAKES", [])
+    monkeypatch.setattr(checking, "_CASES_SIM", [])          # the ring's case alone (and its Stream-K variant)
+    m = next(m for m in MISTAKES if m.stage == "07_clusters" and "kt % STAGES" in m.what)
+    region = solution("07_clusters")
+    for old, new in m.edits:
+        assert old in region, old
+        region = region.replace(old, new)
+    start = time.monotonic()
+    assert not labs.grade("07_clusters", region, track="gemm")
+    out = capsys.readouterr().out
+    assert "copies landing the moment they are issued" in out and "the TMA ring turns" in out, out
+    for says in ("the stage was released too early", "(2 arrivals)", "the phase completed without its release",
+                 "stands in for one that has not arrived yet", "computed, from a k-tile counter"):
+        assert says in out, (says, out)
+    assert time.monotonic() - start < labs.WATCHDOG_EMULATED_S
+
+
 @pytest.mark.parametrize("stage", ["06_warp_specialized", "07_clusters"])
 def test_gemm_06_and_07_full_barrier_waited_with_the_wrong_parity_fails_quickly(stage, gemm_emulated, capsys):
     """Waiting for parity phase ^ 1: the first lap reads stages before their boxes land (C is NaN in the lazy run)
