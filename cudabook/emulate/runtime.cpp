@@ -122,7 +122,9 @@ struct Mbar {
     bool inited = false;
     u32 count = 0, pending = 0, phase = 0;
     int ready = 0;                  // the cluster-barrier phase that publishes its init to the other blocks
-    Know know;                      // what the threads arriving on it knew
+    Know know;                      // what the threads arriving in the current phase knew
+    Know released;                  // ... in the phase that completed last: what a waiter for it learns (not
+                                    // what arrivals already made for the next phase knew)
     i64 tx = 0, expected = 0, issued = 0;
     std::vector<TmaOp> copies;      // lazy: issued, not landed
     std::vector<u32> arrivals;      // who arrived in the current phase (arriver(), at most 64 kept)
@@ -523,6 +525,8 @@ static void mbar_complete_if_done(u32 a, Mbar& m) {
         m.expected = m.issued = 0;
         m.completed_by.swap(m.arrivals);
         m.arrivals.clear();
+        m.released.swap(m.know);
+        m.know.clear();
         events++;
         if (!lazy) urgent = &m;
     }
@@ -802,7 +806,7 @@ static void mbar_wait_once(Ctx& c, const Insn& in) {   // try_wait / test_wait w
     cur->spin = done ? nullptr : &B->mbars[a];
     cur->spin_parity = parity;
     if (done) {
-        know_merge(cur->know, B->mbars[a].know);
+        know_merge(cur->know, B->mbars[a].released);
         cur->waited_rank = B->rank;
         cur->waited_bar = a;
         cur->waited_phase = B->mbars[a].phase;
