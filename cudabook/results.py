@@ -256,7 +256,8 @@ def head_to_head(t, args, problem, rows, peer_rows, params=None, progress=print)
             progress(f"{stage} against {peer}: interleaved rounds …")
             try:
                 module, p = t.stage(stage), (params or {}).get(stage, {})
-                got = bench.head_to_head({stage: lambda: module.launch(problem, **p), peer: calls[peer]})
+                rung = lambda: module.launch(problem, **p)             # noqa: E731
+                got = bench.head_to_head({stage: rung, peer: calls[peer]})
                 ratios = [b / a for a, b in zip(got[stage], got[peer])]
                 out.append({"stage": stage, "peer": peer, "rounds": len(ratios),
                             "stage_us": [round(ms * 1e3, 2) for ms in got[stage]],
@@ -267,8 +268,7 @@ def head_to_head(t, args, problem, rows, peer_rows, params=None, progress=print)
                 seconds = getattr(spec, "SUSTAINED_S", 0)
                 if seconds:                       # tensor-core loads: also as a long job meets the power cap
                     progress(f"{stage} against {peer}: each run back to back for {seconds} s …")
-                    got = bench.sustained({peer: calls[peer], stage: lambda: module.launch(problem, **p)},
-                                          seconds=seconds)
+                    got = bench.sustained({peer: calls[peer], stage: rung}, seconds=seconds)
                     out[-1]["sustained"] = {"seconds": seconds, "order": [peer, stage, stage, peer],
                                             "stage_us": [round(ms * 1e3, 2) for ms in got[stage]],
                                             "peer_us": [round(ms * 1e3, 2) for ms in got[peer]],
@@ -711,10 +711,9 @@ def lead_lines(name, records) -> str:
                 if "ratio" in d:
                     lead = f"{d['stage']} {_less_or_more(d['ratio'])}"
                     held = d.get("sustained")     # where there is one, it is the comparison to quote
+                    when = ", a few milliseconds each after a pause" if held else " (the comparison to quote)"
                     lines.append(f"  - timed again against {d['peer']} in {d['rounds']} interleaved rounds, which share "
-                                 f"the card's clock{', a few milliseconds each after a pause' if held else ''} "
-                                 f"{'' if held else '(the comparison to quote)'}: {lead} (median of the rounds' ratios, "
-                                 f"{d['ratio']:.3f}x)".replace(" :", ":"))
+                                 f"the card's clock{when}: {lead} (median of the rounds' ratios, {d['ratio']:.3f}x)")
                     if held:
                         lines.append(f"  - and each run back to back for {held['seconds']:g} s "
                                      f"({', '.join(held['order'])}), as a long job meets the card's power cap (the "

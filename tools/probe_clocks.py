@@ -64,7 +64,7 @@ def main(argv=None):
     ap.add_argument("--rung", default=None, help="a GEMM rung to run beside its peer (07_clusters beside cuBLAS, "
                     "08_fp8 beside cuBLASLt's FP8 GEMM: the benchmark's HEAD_TO_HEAD)")
     a = ap.parse_args(argv)
-    from cudabook import gemm, results
+    from cudabook import bench, gemm, results
     from cudabook.gemm import benchmark
     if a.rung and a.rung not in gemm.STAGES:                     # (before torch: a typo is told on any machine)
         sys.exit(f"no GEMM rung {a.rung!r}: {', '.join(gemm.STAGES)}")
@@ -95,20 +95,11 @@ def main(argv=None):
                     fn = kernels[name]
                     fn()
                     torch.cuda.synchronize()
-                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    calls, t0 = 0, time.time()
-                    start.record()
-                    while time.time() - t0 < a.seconds:
-                        for _ in range(10):
-                            fn()
-                        calls += 10
-                        torch.cuda.synchronize()
-                    end.record()
-                    torch.cuda.synchronize()
+                    t0 = time.time()
+                    ms = bench.run_for(fn, a.seconds, settle=0.0)   # the whole run timed: the clock's fall too
                     t1 = time.time()
-                    ms = start.elapsed_time(end)
-                    runs.append({"size": n, "kernel": name, "calls": calls, "seconds": round(ms / 1e3, 3),
-                                 "from": t0, "to": t1, "TFLOPs": round(2 * n ** 3 * calls / (ms * 1e-3) / 1e12, 1)})
+                    runs.append({"size": n, "kernel": name, "seconds": round(t1 - t0, 3), "from": t0, "to": t1,
+                                 "TFLOPs": round(2 * n ** 3 / (ms * 1e-3) / 1e12, 1)})
                     time.sleep(1.0)                  # cool down between runs
             del problem
     finally:

@@ -36,6 +36,11 @@ from cudabook.kit import stamps  # noqa: E402
 TWIN = "a stamp"        # --twice: the state from the extra stamp to the point's own, i.e. one stamp's cost
 
 
+def _stage_named(t, want):
+    """The track's stage named `want` ("05" or "05_wgmma_tma"), or None."""
+    return next((s for s in t.STAGES if s == want or s.startswith(want + "_")), None)
+
+
 def _wrong_arguments(a) -> list:
     """What is wrong with the command line, a sentence each: a stage that is not the track's or has no STAMPS, a
     --twice label that is not one of a stage's stamps, a --thread outside a warpgroup."""
@@ -43,7 +48,7 @@ def _wrong_arguments(a) -> list:
     if not 0 <= a.thread < 128:
         problems.append(f"--thread {a.thread}: a thread of a warpgroup, 0-127")
     for want in a.stage:
-        stage = next((s for s in t.STAGES if s == want or s.startswith(want + "_")), None)
+        stage = _stage_named(t, want)
         points = getattr(t.stage(stage), "STAMPS", None) if stage else None
         if not points:
             with_stamps = [s for s in t.STAGES if getattr(t.stage(s), "STAMPS", None)]
@@ -75,7 +80,7 @@ def main(argv=None) -> int:
     size = t.bench.WORKLOADS[0]
     args, problem = t.bench.prepare(size)
     for want in a.stage:
-        stage = next((s for s in t.STAGES if s == want or s.startswith(want + "_")), None)
+        stage = _stage_named(t, want)
         module = t.stage(stage)
         why = t.unavailable(stage)
         if why:

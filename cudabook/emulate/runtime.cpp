@@ -103,8 +103,7 @@ struct Thread {
     const void* spin = nullptr;     // the mbarrier it polls (it stopped at a try_wait that said not yet)
     u32 spin_parity = 0;            // the parity it polls for
     Know know;
-    int waited_rank = -1;           // the mbarrier it last saw complete a phase (block rank, address), and that
-    u32 waited_bar = 0, waited_phase = 0;   // barrier's count of completed phases then
+    Admission waited;               // the mbarrier phase it last saw complete (its arrivals: see admission())
     std::vector<std::pair<u32, u32>> generic_writes;  // shared ranges it wrote (st.shared, stmatrix) since its last
                                                       // fence.proxy.async: [offset, end)
 };
@@ -553,11 +552,8 @@ static void land_pending(u32 a) {                  // the copies queued on the e
 
 // The phase `t` last saw complete, with the arrivals that completed it (while it is still the barrier's latest).
 static Admission admission(const Thread* t) {
-    Admission a;
-    if (t->waited_rank < 0) return a;
-    a.rank = t->waited_rank;
-    a.bar = t->waited_bar;
-    a.phase = t->waited_phase;
+    Admission a = t->waited;
+    if (a.rank < 0) return a;
     const auto& bars = CL->ctas[a.rank]->mbars;
     auto it = bars.find(a.bar);
     if (it != bars.end() && it->second.phase == a.phase) a.by = it->second.completed_by;
@@ -807,9 +803,7 @@ static void mbar_wait_once(Ctx& c, const Insn& in) {   // try_wait / test_wait w
     cur->spin_parity = parity;
     if (done) {
         know_merge(cur->know, B->mbars[a].released);
-        cur->waited_rank = B->rank;
-        cur->waited_bar = a;
-        cur->waited_phase = B->mbars[a].phase;
+        cur->waited = Admission{B->rank, a, B->mbars[a].phase, {}};
     }
     if (!done) {
         Mbar& mm = B->mbars[a];
