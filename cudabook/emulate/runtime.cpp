@@ -3,6 +3,7 @@
 #include "runtime.h"
 
 #include <algorithm>
+#include <array>
 #include <csetjmp>
 #include <csignal>
 #include <cstdarg>
@@ -63,6 +64,16 @@ struct TmaOp {
     Admission admitted;
 };
 
+// What the emulator knows of one accumulator register of a thread's wgmmas (one map lookup a register a wgmma).
+struct AccReg {
+    bool named = false;             // a wgmma has named it (issued on it): left holds what the emulator left there
+    u32 left = 0;
+    bool fenced = false;            // a wgmma.fence has seen it since: at_fence holds its bits then
+    u32 at_fence = 0;
+    int inflight = 0;               // wgmmas issued on it, not landed
+    u32 value = 0;                  // the last landed wgmma's result
+};
+
 // One thread's share of a wgmma.mma_async (warpgroup MMA): what the asynchronous tensor core does for it.
 struct WgmmaOp {
     int n = 0;                      // the shape's N (m64nNk16, or m64nNk32 for e4m3)
@@ -77,6 +88,7 @@ struct WgmmaOp {
     float scale_a = 1.f, scale_b = 1.f;
     bool scale_d = true;
     float* d[128];                  // the thread's accumulator registers (n / 2 of them)
+    AccReg* reg[128];               // what the emulator knows of each (Thread::wg_regs' nodes: they never move)
     u32 c_in[128];                  // their values at issue
     bool chained[128];              // another wgmma was in flight on that register at issue: its result is the input
 };
@@ -95,10 +107,7 @@ struct Thread {
     std::vector<WgmmaOp> wg_open;              // wgmma.mma_async issued since the last commit_group
     std::deque<std::vector<WgmmaOp>> wg_groups;
     bool wg_fenced = false;         // a wgmma.fence executed (the first wgmma needs one before it)
-    std::unordered_map<const void*, u32> wg_at_fence;  // accumulator register -> its bits at the last wgmma.fence
-    std::unordered_map<const void*, u32> wg_left;     // accumulator register -> the bits the emulator left there
-    std::unordered_map<const void*, int> wg_inflight; // accumulator register -> wgmmas issued on it, not landed
-    std::unordered_map<const void*, u32> wg_value;    // accumulator register -> the last landed wgmma's result
+    std::unordered_map<const void*, AccReg> wg_regs;  // what the emulator knows of each accumulator register
     int cl_arrivals = 0, cl_waits = 0;  // barrier.cluster.arrive / completed barrier.cluster.wait, so far
     const void* spin = nullptr;     // the mbarrier it polls (it stopped at a try_wait that said not yet)
     u32 spin_parity = 0;            // the parity it polls for
@@ -113,6 +122,7 @@ struct Warp { u32 arrived = 0, mask = 0, gen = 0; u64 vals[2][32]; const char* o
 struct Bar { int arrived = 0, count = 0; std::vector<int> waiters; Know know, released; };
 
 struct WarpGroup { int arrived = 0; u32 gen = 0; std::string key; int first = -1; u32 a[2][128][4];
+                   const std::string* op = nullptr; u64 fields[8] = {0};   // the first thread's wgmma: the key in short
                    u32 refilled_below = 0;   // wgmmas before this one had their operands refilled by a TMA load
                                              // ordered after their completion
                    std::vector<int> waiters; };
@@ -1237,23 +1247,31 @@ static Desc decode_desc(u64 d) {
     return r;
 }
 
+// MN-major, the offset is a part from mn plus a part from k (before the swizzle).
+static u32 mn_major_mn_part(const Desc& D, int mn) {
+    const u32 ch = mn / 8, e = mn % 8;
+    return D.swz == 0 ? ch * D.sbo + e * 2 : (ch % (D.swz / 16)) * 16 + (ch / (D.swz / 16)) * D.lbo + e * 2;
+}
+
+static u32 mn_major_k_part(const Desc& D, int k) {
+    const u32 i = k % 8, kk = k / 8;
+    return D.swz == 0 ? i * 16 + kk * D.lbo : i * D.swz + kk * D.sbo;
+}
+
+static u32 swizzled(const Desc& D, u32 a) {
+    if (D.swz) a ^= ((a >> 7) & (u32)(D.swz / 16 - 1)) << 4;
+    return a;
+}
+
 static u32 operand_address(const Desc& D, bool mn_major, int mn, int k) {
     u32 off;
     if (!mn_major) {
         const u32 i = mn % 8, j = mn / 8, kc = k / 8, e = k % 8;
         off = D.swz == 0 ? i * 16 + j * D.sbo + kc * D.lbo + e * 2 : i * D.swz + j * D.sbo + kc * 16 + e * 2;
     } else {
-        const u32 ch = mn / 8, e = mn % 8, i = k % 8, kk = k / 8;
-        if (D.swz == 0) {
-            off = ch * D.sbo + i * 16 + kk * D.lbo + e * 2;
-        } else {
-            const u32 per = D.swz / 16;
-            off = (ch % per) * 16 + (ch / per) * D.lbo + i * D.swz + kk * D.sbo + e * 2;
-        }
+        off = mn_major_mn_part(D, mn) + mn_major_k_part(D, k);
     }
-    u32 a = D.start + off;
-    if (D.swz) a ^= ((a >> 7) & (u32)(D.swz / 16 - 1)) << 4;
-    return a;
+    return swizzled(D, D.start + off);
 }
 
 static float smem_bf16(u32 a, const char* what) {
@@ -1264,20 +1282,43 @@ static float smem_bf16(u32 a, const char* what) {
 
 // The operands this thread's share needs, from shared memory: A's rows 16 w + l / 4 and + 8 (unless A is in
 // registers), B's columns 8 j + 2 (l % 4) and + 1 of each block j of 8.
+// Read in the widest pieces the layouts keep together (the same bytes as one element at a time): K-major, the
+// elements k 8 c .. 8 c + 7 of a row are 16 bytes of one chunk (every term of the address but k % 8 is a multiple
+// of 16, and the swizzle moves whole chunks); MN-major, the columns 2 tq and 2 tq + 1 of B are 4 adjacent bytes.
 static void wgmma_operands(Thread* t, const WgmmaOp& op, uint16_t (*a)[16], uint16_t (*b)[16]) {
     const int w = (t->linear % 128) / 32, g = t->lane / 4, tq = t->lane % 4;
+    auto row = [](const Desc& d, bool tnsp, int mn, uint16_t* dst, const char* what) {
+        if (!tnsp) {
+            for (int c = 0; c < 2; ++c)
+                std::memcpy(dst + 8 * c, from_shared(operand_address(d, false, mn, 8 * c), 16, what), 16);
+        } else {
+            for (int k = 0; k < 16; ++k)
+                std::memcpy(dst + k, from_shared(operand_address(d, true, mn, k), 2, what), 2);
+        }
+    };
     if (!op.a_regs) {
         const Desc da = decode_desc(op.desc_a);
-        for (int h = 0; h < 2; ++h)
-            for (int k = 0; k < 16; ++k)
-                std::memcpy(&a[h][k], from_shared(operand_address(da, op.tnsp_a, 16 * w + g + 8 * h, k), 2,
-                                                  "wgmma's A operand (its descriptor)"), 2);
+        for (int h = 0; h < 2; ++h) row(da, op.tnsp_a, 16 * w + g + 8 * h, a[h], "wgmma's A operand (its descriptor)");
     }
     const Desc db = decode_desc(op.desc_b);
-    for (int c = 0; c < op.n / 4; ++c)
-        for (int k = 0; k < 16; ++k)
-            std::memcpy(&b[c][k], from_shared(operand_address(db, op.tnsp_b, 8 * (c / 2) + 2 * tq + c % 2, k), 2,
-                                              "wgmma's B operand (its descriptor)"), 2);
+    u32 k_part[16];
+    if (op.tnsp_b)
+        for (int k = 0; k < 16; ++k) k_part[k] = mn_major_k_part(db, k);
+    for (int c = 0; c < op.n / 4; c += 2) {
+        const int mn = 8 * (c / 2) + 2 * tq;
+        if (!op.tnsp_b) {
+            row(db, false, mn, b[c], "wgmma's B operand (its descriptor)");
+            row(db, false, mn + 1, b[c + 1], "wgmma's B operand (its descriptor)");
+            continue;
+        }
+        const u32 base = db.start + mn_major_mn_part(db, mn);
+        for (int k = 0; k < 16; ++k) {
+            uint16_t pair[2];
+            std::memcpy(pair, from_shared(swizzled(db, base + k_part[k]), 4, "wgmma's B operand (its descriptor)"), 4);
+            b[c][k] = pair[0];
+            b[c + 1][k] = pair[1];
+        }
+    }
 }
 
 // The operands' bytes must not hold generic-proxy writes no fence.proxy.async has ordered (see check_fenced).
@@ -1348,17 +1389,27 @@ static void record_reader(Thread* t, const WgmmaOp& op) {
 
 // e4m3, the "fn" variant (ml_dtypes.float8_e4m3fn): 1 sign bit, 4 exponent bits (bias 7), 3 mantissa bits,
 // subnormals (exponent field 0: m 2^-9), no infinities, 0x7F and 0xFF NaN. Every code is exact in a double.
-static double e4m3_value(unsigned char v) {
+static double e4m3_decode(unsigned char v) {
     if ((v & 0x7F) == 0x7F) return NAN;
     const int e = (v >> 3) & 15, m = v & 7;
     const double mag = e ? std::ldexp(8 + m, e - 10) : std::ldexp(m, -9);
     return (v & 0x80) ? -mag : mag;
 }
 
+static double e4m3_value(unsigned char v) {        // (from a table of the 256 codes)
+    static const auto table = [] {
+        std::array<double, 256> t{};
+        for (int i = 0; i < 256; ++i) t[i] = e4m3_decode((unsigned char)i);
+        return t;
+    }();
+    return table[v];
+}
+
 // The exponent an e4m3 element brings to a product as the FP8 tensor cores align it: its exponent field's (the
 // exponent of a normal value, -6 for a subnormal one; zero contributes nothing).
-static int e4m3_exponent(double v) {
-    return std::fabs(v) < 0x1p-6 ? -6 : std::ilogb(v);
+static int e4m3_exponent(unsigned char v) {
+    const int e = (v >> 3) & 15;
+    return e ? e - 7 : -6;
 }
 
 // One k32 step of an e4m3 wgmma on one accumulator, as an H100 does it (tools/probe_fp8_sums.py measured 147,456
@@ -1370,6 +1421,14 @@ static int e4m3_exponent(double v) {
 //   3. the sum keeps its bits down to 2^(max(E, e(sum)) - 13), truncated toward zero (where it grew past 2^E it
 //      loses the bits below 14), and is stored as float32 toward zero.
 // A NaN input gives NaN; an infinite accumulator stays infinite (products of e4m3 are finite).
+static inline double pow2(int e) {                 // 2^e, exactly (std::ldexp(1.0, e) without its cost)
+    if (e < -1022 || e > 1023) return std::ldexp(1.0, e);
+    const u64 bits = (u64)(e + 1023) << 52;
+    double r;
+    std::memcpy(&r, &bits, 8);
+    return r;
+}
+
 static float e4m3_step(float acc, const double* products, const int* exponents, int n) {
     double plain = acc;
     bool special = !std::isfinite(acc);
@@ -1383,11 +1442,12 @@ static float e4m3_step(float acc, const double* products, const int* exponents, 
     for (int i = 0; i < n; ++i)
         if (products[i] != 0.0) top = std::max(top, exponents[i]);
     if (top == INT32_MIN) return 0.f;
-    const double quantum = std::ldexp(1.0, top - 13);
-    double sum = std::trunc((double)acc / quantum) * quantum;     // each term: an integer below 2^15 of quanta
-    for (int i = 0; i < n; ++i) sum += std::trunc(products[i] / quantum) * quantum;
+    const double quantum = pow2(top - 13), per = pow2(13 - top);   // (powers of 2: scaling by them is exact)
+    double sum = std::trunc((double)acc * per);                    // in quanta: each term an integer below 2^15
+    for (int i = 0; i < n; ++i) sum += std::trunc(products[i] * per);
+    sum *= quantum;
     if (sum != 0.0 && std::ilogb(sum) > top) {                     // grown past 2^E: 14 bits kept
-        const double kept = std::ldexp(1.0, std::ilogb(sum) - 13);
+        const double kept = pow2(std::ilogb(sum) - 13);
         sum = std::trunc(sum / kept) * kept;
     }
     float f = (float)sum;
@@ -1397,11 +1457,11 @@ static float e4m3_step(float acc, const double* products, const int* exponents, 
 
 static void wgmma_land(Thread* t, WgmmaOp& op) {
     const int nreg = op.n / 2;
+    AccReg* const* regs = op.reg;
     for (int i = 0; i < nreg; ++i) {              // nobody touched the accumulators while the wgmma was in flight
         u32 now;
         std::memcpy(&now, op.d[i], 4);
-        auto it = t->wg_left.find(op.d[i]);
-        if (it != t->wg_left.end() && now != it->second)
+        if (now != regs[i]->left)
             fail("the accumulators of a wgmma were read or written before the wgmma_wait that covers them (thread "
                  "%d of block %u: accumulator register %d changed while its wgmma was in flight). wgmma.mma_async "
                  "runs asynchronously: commit it (wgmma_commit) and wait for its group (wgmma_wait<N>) before the "
@@ -1419,22 +1479,32 @@ static void wgmma_land(Thread* t, WgmmaOp& op) {
     std::memcpy(a, op.a, sizeof a);
     std::memcpy(b, op.b, sizeof b);
     float res[128];
-    double av[2][32], bv[64][32];                 // (e4m3) the elements' values, with the immediates' signs
-    if (op.e4m3)
+    double av[2][32], bv[64][32];                 // (e4m3) the elements' values, with the immediates' signs,
+    int ea[2][32], eb[64][32];                    // and their exponents
+    if (!op.e4m3)                                 // (bf16) the same: 16 elements a row
+        for (int r = 0; r < 2 + op.n / 4; ++r) {
+            const uint16_t* bits = r < 2 ? a[r] : b[r - 2];
+            double* v = r < 2 ? av[r] : bv[r - 2];
+            for (int k = 0; k < 16; ++k) v[k] = (double)((r < 2 ? op.scale_a : op.scale_b) * bf16_float(bits[k]));
+        }
+    else
         for (int r = 0; r < 2 + op.n / 4; ++r) {
             const unsigned char* bytes = (const unsigned char*)(r < 2 ? a[r] : b[r - 2]);
             double* v = r < 2 ? av[r] : bv[r - 2];
-            for (int k = 0; k < 32; ++k) v[k] = (r < 2 ? op.scale_a : op.scale_b) * e4m3_value(bytes[k]);
+            int* x = r < 2 ? ea[r] : eb[r - 2];
+            for (int k = 0; k < 32; ++k) {
+                v[k] = (r < 2 ? op.scale_a : op.scale_b) * e4m3_value(bytes[k]);
+                x[k] = e4m3_exponent(bytes[k]);
+            }
         }
     for (int j = 0; j < op.n / 8; ++j)
         for (int e = 0; e < 2; ++e) {
-            const uint16_t* bc = b[2 * j + e];
             for (int h = 0; h < 2; ++h) {
                 const int idx = 4 * j + 2 * h + e;
                 float cin = 0.f;
                 if (op.scale_d) {
                     u32 bits = op.c_in[idx];
-                    if (op.chained[idx]) bits = t->wg_value[op.d[idx]];   // the earlier wgmma's result
+                    if (op.chained[idx]) bits = regs[idx]->value;   // the earlier wgmma's result
                     cin = __uint_as_float(bits);
                 }
                 if (op.e4m3) {
@@ -1442,27 +1512,25 @@ static void wgmma_land(Thread* t, WgmmaOp& op) {
                     int exponents[32];
                     for (int k = 0; k < 32; ++k) {
                         products[k] = av[h][k] * bv[2 * j + e][k];
-                        exponents[k] = e4m3_exponent(av[h][k]) + e4m3_exponent(bv[2 * j + e][k]);
+                        exponents[k] = ea[h][k] + eb[2 * j + e][k];
                     }
                     res[idx] = e4m3_step(cin, products, exponents, 32);
                     continue;
                 }
                 double sum = 0.0;                 // exact products, one rounding (as the mma.sync emulation)
-                for (int k = 0; k < 16; ++k)
-                    sum += (double)(op.scale_a * bf16_float(a[h][k])) * (double)(op.scale_b * bf16_float(bc[k]));
+                for (int k = 0; k < 16; ++k) sum += av[h][k] * bv[2 * j + e][k];
                 res[idx] = (float)(sum + (double)cin);
             }
         }
     // The result reaches the register when no later wgmma on it is still in flight (one issued since holds it:
-    // its NaN pattern stays until that one lands); the next wgmma of the chain takes it from wg_value.
+    // its NaN pattern stays until that one lands); the next wgmma of the chain takes it from the register's AccReg::value.
     for (int i = 0; i < nreg; ++i) {
         const u32 bits = __float_as_uint(res[i]);
-        t->wg_value[op.d[i]] = bits;
-        auto it = t->wg_inflight.find(op.d[i]);
-        if (it != t->wg_inflight.end() && --it->second > 0) continue;
-        if (it != t->wg_inflight.end()) t->wg_inflight.erase(it);
+        AccReg& r = *regs[i];
+        r.value = bits;
+        if (r.inflight > 0 && --r.inflight > 0) continue;
         std::memcpy(op.d[i], &res[i], 4);
-        t->wg_left[op.d[i]] = bits;
+        r.left = bits;
     }
     events++;
 }
@@ -1526,7 +1594,7 @@ static void wgmma_issue(Ctx& c, const Insn& in) {
             cannot("a wgmma matrix descriptor with a base offset other than 0 (bits 49-51)");
     // wgmma.fence: before the first wgmma, and between the thread's own writes of registers a wgmma reads and
     // that wgmma
-    if (t->wg_left.empty() && t->wg_inflight.empty() && !t->wg_fenced)
+    if (t->wg_regs.empty() && !t->wg_fenced)            // (no wgmma issued yet)
         fail("thread %d of block %u issues its first wgmma.mma_async without a wgmma.fence before it "
              "(wgmma_fence(): it orders the thread's own register writes, such as the zeroed accumulators, before "
              "the asynchronous tensor core reads them)", t->linear, block_idx.x);
@@ -1538,19 +1606,18 @@ static void wgmma_issue(Ctx& c, const Insn& in) {
         u32 now;
         std::memcpy(&now, w.d[i], 4);
         w.c_in[i] = now;
-        auto inflight = t->wg_inflight.find(w.d[i]);
-        w.chained[i] = inflight != t->wg_inflight.end();
+        AccReg& reg = t->wg_regs[w.d[i]];
+        w.reg[i] = &reg;
+        w.chained[i] = reg.inflight > 0;
         if (!w.scale_d) continue;
         // the thread's own writes: none since the emulator last wrote the register (its bits are still those),
         // or made before the last wgmma.fence (its bits are those the fence saw); else the fence is missing
-        auto left = t->wg_left.find(w.d[i]);
-        if (left != t->wg_left.end() && left->second != now) {
+        if (reg.named && reg.left != now) {
             if (w.chained[i])
                 fail("the accumulators of a wgmma were read or written before the wgmma_wait that covers them "
                      "(thread %d of block %u: accumulator register %d changed while a wgmma on it was in flight)",
                      t->linear, block_idx.x, i);
-            auto seen = t->wg_at_fence.find(w.d[i]);
-            if (seen == t->wg_at_fence.end() || seen->second != now)
+            if (!reg.fenced || reg.at_fence != now)
                 fail("thread %d of block %u wrote accumulator registers after a wgmma had written them and issues "
                      "a wgmma that accumulates into them without a wgmma.fence between the write and the wgmma "
                      "(wgmma_fence() orders the thread's register writes before the tensor core reads them)",
@@ -1563,16 +1630,23 @@ static void wgmma_issue(Ctx& c, const Insn& in) {
     wgmma_check_fenced(t, w);
     // the warpgroup meets: same instruction, same descriptors; A's registers published for the others
     WarpGroup& g = B->wgroups[t->linear / 128];
-    char key[256];
-    snprintf(key, sizeof key, "%s desc_a 0x%llx desc_b 0x%llx scale-d %d scale-a %lld scale-b %lld trans %d %d",
-             op.c_str(), (unsigned long long)w.desc_a, (unsigned long long)w.desc_b, (int)w.scale_d, sa, sb,
-             w.tnsp_a, w.tnsp_b);
+    auto key = [&] {
+        char text[256];
+        snprintf(text, sizeof text, "%s desc_a 0x%llx desc_b 0x%llx scale-d %d scale-a %lld scale-b %lld trans %d %d",
+                 op.c_str(), (unsigned long long)w.desc_a, (unsigned long long)w.desc_b, (int)w.scale_d, sa, sb,
+                 w.tnsp_a, w.tnsp_b);
+        return std::string(text);
+    };
+    const u64 fields[8] = {w.desc_a, w.desc_b, (u64)w.scale_d, (u64)sa, (u64)sb, (u64)w.tnsp_a, (u64)w.tnsp_b,
+                           (u64)n};
     const u32 gen = g.gen, slot = gen & 1;
-    if (g.arrived == 0) { g.key = key; g.first = t->linear; }
-    else if (g.key != key)
+    if (g.arrived == 0) {
+        g.key = key(); g.first = t->linear; g.op = &op;
+        std::memcpy(g.fields, fields, sizeof fields);
+    } else if ((g.op != &op && *g.op != op) || std::memcmp(g.fields, fields, sizeof fields) != 0)
         fail("the threads of warpgroup %d issue different wgmmas together: thread %d `%s`, thread %d `%s` (the "
              "instruction, its descriptors and immediates must be the same in all 128 threads)", t->linear / 128,
-             g.first, g.key.c_str(), t->linear, key);
+             g.first, g.key.c_str(), t->linear, key().c_str());
     if (a_regs)
         for (int i = 0; i < 4; ++i) g.a[slot][t->linear % 128][i] = (u32)value(c, in.args[1].list[i]);
     w.gen = gen;
@@ -1603,10 +1677,13 @@ static void wgmma_issue(Ctx& c, const Insn& in) {
     // hide mistakes (accumulators read too early), and the copies landing at once (landing "eager") then show
     // a stage refilled before the wait. Until then the accumulators hold a NaN pattern.
     for (int i = 0; i < n / 2; ++i) {
-        t->wg_inflight[w.d[i]]++;
+        AccReg& reg = *w.reg[i];
+        reg.inflight++;
         std::memcpy(w.d[i], &WG_POISON, 4);
-        t->wg_left[w.d[i]] = WG_POISON;
+        reg.left = WG_POISON;
+        reg.named = true;
     }
+    if (t->wg_open.capacity() == 0) t->wg_open.reserve(8);   // (an op is kilobytes: no regrowing from one)
     t->wg_open.push_back(w);
 }
 
@@ -1677,10 +1754,10 @@ static void exec(Ctx& c, const Insn& in) {
     if (op.rfind("wgmma.mma_async.sync.aligned.", 0) == 0) { wgmma_issue(c, in); return; }
     if (op == "wgmma.fence.sync.aligned") {
         t->wg_fenced = true;
-        for (auto& kv : t->wg_left) {          // what the accumulators hold now: writes before this are ordered
-            u32 now;
-            std::memcpy(&now, kv.first, 4);
-            t->wg_at_fence[kv.first] = now;
+        for (auto& kv : t->wg_regs) {          // what the accumulators hold now: writes before this are ordered
+            if (!kv.second.named) continue;
+            std::memcpy(&kv.second.at_fence, kv.first, 4);
+            kv.second.fenced = true;
         }
         return;
     }
