@@ -10,12 +10,13 @@ W = (S + |ref|) / 2, the larger of the sums of the positive p_k and of the negat
 
 1. What one step loses. Rungs 01 to 03 add with float32 FMAs, rounded to nearest: at most u times the result.
    The tensor cores of rungs 04 to 07 (mma.sync m16n8k16, wgmma k16) add a group of products to the accumulator
-   in one step: they align every term to the exponent of the largest, drop the bits shifted out (round toward
-   zero) and truncate the sum to float32's 24 bits. A step that merges m values (products, accumulators) into
-   one loses less than one unit in the last place of the largest term (2^-23 of it) on each of the m - 1 others,
-   and less than 2^-23 of the sum on the sum: m losses, each below 2u times a term or the sum. Extra alignment
-   bits, rounding to nearest or smaller groups only lose less. Truncation's losses all point toward zero, so
-   they need not cancel.
+   in one step. The bound assumes the coarsest such step (a model: the bf16 step was not probed here; lesson
+   08 probes the FP8 one), one that aligns every term to the exponent of the largest, drops the bits shifted
+   out (round toward zero) and truncates the sum to float32's 24 bits. A step that merges m values (products,
+   accumulators) into one loses less than one unit in the last place of the largest term (2^-23 of it) on each
+   of the m - 1 others, and less than 2^-23 of the sum on the sum: m losses, each below 2u times a term or the
+   sum. Extra alignment bits, rounding to nearest or smaller groups only lose less. Truncation's losses all
+   point toward zero, so they need not cancel.
 2. How large the terms and sums are. In any order and grouping, a value being added holds the sum of some of
    the p_k plus the error made so far, and every such partial sum lies between minus the sum of the negative
    p_k and the sum of the positive ones: every term and every sum is at most W + E, E the bound below (by

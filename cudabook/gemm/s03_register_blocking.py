@@ -27,9 +27,10 @@ VEC = False loads element by element, each guarded. Past the edges the tiles get
 (two bf16) at a time, element by element at the ragged edge.
 
 Where Numba stops: the constants are fixed at compile time through globals (see s02's `specialise`); there
-is no way to ask for a loop to be unrolled or for a register budget other than by the shape of the code (LLVM
-decides); there is no `ldmatrix`, `mma`, `cp.async` or TMA, so no tensor cores: a bf16 GEMM on an H100 is
-a tensor-core job, and the next rung is CUDA C++.
+is no way to ask for a loop to be unrolled other than by the shape of the code (LLVM decides), and registers can
+only be capped (launch_bounds, which `launch` sets, or max_registers), not allotted; there is no `ldmatrix`,
+`mma`, `cp.async` or TMA, so no tensor cores: a bf16 GEMM on an H100 is a tensor-core job, and the next rung is
+CUDA C++.
 """
 import numpy as np
 from numba import cuda, float32, uint32

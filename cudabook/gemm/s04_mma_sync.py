@@ -10,9 +10,10 @@ cudabook.emulate, which has all three of its instructions. Three instructions do
                  (.trans for B, which is stored k-row by k-row)
     mma.sync     m16n8k16: one warp multiplies a 16 x 16 piece of A by a 16 x 8 piece of B into 16 x 8 floats
 
-Shared memory is swizzled: the 16-byte chunks of each 128-byte line are permuted (slot XOR line number), so
-the eight rows one ldmatrix pass reads always sit in different banks. `swizzle=False` keeps plain row-major
-tiles: the same result, with 4- or 8-way bank conflicts. `ldmatrix_banks` computes the picture in Python.
+Shared memory is swizzled: the 16-byte chunks of each 128-byte line are permuted (slot XOR row number, or XOR
+line number where short rows share a line), so the eight rows one ldmatrix pass reads always sit in different
+banks. `swizzle=False` keeps plain row-major tiles: the same result, with 4- or 8-way bank conflicts.
+`ldmatrix_banks` computes the picture in Python.
 
 Any M, N, K >= 1: rows past M, columns past N and k past K are zero-filled by cp.async (src-size 0) and not
 stored. 16-byte copies need 16-byte rows, so when K or N is not a multiple of 8 the stage works on zero-padded

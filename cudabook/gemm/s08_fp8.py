@@ -22,8 +22,9 @@ does: measured on an H100 (tests/gemm/test_gemm_fp8.py, test_the_tensor_cores_ke
 and the 32 products are aligned to the exponent e of the largest and each keeps only the multiples of
 2^(e - 13): 2^8 + 2^-5 - 2^8 gives 2^-5, 2^8 + 2^-6 - 2^8 gives 0, whether 2^8 sits in the accumulator or in the
 same step. So one step loses less than 2^-13 of the largest term on each
-of its 33 terms, plus less than 2^-23 of the sum when it is stored in float32: less than c X with
-c = 34 * 2^-13 and X the largest term. Every term and partial sum is at most W + E (W = (|A| @ |B| + |ref|) / 2,
+of its 33 terms, plus less than 2^-13 of the sum (a sum that grows past the largest term keeps 14 bits of
+itself, cut toward zero: tools/probe_fp8_sums.py): less than c X with c = 34 * 2^-13 and X the largest of the
+terms and the sum. Every term and partial sum is at most W + E (W = (|A| @ |B| + |ref|) / 2,
 E the error so far: the argument of cudabook/gemm/inputs.py), so after each step E grows to at most
 E + c (W + E), and after the ceil(K / 32) steps
 

@@ -12,8 +12,8 @@ pixel: coalesced, 2 bytes a thread. Everything else is done D times over: all D 
 same positions, weights and bounds tests, and load the same locations and weights.
 
 A sample whose pixel position is x <= -1 or x >= W (likewise y), half a pixel or more past the map's edge,
-touches no pixel on it: skipped, as in the original kernel, before the position is turned into an integer (a
-location far outside would overflow one).
+adds nothing (its corners are off the map, or at x = -1 exactly column 0 has weight fx = 0): skipped, as in the
+original kernel, before the position is turned into an integer (a location far outside would overflow one).
 """
 import math
 

@@ -4,7 +4,8 @@ GB/s counts the bytes of reading every input and writing the output once (`Probl
 compares with the fastest copy measured in the same process (cudabook.bench.copy_ceilings). Sorted random
 targets leave some source rows unread, so a gather can beat that copy: % of needed compares with the time the
 fastest copy takes for the bytes the problem cannot avoid (`inputs.needed_bytes`: only the rows some output
-uses), a ceiling nobody can beat.
+uses): a yardstick, not a law (a measured copy rate, below the memory's peak; a gather passes it only by moving
+its bytes faster than those copies did, or by leaving write-back to the next run).
 """
 from __future__ import annotations
 

@@ -60,10 +60,11 @@ PARAMS = {
     "targets_per_item": 32,    # TW (rounded up to a multiple of 8)
     "window_rows": 40,         # WMAX: rows a stage holds (rounded up to a multiple of box_rows); an item of 32
                                # sorted targets at the benchmark's density spans about 35 (median). An H200
-                               # reading: 40 0.4 % faster than 48; the H100 sweep: 48 0.2 % faster than 40
+                               # reading: 40 0.4 % faster than 48; the H100 sweep: 48 0.1 % faster than 40
     "box_rows": 8,             # BOXR: rows per TMA box
     "stages": 1,               # ring depth. One block per item (persistent=False) needs one stage; a persistent
-                               # ring wants 2 (4 blocks share an SM at D = 256: more blocks beat a deeper ring)
+                               # ring wants 2 (several blocks share an SM at D = 256: more blocks beat a deeper
+                               # ring)
     "consumer_warps": 4,       # NCW (plus one producer warp)
     "d_chunk": 256,            # DC: channels per item and box width (at most 256, the TMA box limit)
     "tma_store": False,        # write outputs with a TMA store of a shared-memory tile instead of 16-byte stores

@@ -42,7 +42,8 @@ PARAMS = {
                                # the kernel before it has triggered (run launch_dependents, or exited) and waits
                                # for it (griddepcontrol.wait) before it reads anything. The last call's gather
                                # never triggers, so this hides the gap after it, not its tail; the prepass
-                               # triggers at its start, so the gather's blocks may run beside the search
+                               # triggers right after its own wait, so the gather's blocks may run beside the
+                               # search
     "trigger": False,          # (pdl) the gather runs griddepcontrol.launch_dependents right after its wait, so
                                # the next call's blocks may be launched while this one's last wave still runs
     "targets_per_warp": "auto",  # TPW: consecutive targets a warp owns (1..32: one a lane). Few keep warps
@@ -50,7 +51,8 @@ PARAMS = {
                                # per TPW. "auto": 128 vectors a warp, 4 a lane (TPW 4 at D = 256, 16 at 64, 2 at 512)
     "vectors_per_lane": 2,     # PPL: vectors a lane loads from each of its two rows in one sweep, half a row
                                # apart at 2 (all from one address); fewer when a row's vector count is not a multiple
-    "unroll": 1,               # UNROLL: 16-byte pieces a lane loads before it uses any (2 loads each)
+    "unroll": 1,               # UNROLL: elements a lane loads before it uses any (each 2 x PPL loads: PPL
+                               # vectors of both rows)
     "threads": 128,            # threads per block (whole warps; each warp is independent)
     "min_blocks": 16,          # blocks per SM the compiler must make room for (__launch_bounds__' second
                                # argument: 16 blocks of 128 threads caps a thread at 32 registers); 0: no cap

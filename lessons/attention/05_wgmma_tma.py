@@ -280,7 +280,7 @@ plt.show()
 # Rung 06, next, adds the overlap: a **producer** warpgroup that only issues TMA copies (and gives its registers to
 # the others with `setmaxnreg`), and two **consumer** warpgroups (three at d = 64) that take turns on the tensor
 # cores (*ping-pong*, ordered by named barriers), so that one's softmax runs while another's wgmmas do. Per-slot
-# "empty" mbarriers replace the block-wide `__syncthreads`, and by default (not at d = 128 causal) a block no
+# "empty" mbarriers replace the block-wide `__syncthreads`, and by default a block no
 # longer stops after one tile of query rows: one block an SM walks tile after tile (a persistent grid).
 #
 # ## How fast?

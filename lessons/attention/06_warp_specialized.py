@@ -70,7 +70,7 @@ def show(start, end):
 # Rung 06 takes both waits off the tensor cores' path, in two ways: the consumers take turns, so one's softmax
 # runs under another's products (ping-pong); and a consumer issues the next S **together with** the previous
 # tile's P V, meaning to do its softmax while P V runs (overlap inside a warpgroup; whether the compiler keeps
-# it that way is measured below, in part (a): on the builds tried, it did not). The picture below is a
+# it that way is measured below, in part (a): on the builds tried, only in part at d = 128 and not at all at d = 64). The picture below is a
 # **schematic**: a hand-made schedule with made-up durations (a product of one consumer = 1, a softmax = 1.4,
 # rescale and pack = 0.3), played out by the rules of each kernel, with two consumers (d = 128's default). It
 # is not a measurement. Change the durations and see what moves.
@@ -261,7 +261,7 @@ for kind, t in order:
     slot, lap = t % STAGES, t // STAGES
     released = ("the wait<0> of tile 0 (S_0 alone)" if (kind, t) == ("K", 0) else
                 f"wait<1> of iteration {t}" if kind == "K" else
-                "never: the last P V, after the loop, needs no refill" if t == TILES - 1 else
+                "the wait<0> of the last P V, after the loop (the rings run on)" if t == TILES - 1 else
                 f"wait<0> of iteration {t + 1}")
     print(f" {kind}_{t}    {slot:>4}  {(lap & 1) ^ 1:>29}   {lap & 1:>28}   {released}")
 

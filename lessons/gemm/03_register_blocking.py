@@ -164,8 +164,9 @@ plt.show()
 #   Numba has no `#pragma unroll`. Its knobs, `launch_bounds=` (a register budget for the whole kernel,
 #   which `launch` sets to the block's 256 threads) and `max_registers=`, only cap registers: that is all we
 #   can say to ptxas.
-# - **No asynchronous copies.** `cp.async` (global to shared without registers) and TMA are not available, so
-#   the double buffer goes through registers.
+# - **No asynchronous copies.** Numba has no `cp.async` (global to shared without registers) or TMA of its own,
+#   and no public inline-PTX API (only a hand-written `intrinsic` emitting inline assembly reaches `cp.async`,
+#   and a Numba kernel cannot take a tensor map by value), so the double buffer goes through registers.
 # - **No tensor cores.** Numba has no `mma`, `ldmatrix` or `wgmma`. An H100's fp32 CUDA cores peak at about
 #   67 TFLOP/s; its bf16 tensor cores at about 989 (spec sheet, dense). Compare the % of bf16 cuBLAS above with
 #   the % of SGEMM: the gap is the tensor cores, and closing it needs PTX. The next rung is CUDA C++, compiled

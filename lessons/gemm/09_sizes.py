@@ -55,10 +55,11 @@ waves.plot_waves(sms=sms)
 plt.show()
 
 # %% [markdown]
-# A persistent kernel (rungs 06 and 07) does not escape this: it hands the same tiles to the same SMs, just
-# without relaunching blocks. Smaller tiles fill the waves better but read more bytes per FLOP (lesson 01's
-# roofline: a `BM x BN` tile reads `(BM + BN) * K` values for `2 * BM * BN * K` FLOPs); splitting K gives more,
-# smaller pieces of work at the price of a reduction. Both are experiments worth trying on the rungs below.
+# A persistent kernel (rung 06) does not escape this: it hands the same tiles to the same SMs, just without
+# relaunching blocks. Smaller tiles fill the waves better but read more bytes per FLOP (lesson 01's roofline: a
+# `BM x BN` tile reads `(BM + BN) * K` values for `2 * BM * BN * K` FLOPs); splitting K gives more, smaller
+# pieces of work at the price of a reduction. Rung 07 now does the second for its last wave where that pays,
+# after at least one whole wave (Stream-K, lesson 07's last section); below one wave it too leaves SMs idle.
 #
 # ## The fast rungs against cuBLAS, across sizes
 #

@@ -81,8 +81,9 @@ plt.show()
 # This is PyTorch's `grid_sample(align_corners=False, padding_mode="zeros")`: a corner pixel **off the map
 # reads as zero**. Near a border some of the four corners are off the map and simply drop out of the sum, so a
 # sample fades to zero between the first pixel's centre (`px = 0`) and half a pixel outside the map's edge
-# (`px = -1`), where all four corners are off and it reads nothing. Below, a 3 x 4 map: sample A sits between
-# four pixels; sample B is near the left edge, and its two left corners (pixel column -1) read zero.
+# (`px = -1`), where all its weight is on corners off the map and it reads nothing. Below, a 3 x 4 map: sample
+# A sits between four pixels; sample B is near the left edge, and its two left corners (pixel column -1) read
+# zero.
 
 # %%
 def draw_map(ax, H=3, W=4):
@@ -141,8 +142,8 @@ for (what, x, y), r, g in zip(places, ref[0, :, 0], got[0, :, 0]):
 
 # %% [markdown]
 # At the left edge `px = -0.5`: half the weight is on pixel column -1, which reads zero, so the sample is half
-# the edge pixel. At the map's corner three of the four corners are off: a quarter. At `px = -1` all four
-# corners are off.
+# the edge pixel. At the map's corner three of the four corners are off: a quarter. At `px = -1` the corners
+# on the map (column 0) have weight `fx = 0`: all the weight is on column -1, which reads zero.
 #
 # ## The reference
 #
@@ -155,7 +156,7 @@ for (what, x, y), r, g in zip(places, ref[0, :, 0], got[0, :, 0]):
 #
 # This is the algorithm of Deformable DETR's own CUDA kernel: **one thread per output element**
 # `(n, q, m, channel c)`. The thread walks its query's L levels and P points; per sample it computes the pixel
-# position, skips the sample if all four corners are off the map (`px <= -1` or `px >= W`, likewise y), and
+# position, skips the sample if no corner on the map has weight (`px <= -1` or `px >= W`, likewise y), and
 # otherwise adds the corners that are on the map, weighted. Channels run fastest, so the D threads of a head
 # are neighbours in the grid.
 

@@ -138,8 +138,8 @@ print(f"(px, py) = ({px:.2f}, {py:.2f}): box at ({y0}, {x0}); blended box {blend
 
 # %% [markdown]
 # One test remains, in the producer: a sample at `x <= -1` or `x >= W` (likewise y), half a pixel or more past
-# the map's edge, gets no box at all. Its box would be all zeros, and far outside its corner would overflow an
-# integer.
+# the map's edge, gets no box at all. Its box would add nothing (all zeros, or at `x = -1` exactly a column 0
+# whose weight `fx` is 0), and far outside its corner would overflow an integer.
 #
 # ## The kernel: a ring of slots
 #

@@ -146,10 +146,11 @@ resample.ladder_so_far("02_warp_shuffles")
 # ## Experiment: the search, and warps per block
 #
 # Compare the two searches, then the block size. Prediction to test: the search matters less than you might think,
-# because the feature traffic from DRAM (2 x 512 bytes read per target at D = 256) dwarfs the search's (its source
-# times are few and stay in cache; counted in 32-byte sectors at L1, the ballot search still reads more than the two
-# feature rows: about 50 against their 32, at S = 4096), but the 12 *dependent* loads of the lane-0 search add
-# latency that only many warps in flight hide.
+# because the feature traffic (2 x 512 bytes read per target at D = 256; neighbouring targets share rows, so DRAM
+# sees about half of it, the rest hits in cache) dwarfs the search's (its source times are few and stay in cache;
+# counted in 32-byte sectors at L1, the ballot search still reads more than the two feature rows: about 50
+# against their 32, at S = 4096), but the 12 *dependent* loads of the lane-0 search add latency that only many
+# warps in flight hide.
 
 # %%
 resample.sweep("02_warp_shuffles", "search", ["lane0", "ballot"])

@@ -246,6 +246,7 @@ for record in results.load_all():
         if name.startswith("resample ") and a and b:
             print(f"{record['gpu']} · {name}: 03 {a:.1f} µs -> 04 {b:.1f} µs ({a / b:.2f}x)")
 
+# %% [markdown]
 # ## Experiment: targets per block, and blocks per SM
 #
 # Larger runs share more rows per window, but the window holds `window_rows` rows (64): a run of 64 sorted

@@ -16,9 +16,10 @@
 # `cudabook/resample/windows.py`'s `load_row`: `load_targets(targets, smf, xbase, b, t0, nt, start, nthr)`, with
 # `start` this thread's `tid`. The offsets are the kernel's shared-memory layout (its first comment): the window
 # at word 0, its times at `TOFF`, the targets at `XOFF`, each target's interval at `LOFF` and weight at `WOFF`.
-# Forget a barrier and the grader says so every time: Numba's simulator checks every shared-memory access
-# against the barriers (on a GPU, a kernel the GPU passes is graded there once more), and a read or write that no
-# barrier orders stops the kernel with a `SharedRace` error naming both threads. On a GPU alone, a race like that
+# Forget a barrier and the grader says so every time: in Numba's simulator, cudabook's race checker
+# (`cudabook/simrace.py`) checks every shared-memory access against the barriers (on a GPU, a kernel the GPU
+# passes is graded there once more), and a read or write that no barrier orders stops the kernel with a
+# `SharedRace` error naming both threads. On a GPU alone, a race like that
 # often goes unseen.
 
 # %%

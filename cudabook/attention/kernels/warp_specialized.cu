@@ -3,7 +3,7 @@
 // In rung 05 every warpgroup did, one after the other: wait for K, S = Q Kᵀ, wait, softmax, O += P V, wait,
 // __syncthreads, and thread 0 refilled the stage. The tensor cores idled through every softmax. Here:
 //
-//   warpgroup 0, the producer: one thread issues every TMA copy: Q once, then K_0, and for t = 1, 2, ...
+//   warpgroup 0, the producer: one thread issues every TMA copy: per work tile K_0, then Q, and for t = 1, 2, ...
 //     K_t then V_{t-1}, each into a ring of STAGES stages with its own "full" and "empty" mbarriers (K and V
 //     apart: a K tile is free as soon as S has been computed, a V tile only after P V). It gives most of its
 //     registers back (setmaxnreg.dec to PRODUCER_REGS).

@@ -14,8 +14,8 @@
 //   Launched with programmatic dependent launch (the host's pdl, on Hopper), this kernel may be launched before
 //   the kernel before it on the stream has completed: once every block of that one has run
 //   griddepcontrol.launch_dependents or exited (a block that never runs it triggers when it exits). With the
-//   prepass that kernel is resample_find, which triggers at its start, so this kernel's blocks may run beside
-//   the search; else it is the last call's gather, which never triggers, so this launch begins only when that
+//   prepass that kernel is resample_find, which triggers right after its wait, so this kernel's blocks may run
+//   beside the search; else it is the last call's gather, which never triggers, so this launch begins only when that
 //   gather's last block has exited: it overlaps that gather's completion, not its tail. Either way each block
 //   waits (griddepcontrol.wait) before it reads anything, so nothing is read early.
 //   2. Gather: the warp sweeps its targets' (target, slot) elements, lane-fastest. A slot is PPL vectors of a
@@ -216,7 +216,7 @@ resample_fused(const float* __restrict__ times, const u16* __restrict__ feats,
                const int2* __restrict__ pairs) {
 #if __CUDA_ARCH__ >= 900
     // (PDL) nothing is read before the kernel before this one has completed (launched with programmatic
-    // dependent launch, this block may start once that kernel has triggered: resample_find at its start, the
+    // dependent launch, this block may start once that kernel has triggered: resample_find after its wait, the
     // last call's gather only when its last block has exited)
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #if TRIGGER
