@@ -376,9 +376,9 @@ if not shown:
 # %% [markdown]
 # Where the time goes: every warp issues its own copies, its own `ldmatrix` for every fragment of K and V, and
 # its own softmax between the two products, and `mma.sync` is an Ampere instruction (16 x 8 x 16 a warp)
-# that does not reach a Hopper tensor core's rate. cuDNN's and FlashAttention-3's kernels on Hopper use the next
-# rung's tools: TMA copies and `wgmma`, which reads its B operand (and A, unless A is given in registers) from
-# shared memory itself, with no `ldmatrix`.
+# that does not reach a Hopper tensor core's rate. FlashAttention-3's kernels on Hopper use the next rung's
+# tools, TMA copies and `wgmma` (cuDNN's kernel names say `wgmma` too; lesson 06 reads them), and `wgmma` reads
+# its B operand (and A, unless A is given in registers) from shared memory itself, with no `ldmatrix`.
 #
 # PyTorch's `flash` backend (`sdpa_flash` in the records) is FlashAttention-2 (Dao, 2023,
 # [arXiv:2307.08691](https://arxiv.org/abs/2307.08691)): this rung's design, built for Ampere. A block owns a tile
