@@ -30,7 +30,8 @@ import numpy as np
 from ..kit.host_arrays import BF16, finite_bf16_bits, first, host_array, require_bf16
 
 U32 = 2.0 ** -24                                                # float32 unit roundoff
-SEED_LEVELS = ((100, 116), (50, 58), (25, 29), (13, 15))        # seed 002: a 4-level pyramid, S = Lq = 15,420
+SEED_LEVELS = ((100, 116), (50, 58), (25, 29), (13, 15))        # seed 002 has 4 levels and 15,422 queries but
+                                                                # no level shapes: these give S = Lq = 15,420
 SIGMA_PIXELS = 2.0                                              # realistic offsets: normal, 2 pixels of each level
 
 ARGS = ("value", "spatial_shapes", "level_start_index", "sampling_locations", "attention_weights")
@@ -337,8 +338,136 @@ def reference(value, spatial_shapes, level_start_index, sampling_locations, atte
 
 
 def reference_with_bound(value, spatial_shapes, level_start_index, sampling_locations, attention_weights):
-    """(reference, bound): the bound is the tolerance less the output's own bf16 rounding."""
-    return sample(value, spatial_shapes, level_start_index, sampling_locations, attention_weights, bound=True)
+    """(reference, bound): the bound is the tolerance less the output's own bf16 rounding. At the benchmark's sizes
+    on a machine with a GPU and torch, the same float64 arithmetic runs there (seconds, not minutes of NumPy)."""
+    args = (value, spatial_shapes, level_start_index, sampling_locations, attention_weights)
+    if reference_on_gpu(value, sampling_locations):
+        try:
+            return sample_with_bound_torch(*args)
+        except Exception as e:        # out of GPU memory, say: NumPy makes it whole, as on a machine without a GPU
+            why = f"{type(e).__name__}: {e}"
+        import warnings
+
+        from ..peers import release
+        release()                     # what the failed attempt held (its traceback is gone now) back to the card
+        warnings.warn(f"the float64 reference could not be made on the GPU ({why}); making it with NumPy instead",
+                      RuntimeWarning, stacklevel=2)
+    return sample(*args, bound=True)
+
+
+# The GPU reference is the same float64 arithmetic as sample()'s, only summed in another order: the two agree to
+# about 1e-15 of the largest value, where the tolerance allows some 2^-9 (half a bf16 ulp). So they are
+# interchangeable, and refmemo keys the disk cache by this file and NumPy's version alone (not by torch's, nor
+# by which of the two made it): a reference made on a GPU is read back on a laptop, and the other way round.
+LARGE_SAMPLING = 2e7            # N * Lq * M * L * P * D from which a reference is worth a GPU (sample() puts
+                                # its images on threads from the same size)
+GPU_BYTES = 2 << 30             # what the GPU reference holds at once, at most (a lesson shares its card)
+GPU_MARGIN = 1 << 30            # left free on the card beyond that: the CUDA context, the allocator's rounding
+
+
+def reference_on_gpu(value, sampling_locations) -> bool:
+    """Whether reference_with_bound makes this problem's reference on the GPU: a large problem, a GPU that the
+    workbook uses (not in Numba's simulator, which leaves any GPU alone), and torch with CUDA."""
+    N, Lq, M, L, P = np.shape(sampling_locations)[:5]
+    if N * Lq * M * L * P * np.shape(value)[-1] <= LARGE_SAMPLING:
+        return False
+    from .. import device
+    if device.SIMULATOR or not device.has_gpu():        # asked first: importing torch takes seconds
+        return False
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def sample_with_bound_torch(value, spatial_shapes, level_start_index, sampling_locations, attention_weights, *,
+                            device="cuda", budget=None):
+    """sample(..., bound=True) in torch, on `device`: the same float64 products, clipping, floor, corner tests and
+    bound terms, returned the same way (NumPy float64 arrays [N, Lq, M * D]). A run of whole images at a time where
+    an image fits in `budget` bytes (default: GPU_BYTES, or less where the card has less free), else a run of one
+    image's queries; everything it held is given back. MemoryError where not even 1,024 queries fit."""
+    import torch
+    value, shapes, starts, loc, attn = _arrays(value, spatial_shapes, level_start_index, sampling_locations,
+                                               attention_weights)
+    N, S, M, D = value.shape
+    Lq, L, P = loc.shape[1], loc.shape[3], loc.shape[4]
+    dev = torch.device(device)
+    if budget is None:
+        budget = GPU_BYTES
+        if dev.type == "cuda":
+            free, _ = torch.cuda.mem_get_info(dev)
+            budget = min(budget, free - GPU_MARGIN)
+    per_image = S * M * D * 6                    # an image's value: its bf16 bits, widened to float32
+    per_query = M * P * D * 24 + M * P * 8 * 32 + M * D * 8 * 4   # a corner's gather (float32, float64 and its
+    # absolute value), some 30 [M, P] index and weight temporaries, the three sums and a copy on its way out
+    queries = min(Lq, (budget - per_image) // per_query)
+    if queries < min(Lq, 1024):
+        raise MemoryError(f"the GPU reference needs {(per_image + min(Lq, 1024) * per_query) / 2 ** 20:,.0f} MiB "
+                          f"and may take {max(budget, 0) / 2 ** 20:,.0f} MiB")
+    images = max(1, min(N, budget // (per_image + Lq * per_query))) if queries == Lq else 1
+    out = np.empty((N, Lq, M * D))
+    bound = np.empty((N, Lq, M * D))
+    heads = torch.arange(M, device=dev)[:, None]                       # [M, 1]: against rows [.., M, P]
+    try:
+        for n0 in range(0, N, images):
+            ns = slice(n0, min(n0 + images, N))
+            if value.dtype == BF16:             # widened on the card: bf16 -> float32 is exact, as in sample()
+                vg = torch.from_numpy(np.ascontiguousarray(value[ns]).view(np.int16)).to(dev)
+                vg = vg.view(torch.bfloat16).float()
+            else:
+                vg = torch.from_numpy(np.ascontiguousarray(value[ns], np.float32)).to(dev)
+            g = vg.shape[0]
+            first = (torch.arange(g, device=dev) * S)[:, None, None, None]   # each image's first row in vflat
+            vflat = vg.reshape(g * S, M, D)
+            vmax = [vg[:, int(starts[l]):int(starts[l]) + int(shapes[l, 0] * shapes[l, 1])].abs().amax(dim=1)
+                    .double() for l in range(L)]                              # [g, M, D] a level
+            for q0 in range(0, Lq, queries):
+                qs = slice(q0, min(q0 + queries, Lq))
+                o, b = _sample_chunk(torch, vflat, first, heads, vmax, shapes, starts,
+                                     torch.from_numpy(np.ascontiguousarray(loc[ns, qs])).to(dev),
+                                     torch.from_numpy(np.ascontiguousarray(attn[ns, qs])).to(dev))
+                out[ns, qs] = o.reshape(g, -1, M * D).cpu().numpy()
+                bound[ns, qs] = b.reshape(g, -1, M * D).cpu().numpy()
+                del o, b
+            del vg, vflat, vmax, first
+    finally:
+        del heads
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+    return out, bound
+
+
+def _sample_chunk(torch, vflat, first, heads, vmax, shapes, starts, loc, attn):
+    """One run of images and queries of sample_with_bound_torch, op for op as sample() does one image's: loc
+    float32 [g, q, M, L, P, 2], attn float32 [g, q, M, L, P] on the device -> (out, bound), float64 [g, q, M, D]."""
+    g, q, M, L, P = attn.shape
+    D = vflat.shape[-1]
+    out = torch.zeros((g, q, M, D), dtype=torch.float64, device=vflat.device)
+    summed = torch.zeros_like(out)
+    moved = torch.zeros_like(out)
+    for l in range(L):
+        Hl, Wl, start = int(shapes[l, 0]), int(shapes[l, 1]), int(starts[l])
+        x = loc[:, :, :, l, :, 0].double()                                  # [g, q, M, P]
+        y = loc[:, :, :, l, :, 1].double()
+        a = attn[:, :, :, l, :].double()
+        px, py = (x * Wl - 0.5).clamp(-2.0, Wl + 1.0), (y * Hl - 0.5).clamp(-2.0, Hl + 1.0)
+        x0, y0 = torch.floor(px), torch.floor(py)
+        fx, fy = px - x0, py - y0
+        x0, y0 = x0.long(), y0.long()
+        for dy, wy in ((0, 1.0 - fy), (1, fy)):
+            for dx, wx in ((0, 1.0 - fx), (1, fx)):
+                cx, cy = x0 + dx, y0 + dy
+                inside = (cx >= 0) & (cx < Wl) & (cy >= 0) & (cy < Hl)
+                rows = first + start + cy.clamp(0, Hl - 1) * Wl + cx.clamp(0, Wl - 1)
+                w = torch.where(inside, a * wx * wy, 0.0)
+                v = vflat[rows, heads].double()                             # [g, q, M, P, D]
+                out += torch.einsum("nqmp,nqmpd->nqmd", w, v)
+                summed += torch.einsum("nqmp,nqmpd->nqmd", w.abs(), v.abs())
+                del v
+        slack = 4 * U32 * ((torch.abs(x * Wl) + Wl + 1) + (torch.abs(y * Hl) + Hl + 1))   # dx + dy, pixels
+        moved += torch.einsum("nqmp,nmd->nqmd", a.abs() * slack, 2 * vmax[l])
+    return out, (4 * L * P + 8) * U32 * summed + moved
 
 
 CORNERS = ("top-left (x0, y0)", "top-right (x0 + 1, y0)", "bottom-left (x0, y0 + 1)", "bottom-right (x0 + 1, y0 + 1)")
