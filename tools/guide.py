@@ -112,6 +112,12 @@ def timings_table(folder=TIMINGS) -> str:
             load += (f"; spread over {r.get('gpus') or 1} GPUs of one node, {r.get('per_gpu') or 1} notebook at a "
                      f"time on each" + (f", the whole run {wall / 60:.1f} min" if wall else "")
                      + " (the notebooks of a track started together: each paid for what a lone run reuses)")
+        elif r.get("spread_run"):                                          # an earlier --gpus run, timed again since
+            s = r["spread_run"]
+            wall = s.get("run_wall_s")
+            load += (f"; an earlier run at {s.get('commit')} ({str(s.get('date'))[:10]}) was spread over "
+                     f"{s.get('gpus') or 1} GPUs of one node, {s.get('per_gpu') or 1} notebook at a time on each"
+                     + (f", the whole run {wall / 60:.1f} min" if wall else ""))
         lines.append(f"- **{_column(r)}**: {m['cpu']}, {what}; Python {m['python']}, numba {pk.get('numba')}, "
                      f"numba-cuda {pk.get('numba-cuda')}, cuda-bindings {pk.get('cuda-bindings')}; "
                      f"{ran} of {len(r['notebooks'])} notebooks ran to the end; {r['runner']}, one fresh "

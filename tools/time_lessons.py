@@ -147,6 +147,10 @@ def measure(paths, out: pathlib.Path, runner: str, timeout: int, progress=print,
     commit, date = results._commit(), datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     loads = [load()]
     spread = gpus > 1 or per_gpu > 1
+    if not spread and "gpus" in record:      # an earlier run spread over GPUs: its description stays its own
+        record["spread_run"] = {**{k: record.pop(k) for k in ("gpus", "per_gpu", "run_wall_s") if k in record},
+                                **{k: record.get(k) for k in ("commit", "date", "load_avg_1min")},
+                                "cores": record.get("machine", {}).get("cores")}
     if spread and runner != "exec":
         raise SystemExit("--gpus / --per-gpu run each notebook in its own process: use --runner exec")
     where = info['gpu'] if info['gpu'] != 'simulator' else info['cpu']

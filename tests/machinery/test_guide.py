@@ -201,3 +201,25 @@ def test_make_workbook_starts_the_notebooks_that_took_longest_first():
     untimed = ROOT / "notebooks" / "never_timed.ipynb"
     order = workbook.longest_first([ROOT / fast, ROOT / slow, untimed], simulator=True)
     assert order == [untimed, ROOT / slow, ROOT / fast]
+
+
+@NOTEBOOKS
+def test_a_lone_run_keeps_an_earlier_spread_runs_description_apart(tmp_path):
+    """A record from a run spread over GPUs (time_lessons --gpus), then one notebook timed again alone: the spread
+    run's GPUs, wall time, commit, load and cores move to `spread_run`, and the guide says it was an earlier run,
+    not that the lone run's load and cores were the spread run's."""
+    file = time_lessons.measure([ROOT / "notebooks" / "00_tracks.ipynb"], tmp_path, "nbclient", 300,
+                                progress=lambda *a, **k: None)
+    record = json.loads(file.read_text())
+    record.update(gpus=2, per_gpu=1, run_wall_s=795.1, commit="abc1234", date="2026-01-02T00:00:00+00:00",
+                  load_avg_1min=[9.0])
+    record["machine"]["cores"] = 64
+    file.write_text(json.dumps(record))
+    time_lessons.measure([ROOT / "notebooks" / "00_tracks.ipynb"], tmp_path, "nbclient", 300,
+                         progress=lambda *a, **k: None)
+    again = json.loads(file.read_text())
+    assert "gpus" not in again and "run_wall_s" not in again
+    assert again["spread_run"] == {"gpus": 2, "per_gpu": 1, "run_wall_s": 795.1, "commit": "abc1234",
+                                   "date": "2026-01-02T00:00:00+00:00", "load_avg_1min": [9.0], "cores": 64}
+    table = guide.timings_table(tmp_path)
+    assert "an earlier run at abc1234 (2026-01-02) was spread over 2 GPUs" in table and "13.3 min" in table
