@@ -156,7 +156,7 @@ plt.show()
 
 # %% [markdown]
 # Past that N, rung 01 cannot run at all (its `launch` refuses with the numbers, before it allocates), while the
-# inputs themselves take about 1 GB. Long before it, S costs time: every byte of it goes through memory several
+# inputs themselves take only a GB or two. Long before it, S costs time: every byte of it goes through memory several
 # times.
 #
 # ## Bytes and FLOPs: the roofline

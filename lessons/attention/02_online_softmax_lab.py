@@ -22,7 +22,7 @@
 # The grader runs your kernel on fresh random problems: causal and not, d = 64 and 128, more queries than keys
 # and fewer, a single key, and scores large enough to overflow `exp` unless the max is subtracted. Without a
 # GPU it runs in Numba's simulator, where the workbook emulates warp shuffles (every key costs five of them, so
-# a grade takes about half a minute), and then compiles your kernel for a GPU.
+# a grade takes a while: the guide's table has the solution notebook's time), and then compiles your kernel for a GPU.
 #
 # The lesson: [02 · online softmax](../../notebooks/attention/02_online_softmax.ipynb).
 

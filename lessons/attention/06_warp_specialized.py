@@ -477,7 +477,7 @@ print("\n(x: the fastest SDPA's time over this variant's, above 1 is faster than
 # 3 stages, a block a tile, one run each, not records):
 # all on MUFU 536.0 µs; 2 of S's 16 n8 column blocks on FMA 587.7 µs; 4 of them 625.4 µs; 6 of them 673.1 µs.
 # Nsight Compute on the same H200, one launch at
-# the clock it locks (1.35 GHz): with all on MUFU the tensor pipe was 57.0 % active and the XU pipe (where MUFU
+# the clock it locks (its base clock): with all on MUFU the tensor pipe was 57.0 % active and the XU pipe (where MUFU
 # runs) at 58.8 % of its peak, FMA 20.1 %, ALU 28.0 %; with 4 blocks on FMA, tensor 49.0 %, XU 38.3 %, FMA
 # 30.4 %. Neither the tensor pipe nor MUFU is saturated, so taking work off MUFU bought nothing, and the
 # polynomial's instructions (several FMAs where there was one `MUFU.EX2`) only cost time.

@@ -330,9 +330,10 @@ for pattern in ("stamps", "stamps_twice", "stamps_twice_thread*"):
 # the same two back-to-back stamps are several times as far apart, and what is left of *issue* after them
 # (the loop's own instructions) is short. So most of warpgroup 1's *issue* is spent between two stamps with no
 # kernel code between them: the stamping thread, just released from the barrier, waits before its next
-# instruction completes. It is not the refill holding up a warp that shares warp 0's scheduler (an SM's four
-# schedulers take warps by their number mod 4): other warps of warpgroup 1, which share a scheduler with warps
-# that issue nothing, wait as long, and other warps of warpgroup 0 do not (the last two readings; there, with
+# instruction completes. It is not the refill holding up a warp that shares warp 0's scheduler (on the common
+# reading, which NVIDIA does not document, that an SM's four schedulers take warps by their number mod 4):
+# other warps of warpgroup 1, which share a scheduler with warps that issue nothing, wait as long, and other
+# warps of warpgroup 0 do not (the last two readings; there, with
 # thread 0 no longer the one stamping, warpgroup 0's *issue* shrinks to the loop's own instructions, so its
 # longer *issue* above was the refill). What warpgroup 1 waits for after the barrier is open. Either way, the
 # stretch is not its own code.
