@@ -5,6 +5,8 @@
 #     rm -rf .clean && mkdir .clean && git archive HEAD | tar -x -C .clean       # here, then carry [".whl", ".clean"]
 #     source tools/gpu_env.sh; cd .clean && export PYTHONPATH=$PWD/../.site:$PWD CUDABOOK_COMMIT=<hash>
 #     bash tools/gpu_session.sh PHASE
+# First, here (no GPU): `python tools/stale_records.py --gpu <card>` lists the profiles and lesson sweeps of that
+# card that no longer describe today's code, with the command that records each: a lesson measures those live.
 # Each step has its own time limit and log under $OUT; results/ as it stands afterwards goes to $OUT/results.tar
 # (untar it here and keep what the phase wrote: `git status results`). PHASE:
 #   bench-a     make bench for gemm and attention (about 3 min on an H200)

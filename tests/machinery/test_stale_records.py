@@ -1,0 +1,52 @@
+"""tools/stale_records.py: the profiles and lesson sweeps a card must record again, found without a GPU."""
+import json
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tools import stale_records  # noqa: E402
+
+
+def _profile(gpu, track, stages):
+    return {"schema": 1, "kind": "ncu profile", "track": track, "gpu": gpu,
+            "stages": {s: {"code": code, "params": params} for s, (code, params) in stages.items()}}
+
+
+def test_a_profile_of_other_code_is_listed_with_the_command_to_record_it(tmp_path):
+    from cudabook.profile.records import stage_digest
+    today = stage_digest("resample", "03_coalesced")
+    folder = tmp_path / "profiles"
+    (folder / "variants" / "v").mkdir(parents=True)
+    (folder / "Card_resample.json").write_text(json.dumps(_profile("Card", "resample", {
+        "03_coalesced": (today, {}), "04_smem_windows": ("0" * 16, {})})))
+    (folder / "variants" / "v" / "Card_resample.json").write_text(json.dumps(_profile("Card", "resample", {
+        "04_smem_windows": ("0" * 16, {"window_rows": 8})})))
+    found = stale_records.stale_profiles(folder)
+    assert [(f["stages"], f["command"]) for f in found] == [
+        (["04_smem_windows"], "python -m cudabook.profile --record resample 04"),
+        (["04_smem_windows"], "python -m cudabook.profile --record resample 04 --params '{\"window_rows\": 8}'")]
+
+
+def test_a_sweep_taken_under_other_defaults_is_listed_and_one_under_todays_is_not(tmp_path):
+    from cudabook import results, track
+    t = track.get("attention")
+    stage = "06_warp_specialized"
+    today = results.json_plain(results._gpu_defaults(t.stage(stage))[0])
+    old = dict(today, schedule="static")
+    sweeps = [{"track": "attention", "stage": stage, "param": "stages", "gpu": "Card", "defaults": old, "rows": []},
+              {"track": "attention", "stage": stage, "param": "consumers", "gpu": "Card", "defaults": today,
+               "rows": []}]
+    (tmp_path / "Card_lessons.json").write_text(json.dumps({"gpu": "Card", "sweeps": sweeps}))
+    found = stale_records.stale_sweeps(tmp_path)
+    assert [(f["param"], f["command"]) for f in found] == [
+        ("stages", "python tools/record_sweeps.py --track attention --only 06")]
+    assert "schedule" in found[0]["why"]
+
+
+def test_the_tool_says_so_when_nothing_is_stale(tmp_path, capsys):
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "sweeps").mkdir()
+    assert stale_records.main(["--results", str(tmp_path)]) == 0
+    assert "describes today's code" in capsys.readouterr().out
