@@ -93,12 +93,18 @@ struct WgmmaOp {
     bool chained[128];              // another wgmma was in flight on that register at issue: its result is the input
 };
 
+// What a blocked thread waits at, kept as numbers and written out (wait_text) only for a deadlock report: a thread
+// blocks at every warp operation and barrier, and formatting each of those was a tenth of an emulated kernel's time.
+enum WaitKind { WAIT_NONE, WAIT_WARP, WAIT_BAR, WAIT_MBAR, WAIT_CLUSTER, WAIT_WGMMA };
+struct WaitNote { WaitKind kind = WAIT_NONE; const char* op = nullptr; long long v[8] = {0}; };
+
 struct Thread {
     ucontext_t ctx;
     uint3 idx;
     int linear, warp, lane;
     State state = RUNNABLE;
     const char* waiting = "";       // what it waits on, for the deadlock report
+    WaitNote note;                  // ... in detail (wait_text writes it out into wait_detail)
     char wait_detail[160] = {0};
     std::vector<Copy> open;         // cp.async copies since the last commit
     std::deque<std::vector<Copy>> groups;
@@ -240,7 +246,7 @@ u64 collective(const char* op, u32 mask, u64 value) {
         w.waiters.clear();
     } else {
         w.waiters.push_back(t->linear);
-        snprintf(t->wait_detail, sizeof t->wait_detail, "%s (mask 0x%08x) in warp %d", op, mask, t->warp);
+        t->note = {WAIT_WARP, op, {(long long)mask, t->warp}};
         while (w.gen == gen) block("a warp operation");
     }
     (void)slot;
@@ -360,8 +366,7 @@ static void bar_sync(int id, int count) {
         return;
     }
     b.waiters.push_back(t->linear);
-    if (id == 0) snprintf(t->wait_detail, sizeof t->wait_detail, "__syncthreads");
-    else snprintf(t->wait_detail, sizeof t->wait_detail, "bar.sync %d, %d", id, count);
+    t->note = {WAIT_BAR, nullptr, {id, count}};
     block("a barrier");
     know_merge(t->know, B->bars[id].released);
 }
@@ -817,10 +822,9 @@ static void mbar_wait_once(Ctx& c, const Insn& in) {   // try_wait / test_wait w
     }
     if (!done) {
         Mbar& mm = B->mbars[a];
-        snprintf(cur->wait_detail, sizeof cur->wait_detail,
-                 "mbarrier 0x%x for parity %u (its phase %u: %u of %u arrivals missing, tx-count %lld, expect_tx "
-                 "%lld, copies issued %lld bytes)", a, parity, mm.phase, mm.pending, mm.count, (long long)mm.tx,
-                 (long long)mm.expected, (long long)mm.issued);
+        cur->note = {WAIT_MBAR, nullptr, {(long long)a, (long long)parity, (long long)mm.phase,
+                                          (long long)mm.pending, (long long)mm.count, (long long)mm.tx,
+                                          (long long)mm.expected, (long long)mm.issued}};
         cur->waiting = "an mbarrier";
         yield();                                      // spin: let the others run
     }
@@ -1188,7 +1192,7 @@ static void cluster_wait() {
              "arrives, then waits", t->linear, block_idx.x);
     while (CL->phase < t->cl_arrivals) {
         CL->waiters.push_back({B, t->linear});
-        snprintf(t->wait_detail, sizeof t->wait_detail, "barrier.cluster.wait (cluster_sync)");
+        t->note = {WAIT_CLUSTER, nullptr, {}};
         block("the cluster barrier");
     }
     t->cl_waits = t->cl_arrivals;
@@ -1661,7 +1665,7 @@ static void wgmma_issue(Ctx& c, const Insn& in) {
         record_reader(t, w);
     } else {
         g.waiters.push_back(t->linear);
-        snprintf(t->wait_detail, sizeof t->wait_detail, "wgmma.mma_async in warpgroup %d", t->linear / 128);
+        t->note = {WAIT_WGMMA, nullptr, {t->linear / 128}};
         while (g.gen == gen) block("a wgmma");
     }
     if (a_regs) {   // A[r][k]: lane (r % 8) * 4 + (k % 8) / 2 of warp r / 16, register (r % 16) / 8 + 2 (k / 8)
@@ -2009,10 +2013,34 @@ static void fiber_main() {
     swapcontext(&t->ctx, &sched);
 }
 
+// What thread t waits at, in words (its WaitNote written out).
+static const char* wait_text(Thread& t) {
+    const WaitNote& n = t.note;
+    const long long* v = n.v;
+    char* d = t.wait_detail;
+    const size_t len = sizeof t.wait_detail;
+    switch (n.kind) {
+    case WAIT_NONE: break;
+    case WAIT_WARP: snprintf(d, len, "%s (mask 0x%08x) in warp %d", n.op, (u32)v[0], (int)v[1]); break;
+    case WAIT_BAR:
+        if (v[0] == 0) snprintf(d, len, "__syncthreads");
+        else snprintf(d, len, "bar.sync %d, %d", (int)v[0], (int)v[1]);
+        break;
+    case WAIT_MBAR:
+        snprintf(d, len, "mbarrier 0x%x for parity %u (its phase %u: %u of %u arrivals missing, tx-count %lld, "
+                 "expect_tx %lld, copies issued %lld bytes)", (u32)v[0], (u32)v[1], (u32)v[2], (u32)v[3], (u32)v[4],
+                 v[5], v[6], v[7]);
+        break;
+    case WAIT_CLUSTER: snprintf(d, len, "barrier.cluster.wait (cluster_sync)"); break;
+    case WAIT_WGMMA: snprintf(d, len, "wgmma.mma_async in warpgroup %d", (int)v[0]); break;
+    }
+    return d;
+}
+
 static std::string deadlock_report() {
     std::map<std::string, std::vector<int>> by;
     for (auto& t : B->threads)
-        if (t.state != DONE) by[t.wait_detail].push_back(t.linear);
+        if (t.state != DONE) by[wait_text(t)].push_back(t.linear);
     std::string s = "every thread still running waits for something that can never happen:";
     for (auto& kv : by) {
         char line[400];
@@ -2077,7 +2105,7 @@ static std::string deadlock_report() {
         for (auto& t : B->threads) {
             char key[32];
             snprintf(key, sizeof key, "mbarrier 0x%x ", kv.first);
-            if (t.state != DONE && std::strncmp(t.wait_detail, key, std::strlen(key)) == 0) waited = true;
+            if (t.state != DONE && std::strncmp(wait_text(t), key, std::strlen(key)) == 0) waited = true;
         }
         if (!waited) continue;
         char line[600];
@@ -2107,6 +2135,7 @@ static void run_thread(Block& blk, Thread& t) {   // until it blocks, yields or 
     B = &blk;
     block_idx = blk.idx;
     t.wait_detail[0] = 0;
+    t.note.kind = WAIT_NONE;
     t.spin = nullptr;                              // (set again if it stops at a poll that says "not yet")
     for (;;) {
         cur = &t;
