@@ -1,14 +1,16 @@
 """Measure, against a ceiling taken in the same process.
 
 Times come from CUDA events around the launches after a warm-up, the median of many runs. The ceiling is a
-device-to-device copy of a buffer as large as the problem's traffic: GB/s counts bytes read plus bytes written.
+device-to-device copy that moves as many bytes as the problem's traffic (it reads half of them and writes the
+other half): GB/s counts bytes read plus bytes written.
 A kernel's GB/s counts the fewest bytes the problem needs (`Problem.min_bytes`), so % of copy is honest:
 extra traffic a kernel makes lowers its figure.
 
 Two details that matter. Numba spends tens of microseconds of host time on every launch; timing a single
 launch would count that, so a measurement times `batch` launches queued back to back and divides. And the
-copy ceiling is the faster of the driver's own device-to-device copy and a 16-byte-per-thread copy kernel:
-the one a streaming kernel can actually reach.
+copy ceiling is the fastest of several copies (the driver's own device-to-device copy, 16-byte-per-thread copy
+kernels, PyTorch's `copy_`: copy_ceilings): a rate a streaming kernel can actually reach, measured, not the
+memory's peak.
 """
 from __future__ import annotations
 
@@ -228,7 +230,8 @@ def _torch_copy(nbytes, repeats) -> dict:
 
 
 def copy_GBps(nbytes, *, repeats=25) -> float:
-    """The copy ceiling: the faster of the driver's copy and a 16-byte copy kernel, GB/s read + write."""
+    """The copy ceiling: the fastest of copy_ceilings' copies (the driver's, the copy kernels, torch's), GB/s
+    read + write."""
     return max(copy_ceilings(nbytes, repeats=repeats).values())
 
 
@@ -241,7 +244,8 @@ def measure_stage(launch, problem, *, repeats=25, batch=10, **params) -> dict:
 def run_for(fn, seconds: float, *, settle: float = 0.5, chunk: int = 10) -> float:
     """Milliseconds of GPU time a call of `fn()` when it runs back to back for `seconds`: the first `settle`
     seconds untimed (the clock comes down to where the load holds it), then CUDA events around the rest, the host
-    waiting every `chunk` calls so that it never queues far ahead."""
+    waiting every `chunk` calls so that it never queues far ahead (the short gap after each wait, while the host
+    queues the next call, is inside the events and counted)."""
     _require_gpu()
     import time
     t0 = time.perf_counter()

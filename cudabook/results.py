@@ -147,7 +147,8 @@ def source_digest(read=None, paths=None) -> str:
 
 
 def _timing(fn, repeats):
-    """Median µs of fn() with back-to-back batches; slow kernels get fewer, shorter runs (about 3 s each)."""
+    """Median µs of fn() with back-to-back batches of 10; a slow kernel (over 20 ms a call) gets runs of one
+    launch each, no more than `repeats` and at least 3, as many as fit in about 3 s."""
     import time
 
     from . import bench
@@ -165,9 +166,10 @@ def _timing(fn, repeats):
 
 def measure_workload(track, size, *, stages=None, peers=True, repeats=25, params=None, progress=print,
                      check_cases=True, prepared=None, peer_names=None) -> dict:
-    """One workload of a track: fresh random inputs, the yardstick and the peers measured now, then every stage
-    this machine can run. A stage is `correct` when its output on the workload's data is right before and after
-    the timed launches and (check_cases) it passes the grader's cases too (ragged shapes, unsorted targets).
+    """One workload of a track: fresh random inputs, the yardstick measured now, every stage this machine can run,
+    and the peers (before the stages where the track's figures need their time, PEERS_FIRST; else after them). A
+    stage is `correct` when its output on the workload's data is right before and after the timed launches and
+    (check_cases) it passes the grader's cases too (ragged shapes, unsorted targets).
     progress(line) hears what is being done before each step that can take seconds, and each result after it.
 
     prepared: (args, problem, ctx, peer rows or None) made earlier in this process for this size (a lesson

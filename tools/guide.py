@@ -92,8 +92,10 @@ def timings_table(folder=TIMINGS) -> str:
             lines.append(f"| {topic} | " + " | ".join(cells + ["not yet measured"] * len(missing)) + " |")
         def total(seconds, partial):
             return ("≥ " if partial else "") + _seconds(seconds)
-        lines.append("| **all** | " + " | ".join([f"**{total(a, pa)} / {total(b, pb)}**"
-                                                  for (a, b), (pa, pb) in zip(totals, untimed)]
+        kinds = [any(k in files for files in topics.values()) for k in ("lesson", "solution")]   # a group
+        lines.append("| **all** | " + " | ".join(["**" + " / ".join(total(s, p) for s, p, k            # without
+                                                                 in zip(sums, partial, kinds) if k) + "**"
+                                                  for sums, partial in zip(totals, untimed)]     # labs: no total
                                                + ["not yet measured"] * len(missing)) + " |")
         lines.append("")
     lines.append("A dash: that notebook has not been timed on that machine yet; a total that leaves such notebooks "

@@ -173,8 +173,8 @@ MISTAKES = [
      "attention_weights[n, q, m, l, p]"),
     (dict(truncate=True),
      "the output is what (int)x gives where floorf(x) belongs: (int) rounds toward zero, so a position in (-1, 0), "
-     "half a pixel or less off the map's left or top edge, lands on pixel 0 instead of -1 (and its fraction comes "
-     "out negative). Take x0 = (int)floorf(x), y0 = (int)floorf(y)"),
+     "left of (or above) the first pixel's centre by less than a pixel, lands on pixel 0 instead of -1 (and its "
+     "fraction comes out negative). Take x0 = (int)floorf(x), y0 = (int)floorf(y)"),
     (dict(edge_le="x"),
      "the output is what testing the right neighbour with x0 + 1 <= W gives: the corner one past the row's last "
      "pixel is read (the next row's first pixel, as the offset row + 1 lands). The right corner is on the map when "

@@ -13,8 +13,9 @@ of the track's first benchmark size (or `size`), launches the stage once to comp
 more between cuProfilerStart and cuProfilerStop. ncu is started with `--profile-from-start off`, so it measures
 exactly the kernels of that second launch, not the uploads, the warm-up or anything else. It replays each
 kernel as many times as its counters need (one replay per group of counters) and restores memory between
-replays. Clocks are left alone (`--clock-control none`), as the benchmark leaves them, so times compare with the
-ladder's; extra ncu options can be given in CUDABOOK_NCU_ARGS.
+replays. Clocks are left alone (`--clock-control none`), as the benchmark leaves them; but ncu flushes the caches
+before each replay (its default `--cache-control all`) and runs each kernel alone, so a profile's µs is one cold
+launch, not the ladder's median of launches back to back. Extra ncu options can be given in CUDABOOK_NCU_ARGS.
 
 Records. `python -m cudabook.profile --record TRACK [STAGES...]` writes results/profiles/<gpu>_<track>.json:
 the card, driver, CUDA and ncu versions, the workload, and per stage per kernel every counter read. Without a

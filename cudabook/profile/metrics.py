@@ -63,8 +63,8 @@ COLUMNS = [  # (heading, row key, format)
     ("limit %", "theoretical_occupancy_pct", "{:.0f}"), ("registers", "registers", "{:.0f}"),
 ]
 COLUMN_NOTES = ("MB read, MB written: DRAM traffic. Load requests: warp-wide global load instructions at L1; "
-                "sectors/request: 32-byte sectors each moved. Occupancy: warp slots filled on average (achieved) "
-                "and at most (limit).")
+                "sectors/request: 32-byte sectors each one touches at L1 (hits included). Occupancy: warp slots "
+                "filled on average (achieved) and at most (limit).")
 
 
 def _base(metric: str) -> str:

@@ -107,7 +107,8 @@ def diagnose(bad, nan, targets=None, times=None, *, unwritten=None, bits=None, r
         outside = (targets < times[:, :1]) | (targets > times[:, -1:])
         if rows_t.any() and np.all(outside[rows_t]) and _extrapolated(got, bad, targets, times, feats):
             return ("only targets outside the source range are wrong: np.interp holds the end values there "
-                    "(clamp the weight to [0, 1], or the interval index to [0, S-2])")
+                    "(clamp the weight to [0, 1]: with the interval index in [0, S-2], an unclamped weight carries the "
+                    "end interval's line on past the ends)")
     hint = _where_unwritten(unwritten, bad)
     if hint:
         return hint
