@@ -8,7 +8,8 @@ samples around its own pixel, 2-pixel spread: realistic) and "uniform" (anywhere
 Figures of a row:
     GBps               the minimum traffic (value, locations and weights read once, the output written once) per
                        second, and pct_of_copy: that against the device-to-device copy measured now (the copy
-                       ceiling: the minimum traffic at the rate a copy reaches, a bound from DRAM traffic)
+                       ceiling: the minimum traffic at the rate a copy reaches, a bound from DRAM traffic,
+                       approximately: a copy's rate is not quite the memory's peak)
     pct_of_ceiling     shown as "% of reference gather" (the key is the first records'): the reference gather's
                        time against the row's. Every sample reads 4 corner pixels of D bf16 (256 bytes at D = 32,
                        48.5 GB in all at this size) through L2 and L1, far more than the minimum traffic. The
@@ -59,7 +60,7 @@ def prepare(size, rng=None):
 
 
 def context(problem, progress=print) -> dict:
-    """Both yardsticks, measured now: the copy ceiling for the minimum traffic (a bound), and the reference
+    """Both yardsticks, measured now: the copy ceiling for the minimum traffic (a bound, approximately), and the reference
     gather of the corners this problem's samples read (a reference kernel, not a bound: a kernel can beat it).
     The context keys ceiling_GBps and ceiling_how are the first records' names for the reference gather's."""
     from .. import bench

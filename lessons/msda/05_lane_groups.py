@@ -380,8 +380,8 @@ for rec in results.load_all():
 #
 # ## A bound from the L1
 #
-# The copy ceiling ("% of copy") is a bound, but a loose one: it counts each byte once, and the corners cross L2
-# and L1 many times. A tighter one comes from the unit every corner passes. A load from global memory goes
+# The copy ceiling ("% of copy") is a bound (approximately: a copy's rate is not quite the memory's peak), and
+# a loose one: it counts each byte once, and the corners cross L2 and L1 many times. A tighter one comes from the unit every corner passes. A load from global memory goes
 # through the L1's data pipe, which moves at most one **wavefront** a cycle on each SM: the sectors one
 # instruction needs from one 128-byte line. A corner here is one head's 64 bytes of one pixel, and two pixels
 # are a whole row of heads apart (M x D bf16, 512 bytes), so the 8 items of a warp's corner load touch 8 lines:
