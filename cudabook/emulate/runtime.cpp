@@ -105,6 +105,8 @@ struct Thread {
     State state = RUNNABLE;
     const char* waiting = "";       // what it waits on, for the deadlock report
     WaitNote note;                  // ... in detail (wait_text writes it out into wait_detail)
+    jmp_buf jb;                     // where it resumes (switch_to_scheduler); its first entry is through ctx
+    bool started = false;
     char wait_detail[160] = {0};
     std::vector<Copy> open;         // cp.async copies since the last commit
     std::deque<std::vector<Copy>> groups;
@@ -272,6 +274,15 @@ u64 events = 0;
 int lazy = 1;
 Svc svc;
 ucontext_t sched;
+// Switching between the scheduler and a thread: the first entry into a thread goes through its ucontext (onto
+// its own stack); every switch after that through _setjmp / _longjmp, which, unlike swapcontext, leave the signal
+// mask alone and so make no system call (swapcontext's two were about a fifth of an emulated kernel's time).
+// (The runtime is built without _FORTIFY_SOURCE: its longjmp check takes a jump onto another stack for a bug.)
+static jmp_buf sched_jb;
+
+static void switch_to_scheduler(Thread* t) {      // resumes here when the scheduler switches back
+    if (_setjmp(t->jb) == 0) _longjmp(sched_jb, 1);
+}
 static char errbuf[4096];
 static int failed = 0;
 static int explicit_cluster = 0;     // the launch named a cluster shape (__cluster_dims__ or the launch's own)
@@ -287,10 +298,7 @@ void fail(const char* fmt, ...) {
         va_end(ap);
         failed = 1;
     }
-    if (cur) {
-        Thread* t = cur;
-        swapcontext(&t->ctx, &sched);   // never resumed
-    }
+    if (cur) _longjmp(sched_jb, 1);     // (the thread is never resumed)
     siglongjmp(escape, 1);              // (a failure on the scheduler's own stack)
 }
 
@@ -299,15 +307,14 @@ void cannot(const char* what) {
 }
 
 void yield() {
-    Thread* t = cur;
-    swapcontext(&t->ctx, &sched);
+    switch_to_scheduler(cur);
 }
 
 void block(const char* what) {
     Thread* t = cur;
     t->state = BLOCKED;
     t->waiting = what;
-    swapcontext(&t->ctx, &sched);
+    switch_to_scheduler(t);
 }
 
 void wake(int i) {
@@ -2010,7 +2017,7 @@ static void fiber_main() {
     events++;
     check_bar0();
     cluster_release();                                // the cluster barrier waits for the threads still running
-    swapcontext(&t->ctx, &sched);
+    _longjmp(sched_jb, 1);                            // (never resumed)
 }
 
 // What thread t waits at, in words (its WaitNote written out).
@@ -2139,7 +2146,13 @@ static void run_thread(Block& blk, Thread& t) {   // until it blocks, yields or 
     t.spin = nullptr;                              // (set again if it stops at a poll that says "not yet")
     for (;;) {
         cur = &t;
-        swapcontext(&sched, &t.ctx);
+        if (_setjmp(sched_jb) == 0) {
+            if (!t.started) {
+                t.started = true;
+                swapcontext(&sched, &t.ctx);           // (returns only through sched_jb)
+            }
+            _longjmp(t.jb, 1);
+        }
         cur = nullptr;
         if (failed || svc.kind == 0) break;
         svc.kind = 0;
@@ -2338,6 +2351,7 @@ extern "C" int emu_launch(void* (*entry)(void**), void** args, unsigned gx, unsi
                     t.ctx.uc_stack.ss_size = stack;
                     t.ctx.uc_link = &sched;
                     makecontext(&t.ctx, (void (*)())fiber_main, 0);
+                    t.started = false;
                 }
             }
             while (cluster.live() > 0 && !failed) {
