@@ -67,6 +67,13 @@ def _rungs(recs) -> dict[str, dict[str, dict[str, str]]]:
     return {s: dict(sorted(rungs[s].items())) for s in order}
 
 
+def _spread(run) -> str:
+    """How a time_lessons --gpus / --per-gpu run was spread, in words."""
+    wall = run.get("run_wall_s")
+    return (f"spread over {run.get('gpus') or 1} GPUs of one node, {run.get('per_gpu') or 1} notebook at a time on "
+            f"each" + (f", the whole run {wall / 60:.1f} min" if wall else ""))
+
+
 def timings_table(folder=TIMINGS) -> str:
     recs = records(folder)
     missing = [c for c in CARDS if not any(c in r["machine"]["gpu"] for r in recs)]
@@ -92,11 +99,11 @@ def timings_table(folder=TIMINGS) -> str:
             lines.append(f"| {topic} | " + " | ".join(cells + ["not yet measured"] * len(missing)) + " |")
         def total(seconds, partial):
             return ("≥ " if partial else "") + _seconds(seconds)
-        kinds = [any(k in files for files in topics.values()) for k in ("lesson", "solution")]   # a group
-        lines.append("| **all** | " + " | ".join(["**" + " / ".join(total(s, p) for s, p, k            # without
-                                                                 in zip(sums, partial, kinds) if k) + "**"
-                                                  for sums, partial in zip(totals, untimed)]     # labs: no total
-                                               + ["not yet measured"] * len(missing)) + " |")
+        # a total for each kind of notebook the group has (the setup group has no lab solutions)
+        kinds = [any(k in files for files in topics.values()) for k in ("lesson", "solution")]
+        sums = ["**" + " / ".join(total(s, p) for s, p, k in zip(both, partial, kinds) if k) + "**"
+                for both, partial in zip(totals, untimed)]
+        lines.append("| **all** | " + " | ".join(sums + ["not yet measured"] * len(missing)) + " |")
         lines.append("")
     lines.append("A dash: that notebook has not been timed on that machine yet; a total that leaves such notebooks "
                  "out starts with ≥.")
@@ -110,16 +117,11 @@ def timings_table(folder=TIMINGS) -> str:
         loads = r.get("load_avg_1min") or []
         load = f", 1-minute load average {min(loads):.1f}–{max(loads):.1f} on {m['cores']} cores" if loads else ""
         if (r.get("gpus") or 1) > 1 or (r.get("per_gpu") or 1) > 1:      # time_lessons --gpus / --per-gpu
-            wall = r.get("run_wall_s")
-            load += (f"; spread over {r.get('gpus') or 1} GPUs of one node, {r.get('per_gpu') or 1} notebook at a "
-                     f"time on each" + (f", the whole run {wall / 60:.1f} min" if wall else "")
-                     + " (the notebooks of a track started together: each paid for what a lone run reuses)")
+            load += (f"; {_spread(r)} (the notebooks of a track started together: each paid for what a lone run "
+                     "reuses)")
         elif r.get("spread_run"):                                          # an earlier --gpus run, timed again since
             s = r["spread_run"]
-            wall = s.get("run_wall_s")
-            load += (f"; an earlier run at {s.get('commit')} ({str(s.get('date'))[:10]}) was spread over "
-                     f"{s.get('gpus') or 1} GPUs of one node, {s.get('per_gpu') or 1} notebook at a time on each"
-                     + (f", the whole run {wall / 60:.1f} min" if wall else ""))
+            load += f"; an earlier run at {s.get('commit')} ({str(s.get('date'))[:10]}) was {_spread(s)}"
         lines.append(f"- **{_column(r)}**: {m['cpu']}, {what}; Python {m['python']}, numba {pk.get('numba')}, "
                      f"numba-cuda {pk.get('numba-cuda')}, cuda-bindings {pk.get('cuda-bindings')}; "
                      f"{ran} of {len(r['notebooks'])} notebooks ran to the end; {r['runner']}, one fresh "

@@ -129,8 +129,8 @@ struct Warp { u32 arrived = 0, mask = 0, gen = 0; u64 vals[2][32]; const char* o
 
 struct Bar { int arrived = 0, count = 0; std::vector<int> waiters; Know know, released; };
 
-struct WarpGroup { int arrived = 0; u32 gen = 0; std::string key; int first = -1; u32 a[2][128][4];
-                   const std::string* op = nullptr; u64 fields[8] = {0};   // the first thread's wgmma: the key in short
+struct WarpGroup { int arrived = 0; u32 gen = 0; int first = -1; u32 a[2][128][4];
+                   const std::string* op = nullptr; u64 fields[8] = {0};   // the first thread's wgmma (wgmma_key)
                    u32 refilled_below = 0;   // wgmmas before this one had their operands refilled by a TMA load
                                              // ordered after their completion
                    std::vector<int> waiters; };
@@ -1486,9 +1486,7 @@ static void wgmma_land(Thread* t, WgmmaOp& op) {
     if (t->know.empty()) t->know.assign(KNOW, 0);        // this thread now knows the wgmma is done
     u32& known = t->know[8 * B->rank + t->linear / 128];
     if (known < op.gen + 1) known = op.gen + 1;
-    uint16_t a[2][16], b[64][16];
-    std::memcpy(a, op.a, sizeof a);
-    std::memcpy(b, op.b, sizeof b);
+    const uint16_t (*a)[16] = op.a, (*b)[16] = op.b;   // the operands as read at issue
     float res[128];
     double av[2][32], bv[64][32];                 // (e4m3) the elements' values, with the immediates' signs,
     int ea[2][32], eb[64][32];                    // and their exponents
@@ -1534,7 +1532,7 @@ static void wgmma_land(Thread* t, WgmmaOp& op) {
             }
         }
     // The result reaches the register when no later wgmma on it is still in flight (one issued since holds it:
-    // its NaN pattern stays until that one lands); the next wgmma of the chain takes it from the register's AccReg::value.
+    // its NaN pattern stays until that one lands); the next wgmma of the chain takes it from its AccReg's value.
     for (int i = 0; i < nreg; ++i) {
         const u32 bits = __float_as_uint(res[i]);
         AccReg& r = *regs[i];
@@ -1553,6 +1551,16 @@ static void wgmma_land_groups(Thread* t, size_t keep) {
         t->wg_groups.pop_front();
         for (WgmmaOp& op : ops) wgmma_land(t, op);
     }
+}
+
+// A wgmma as its warpgroup must agree on it: the instruction and `fields` (desc_a, desc_b, scale-d, imm-scale-a,
+// imm-scale-b, imm-trans-a, imm-trans-b, N), in words.
+static std::string wgmma_key(const std::string& op, const u64* f) {
+    char text[256];
+    snprintf(text, sizeof text, "%s desc_a 0x%llx desc_b 0x%llx scale-d %d scale-a %lld scale-b %lld trans %d %d",
+             op.c_str(), (unsigned long long)f[0], (unsigned long long)f[1], (int)f[2], (long long)f[3],
+             (long long)f[4], (int)f[5], (int)f[6]);
+    return text;
 }
 
 static void wgmma_issue(Ctx& c, const Insn& in) {
@@ -1641,23 +1649,17 @@ static void wgmma_issue(Ctx& c, const Insn& in) {
     wgmma_check_fenced(t, w);
     // the warpgroup meets: same instruction, same descriptors; A's registers published for the others
     WarpGroup& g = B->wgroups[t->linear / 128];
-    auto key = [&] {
-        char text[256];
-        snprintf(text, sizeof text, "%s desc_a 0x%llx desc_b 0x%llx scale-d %d scale-a %lld scale-b %lld trans %d %d",
-                 op.c_str(), (unsigned long long)w.desc_a, (unsigned long long)w.desc_b, (int)w.scale_d, sa, sb,
-                 w.tnsp_a, w.tnsp_b);
-        return std::string(text);
-    };
     const u64 fields[8] = {w.desc_a, w.desc_b, (u64)w.scale_d, (u64)sa, (u64)sb, (u64)w.tnsp_a, (u64)w.tnsp_b,
                            (u64)n};
     const u32 gen = g.gen, slot = gen & 1;
     if (g.arrived == 0) {
-        g.key = key(); g.first = t->linear; g.op = &op;
+        g.first = t->linear;
+        g.op = &op;
         std::memcpy(g.fields, fields, sizeof fields);
     } else if ((g.op != &op && *g.op != op) || std::memcmp(g.fields, fields, sizeof fields) != 0)
         fail("the threads of warpgroup %d issue different wgmmas together: thread %d `%s`, thread %d `%s` (the "
              "instruction, its descriptors and immediates must be the same in all 128 threads)", t->linear / 128,
-             g.first, g.key.c_str(), t->linear, key().c_str());
+             g.first, wgmma_key(*g.op, g.fields).c_str(), t->linear, wgmma_key(op, fields).c_str());
     if (a_regs)
         for (int i = 0; i < 4; ++i) g.a[slot][t->linear % 128][i] = (u32)value(c, in.args[1].list[i]);
     w.gen = gen;
@@ -2090,7 +2092,7 @@ static std::string deadlock_report() {
             if (B->threads[i].state == DONE) { gone++; if (first < 0) first = (int)i; last = (int)i; }
         char line[400];
         snprintf(line, sizeof line, "\n  warpgroup %zu: %d of its 128 threads wait at a wgmma.mma_async (%s)%s", g,
-                 wg.arrived, wg.key.c_str(), gone ? "; threads of it have left (returned): " : "");
+                 wg.arrived, wgmma_key(*wg.op, wg.fields).c_str(), gone ? "; threads of it have left (returned): " : "");
         s += line;
         if (gone) {
             snprintf(line, sizeof line, "%d of them, %d..%d. A wgmma is issued by all 128 threads of the warpgroup "
