@@ -82,6 +82,9 @@ def main(argv=None) -> int:
     ap.add_argument("--gpu", default="", help="only cards whose name contains this")
     ap.add_argument("--results", type=pathlib.Path, default=ROOT / "results", help="the results folder")
     args = ap.parse_args(argv)
+    for sub in ("profiles", "sweeps"):
+        if not (args.results / sub).is_dir():
+            ap.error(f"--results {args.results}: no {sub}/ folder there (the workbook's results folder has one)")
     profiles = [p for p in stale_profiles(args.results / "profiles") if args.gpu in (p["gpu"] or "")]
     sweeps = [s for s in stale_sweeps(args.results / "sweeps") if args.gpu in (s["gpu"] or "")]
     if not profiles and not sweeps:

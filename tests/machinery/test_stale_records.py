@@ -3,6 +3,8 @@ import json
 import pathlib
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
@@ -50,3 +52,10 @@ def test_the_tool_says_so_when_nothing_is_stale(tmp_path, capsys):
     (tmp_path / "sweeps").mkdir()
     assert stale_records.main(["--results", str(tmp_path)]) == 0
     assert "describes today's code" in capsys.readouterr().out
+
+
+def test_a_results_folder_without_records_is_refused_by_name(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        stale_records.main(["--results", str(tmp_path / "nowhere")])
+    assert e.value.code == 2
+    assert "nowhere: no profiles/ folder there" in capsys.readouterr().err
