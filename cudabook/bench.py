@@ -9,8 +9,7 @@ extra traffic a kernel makes lowers its figure.
 Two details that matter. Numba spends tens of microseconds of host time on every launch; timing a single
 launch would count that, so a measurement times `batch` launches queued back to back and divides. And the
 copy ceiling is the fastest of several copies (the driver's own device-to-device copy, 16-byte-per-thread copy
-kernels, PyTorch's `copy_`: copy_ceilings): a rate a streaming kernel can actually reach, measured, not the
-memory's peak.
+kernels: copy_ceilings): a rate a streaming kernel can actually reach, measured, not the memory's peak.
 """
 from __future__ import annotations
 
@@ -83,12 +82,13 @@ STREAM_SHAPES = ((256, 4, False), (256, 8, False), (512, 8, False), (1024, 4, Fa
 
 def copy_ceilings(nbytes, *, repeats=25) -> dict:
     """GB/s (read + write counted) of copying nbytes / 2 from one buffer to another, every way we have:
-    the driver's cuMemcpyDtoDAsync, a Numba copy kernel moving 4 x 16 bytes per thread per step, the C++
+    the driver's cuMemcpyDtoDAsync, a Numba copy kernel moving 4 x 16 bytes per thread per step, and the C++
     streaming copies of kit/include/stream_copy.cu in STREAM_SHAPES (loads that skip L1, stores marked streaming:
-    on an H100 the driver's copy is not the fastest copy), and PyTorch's `copy_` when torch is installed. The
-    ceiling is the fastest: the one a streaming kernel can reach. Each of our copies is checked once before it
-    is timed (a wrong copy raises); the buffers are filled and compared on the GPU, so gigabytes cost the host
-    nothing."""
+    on an H100 the driver's copy is not the fastest copy). The ceiling is the fastest: the one a streaming kernel
+    can reach. Each copy is checked once before it is timed (a wrong copy raises); the buffers are filled and
+    compared on the GPU, so gigabytes cost the host nothing. PyTorch's `copy_` is not among them: for contiguous
+    tensors of one type it is cudaMemcpyAsync, the driver's copy again (the records until 7a00c85 timed both:
+    torch's at 0.97-1.001x the driver's), and importing torch for it cost a lesson without peers seconds."""
     _require_gpu()
     from cuda.bindings import driver as drv
 
@@ -115,7 +115,6 @@ def copy_ceilings(nbytes, *, repeats=25) -> dict:
         ledger.check(numba_copy, f"the copy ceiling's Numba copy kernel ({blocks} blocks)")
         out[f"kernel16x4_{per_sm}"] = moved / (time_ms(numba_copy, repeats=repeats, batch=10) * 1e-3) / 1e9
     out.update(_stream_copies(ledger, repeats))
-    out.update(_torch_copy(words * 4, repeats))
     return {k: round(v, 1) for k, v in out.items()}
 
 
@@ -207,30 +206,8 @@ def _stream_copies(ledger, repeats) -> dict:
     return out
 
 
-def _torch_copy(nbytes, repeats) -> dict:
-    try:
-        import torch
-        if not torch.cuda.is_available():
-            return {}
-    except ImportError:
-        return {}
-    a = torch.empty(nbytes, dtype=torch.uint8, device="cuda").random_(0, 255)
-    b = torch.empty_like(a)
-    times = []
-    for i in range(repeats + 3):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(10):
-            b.copy_(a)
-        stop.record()
-        stop.synchronize()
-        if i >= 3:
-            times.append(start.elapsed_time(stop) / 10)
-    return {"torch_copy": 2 * nbytes / (statistics.median(times) * 1e-3) / 1e9}
-
-
 def copy_GBps(nbytes, *, repeats=25) -> float:
-    """The copy ceiling: the fastest of copy_ceilings' copies (the driver's, the copy kernels, torch's), GB/s
+    """The copy ceiling: the fastest of copy_ceilings' copies (the driver's and the copy kernels), GB/s
     read + write."""
     return max(copy_ceilings(nbytes, repeats=repeats).values())
 

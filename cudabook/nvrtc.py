@@ -188,6 +188,25 @@ def compile_log(cubin: bytes) -> str:
     return _logs.get(hashlib.sha256(cubin).hexdigest(), "")
 
 
+def in_threads(builds, workers: int | None = None) -> list:
+    """Run `builds` (callables that compile, each returning its cubin) several at once, one a thread: NVRTC
+    does not hold Python's lock while it compiles, so a cell that needs a dozen builds waits for the slowest few,
+    not for their sum. The results land in the caches, where the launches that follow find them. Returns each
+    build's cubin, or the exception it raised (a launch of the same build raises it again, in its own words)."""
+    from concurrent.futures import ThreadPoolExecutor
+    builds = list(builds)
+    if not builds:
+        return []
+
+    def run(build):
+        try:
+            return build()
+        except Exception as e:                  # noqa: BLE001 (kept for the caller; the launch reports it)
+            return e
+    with ThreadPoolExecutor(max_workers=workers or min(len(builds), os.cpu_count() or 1)) as pool:
+        return list(pool.map(run, builds))
+
+
 def clear_cache(disk: bool = False):
     """Forget compiled cubins (in memory; on disk too if disk=True)."""
     with _lock:
@@ -236,6 +255,7 @@ def _nvrtc(source, arch, options, include_path, defines, name, std) -> bytes:
     macros = [(k, str(v)) for k, v in defines.items()] + list(fields.pop("define_macro", []) or [])
     opts = ProgramOptions(name=name, arch=arch, std=std, include_path=include_path or None,
                           define_macro=macros or None, **fields)
+    program = None
     try:
         import io
         program = Program(source, code_type="c++", options=opts)
@@ -246,7 +266,10 @@ def _nvrtc(source, arch, options, include_path, defines, name, std) -> bytes:
         text = str(e)
         if "NVRTC_ERROR_COMPILATION" not in text:
             raise
-        raise _compile_error(text, source, name) from None
+    # raised out here, without the Program: an error kept for later (nvrtc.in_threads) would otherwise hold it
+    # through its frames and cuda.core's, and cuda.core fails noisily freeing it at the interpreter's exit
+    program = None                              # noqa: F841
+    raise _compile_error(text, source, name)
 
 
 _DIAG = re.compile(r"^(?P<file>[^\n(]+)\((?P<line>\d+)\): (?P<kind>error|catastrophic error|warning)[^:]*: "

@@ -165,7 +165,7 @@ def _timing(fn, repeats):
 
 
 def measure_workload(track, size, *, stages=None, peers=True, repeats=25, params=None, progress=print,
-                     check_cases=True, prepared=None, peer_names=None) -> dict:
+                     check_cases=True, prepared=None, peer_names=None, sustained="all") -> dict:
     """One workload of a track: fresh random inputs, the yardstick measured now, every stage this machine can run,
     and the peers (before the stages where the track's figures need their time, PEERS_FIRST; else after them). A
     stage is `correct` when its output on the workload's data is right before and after the timed launches and
@@ -174,7 +174,8 @@ def measure_workload(track, size, *, stages=None, peers=True, repeats=25, params
 
     prepared: (args, problem, ctx, peer rows or None) made earlier in this process for this size (a lesson
     reuses one workload across its cells); its peer rows, when given, stand for peers measured first.
-    peer_names: measure only these peers (the track's peers(only=...)); None: all of them."""
+    peer_names: measure only these peers (the track's peers(only=...)); None: all of them.
+    sustained: which head-to-head pairs are also run back to back (head_to_head: "all", or "closest")."""
     from . import check, track as tracks
     t = tracks.get(track)
     spec = t.bench
@@ -232,18 +233,20 @@ def measure_workload(track, size, *, stages=None, peers=True, repeats=25, params
         progress(f"{k}: {v}")
     out = {"track": t.NAME, "size": dict(size), "context": _plain(ctx), "stages": rows, "peers": peer_rows,
            **_pedigree()}
-    duels = head_to_head(t, args, problem, rows, peer_rows, params, progress) if peers else []
+    duels = head_to_head(t, args, problem, rows, peer_rows, params, progress, sustained) if peers else []
     if duels:
         out["head_to_head"] = duels
     return out
 
 
-def head_to_head(t, args, problem, rows, peer_rows, params=None, progress=print) -> list[dict]:
+def head_to_head(t, args, problem, rows, peer_rows, params=None, progress=print, sustained="all") -> list[dict]:
     """The track's HEAD_TO_HEAD pairs (a rung, the peer its claim is made against), each timed again in
     interleaved rounds (bench.head_to_head) through the track's peer_calls(args, problem), a context giving
     {peer: a callable that enqueues one call}: [{stage, peer, rounds, stage_us, peer_us, ratio (the median over
     the rounds of the peer's time over the rung's: above 1, the rung is ahead)}], or an error row. Pairs whose rung
-    or peer did not run correctly are left out."""
+    or peer did not run correctly are left out. Where the track has SUSTAINED_S, each pair is also run back to
+    back for that long (a "sustained" entry); sustained="closest" (a lesson) does that only for the pair that
+    decides each rung's claim, the one whose rounds put the rung least far ahead (10 s a pair at 2 s a run)."""
     import statistics
 
     from . import bench
@@ -252,13 +255,15 @@ def head_to_head(t, args, problem, rows, peer_rows, params=None, progress=print)
              if rows.get(s, {}).get("correct") and peer_rows.get(p, {}).get("correct")]
     if not pairs or not hasattr(spec, "peer_calls"):
         return []
-    out = []
+    if sustained not in ("all", "closest"):
+        raise ValueError(f"sustained must be 'all' or 'closest', got {sustained!r}")
+    out, rungs = [], {}
     with spec.peer_calls(args, problem) as calls:
         for stage, peer in pairs:
             progress(f"{stage} against {peer}: interleaved rounds …")
             try:
                 module, p = t.stage(stage), (params or {}).get(stage, {})
-                rung = lambda: module.launch(problem, **p)             # noqa: E731
+                rungs[stage] = rung = (lambda module=module, p=p: module.launch(problem, **p))
                 got = bench.head_to_head({stage: rung, peer: calls[peer]})
                 ratios = [b / a for a, b in zip(got[stage], got[peer])]
                 out.append({"stage": stage, "peer": peer, "rounds": len(ratios),
@@ -267,19 +272,38 @@ def head_to_head(t, args, problem, rows, peer_rows, params=None, progress=print)
                             "ratio": round(statistics.median(ratios), 4)})
                 progress(f"{stage} against {peer}: {out[-1]['ratio']:.3f}x (the peer's time over the rung's, "
                          f"median of {len(ratios)} rounds)")
-                seconds = getattr(spec, "SUSTAINED_S", 0)
-                if seconds:                       # tensor-core loads: also as a long job meets the power cap
-                    progress(f"{stage} against {peer}: each run back to back for {seconds} s …")
-                    got = bench.sustained({peer: calls[peer], stage: rung}, seconds=seconds)
-                    out[-1]["sustained"] = {"seconds": seconds, "order": [peer, stage, stage, peer],
-                                            "stage_us": [round(ms * 1e3, 2) for ms in got[stage]],
-                                            "peer_us": [round(ms * 1e3, 2) for ms in got[peer]],
-                                            "ratio": round(statistics.mean(got[peer]) / statistics.mean(got[stage]), 4)}
-                    progress(f"{stage} against {peer}, sustained: {out[-1]['sustained']['ratio']:.3f}x")
             except Exception as e:  # a comparison that fails is recorded, not fatal
                 out.append({"stage": stage, "peer": peer, "error": f"{type(e).__name__}: {str(e)[:200]}"})
                 progress(f"{stage} against {peer}: ERROR {out[-1]['error']}")
+        seconds = getattr(spec, "SUSTAINED_S", 0)
+        if seconds:                               # tensor-core loads: also as a long job meets the power cap
+            for duel in _sustained_pairs(out, sustained):
+                stage, peer = duel["stage"], duel["peer"]
+                progress(f"{stage} against {peer}: each run back to back for {seconds} s …")
+                try:
+                    got = bench.sustained({peer: calls[peer], stage: rungs[stage]}, seconds=seconds)
+                    duel["sustained"] = {"seconds": seconds, "order": [peer, stage, stage, peer],
+                                         "stage_us": [round(ms * 1e3, 2) for ms in got[stage]],
+                                         "peer_us": [round(ms * 1e3, 2) for ms in got[peer]],
+                                         "ratio": round(statistics.mean(got[peer]) / statistics.mean(got[stage]), 4)}
+                    progress(f"{stage} against {peer}, sustained: {duel['sustained']['ratio']:.3f}x")
+                except Exception as e:
+                    duel["sustained_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+                    progress(f"{stage} against {peer}, sustained: ERROR {duel['sustained_error']}")
     return out
+
+
+def _sustained_pairs(duels, which) -> list[dict]:
+    """The head-to-head rows to run back to back: every one timed ("all"), or for each rung the one with the
+    smallest ratio ("closest")."""
+    timed = [d for d in duels if "ratio" in d]
+    if which == "all":
+        return timed
+    closest = {}
+    for d in timed:
+        if d["stage"] not in closest or d["ratio"] < closest[d["stage"]]["ratio"]:
+            closest[d["stage"]] = d
+    return [d for d in timed if closest[d["stage"]] is d]
 
 
 def _plain(ctx):

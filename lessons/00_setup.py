@@ -45,10 +45,10 @@ print(f"{'packages':>20}: " + ", ".join(f"{k} {v}" for k, v in info["packages"].
 # - the **theoretical** bandwidth from the device attributes (memory clock x 2 for DDR x bus width), which no
 #   real kernel reaches;
 # - the **measured** device-to-device copy, counting bytes read plus bytes written: the fastest of the driver's
-#   `cuMemcpyDtoDAsync`, a copy kernel with four 16-byte loads in flight a thread, the C++ streaming copies of
-#   `cudabook/kit/include/stream_copy.cu` (a few block shapes), and PyTorch's `copy_` (when installed). This is
-#   the fastest those bytes moved here, a streaming kernel's realistic best, and what we compare every stage
-#   to.
+#   `cuMemcpyDtoDAsync`, a copy kernel with four 16-byte loads in flight a thread, and the C++ streaming copies
+#   of `cudabook/kit/include/stream_copy.cu` (a few block shapes); PyTorch's `copy_` is the driver's copy
+#   again. This is the fastest those bytes moved here, a streaming kernel's realistic best, and what we compare
+#   every stage to.
 #
 # CUDA driver API: [device attributes](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html)
 # (`cuDeviceGetAttribute`: memory clock, bus width, SM count),

@@ -30,6 +30,7 @@ from numba import cuda, float32
 
 from .. import SIMULATOR
 from ..bits import bf16_to_f32, f32_to_bf16
+from ..kit.numba_rung import twin
 from ..kit.params import check_settings
 from .problem import start_launch
 
@@ -150,5 +151,5 @@ def launch(p, kernel=None, **params):
         return (n + per - 1) // per
     attention_scores[(tiles(Nk, WARP), tiles(Nq, rows), B * H), (WARP, rows)](p.q, p.k, s, bool(p.causal),
                                                                                np.float32(p.scale))
-    (kernel or attention_softmax)[tiles(B * H * Nq, threads), threads](s)
+    twin(kernel or attention_softmax)[tiles(B * H * Nq, threads), threads](s)
     attention_pv[(tiles(d, WARP), tiles(Nq, rows), B * H), (WARP, rows)](s, p.v, p.out)

@@ -14,6 +14,7 @@ from numba import cuda, float32
 
 from .. import SIMULATOR
 from ..bits import bf16_to_f32, f32_to_bf16
+from ..kit.numba_rung import twin
 from ..kit.params import check_params
 
 NAME = "01_naive"
@@ -47,7 +48,7 @@ def launch(p, kernel=None, **params):
                          f"(a block has at most 1024 threads), got {tx!r} and {ty!r}")
     M, N, K = p.shape
     grid = ((N + tx - 1) // tx, (M + ty - 1) // ty)
-    (kernel or gemm_naive)[grid, (tx, ty)](p.a, p.b, p.c)
+    twin(kernel or gemm_naive)[grid, (tx, ty)](p.a, p.b, p.c)
 
 
 # ----------------------------------------------------------------------------------------------------------

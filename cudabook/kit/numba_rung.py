@@ -1,5 +1,8 @@
-"""A Numba rung's helpers: compile-time constants as launch parameters, and a checked positive integer."""
+"""A Numba rung's helpers: compile-time constants as launch parameters, one compile for a kernel and its copies,
+and a checked positive integer."""
+import builtins
 import types
+import weakref
 
 import numpy as np
 from numba import cuda
@@ -7,6 +10,9 @@ from numba import cuda
 from .. import SIMULATOR
 
 _SPECIALISED = {}
+_TWINS: dict = {}                               # fingerprint -> the first kernel seen with it
+_PRINTS = weakref.WeakKeyDictionary()           # python function -> its fingerprint (worked out once)
+_RESOLVED = weakref.WeakKeyDictionary()         # kernel -> what twin() gave it
 
 
 def python_function(kernel):
@@ -25,6 +31,7 @@ def specialise(kernel, launch_bounds=None, **constants):
     the Python function whose globals say TILE = 16, and compile that. Kept, so each size compiles once.
     `launch_bounds` (GPU only) promises the compiler at most that many threads a block, so that it keeps
     each thread's registers within what a block of that size can have."""
+    kernel = twin(kernel)
     fn = python_function(kernel)
     used = {k: v for k, v in constants.items() if k in fn.__code__.co_names}    # the ones this kernel reads
     bounds = None if SIMULATOR else launch_bounds
@@ -43,3 +50,117 @@ def positive_int(name, v, *, most=None):
     if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1 or (most and v > most):
         raise ValueError(f"{name} must be an integer in 1..{most or 'inf'}, got {v!r}")
     return int(v)
+
+
+def twin(kernel):
+    """The kernel that runs for `kernel`: the first kernel this process met with the same code, the same jit
+    options and the same globals (compared the same way, down through the device functions it calls), else
+    `kernel` itself. A lesson defines its own copy of a rung's kernel from the rung's text and checks it; the
+    ladder then times the rung, and without this Numba would compile the same code twice (seconds each for
+    the larger kernels). A learner's changed kernel differs somewhere and keeps its own compile. In the
+    simulator nothing is compiled, and each kernel runs as itself."""
+    if SIMULATOR:
+        return kernel
+    try:
+        return _RESOLVED[kernel]                # a launch pays a lookup, not a fingerprint's hash
+    except (KeyError, TypeError):
+        pass
+    found = _twin(kernel, _TWINS)
+    try:
+        _RESOLVED[kernel] = found
+    except TypeError:
+        pass
+    return found
+
+
+def _twin(kernel, registry):
+    try:
+        key = fingerprint(kernel)
+    except (TypeError, RecursionError):         # something we cannot compare: no sharing, no harm
+        return kernel
+    return registry.setdefault(key, kernel)
+
+
+def fingerprint(kernel):
+    """A hashable description of what Numba compiles for `kernel` (a Numba kernel or device function): its
+    bytecode, names, constants, defaults and closure, its jit options, and for every global it reads the value
+    (numbers, strings, tuples), the module's name, a device function's own fingerprint, or, for anything else,
+    the object's identity. Where the code was written (file, line) is left out."""
+    fn = python_function(kernel)
+    options = getattr(kernel, "targetoptions", None)
+    return ("kernel", _function_print(fn, set()), _value_print(dict(options or {}), set()))
+
+
+def _function_print(fn, seen):
+    try:
+        hit = _PRINTS.get(fn)
+    except TypeError:
+        hit = None
+    if hit is not None:
+        return hit
+    if id(fn) in seen:                          # a function that reaches itself: named, not followed again
+        return ("again", fn.__qualname__)
+    seen = seen | {id(fn)}
+    code = fn.__code__
+    names = sorted(_global_names(code))
+    g = fn.__globals__
+    reads = tuple((n, _value_print(g[n], seen) if n in g else
+                   ("builtin", n, id(getattr(builtins, n, None)))) for n in names)
+    closure = tuple(_value_print(c.cell_contents, seen) for c in (fn.__closure__ or ()))
+    out = ("function", _code_print(code), _value_print(fn.__defaults__, seen), closure, reads)
+    try:
+        _PRINTS[fn] = out
+    except TypeError:
+        pass
+    return out
+
+
+def _global_names(code) -> set:
+    names = set(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            names |= _global_names(c)
+    return names
+
+
+def _code_print(code):
+    """The code's instructions, compared by what they do: a call on a name imported in the same file compiles
+    to other opcodes (LOAD_ATTR, not LOAD_METHOD, in Python 3.11) and so shifts every offset, so opcodes are
+    taken with LOAD_METHOD read as LOAD_ATTR, operands by value, and jumps by the instruction they land on."""
+    import dis
+    every = list(dis.get_instructions(code))
+    found = [ins for ins in every if ins.opname != "EXTENDED_ARG"]     # a prefix for a large operand
+    index, i = {}, len(found)
+    for ins in reversed(every):                 # a jump's target: the instruction at or after the offset
+        if ins.opname != "EXTENDED_ARG":
+            i -= 1
+        index[ins.offset] = i
+    steps = []
+    for ins in found:
+        name = "LOAD_ATTR" if ins.opname == "LOAD_METHOD" else ins.opname
+        if ins.opcode in dis.hasjrel or ins.opcode in dis.hasjabs:
+            steps.append((name, "->", index.get(ins.argval, ins.argval)))
+        elif isinstance(ins.argval, types.CodeType):
+            steps.append((name, _code_print(ins.argval)))
+        else:
+            steps.append((name, _value_print(ins.argval, set()) if ins.argval is not None else None))
+    return (tuple(steps), code.co_varnames, code.co_freevars, code.co_cellvars, code.co_argcount,
+            code.co_kwonlyargcount, code.co_flags & 0xFFFF)
+
+
+def _value_print(v, seen):
+    if v is None or isinstance(v, (bool, int, float, complex, str, bytes, np.number, np.bool_)):
+        return ("v", type(v).__name__, repr(v))
+    if isinstance(v, (tuple, list)):
+        return (type(v).__name__, tuple(_value_print(x, seen) for x in v))
+    if isinstance(v, dict):
+        return ("dict", tuple(sorted((repr(k), _value_print(x, seen)) for k, x in v.items())))
+    if isinstance(v, types.ModuleType):
+        return ("module", v.__name__)
+    if isinstance(v, types.FunctionType):
+        return _function_print(v, seen)
+    fn = getattr(v, "py_func", None) or getattr(v, "fn", None)
+    if isinstance(fn, types.FunctionType):     # a Numba kernel or device function (GPU or simulator)
+        options = getattr(v, "targetoptions", None)
+        return ("jit", _function_print(fn, seen), _value_print(dict(options or {}), seen))
+    return ("id", id(v))

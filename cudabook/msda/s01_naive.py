@@ -22,6 +22,7 @@ from numba import cuda, float32, int32
 
 from .. import SIMULATOR
 from ..bits import bf16_to_f32, f32_to_bf16
+from ..kit.numba_rung import twin
 from ..kit.params import check_params, check_settings
 
 NAME = "01_naive"
@@ -76,5 +77,5 @@ def launch(p, kernel=None, **params):
     p.require_channels(NAME)
     N, S, M, D, Lq, L, P = p.shape
     total = N * Lq * M * D
-    (kernel or msda_naive)[(total + threads - 1) // threads, threads](p.value, p.shapes, p.starts, p.loc, p.attn,
+    twin(kernel or msda_naive)[(total + threads - 1) // threads, threads](p.value, p.shapes, p.starts, p.loc, p.attn,
                                                                      p.out)

@@ -9,6 +9,7 @@ import numpy as np
 from numba import cuda
 
 from ..bits import bf16_to_f32, f32_to_bf16, lerp
+from ..kit.numba_rung import twin
 from ..kit.params import check_settings
 
 NAME = "01_naive"
@@ -61,4 +62,4 @@ def launch(p, kernel=resample_naive, threads=PARAMS["threads"]):
     if T == 0:
         return
     grid = ((T + threads - 1) // threads, B)
-    kernel[grid, threads](p.times, p.feats, p.targets, p.out)
+    twin(kernel)[grid, threads](p.times, p.feats, p.targets, p.out)

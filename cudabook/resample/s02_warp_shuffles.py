@@ -23,6 +23,7 @@ import numpy as np
 from numba import cuda
 
 from ..bits import bf16_to_f32, f32_to_bf16, lerp
+from ..kit.numba_rung import twin
 from .s01_naive import find_interval, weight
 
 NAME = "02_warp_shuffles"
@@ -156,4 +157,4 @@ def launch(p, kernel=resample_warp, warps_per_block=PARAMS["warps_per_block"], s
     if kernel is resample_warp:
         kernel = KERNELS[search]
     blocks, threads = grid_for(p, warps_per_block)
-    kernel[blocks, threads](p.times, p.feats, p.targets, p.out)
+    twin(kernel)[blocks, threads](p.times, p.feats, p.targets, p.out)

@@ -26,7 +26,7 @@ from numba import cuda
 
 from .. import SIMULATOR
 from ..bits import bf16_to_f32, f32_to_bf16, lerp
-from ..kit.numba_rung import specialise
+from ..kit.numba_rung import specialise, twin
 from ..vectors import loader, storer
 from . import s02_warp_shuffles as s02
 from .s02_warp_shuffles import WARP, warp_find_interval, warp_target, warp_weight
@@ -148,7 +148,7 @@ def launch(p, kernel=resample_vec16, warps_per_block=PARAMS["warps_per_block"], 
     if B * T == 0:
         return
     blocks, threads = s02.grid_for(p, warps_per_block)
-    kernel[blocks, threads](p.times, feats, p.targets, out)
+    twin(kernel)[blocks, threads](p.times, feats, p.targets, out)
 
 
 # ----------------------------------------------------------------------------------------------------------

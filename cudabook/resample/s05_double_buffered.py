@@ -28,6 +28,7 @@ import numpy as np
 from numba import cuda, float32, int32, uint32
 
 from .. import SIMULATOR
+from ..kit.numba_rung import twin
 from .s01_naive import find_interval, weight
 from .s04_smem_windows import fill_window, interpolate_window, locate_targets, window_weight
 from .windows import (BATCH, UNROLL, aligned, batch_bounds, block_layout, buffer_words, compiled, fill_rest,
@@ -331,6 +332,7 @@ def launch_in_flight(p, kernel, threads, blocks_per_sm, vec_bytes, blocks):
     pre_threads = 32 if SIMULATOR else PRE_THREADS
     find_intervals[B * ((T + PRE_PER * pre_threads - 1) // (PRE_PER * pre_threads)), pre_threads](
         p.times, p.targets, lo, wt)
+    kernel = twin(kernel)
     fw, f64, ow, Dc = words(p)
     args = (fw, f64, lo, wt, ow, np.int32(S), np.int32(T), np.int32(vec))
     found = compiled(kernel, args, threads, 0)

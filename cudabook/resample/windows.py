@@ -9,6 +9,7 @@ import numpy as np
 from numba import cuda
 
 from .. import SIMULATOR, device
+from ..kit.numba_rung import twin
 from ..kit.params import check_settings
 from ..bits import _as_float, f32_to_bf16, lerp
 from .s01_naive import find_interval, weight
@@ -431,7 +432,7 @@ def launch_windows(p, kernel, buffers, threads, targets_per_block, window_rows, 
     if p.shape[2] == 0:
         return
     args, smem, n_items = arguments(p, buffers, threads, targets_per_block, window_rows, chunk_cols, vec_bytes)
-    kernel = with_register_cap(kernel, max_registers)
+    kernel = with_register_cap(twin(kernel), max_registers)
     found = compiled(kernel, args, threads, smem)
     if found and found[1] == 0:
         raise ValueError(f"a block of {threads} threads does not fit on an SM: the kernel needs "

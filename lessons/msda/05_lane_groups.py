@@ -476,6 +476,7 @@ lesson.recorded_against("msda", "05_lane_groups", "branchless", True)
 
 # %%
 print(f"{'threads a block':>15s} {'registers':>9s} {'threads an SM':>13s}   loads in flight a lane (mean)   per SM")
+nvrtc.in_threads([lambda nt=nt: s05.compile_cubin(D=D, L=L, P=P, threads=nt) for nt in (128, 256, 512)])  # at once
 for nt in (128, 256, 512):
     cubin = s05.compile_cubin(D=D, L=L, P=P, threads=nt)
     regs = -(-nvrtc.resource_usage(cubin)[s05.KERNEL]["registers"] // 8) * 8
@@ -520,6 +521,7 @@ for rd in results.readings("msda", "05_lane_groups", "threads"):
 # %%
 print(f"{'vectors a lane':>14s} {'lanes G':>7s} {'instructions':>12s} {'x G (an item)':>13s} {'registers':>9s}"
       f"   loads in flight a lane (mean)")
+nvrtc.in_threads([lambda v=v: s05.compile_cubin(D=D, L=L, P=P, vectors=v) for v in (1, 2, 4)])   # all three at once
 for vpl in (1, 2, 4):
     cubin = s05.compile_cubin(D=D, L=L, P=P, vectors=vpl)
     ins = [i for i in nvrtc.sass_lines(cubin, ".", kernel=s05.KERNEL) if not i.startswith("NOP")]

@@ -29,6 +29,7 @@ from cudabook import resample
 from cudabook.bits import bf16_to_f32, f32_to_bf16, lerp
 from cudabook.resample import s03_coalesced as s03
 from cudabook.resample.s02_warp_shuffles import WARP, warp_and_lane, warp_find_interval, warp_target, warp_weight
+from cudabook.resample.s03_coalesced import load_u32x4, store_u32x4   # its 16-byte load and store (below)
 
 # %% [markdown]
 # ## Which bytes does each lane touch, per instruction?

@@ -172,3 +172,17 @@ def test_a_wait_is_read_where_the_code_runs_it(body, waits):
 ])
 def test_a_prepass_must_wait_before_it_triggers(body, first):
     assert nvrtc.waits_before_trigger("__global__ void k(int a) {\n" + body + "\n}\n", "k") is first
+
+
+def test_builds_in_threads_land_in_the_cache_and_a_failure_is_returned_not_raised():
+    defines = [{"SCALE_BY": n} for n in range(4)]
+    before = nvrtc.stats["compiled"]
+    got = nvrtc.in_threads([lambda d=d: nvrtc.compile(TINY, arch="sm_90a", defines=d, disk_cache=False)
+                            for d in defines] + [lambda: nvrtc.compile(BROKEN, arch="sm_90a", disk_cache=False)])
+    assert all(c[:4] == b"\x7fELF" for c in got[:4]) and len(set(got[:4])) >= 1
+    assert isinstance(got[4], nvrtc.CompileError)
+    compiled = nvrtc.stats["compiled"]
+    assert compiled >= before + 4
+    again = [nvrtc.compile(TINY, arch="sm_90a", defines=d, disk_cache=False) for d in defines]
+    assert again == got[:4] and nvrtc.stats["compiled"] == compiled      # from the cache: nothing compiled again
+    assert nvrtc.in_threads([]) == []

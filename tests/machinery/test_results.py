@@ -324,6 +324,37 @@ def test_a_lesson_prepares_its_workload_and_peers_once_per_process(monkeypatch):
                                     prepared=(w["args"], w["problem"], w["ctx"], None))["peers"] == {}
 
 
+def test_a_lesson_runs_back_to_back_only_the_pair_that_decides_each_claim(monkeypatch):
+    """Two peers against one rung (cuDNN and flash against attention 06): a lesson runs the seconds-long
+    back-to-back comparison only against the nearer peer; a record (make bench) against both."""
+    import contextlib
+    import types
+
+    from cudabook import bench
+    times = {"06": 1.0, "near": 1.02, "far": 1.9, "08": 1.0, "other": 1.1}
+    last = []
+    monkeypatch.setattr(bench, "time_ms", lambda fn, **kw: fn() or times[last[-1]])
+    ran = []
+    monkeypatch.setattr(bench, "run_for", lambda fn, seconds: fn() or ran.append(last[-1]) or times[last[-1]])
+
+    @contextlib.contextmanager
+    def peer_calls(args, problem):
+        yield {name: (lambda name=name: last.append(name)) for name in ("near", "far", "other")}
+    spec = types.SimpleNamespace(HEAD_TO_HEAD=(("06", "far"), ("06", "near"), ("08", "other")),
+                                 peer_calls=peer_calls, SUSTAINED_S=2)
+    toy = types.SimpleNamespace(bench=spec, stage=lambda name: types.SimpleNamespace(
+        launch=lambda problem, **p: last.append(name)))
+    rows = {s: {"correct": True} for s in ("06", "08")}
+    peers = {p: {"correct": True} for p in ("near", "far", "other")}
+    for which, expect in (("closest", {("06", "near"), ("08", "other")}),
+                          ("all", {("06", "near"), ("06", "far"), ("08", "other")})):
+        duels = results.head_to_head(toy, (), None, rows, peers, progress=lambda *a: None, sustained=which)
+        assert {(d["stage"], d["peer"]) for d in duels if "sustained" in d} == expect, which
+        assert [d["peer"] for d in duels] == ["far", "near", "other"]      # every pair still timed in rounds
+    with pytest.raises(ValueError, match="sustained must be"):
+        results.head_to_head(toy, (), None, rows, peers, progress=lambda *a: None, sustained="some")
+
+
 def test_head_to_head_rounds_alternate_and_a_track_pair_is_timed_again_and_claimed(monkeypatch):
     import contextlib
     import types
