@@ -175,7 +175,7 @@ def measure_workload(track, size, *, stages=None, peers=True, repeats=25, params
     prepared: (args, problem, ctx, peer rows or None) made earlier in this process for this size (a lesson
     reuses one workload across its cells); its peer rows, when given, stand for peers measured first.
     peer_names: measure only these peers (the track's peers(only=...)); None: all of them.
-    sustained: which head-to-head pairs are also run back to back (head_to_head: "all", or "closest")."""
+    sustained: which head-to-head pairs are also run back to back (head_to_head: "all", "closest" or "none")."""
     from . import check, track as tracks
     t = tracks.get(track)
     spec = t.bench
@@ -246,7 +246,8 @@ def head_to_head(t, args, problem, rows, peer_rows, params=None, progress=print,
     the rounds of the peer's time over the rung's: above 1, the rung is ahead)}], or an error row. Pairs whose rung
     or peer did not run correctly are left out. Where the track has SUSTAINED_S, each pair is also run back to
     back for that long (a "sustained" entry); sustained="closest" (a lesson) does that only for the pair that
-    decides each rung's claim, the one whose rounds put the rung least far ahead (10 s a pair at 2 s a run)."""
+    decides each rung's claim, the one whose rounds put the rung least far ahead (10 s a pair at 2 s a run), and
+    "none" for no pair."""
     import statistics
 
     from . import bench
@@ -255,8 +256,8 @@ def head_to_head(t, args, problem, rows, peer_rows, params=None, progress=print,
              if rows.get(s, {}).get("correct") and peer_rows.get(p, {}).get("correct")]
     if not pairs or not hasattr(spec, "peer_calls"):
         return []
-    if sustained not in ("all", "closest"):
-        raise ValueError(f"sustained must be 'all' or 'closest', got {sustained!r}")
+    if sustained not in ("all", "closest", "none"):
+        raise ValueError(f"sustained must be 'all', 'closest' or 'none', got {sustained!r}")
     out, rungs = [], {}
     with spec.peer_calls(args, problem) as calls:
         for stage, peer in pairs:
@@ -294,11 +295,11 @@ def head_to_head(t, args, problem, rows, peer_rows, params=None, progress=print,
 
 
 def _sustained_pairs(duels, which) -> list[dict]:
-    """The head-to-head rows to run back to back: every one timed ("all"), or for each rung the one with the
-    smallest ratio ("closest")."""
+    """The head-to-head rows to run back to back: every one timed ("all"), for each rung the one with the
+    smallest ratio ("closest"), or none."""
     timed = [d for d in duels if "ratio" in d]
-    if which == "all":
-        return timed
+    if which in ("all", "none"):
+        return timed if which == "all" else []
     closest = {}
     for d in timed:
         if d["stage"] not in closest or d["ratio"] < closest[d["stage"]]["ratio"]:

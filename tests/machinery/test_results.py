@@ -347,7 +347,7 @@ def test_a_lesson_runs_back_to_back_only_the_pair_that_decides_each_claim(monkey
     rows = {s: {"correct": True} for s in ("06", "08")}
     peers = {p: {"correct": True} for p in ("near", "far", "other")}
     for which, expect in (("closest", {("06", "near"), ("08", "other")}),
-                          ("all", {("06", "near"), ("06", "far"), ("08", "other")})):
+                          ("all", {("06", "near"), ("06", "far"), ("08", "other")}), ("none", set())):
         duels = results.head_to_head(toy, (), None, rows, peers, progress=lambda *a: None, sustained=which)
         assert {(d["stage"], d["peer"]) for d in duels if "sustained" in d} == expect, which
         assert [d["peer"] for d in duels] == ["far", "near", "other"]      # every pair still timed in rounds
