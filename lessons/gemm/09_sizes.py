@@ -23,7 +23,7 @@ from cudabook.gemm import waves     # the arithmetic of tiles and waves
 # comparison is only fair within one run, as the caution further down explains. That takes longer than the
 # other lessons' ladders, which measure two rungs; the cell says each step as it starts. The top rungs are
 # timed against their peers again in interleaved rounds, but not run back to back for seconds each: that is
-# lessons 07 and 08's comparison (it would add 20 s here). Without a Hopper GPU it shows the records in
+# lessons 07 and 08's comparison, and it costs seconds a pair. Without a Hopper GPU it shows the records in
 # `results/` (each with the GPU, the versions and the commit it was measured with).
 
 # %%

@@ -386,9 +386,12 @@ for rec in results.load_all():
 # instruction needs from one 128-byte line. A corner here is one head's 64 bytes of one pixel, and two pixels
 # are a whole row of heads apart (M x D bf16, 512 bytes), so the 8 items of a warp's corner load touch 8 lines:
 # one wavefront for each item's corner, whatever the kernel does around it. That is a floor for every kernel
-# that loads the corners with `ld.global`, whether it keeps them in registers or stores them on into shared
+# that loads each corner with `ld.global`, whether it keeps them in registers or stores them on into shared
 # memory, as rung 03 does (one whose corners reach shared memory by the copy engine, TMA, is not covered by it):
-# N x Lq x M x L x P x 4 wavefronts, spread over the SMs. Nsight Compute counted rung 05's on an H200 (a reading,
+# N x Lq x M x L x P x 4 wavefronts, spread over the SMs. It is a floor very nearly, not exactly: heads 2k and
+# 2k + 1 of one pixel share a 128-byte line, so where both sample the same pixel a kernel could fetch the two
+# corners in one wavefront, and a kernel that loads a corner repeated by several samples only once is not
+# bound by it. Nsight Compute counted rung 05's on an H200 (a reading,
 # in results/readings/, with the commit it ran):
 
 # %%
