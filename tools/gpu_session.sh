@@ -13,11 +13,16 @@
 #   bench-b     make bench for resample and msda (about 4 min)
 #   records     Nsight Compute records: msda and attention rungs, the GEMM and msda variants the lessons read,
 #               then the occupancy test of the odd-warp blocks
-#   readings    the clocks under cuBLAS, the resampling timelines, the attention grid probe
+#   readings    the clocks under cuBLAS, the resampling timelines, the TMA unit's box rate, the attention grid
+#               probe
 #   timings     the lab solutions and the lessons the guide's table needs, timed (tools/time_lessons.py)
+#   timings-1, timings-2, timings-3
+#               every notebook timed, in three calls of at most 9 minutes each (the whole guide's table on a
+#               card: resampling and attention lessons; GEMM and deformable-attention lessons; setup and the
+#               lab solutions), each merged into results/timings/<gpu>.json (carry that file's latest copy)
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-phase=${1:?"usage: bash tools/gpu_session.sh bench-a|bench-b|records|readings|timings"}
+phase=${1:?"usage: bash tools/gpu_session.sh bench-a|bench-b|records|readings|timings|timings-1|timings-2|timings-3"}
 step() {                       # step SECONDS NAME COMMAND...: run with a limit, log to $OUT/NAME.log, say how it went
   local limit=$1 name=$2; shift 2
   local t0=$(date +%s)
@@ -43,6 +48,7 @@ case "$phase" in
     step 150 clocks python3 tools/probe_clocks.py
     step 90 timeline_07 python3 tools/probe_timeline.py --track resample --stage 07_tma
     step 90 timeline_08 python3 tools/probe_timeline.py --track resample --stage 08_fused_gather
+    step 120 tma_rate python3 tools/probe_tma_rate.py
     for c in "" "--causal"; do for d in 128 64; do
       for p in '{"persistent": false}' '{"persistent": true}' '{"persistent": true, "schedule": "dynamic"}'; do
         step 60 "attention_grid_d$d${c#--}_$(echo "$p" | tr -dc 'a-z')" python3 tools/probe_attention_waves.py \
@@ -52,6 +58,14 @@ case "$phase" in
   timings)
     step 540 timings python3 tools/time_lessons.py --runner exec --out "$OUT/timings" solutions \
       notebooks/gemm/09_sizes.ipynb notebooks/msda ;;
+  timings-1)
+    step 540 timings python3 tools/time_lessons.py --runner exec --out results/timings notebooks/resample \
+      notebooks/attention ;;
+  timings-2)
+    step 540 timings python3 tools/time_lessons.py --runner exec --out results/timings notebooks/gemm notebooks/msda ;;
+  timings-3)
+    step 540 timings python3 tools/time_lessons.py --runner exec --out results/timings notebooks/00_setup.ipynb \
+      notebooks/00_tracks.ipynb solutions ;;
   *) echo "unknown phase $phase"; exit 2 ;;
 esac
 tar -cf "$OUT/results.tar" results

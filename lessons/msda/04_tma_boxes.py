@@ -268,6 +268,32 @@ if not shown:
     print("No record of rung 04 in results/ yet: it is measured on a Hopper GPU (`make bench TRACKS=msda`).")
 
 # %% [markdown]
+# Is rung 04's time a box the TMA unit's own rate? Measured apart, with nothing else in the kernel:
+# `tools/probe_tma_rate.py` (its kernel is `tools/probe_tma_rate.cu`) gives each block one warp whose lanes
+# issue boxes at random places of a tensor that fits in the L2, each lane keeping a few in flight, and nothing
+# reads them. It reports the SM cycles a box costs (the blocks' own `clock64`) for several box shapes: this
+# track's 256-byte box of four 64-byte pieces (`32x4`: 32 bf16 by 4 rows), one piece alone, 256 contiguous
+# bytes, and the GEMM track's 8 KiB box. If the `32x4` rate is near what rung 04 achieves a sample, the unit is
+# its limit; if far faster, the limit is elsewhere in rung 04. The readings (results/readings/, each with its
+# card and commit):
+
+# %%
+rates = results.readings("msda", "04_tma_boxes", "tma_rate")
+for rd in rates:
+    print(f"{rd['gpu']} · commit {rd['commit']} · NVRTC {rd['nvrtc']} · a {rd['span']} tensor of "
+          f"{rd['tensor'][0]} x {rd['tensor'][1]} bf16")
+    for run in rd["runs"]:
+        where = (f"  box {run['box']:>6s} ({run['box_bytes']:5,d} B), {run['issuers']:2d} lanes x {run['ring']} in "
+                 f"flight, {run['per_sm']} block(s) an SM:")
+        if "error" in run:
+            print(where, run["error"])
+        else:
+            print(where, f"{run['block_cycles_per_box_per_sm']:7.2f} cycles a box an SM, "
+                         f"{run['box_bytes_per_ns_per_sm']:6.1f} B/ns an SM")
+if not rates:
+    print("No reading yet: on a Hopper GPU, `python tools/probe_tma_rate.py` measures it.")
+
+# %% [markdown]
 # ## The original plan's tensor map, through the validator
 #
 # The plan this track grew from wanted exactly these boxes: 2 x 2 x 32 tiles of a `[Batch][Height][Width]

@@ -32,3 +32,39 @@ def test_show_peer_kernels_prints_each_kernel_and_says_when_there_is_none():
     lines.clear()
     assert results.show_peer_kernels("gemm", "01_naive", out=lines.append) == 0
     assert "tools/probe_peer_kernels.py" in lines[0]
+
+
+# ------------------------------------------------------------------------------------ tools/probe_tma_rate.py
+def test_the_tma_rate_probe_checks_its_boxes_and_catches_a_box_from_the_wrong_place(tmp_path, monkeypatch, capsys):
+    """Run in the CPU emulator (no GPU): every setting's boxes land where the kernel asked; a kernel that loads
+    each box one element to the right is caught, so a timed setting is a checked one."""
+    import shutil
+
+    import pytest
+
+    from cudabook import SIMULATOR
+    from tools import probe_tma_rate
+    if not SIMULATOR or not (shutil.which("g++") or shutil.which("clang++")):
+        pytest.skip("the emulator runs where Numba runs in its simulator, with a host C++ compiler")
+    args = ["--emulate", "--boxes", "32x4", "64x2", "--issuers", "1", "3", "--ring", "2", "--per-sm", "1"]
+    assert probe_tma_rate.main(args) == 0
+    assert capsys.readouterr().out.count("the boxes landed right") == 4
+    wrong = tmp_path / "probe_tma_rate.cu"
+    text = probe_tma_rate.SOURCE.read_text()
+    assert text.count("&map, bar0 + 8 * s, last_x, last_y)") == 1
+    wrong.write_text(text.replace("&map, bar0 + 8 * s, last_x, last_y)", "&map, bar0 + 8 * s, last_x + 1, last_y)"))
+    monkeypatch.setattr(probe_tma_rate, "SOURCE", wrong)
+    assert probe_tma_rate.main(args[:4] + ["--issuers", "1"]) == 1
+    assert "elements of the checked boxes differ from the tensor" in capsys.readouterr().out
+
+
+def test_the_tma_rate_probe_refuses_a_bad_box_and_a_machine_without_hopper(capsys):
+    from tools import probe_tma_rate
+    assert probe_tma_rate.main(["--boxes", "30x4"]) == 2
+    assert "multiple of 8" in capsys.readouterr().out
+    assert probe_tma_rate.main(["--boxes", "4by4"]) == 2
+    assert "WIDTHxROWS" in capsys.readouterr().out
+    from cudabook.kit.rung import hopper_unavailable
+    if hopper_unavailable("x"):
+        assert probe_tma_rate.main([]) == 1
+        assert "compute capability 9.0" in capsys.readouterr().out
