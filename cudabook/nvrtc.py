@@ -30,6 +30,7 @@ INCLUDE = pathlib.Path(__file__).resolve().parent / "kit" / "include"   # shared
 CACHE_DIR = pathlib.Path(os.environ.get("CUDABOOK_CACHE", pathlib.Path.home() / ".cache" / "cudabook")) / "cubin"
 
 _memory_cache: dict[str, bytes] = {}
+_building: dict = {}        # cache key -> threading.Event, set when the thread building it is done
 _lock = threading.Lock()
 stats = {"compiled": 0, "memory_hits": 0, "disk_hits": 0}
 
@@ -147,10 +148,25 @@ def compile(source: str, *, arch: str | None = None, options=(), include_cccl: b
     options = dict(options) if isinstance(options, dict) else tuple(options)
     key = _cache_key(source, arch, sorted(options.items()) if isinstance(options, dict) else options,
                      include_path, defines, std)
-    with _lock:
-        if key in _memory_cache:
-            stats["memory_hits"] += 1
-            return _memory_cache[key]
+    while True:
+        with _lock:
+            if key in _memory_cache:
+                stats["memory_hits"] += 1
+                return _memory_cache[key]
+            busy = _building.get(key)
+            if busy is None:                    # this thread builds it; others asking meanwhile wait for it
+                _building[key] = threading.Event()
+                break
+        busy.wait()                             # built by another thread (nvrtc.in_threads): from the cache now,
+        #                                         or, if that build failed, built here again for its own error
+    try:
+        return _compile_new(key, source, arch, options, include_path, defines, name, std, disk_cache)
+    finally:
+        with _lock:
+            _building.pop(key).set()
+
+
+def _compile_new(key, source, arch, options, include_path, defines, name, std, disk_cache) -> bytes:
     use_disk = _disk_cache_enabled(disk_cache)
     path = CACHE_DIR / f"{key}.cubin"
     if use_disk and path.is_file():
@@ -169,8 +185,10 @@ def compile(source: str, *, arch: str | None = None, options=(), include_cccl: b
     if use_disk:
         try:
             CACHE_DIR.mkdir(parents=True, exist_ok=True)
-            if log:
-                path.with_suffix(".log").write_text(log)
+            if log:                             # each file written whole, then renamed: a reader never sees half
+                with tempfile.NamedTemporaryFile("w", dir=CACHE_DIR, delete=False) as f:
+                    f.write(log)
+                os.replace(f.name, path.with_suffix(".log"))
             with tempfile.NamedTemporaryFile(dir=CACHE_DIR, delete=False) as f:
                 f.write(cubin)
             os.replace(f.name, path)

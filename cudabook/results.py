@@ -251,13 +251,13 @@ def head_to_head(t, args, problem, rows, peer_rows, params=None, progress=print,
     import statistics
 
     from . import bench
+    if sustained not in ("all", "closest", "none"):
+        raise ValueError(f"sustained must be 'all', 'closest' or 'none', got {sustained!r}")
     spec = t.bench
     pairs = [(s, p) for s, p in getattr(spec, "HEAD_TO_HEAD", ())
              if rows.get(s, {}).get("correct") and peer_rows.get(p, {}).get("correct")]
     if not pairs or not hasattr(spec, "peer_calls"):
         return []
-    if sustained not in ("all", "closest", "none"):
-        raise ValueError(f"sustained must be 'all', 'closest' or 'none', got {sustained!r}")
     out, rungs = [], {}
     with spec.peer_calls(args, problem) as calls:
         for stage, peer in pairs:
@@ -738,7 +738,9 @@ def lead_lines(name, records) -> str:
                 if "ratio" in d:
                     lead = f"{d['stage']} {_less_or_more(d['ratio'])}"
                     held = d.get("sustained")     # where there is one, it is the comparison to quote
-                    when = ", a few milliseconds each after a pause" if held else " (the comparison to quote)"
+                    when = (", a few milliseconds each after a pause" if held else
+                            f" (the back-to-back run failed: {d['sustained_error']})" if d.get("sustained_error")
+                            else " (the comparison to quote)")
                     lines.append(f"  - timed again against {d['peer']} in {d['rounds']} interleaved rounds, which share "
                                  f"the card's clock{when}: {lead} (median of the rounds' ratios, {d['ratio']:.3f}x)")
                     if held:

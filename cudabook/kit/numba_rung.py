@@ -1,6 +1,7 @@
 """A Numba rung's helpers: compile-time constants as launch parameters, one compile for a kernel and its copies,
 and a checked positive integer."""
 import builtins
+import sys
 import types
 import weakref
 
@@ -10,9 +11,8 @@ from numba import cuda
 from .. import SIMULATOR
 
 _SPECIALISED = {}
-_TWINS: dict = {}                               # fingerprint -> the first kernel seen with it
-_PRINTS = weakref.WeakKeyDictionary()           # python function -> its fingerprint (worked out once)
 _RESOLVED = weakref.WeakKeyDictionary()         # kernel -> what twin() gave it
+_PACKAGE = __name__.split(".")[0]               # "cudabook"
 
 
 def python_function(kernel):
@@ -53,19 +53,20 @@ def positive_int(name, v, *, most=None):
 
 
 def twin(kernel):
-    """The kernel that runs for `kernel`: the first kernel this process met with the same code, the same jit
-    options and the same globals (compared the same way, down through the device functions it calls), else
-    `kernel` itself. A lesson defines its own copy of a rung's kernel from the rung's text and checks it; the
-    ladder then times the rung, and without this Numba would compile the same code twice (seconds each for
-    the larger kernels). A learner's changed kernel differs somewhere and keeps its own compile. In the
-    simulator nothing is compiled, and each kernel runs as itself."""
+    """The kernel that runs for `kernel`. A lesson defines its own copy of a rung's kernel from the rung's text
+    and checks it; the ladder then times the rung, and Numba would compile the same code twice (seconds each for
+    the larger kernels). So a kernel defined outside the workbook's package (in a notebook) runs as the
+    package's kernel of the same name where the two have the same fingerprint (below); every other kernel runs
+    as itself: the package's own, and a learner's changed one. Worked out once per kernel object, at its first
+    launch, from the globals as they are then, as Numba freezes them at its first compile. In the simulator
+    nothing is compiled, and each kernel runs as itself."""
     if SIMULATOR:
         return kernel
     try:
-        return _RESOLVED[kernel]                # a launch pays a lookup, not a fingerprint's hash
+        return _RESOLVED[kernel]                # a launch pays a lookup, not a fingerprint
     except (KeyError, TypeError):
         pass
-    found = _twin(kernel, _TWINS)
+    found = package_twin(kernel)
     try:
         _RESOLVED[kernel] = found
     except TypeError:
@@ -73,50 +74,73 @@ def twin(kernel):
     return found
 
 
-def _twin(kernel, registry):
+def _in_package(fn) -> bool:
+    module = getattr(fn, "__module__", None) or ""
+    return module == _PACKAGE or module.startswith(_PACKAGE + ".")
+
+
+def package_twin(kernel):
+    """The workbook package's kernel named as `kernel` is, with its fingerprint, or `kernel` itself: itself
+    when it is the package's own, when it was given explicit signatures (Numba then compiles those alone), and
+    when something it reads cannot be compared."""
     try:
-        key = fingerprint(kernel)
-    except (TypeError, RecursionError):         # something we cannot compare: no sharing, no harm
+        fn = python_function(kernel)
+        if _in_package(fn) or not getattr(kernel, "_can_compile", True):
+            return kernel
+        mine = None
+        for name, module in list(sys.modules.items()):
+            if module is None or not (name == _PACKAGE or name.startswith(_PACKAGE + ".")):
+                continue
+            other = getattr(module, fn.__name__, None)
+            if other is None or other is kernel or not getattr(other, "_can_compile", True):
+                continue
+            try:
+                theirs = python_function(other)
+            except TypeError:
+                continue
+            if not _in_package(theirs):
+                continue
+            mine = mine or fingerprint(kernel)
+            if fingerprint(other) == mine:
+                return other
+    except Exception:       # noqa: BLE001 (something we cannot compare: no sharing, no harm)
         return kernel
-    return registry.setdefault(key, kernel)
+    return kernel
+
+
+class Unshareable(TypeError):
+    """A kernel reads something whose effect on the compile cannot be compared (a module of the learner's)."""
 
 
 def fingerprint(kernel):
     """A hashable description of what Numba compiles for `kernel` (a Numba kernel or device function): its
-    bytecode, names, constants, defaults and closure, its jit options, and for every global it reads the value
-    (numbers, strings, tuples), the module's name, a device function's own fingerprint, or, for anything else,
-    the object's identity. Where the code was written (file, line) is left out."""
+    instructions, constants, defaults and closure, its jit options, and for every global it reads the value
+    (numbers, strings, tuples, an array's bytes), a library module's name (numba, numpy, math, the workbook's;
+    any other module raises Unshareable: what it holds may change), a device function's own fingerprint, or,
+    for anything else, the object's identity. Where the code was written (file, line) is left out. Worked out
+    afresh each call: a helper's globals may have changed since."""
     fn = python_function(kernel)
     options = getattr(kernel, "targetoptions", None)
     return ("kernel", _function_print(fn, set()), _value_print(dict(options or {}), set()))
 
 
 def _function_print(fn, seen):
-    try:
-        hit = _PRINTS.get(fn)
-    except TypeError:
-        hit = None
-    if hit is not None:
-        return hit
     if id(fn) in seen:                          # a function that reaches itself: named, not followed again
         return ("again", fn.__qualname__)
     seen = seen | {id(fn)}
     code = fn.__code__
-    names = sorted(_global_names(code))
     g = fn.__globals__
     reads = tuple((n, _value_print(g[n], seen) if n in g else
-                   ("builtin", n, id(getattr(builtins, n, None)))) for n in names)
+                   ("builtin", n, id(getattr(builtins, n, None)))) for n in sorted(_global_names(code)))
     closure = tuple(_value_print(c.cell_contents, seen) for c in (fn.__closure__ or ()))
-    out = ("function", _code_print(code), _value_print(fn.__defaults__, seen), closure, reads)
-    try:
-        _PRINTS[fn] = out
-    except TypeError:
-        pass
-    return out
+    return ("function", _code_print(code), _value_print(fn.__defaults__, seen),
+            _value_print(fn.__kwdefaults__, seen), closure, reads)
 
 
 def _global_names(code) -> set:
-    names = set(code.co_names)
+    """The names the code (and the code nested in it) loads as globals: not the attribute names beside them."""
+    import dis
+    names = {ins.argval for ins in dis.get_instructions(code) if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
             names |= _global_names(c)
@@ -148,6 +172,9 @@ def _code_print(code):
             code.co_kwonlyargcount, code.co_flags & 0xFFFF)
 
 
+_LIBRARIES = ("numba", "numpy", "math", "cmath", "operator", _PACKAGE)
+
+
 def _value_print(v, seen):
     if v is None or isinstance(v, (bool, int, float, complex, str, bytes, np.number, np.bool_)):
         return ("v", type(v).__name__, repr(v))
@@ -155,7 +182,12 @@ def _value_print(v, seen):
         return (type(v).__name__, tuple(_value_print(x, seen) for x in v))
     if isinstance(v, dict):
         return ("dict", tuple(sorted((repr(k), _value_print(x, seen)) for k, x in v.items())))
+    if isinstance(v, np.ndarray):               # a global array is a constant of the compile: its bytes count
+        import hashlib
+        return ("array", v.dtype.str, v.shape, hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest())
     if isinstance(v, types.ModuleType):
+        if v.__name__.split(".")[0] not in _LIBRARIES:
+            raise Unshareable(f"reads the module {v.__name__}")
         return ("module", v.__name__)
     if isinstance(v, types.FunctionType):
         return _function_print(v, seen)
@@ -163,4 +195,4 @@ def _value_print(v, seen):
     if isinstance(fn, types.FunctionType):     # a Numba kernel or device function (GPU or simulator)
         options = getattr(v, "targetoptions", None)
         return ("jit", _function_print(fn, seen), _value_print(dict(options or {}), seen))
-    return ("id", id(v))
+    return ("id", id(v))                        # compared while both are alive: the same id is the same object

@@ -3,6 +3,7 @@ same globals has the same fingerprint, and any change a learner could make gives
 import ast
 import importlib
 import pathlib
+import sys
 import types
 
 import pytest
@@ -29,19 +30,27 @@ def kernel(a):
 '''
 
 
-def define(text, filename):
-    """The kernel and helper of `text`, defined in a namespace of their own (as a notebook does)."""
-    ns = {}
+def define(text, filename, module="__main__"):
+    """The kernel and helper of `text`, defined in a namespace of their own (a notebook's: module __main__)."""
+    ns = {"__name__": module}
     exec(compile(text, filename, "exec"), ns)
     return ns
 
 
-def test_the_same_text_in_two_places_is_one_kernel():
-    first, second = define(KERNEL_TEXT, "module.py"), define("\n\n\n" + KERNEL_TEXT, "notebook cell")
-    assert numba_rung.fingerprint(first["kernel"]) == numba_rung.fingerprint(second["kernel"])
-    registry = {}
-    assert numba_rung._twin(first["kernel"], registry) is first["kernel"]
-    assert numba_rung._twin(second["kernel"], registry) is first["kernel"]
+@pytest.fixture
+def package_kernel(monkeypatch):
+    """KERNEL_TEXT defined in a module of the workbook's package (cudabook._twin_probe), as a rung's kernel is."""
+    module = types.ModuleType("cudabook._twin_probe")
+    module.__dict__.update(define(KERNEL_TEXT, "cudabook/_twin_probe.py", module.__name__))
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    return module
+
+
+def test_a_notebooks_copy_of_a_package_kernel_runs_as_the_package_kernel(package_kernel):
+    copy = define("\n\n\n" + KERNEL_TEXT, "notebook cell")
+    assert numba_rung.fingerprint(copy["kernel"]) == numba_rung.fingerprint(package_kernel.kernel)
+    assert numba_rung.package_twin(copy["kernel"]) is package_kernel.kernel
+    assert numba_rung.package_twin(package_kernel.kernel) is package_kernel.kernel     # the package's: itself
 
 
 @pytest.mark.parametrize("change", [
@@ -50,16 +59,56 @@ def test_the_same_text_in_two_places_is_one_kernel():
     ("STEP = 2", "STEP = 3"),                # a global constant it reads (through the helper)
     ("a[i] = helper(a[i]) + 1", "a[i] = helper(a[i]) + 1\n    cuda.syncthreads()"),
 ])
-def test_any_change_is_another_kernel(change):
-    first, changed = define(KERNEL_TEXT, "a.py"), define(KERNEL_TEXT.replace(*change), "b.py")
-    registry = {}
-    numba_rung._twin(first["kernel"], registry)
-    assert numba_rung._twin(changed["kernel"], registry) is changed["kernel"]
+def test_any_change_is_another_kernel(package_kernel, change):
+    changed = define(KERNEL_TEXT.replace(*change), "b.py")
+    assert numba_rung.package_twin(changed["kernel"]) is changed["kernel"]
+
+
+def test_a_global_changed_after_a_first_launch_is_seen_by_the_next_kernel(package_kernel):
+    """The notebook's copy shares the package's compile; the learner then sets STEP = 3 (read by the helper
+    only) and defines the kernel again: that kernel is its own, not the package's (nothing stale is kept)."""
+    ns = define(KERNEL_TEXT, "notebook cell")
+    assert numba_rung.package_twin(ns["kernel"]) is package_kernel.kernel
+    ns["STEP"] = 3
+    kernel_cell = "@cuda.jit\ndef kernel" + KERNEL_TEXT.split("@cuda.jit\ndef kernel")[1]
+    exec(compile(kernel_cell, "cell", "exec"), ns)          # the kernel's cell run again; the helper's not
+    assert numba_rung.package_twin(ns["kernel"]) is ns["kernel"]
+
+
+def test_names_that_are_only_attributes_do_not_count(package_kernel):
+    """`a.size` reads the attribute `size`, not a global: a notebook global named size changes nothing."""
+    ns = define(KERNEL_TEXT, "notebook cell")
+    ns["size"] = 7
+    assert numba_rung.package_twin(ns["kernel"]) is package_kernel.kernel
+
+
+def test_a_module_of_the_learners_or_an_explicit_signature_is_never_shared(package_kernel, monkeypatch):
+    mine = types.ModuleType("my_settings")
+    mine.STEP = 2
+    monkeypatch.setitem(sys.modules, "my_settings", mine)
+    ns = define(KERNEL_TEXT.replace("return x * STEP", "return x * my_settings.STEP")
+                .replace("STEP = 2", "import my_settings"), "cell")
+    with pytest.raises(numba_rung.Unshareable):
+        numba_rung.fingerprint(ns["kernel"])
+    assert numba_rung.package_twin(ns["kernel"]) is ns["kernel"]
+    copy = define(KERNEL_TEXT, "cell")
+    signed = types.SimpleNamespace(py_func=numba_rung.python_function(copy["kernel"]), targetoptions={},
+                                   _can_compile=False)
+    assert numba_rung.package_twin(signed) is signed
+
+
+def test_a_global_array_counts_by_its_bytes():
+    text = KERNEL_TEXT.replace("STEP = 2", "import numpy as np\nSTEPS = np.arange(4)").replace(
+        "return x * STEP", "return x * STEPS[1]")
+    first, second = define(text, "a.py"), define(text, "b.py")
+    assert numba_rung.fingerprint(first["kernel"]) == numba_rung.fingerprint(second["kernel"])
+    second["STEPS"][1] = 5                                  # changed in place: another compile
+    assert numba_rung.fingerprint(first["kernel"]) != numba_rung.fingerprint(second["kernel"])
 
 
 def test_other_jit_options_are_another_kernel():
     ns = define(KERNEL_TEXT, "a.py")
-    fn = ns["kernel"].py_func if hasattr(ns["kernel"], "py_func") else ns["kernel"].fn
+    fn = numba_rung.python_function(ns["kernel"])
     plain = types.SimpleNamespace(py_func=fn, targetoptions={})
     bounded = types.SimpleNamespace(py_func=fn, targetoptions={"launch_bounds": 128})
     assert numba_rung.fingerprint(plain) != numba_rung.fingerprint(bounded)
@@ -112,6 +161,8 @@ def test_a_lessons_copy_of_a_rungs_kernel_is_its_twin(lesson, module, function):
     rung = importlib.import_module("cudabook." + module.replace("/", "."))
     assert numba_rung.fingerprint(ns[function]) == numba_rung.fingerprint(getattr(rung, function)), (
         f"{lesson}: its {function} differs from {module}'s")
+    found = numba_rung.package_twin(ns[function])
+    assert found is not ns[function] and numba_rung._in_package(numba_rung.python_function(found))
 
 
 def test_there_are_lesson_kernels_to_check():

@@ -186,3 +186,12 @@ def test_builds_in_threads_land_in_the_cache_and_a_failure_is_returned_not_raise
     again = [nvrtc.compile(TINY, arch="sm_90a", defines=d, disk_cache=False) for d in defines]
     assert again == got[:4] and nvrtc.stats["compiled"] == compiled      # from the cache: nothing compiled again
     assert nvrtc.in_threads([]) == []
+
+
+def test_the_same_build_asked_by_several_threads_at_once_is_compiled_once():
+    before = nvrtc.stats["compiled"]
+    text = TINY.replace("1.0f", "3.0f")                   # a source no other test compiles
+    got = nvrtc.in_threads([lambda: nvrtc.compile(text, arch="sm_90a", disk_cache=False)] * 6)
+    assert len(set(got)) == 1 and got[0][:4] == b"\x7fELF"
+    assert nvrtc.stats["compiled"] == before + 1          # the others waited for it and took it from the cache
+    assert not nvrtc._building

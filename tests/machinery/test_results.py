@@ -399,3 +399,5 @@ def test_head_to_head_rounds_alternate_and_a_track_pair_is_timed_again_and_claim
     del record["workloads"]["gemm M=64 N=64 K=64"]["head_to_head"][0]["sustained"]
     assert "timed again against cublas in 6 interleaved rounds, which share the card's clock (the comparison to " \
            "quote): 07_clusters takes 2.0 % less time" in results.lead_lines("gemm", [record])
+    record["workloads"]["gemm M=64 N=64 K=64"]["head_to_head"][0]["sustained_error"] = "RuntimeError: boom"
+    assert "(the back-to-back run failed: RuntimeError: boom)" in results.lead_lines("gemm", [record])
