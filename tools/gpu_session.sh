@@ -9,6 +9,9 @@
 # card that no longer describe today's code, with the command that records each: a lesson measures those live.
 # Each step has its own time limit and log under $OUT; results/ as it stands afterwards goes to $OUT/results.tar
 # (untar it here and keep what the phase wrote: `git status results`). PHASE:
+#   stale       first: what tools/stale_records.py lists for this card, recorded again (--record); where the
+#               list is long (an H100 after many changes) it stops at its limit: run it again, it goes on
+#               with what is still stale
 #   bench-a     make bench for gemm and attention (about 3 min on an H200)
 #   bench-b     make bench for resample and msda (about 4 min)
 #   records     Nsight Compute records: msda and attention rungs, the GEMM and msda variants the lessons read,
@@ -22,7 +25,7 @@
 #               lab solutions), each merged into results/timings/<gpu>.json (carry that file's latest copy)
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-phase=${1:?"usage: bash tools/gpu_session.sh bench-a|bench-b|records|readings|timings|timings-1|timings-2|timings-3"}
+phase=${1:?"usage: bash tools/gpu_session.sh stale|bench-a|bench-b|records|readings|timings|timings-1|timings-2|timings-3"}
 step() {                       # step SECONDS NAME COMMAND...: run with a limit, log to $OUT/NAME.log, say how it went
   local limit=$1 name=$2; shift 2
   local t0=$(date +%s)
@@ -30,6 +33,9 @@ step() {                       # step SECONDS NAME COMMAND...: run with a limit,
   echo "$name: rc $? in $(( $(date +%s) - t0 )) s"
 }
 case "$phase" in
+  stale)
+    step 540 stale python3 tools/stale_records.py --record --limit 240 \
+      --gpu "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" ;;
   bench-a)
     step 420 bench_gemm_attention python3 -m cudabook.results gemm attention ;;
   bench-b)

@@ -3,6 +3,9 @@ records each again (on that card). Needs no GPU.
 
     python tools/stale_records.py              every card
     python tools/stale_records.py --gpu H200   only cards whose name contains H200
+    python tools/stale_records.py --gpu H200 --record
+                                               on that card (the GPU machine, from the repository's root): run
+                                               each command listed, one after another, each with a time limit
 
 A lesson on a GPU shows this card's recorded profile or sweep only while it is today's (a profile: the stage's
 code digest, records.todays_code; a sweep: the stage's other defaults, results.not_today); otherwise it measures
@@ -19,7 +22,8 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")      # (reading records needs no GPU)
+_SET_SIMULATOR = "NUMBA_ENABLE_CUDASIM" not in os.environ
+os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")      # (reading records needs no GPU; --record's commands do)
 
 
 def _shown(path: pathlib.Path) -> str:
@@ -77,19 +81,55 @@ def stale_sweeps(folder: pathlib.Path) -> list[dict]:
     return found
 
 
+def record(commands, limit_s: int, run=None) -> int:
+    """Run each listed command (`python ...` with this Python, the GPU's own environment: not the simulator this
+    tool reads records in), one after another from the repository's root, each stopped after limit_s seconds;
+    print how each went. Returns how many failed."""
+    import shlex
+    import subprocess
+    import time
+    env = dict(os.environ)
+    if _SET_SIMULATOR:
+        env.pop("NUMBA_ENABLE_CUDASIM", None)
+    run = run or subprocess.run
+    failed = 0
+    for command in commands:
+        argv = shlex.split(command)
+        argv[0] = sys.executable if argv[0] == "python" else argv[0]
+        t0 = time.perf_counter()
+        try:
+            rc = run(argv, cwd=ROOT, env=env, timeout=limit_s).returncode
+        except subprocess.TimeoutExpired:
+            rc = f"stopped after {limit_s} s"
+        failed += rc != 0
+        print(f"  {command}: {'ok' if rc == 0 else f'FAILED ({rc})'} in {time.perf_counter() - t0:.0f} s", flush=True)
+    return failed
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gpu", default="", help="only cards whose name contains this")
     ap.add_argument("--results", type=pathlib.Path, default=ROOT / "results", help="the results folder")
+    ap.add_argument("--record", action="store_true", help="run the commands listed (on the card --gpu names)")
+    ap.add_argument("--limit", type=int, default=300, help="--record: seconds each command may take")
     args = ap.parse_args(argv)
     for sub in ("profiles", "sweeps"):
         if not (args.results / sub).is_dir():
             ap.error(f"--results {args.results}: no {sub}/ folder there (the workbook's results folder has one)")
+    if args.record and not args.gpu:
+        ap.error("--record runs the commands on this machine's card: name it with --gpu (H100, H200, ...)")
     profiles = [p for p in stale_profiles(args.results / "profiles") if args.gpu in (p["gpu"] or "")]
     sweeps = [s for s in stale_sweeps(args.results / "sweeps") if args.gpu in (s["gpu"] or "")]
     if not profiles and not sweeps:
         print("Every recorded profile and lesson sweep describes today's code.")
         return 0
+    if args.record:
+        cards = sorted({x["gpu"] or "?" for x in profiles + sweeps})
+        if len(cards) > 1:
+            ap.error(f"--gpu {args.gpu!r} names {len(cards)} cards ({', '.join(cards)}): name one")
+        commands = list(dict.fromkeys([p["command"] for p in profiles] + [s["command"] for s in sweeps]))
+        print(f"recording {len(commands)} on {cards[0]}:")
+        return 1 if record(commands, args.limit) else 0
     for gpu in sorted({x["gpu"] or "?" for x in profiles + sweeps}):
         print(f"{gpu}:")
         for p in (p for p in profiles if (p["gpu"] or "?") == gpu):

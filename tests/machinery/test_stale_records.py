@@ -59,3 +59,27 @@ def test_a_results_folder_without_records_is_refused_by_name(tmp_path, capsys):
         stale_records.main(["--results", str(tmp_path / "nowhere")])
     assert e.value.code == 2
     assert "nowhere: no profiles/ folder there" in capsys.readouterr().err
+
+
+def test_record_runs_each_command_listed_for_one_card_with_this_python(tmp_path, capsys, monkeypatch):
+    import subprocess
+    import types
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    (tmp_path / "sweeps").mkdir()
+    (folder / "Card_resample.json").write_text(json.dumps(_profile("NVIDIA Card", "resample", {
+        "04_smem_windows": ("0" * 16, {})})))
+    ran = []
+
+    def fake_run(argv, cwd, env, timeout):
+        ran.append((argv, env.get("NUMBA_ENABLE_CUDASIM")))
+        return types.SimpleNamespace(returncode=0)
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    assert stale_records.main(["--results", str(tmp_path), "--gpu", "Card", "--record"]) == 0
+    assert ran and ran[0][0][:4] == [sys.executable, "-m", "cudabook.profile", "--record"]
+    if stale_records._SET_SIMULATOR:
+        assert ran[0][1] is None                 # the commands run on the GPU, not in the simulator
+    assert "ok in" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        stale_records.main(["--results", str(tmp_path), "--record"])          # which card? refused
+    assert "name it with --gpu" in capsys.readouterr().err
