@@ -74,6 +74,17 @@ def _spread(run) -> str:
             f"each" + (f", the whole run {wall / 60:.1f} min" if wall else ""))
 
 
+def _quietest(r) -> str:
+    """The longest any cell of the record's notebooks printed nothing, where the exec runner noted it."""
+    quiet = [(e["longest_silence_s"], name, e.get("quietest_cell", "")) for name, e in r["notebooks"].items()
+             if "longest_silence_s" in e]
+    if not quiet:
+        return ""
+    seconds, name, cell = max(quiet)
+    return (f"; the longest any cell printed nothing: {seconds:.0f} s ({name.split('/', 1)[-1][:-len('.ipynb')]}, "
+            f"{cell.split(':')[0]}), of the {len(quiet)} notebooks timed since that is noted")
+
+
 def timings_table(folder=TIMINGS) -> str:
     recs = records(folder)
     missing = [c for c in CARDS if not any(c in r["machine"]["gpu"] for r in recs)]
@@ -122,6 +133,7 @@ def timings_table(folder=TIMINGS) -> str:
         elif r.get("spread_run"):                                          # an earlier --gpus run, timed again since
             s = r["spread_run"]
             load += f"; an earlier run at {s.get('commit')} ({str(s.get('date'))[:10]}) was {_spread(s)}"
+        load += _quietest(r)
         lines.append(f"- **{_column(r)}**: {m['cpu']}, {what}; Python {m['python']}, numba {pk.get('numba')}, "
                      f"numba-cuda {pk.get('numba-cuda')}, cuda-bindings {pk.get('cuda-bindings')}; "
                      f"{ran} of {len(r['notebooks'])} notebooks ran to the end; {r['runner']}, one fresh "

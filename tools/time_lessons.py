@@ -90,6 +90,7 @@ def run_one(path: pathlib.Path, runner: str, timeout: int, gpu: int | None = Non
     the exec runner only), None for the machine's default."""
     before = os.times()
     start = time.perf_counter()
+    quiet = {}                  # the exec runner says how long its quietest cell printed nothing
     if runner == "nbclient":
         from cudabook.workbook import execute
         ok, _, err = execute(path, None, timeout)
@@ -101,12 +102,21 @@ def run_one(path: pathlib.Path, runner: str, timeout: int, gpu: int | None = Non
         slow_cells = [line for line in done.stdout.splitlines() if line.startswith("  cell ")]
         if slow_cells:      # CUDABOOK_CELL_SECONDS set: where the time went
             print("\n".join(slow_cells), flush=True)
+        quiet = silence(done.stdout)
     wall = time.perf_counter() - start
     after = os.times()
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
     entry = {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "ok": ok, "error": err}
+    entry.update(quiet)
     # several notebooks at once: the children's CPU time of this process is theirs together, not this one's
     return entry if gpu is None else dict(entry, cpu_s=None, gpu_index=gpu)
+
+
+def silence(stdout: str) -> dict:
+    """run_notebooks.py's "longest silence" line as {longest_silence_s, quietest_cell}, or {}."""
+    import re
+    m = re.search(r"^  longest silence: ([0-9.]+) s in (.*)$", stdout, re.M)
+    return {"longest_silence_s": float(m.group(1)), "quietest_cell": m.group(2)} if m else {}
 
 
 def visible_gpus() -> int:

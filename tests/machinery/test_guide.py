@@ -223,3 +223,30 @@ def test_a_lone_run_keeps_an_earlier_spread_runs_description_apart(tmp_path):
                                    "date": "2026-01-02T00:00:00+00:00", "load_avg_1min": [9.0], "cores": 64}
     table = guide.timings_table(tmp_path)
     assert "an earlier run at abc1234 (2026-01-02) was spread over 2 GPUs" in table and "13.3 min" in table
+
+
+def test_the_exec_runner_notes_the_longest_a_cell_printed_nothing(tmp_path):
+    """A cell that works in silence is what a learner must never watch for long: run_notebooks.py notes each
+    notebook's longest silence (a quiet cell, not one that prints as it goes), time_lessons keeps it, and the
+    guide names the worst."""
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import time\ntime.sleep(0.6)"),
+                nbformat.v4.new_code_cell("for _ in range(6):\n    print('step', flush=True)\n    time.sleep(0.15)")]
+    path = tmp_path / "quiet.ipynb"
+    nbformat.write(nb, path)
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "run_notebooks.py"), str(path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    quiet = time_lessons.silence(done.stdout)
+    assert quiet["quietest_cell"].startswith("cell 0: ") and 0.55 <= quiet["longest_silence_s"] < 2
+    assert time_lessons.silence("nothing of the kind") == {}
+    from tools import run_notebooks
+    assert run_notebooks.longest_silence(10.0, [11.0, 14.5], 15.0) == 3.5
+    assert run_notebooks.longest_silence(10.0, [], 12.0) == 2.0
+    record = {"notebooks": {"notebooks/msda/02_x.ipynb": {"longest_silence_s": 7.4, "quietest_cell": "cell 6: f()"},
+                            "notebooks/gemm/01_y.ipynb": {"longest_silence_s": 2.0, "quietest_cell": "cell 1: g()"},
+                            "notebooks/gemm/02_z.ipynb": {}}}
+    assert guide._quietest(record) == ("; the longest any cell printed nothing: 7 s (msda/02_x, cell 6), of the 2 "
+                                       "notebooks timed since that is noted")
+    assert guide._quietest({"notebooks": {"a/b.ipynb": {}}}) == ""
