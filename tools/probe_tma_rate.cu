@@ -1,7 +1,8 @@
 // How many SM cycles the TMA unit spends a box (tools/probe_tma_rate.py): one warp a block, ISSUERS of its lanes
 // each keeping RING boxes in flight, every box a BOX_H x BOX_W tile of bf16 at a random place of a 2-D tensor
 // [rows, cols] (x a multiple of BOX_W, so that a row of a box is one aligned piece, as a corner row is in the
-// deformable-attention track's boxes: BOX_W = 32, BOX_H = 4 is its 256-byte box of four 64-byte pieces).
+// deformable-attention track's boxes: BOX_W = 32, BOX_H = 4 is shaped like its 256-byte box, four 64-byte
+// pieces from four places).
 // Nothing reads the boxes but the check at the end: the time is the TMA unit's and the memory's alone.
 //
 // Each issuing lane has RING slots of shared memory, each with an mbarrier; before it refills a slot it waits

@@ -271,9 +271,9 @@ if not shown:
 # Is rung 04's time a box the TMA unit's own rate? Measured apart, with nothing else in the kernel:
 # `tools/probe_tma_rate.py` (its kernel is `tools/probe_tma_rate.cu`) gives each block one warp whose lanes
 # issue boxes at random places of a tensor that fits in the L2, each lane keeping a few in flight, and nothing
-# reads them. It reports the SM cycles a box costs (the blocks' own `clock64`) for several box shapes: this
-# track's 256-byte box of four 64-byte pieces (`32x4`: 32 bf16 by 4 rows), one piece alone, 256 contiguous
-# bytes, and the GEMM track's 8 KiB box. If the `32x4` rate is near what rung 04 achieves a sample, the unit is
+# reads them. It reports the SM cycles a box costs (the blocks' own `clock64`) for several box shapes: one
+# like this track's, four 64-byte pieces from four places, 256 bytes in all (`32x4`: 4 rows of 32 bf16), one
+# piece alone, 256 contiguous bytes, and the GEMM track's 8 KiB box. If the `32x4` rate is near what rung 04 achieves a sample, the unit is
 # its limit; if far faster, the limit is elsewhere in rung 04. The readings (results/readings/, each with its
 # card and commit):
 
