@@ -15,7 +15,8 @@ notebook, the wall time (what a learner waits), the CPU time of its process, whe
 commit and date; and, for the machine, the GPU or CPU, the versions of what ran the kernels, and the load average
 (other work on the machine makes wall times longer than they would be). The compiled-kernel caches start empty
 (--warm keeps them), so the times are those of a learner's first pass. With CUDABOOK_CELL_SECONDS=N and the exec
-runner, each cell that took N seconds or more is printed as well.
+runner, each cell that took N seconds or more is printed as well, and kept in the notebook's entry (slow_cells);
+the exec runner also keeps the longest any of its cells printed nothing (longest_silence_s, quietest_cell).
 """
 from __future__ import annotations
 
@@ -90,7 +91,7 @@ def run_one(path: pathlib.Path, runner: str, timeout: int, gpu: int | None = Non
     the exec runner only), None for the machine's default."""
     before = os.times()
     start = time.perf_counter()
-    quiet = {}                  # the exec runner says how long its quietest cell printed nothing
+    quiet = {}                  # the exec runner's notes: its slow cells, and the longest a cell printed nothing
     if runner == "nbclient":
         from cudabook.workbook import execute
         ok, _, err = execute(path, None, timeout)
@@ -100,9 +101,10 @@ def run_one(path: pathlib.Path, runner: str, timeout: int, gpu: int | None = Non
                               capture_output=True, text=True, env=env)
         ok, err = done.returncode == 0, "" if done.returncode == 0 else (done.stdout + done.stderr).strip()[-300:]
         slow_cells = [line for line in done.stdout.splitlines() if line.startswith("  cell ")]
-        if slow_cells:      # CUDABOOK_CELL_SECONDS set: where the time went
+        if slow_cells:      # CUDABOOK_CELL_SECONDS set: where the time went, printed and kept
             print("\n".join(slow_cells), flush=True)
-        quiet = silence(done.stdout)
+            quiet["slow_cells"] = [line.strip() for line in slow_cells]
+        quiet.update(silence(done.stdout))
     wall = time.perf_counter() - start
     after = os.times()
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)

@@ -225,7 +225,7 @@ def test_a_lone_run_keeps_an_earlier_spread_runs_description_apart(tmp_path):
     assert "an earlier run at abc1234 (2026-01-02) was spread over 2 GPUs" in table and "13.3 min" in table
 
 
-def test_the_exec_runner_notes_the_longest_a_cell_printed_nothing(tmp_path):
+def test_the_exec_runner_notes_the_longest_a_cell_printed_nothing(tmp_path, monkeypatch):
     """A cell that works in silence is what a learner must never watch for long: run_notebooks.py notes each
     notebook's longest silence (a quiet cell, not one that prints as it goes), time_lessons keeps it, and the
     guide names the worst."""
@@ -241,6 +241,10 @@ def test_the_exec_runner_notes_the_longest_a_cell_printed_nothing(tmp_path):
     quiet = time_lessons.silence(done.stdout)
     assert quiet["quietest_cell"].startswith("cell 0: ") and 0.55 <= quiet["longest_silence_s"] < 2
     assert time_lessons.silence("nothing of the kind") == {}
+    monkeypatch.setenv("CUDABOOK_CELL_SECONDS", "0.5")      # run_one's child keeps the cells of 0.5 s or more
+    entry = time_lessons.run_one(path, "exec", 120)
+    assert entry["ok"] and entry["quietest_cell"].startswith("cell 0: ")
+    assert [c.split(":")[0] for c in entry["slow_cells"]] == ["cell 0", "cell 1"]      # 0.6 s and 0.9 s
     from tools import run_notebooks
     assert run_notebooks.longest_silence(10.0, [11.0, 14.5], 15.0) == 3.5
     assert run_notebooks.longest_silence(10.0, [], 12.0) == 2.0
