@@ -273,7 +273,6 @@ def _nvrtc(source, arch, options, include_path, defines, name, std) -> bytes:
     macros = [(k, str(v)) for k, v in defines.items()] + list(fields.pop("define_macro", []) or [])
     opts = ProgramOptions(name=name, arch=arch, std=std, include_path=include_path or None,
                           define_macro=macros or None, **fields)
-    program = None
     try:
         import io
         program = Program(source, code_type="c++", options=opts)

@@ -298,7 +298,7 @@ def _sustained_pairs(duels, which) -> list[dict]:
     """The head-to-head rows to run back to back: every one timed ("all"), for each rung the one with the
     smallest ratio ("closest"), or none."""
     timed = [d for d in duels if "ratio" in d]
-    if which in ("all", "none"):
+    if which != "closest":
         return timed if which == "all" else []
     closest = {}
     for d in timed:

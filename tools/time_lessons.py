@@ -91,7 +91,7 @@ def run_one(path: pathlib.Path, runner: str, timeout: int, gpu: int | None = Non
     the exec runner only), None for the machine's default."""
     before = os.times()
     start = time.perf_counter()
-    quiet = {}                  # the exec runner's notes: its slow cells, and the longest a cell printed nothing
+    notes = {}                  # the exec runner's notes: its slow cells, and the longest a cell printed nothing
     if runner == "nbclient":
         from cudabook.workbook import execute
         ok, _, err = execute(path, None, timeout)
@@ -103,13 +103,13 @@ def run_one(path: pathlib.Path, runner: str, timeout: int, gpu: int | None = Non
         slow_cells = [line for line in done.stdout.splitlines() if line.startswith("  cell ")]
         if slow_cells:      # CUDABOOK_CELL_SECONDS set: where the time went, printed and kept
             print("\n".join(slow_cells), flush=True)
-            quiet["slow_cells"] = [line.strip() for line in slow_cells]
-        quiet.update(silence(done.stdout))
+            notes["slow_cells"] = [line.strip() for line in slow_cells]
+        notes.update(silence(done.stdout))
     wall = time.perf_counter() - start
     after = os.times()
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
     entry = {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "ok": ok, "error": err}
-    entry.update(quiet)
+    entry.update(notes)
     # several notebooks at once: the children's CPU time of this process is theirs together, not this one's
     return entry if gpu is None else dict(entry, cpu_s=None, gpu_index=gpu)
 

@@ -74,9 +74,12 @@ def twin(kernel):
     return found
 
 
+def _of_package(module_name: str) -> bool:
+    return module_name == _PACKAGE or module_name.startswith(_PACKAGE + ".")
+
+
 def _in_package(fn) -> bool:
-    module = getattr(fn, "__module__", None) or ""
-    return module == _PACKAGE or module.startswith(_PACKAGE + ".")
+    return _of_package(getattr(fn, "__module__", None) or "")
 
 
 def package_twin(kernel):
@@ -89,7 +92,7 @@ def package_twin(kernel):
             return kernel
         mine = None
         for name, module in list(sys.modules.items()):
-            if module is None or not (name == _PACKAGE or name.startswith(_PACKAGE + ".")):
+            if module is None or not _of_package(name):
                 continue
             other = getattr(module, fn.__name__, None)
             if other is None or other is kernel or not getattr(other, "_can_compile", True):
