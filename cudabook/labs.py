@@ -177,6 +177,9 @@ def grade(stage_name, kernel, *, track=None, quiet=False, **params) -> bool:
     also = ""
     if second is not None:
         # the GPU's answer is right; a race it happened not to show still fails where every access is checked
+        if second.running():             # said, so the wait for it is not a silent one
+            say(f"Right on the GPU ({len(graded)} cases); now waiting for the same cases "
+                + ("in the CPU emulator …" if isinstance(kernel, str) else "in Numba's simulator …"))
         again = second.verdict()
         if isinstance(kernel, str):
             where = "by the CPU emulator, where copies land as late and as early as your waits allow"
@@ -282,6 +285,10 @@ class _ChildRun:
         run = cls.__new__(cls)
         run.waited, run._result, run._procs = True, result, []
         return run
+
+    def running(self) -> bool:
+        """Whether a child process is still at work (its verdict would be waited for)."""
+        return not self.waited and any(p.poll() is None for p in self._procs)
 
     def stop(self):
         if self.waited:

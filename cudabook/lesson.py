@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from . import SIMULATOR, check, results
 from . import track as tracks
+from .progress import Progress  # noqa: F401  (lessons' and tools' name for it)
 
 
 class Measured(dict):
@@ -44,20 +45,6 @@ FULL_ENV = "CUDABOOK_FULL_LADDER"      # =1: every lesson measures its whole lad
 
 _WORKLOAD: dict = {}      # the workload this process measured last: {"key", "args", "problem", "ctx", "peers",
 #                           "peers_done" (None, the names measured, or "all"), "seed"}
-
-
-class Progress:
-    """What a lesson is doing, said as it starts each step and as it ends, one short line each, with the seconds
-    since the cell began: a learner never watches a silent cell."""
-
-    def __init__(self, out=None):
-        import functools
-        import time
-        self.out, self.t0 = out or functools.partial(print, flush=True), time.perf_counter()
-
-    def __call__(self, line):
-        import time
-        self.out(f"  [{time.perf_counter() - self.t0:6.1f} s] {line}")
 
 
 def _draw(spec, size):
@@ -209,7 +196,7 @@ def ladder_so_far(upto: str, *, peers=False, track=None, size=None, full=None, s
                   + (f"; {' and '.join(rest)} from this card's record (‡). full=True, or CUDABOOK_FULL_LADDER=1, "
                      "measures them all." if rest else ":"))
         say = Progress()
-        with refmemo.reporting(say):
+        with refmemo.reporting(say), say.heartbeat():
             w = workload(t, size, peers=peers, progress=say, full=full)
             names = _lesson_peers(spec, full)
             measured = results.measure_workload(
@@ -324,7 +311,7 @@ def _timed_sweep(t, module, stage, param, values, fixed, size, gpu="this GPU", k
     from_record = [_recorded_row(kept, v) for v in values]
     todo = [v for v, row in zip(values, from_record) if row is None]
     if todo:
-        with refmemo.reporting(say):
+        with refmemo.reporting(say), say.heartbeat():
             w = workload(t, used, peers=True, progress=say)   # peers first where the figures need their time
         args, problem, ctx = w["args"], w["problem"], w["ctx"]
     where = f"{gpu}, {spec.workload_name(**used)}"

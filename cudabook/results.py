@@ -860,9 +860,11 @@ def main(argv=None):
             for k in r["workloads"]:
                 print(table(r, k), "\n")
         return 0
-    record = None
+    from .progress import Progress
+    record, say = None, Progress()
     for name in args or tracks.TRACKS:
-        part = run_track(name)
+        with say.heartbeat():                 # every step said as it starts, and again while it lasts
+            part = run_track(name, progress=say)
         record = part if record is None else dict(record, workloads={**record["workloads"], **part["workloads"]},
                                                   **{k: v for k, v in part.items() if k == "copy_GBps"})
         path = save(part)

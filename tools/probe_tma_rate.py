@@ -79,9 +79,11 @@ class _Map:
         return ctypes.addressof(self.buffer)
 
 
-def run_setting(tensor, w, h, issuers, ring, blocks, boxes, seed=1234, timed=True) -> dict:
+def run_setting(tensor, w, h, issuers, ring, blocks, boxes, seed=1234, timed=True, per_sm=None) -> dict:
     """One setting on the uploaded `tensor` (a device array [rows, cols] of uint16): checked, then (timed) its
-    wall time by CUDA events over repeated launches and each block's cycles from the last launch."""
+    wall time by CUDA events over repeated launches and each block's cycles from the last launch. per_sm (timed):
+    the blocks an SM must hold at once for the rates to mean what they say; where the driver says fewer fit, an
+    error row, not a time (the grid would run in waves)."""
     from numba import cuda
 
     from cudabook import bench, tma
@@ -94,6 +96,10 @@ def run_setting(tensor, w, h, issuers, ring, blocks, boxes, seed=1234, timed=Tru
         if smem > optin:
             return {"error": f"{smem:,} bytes of shared memory a block; this GPU allows {optin:,}"}
         kernel.set_max_dynamic_shared(smem)
+    if timed and per_sm:
+        fit = kernel.blocks_per_sm(32, smem)
+        if fit < per_sm:
+            return {"error": f"{per_sm} blocks an SM asked for, {fit} fit ({smem:,} bytes of shared memory each)"}
     m = _Map(tma.encode_tiled("bfloat16", (rows, cols), (cols * 2, 2), (h, w), device.address(tensor)))
     cycles = cuda.to_device(np.zeros(blocks, np.int64))
     wrong = cuda.to_device(np.zeros(1, np.uint32))
@@ -153,7 +159,8 @@ def main(argv=None) -> int:
     ap.add_argument("--boxes", nargs="+", default=list(BOXES), help="box shapes, WIDTHxROWS (bf16 x rows)")
     ap.add_argument("--issuers", nargs="+", type=int, default=[1, 8, 32], help="lanes of a block issuing boxes")
     ap.add_argument("--ring", nargs="+", type=int, default=[4], help="boxes in flight per issuing lane")
-    ap.add_argument("--per-sm", nargs="+", type=int, default=[1, 4], help="blocks an SM")
+    ap.add_argument("--per-sm", nargs="+", type=int, default=[1, 4, 16, 32],
+                    help="blocks an SM (one warp each; rung 04 runs 12 blocks, so 12 producer warps, an SM)")
     ap.add_argument("--count", type=int, default=2048, help="boxes each issuing lane issues")
     ap.add_argument("--span", choices=sorted(SPANS), default="l2", help="l2: a 16 MB tensor; dram: 1 GB")
     ap.add_argument("--emulate", action="store_true", help="no GPU: check every setting in the CPU emulator")
@@ -179,7 +186,7 @@ def main(argv=None) -> int:
     for (w, h), issuers, ring, per_sm in settings(a):
         row = {"box": f"{w}x{h}", "box_bytes": w * h * 2, "issuers": issuers, "ring": ring, "per_sm": per_sm,
                "blocks": g.sms * per_sm, "boxes": a.count}
-        row.update(run_setting(tensor, w, h, issuers, ring, row["blocks"], a.count))
+        row.update(run_setting(tensor, w, h, issuers, ring, row["blocks"], a.count, per_sm=per_sm))
         if "ms" in row:
             row.update(describe(row, g.sms))
         out_rows.append(row)

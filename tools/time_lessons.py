@@ -13,9 +13,9 @@ Each notebook runs in its own kernel through nbclient (as `make workbook` runs t
 can start, in its own Python process through tools/run_notebooks.py (--runner exec). The record keeps, per
 notebook, the wall time (what a learner waits), the CPU time of its process, whether it ran to the end, and the
 commit and date; and, for the machine, the GPU or CPU, the versions of what ran the kernels, and the load average
-(other work on the machine makes wall times longer than they would be). The compiled-kernel caches start empty
-(--warm keeps them), so the times are those of a learner's first pass. With CUDABOOK_CELL_SECONDS=N and the exec
-runner, each cell that took N seconds or more is printed as well, and kept in the notebook's entry (slow_cells);
+(other work on the machine makes wall times longer than they would be). The compiled-kernel caches start empty,
+torch.compile's (inductor's and Triton's) too (--warm keeps them), so the times are those of a learner's first
+pass. With CUDABOOK_CELL_SECONDS=N and the exec runner, each cell that took N seconds or more is printed as well, and kept in the notebook's entry (slow_cells);
 the exec runner also keeps the longest any of its cells printed nothing (longest_silence_s, quietest_cell).
 """
 from __future__ import annotations
@@ -150,8 +150,9 @@ def measure(paths, out: pathlib.Path, runner: str, timeout: int, progress=print,
     import threading
 
     from cudabook import results
-    if not warm:
-        os.environ["CUDABOOK_CACHE"] = tempfile.mkdtemp(prefix="cudabook-cache-")
+    if not warm:                             # torch.compile's caches too: a peer compiles as on a first pass
+        for var in ("CUDABOOK_CACHE", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
+            os.environ[var] = tempfile.mkdtemp(prefix=var.lower() + "-")
     info = machine()
     out.mkdir(parents=True, exist_ok=True)
     file = out / f"{slug(info)}.json"

@@ -82,13 +82,14 @@ def show(track, *stages, size=None, live=None, folder=None, **params) -> Profile
                 _display(kept)
                 return kept
     if live:
-        from ..lesson import Progress
+        from ..progress import Progress
         say = Progress()
         try:
             parts = []
-            for n in names:          # each stage: a process under ncu that prepares the workload and replays
-                say(f"profiling {t.NAME} {n} now with ncu …")
-                parts.append(profile(t.NAME, n, size, **params))
+            with say.heartbeat():
+                for n in names:      # each stage: a process under ncu that prepares the workload and replays
+                    say(f"profiling {t.NAME} {n} now with ncu …")
+                    parts.append(profile(t.NAME, n, size, **params))
             say("done")
             p = Profile([r for part in parts for r in part], track=t.NAME, gpu=parts[0].gpu, ncu=parts[0].ncu,
                         label=parts[0].label, stages={k: v for part in parts for k, v in part.stages.items()},

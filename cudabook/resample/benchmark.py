@@ -86,9 +86,8 @@ def peers(args, problem, ctx, *, repeats=25, progress=print, only=None) -> dict:
     if peer_mod.skipped(progress):
         return {}
     names = [n for n in PEERS if only is None or n in only]
-    progress(f"{', '.join(names)}: timing (torch.compile compiles first) …")
     ref, scale = inputs.reference_with_scale(*args)
-    rows = torch_peers.measure(*args, ref, scale, repeats=repeats, names=names)
+    rows = torch_peers.measure(*args, ref, scale, repeats=repeats, names=names, progress=progress)
     peer_mod.release()                  # torch's copies of the inputs back to the card
     for v in rows.values():
         if "median_us" in v:

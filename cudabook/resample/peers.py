@@ -77,11 +77,11 @@ def ready(name, inputs):
     return (lambda: fn(*inputs)), got
 
 
-def measure(src_times, src_feats, tgt_times, ref, scale, *, repeats=25, names=None):
+def measure(src_times, src_feats, tgt_times, ref, scale, *, repeats=25, names=None, progress=None):
     """{"torch_eager": {...}, "torch_compile": {...}, "torch_compile_max_autotune": {...},
     "torch_compile_max_autotune_pdl": {...}}: median_us and correctness on these inputs. The last is max-autotune
     compiled with inductor's PDL option on (an error row saying so where this torch has none), timed wherever
-    max-autotune is (names: those to time)."""
+    max-autotune is (names: those to time). progress(line), where given, hears each peer as it starts."""
     import numpy as np
     import torch
 
@@ -93,6 +93,8 @@ def measure(src_times, src_feats, tgt_times, ref, scale, *, repeats=25, names=No
     for name in ("torch_eager", *COMPILED):
         if not wanted(name, names):
             continue
+        if progress is not None:
+            progress(f"{name}: " + ("timing …" if name == "torch_eager" else "compiling, then timing …"))
         try:
             call, got = ready(name, inputs)
             ms = bench.time_ms(call, repeats=repeats, batch=10)

@@ -183,3 +183,19 @@ def test_the_learners_parameters_win_over_the_grading_variants_and_a_repeat_is_l
     two = types.SimpleNamespace(GRADING_VARIANTS=[{}, {"stages": 3, "unroll": 2}])
     assert labs.grading_variants(two, {"stages": 2}) == [{}, {"stages": 2, "unroll": 2}]
     assert labs.grading_variants(types.SimpleNamespace(), {"x": 1}) == [{}]
+
+
+def test_a_second_run_still_at_work_says_so_and_a_settled_one_does_not():
+    """grade() says it is waiting for the simulator's or the emulator's run only while that run is at work."""
+    class Proc:
+        def __init__(self, code):
+            self.code = code
+
+        def poll(self):
+            return self.code
+    run = labs._ChildRun.__new__(labs._ChildRun)
+    run.waited, run._procs = False, [Proc(0), Proc(None)]
+    assert run.running()
+    run._procs = [Proc(0), Proc(1)]
+    assert not run.running()
+    assert not labs._ChildRun.settled(None).running()

@@ -379,3 +379,38 @@ def test_the_machine_seed_is_kept(monkeypatch, tmp_path):
     assert refmemo.machine_seed() == seed and (tmp_path / "references" / "seed").read_text().strip() == str(seed)
     monkeypatch.setenv(refmemo.SEED_ENV, "42")
     assert refmemo.machine_seed() == 42
+
+
+def test_a_quiet_step_is_said_again_with_its_seconds_so_far():
+    """The heartbeat: a step that says nothing for `every` seconds is said again (with how long it has taken),
+    once per `every`, and a step that speaks resets it."""
+    said = []
+    say = lesson.Progress(out=said.append, every=5.0)
+    t0 = say.t0
+    say.beat(t0 + 9)                                    # nothing said yet: nothing to repeat
+    say("torch_compile: compiling, then timing …")
+    start = say.step_t
+    say.beat(start + 4.9)
+    assert len(said) == 1
+    say.beat(start + 5.0)
+    say.beat(start + 7.0)                               # said 2 s ago: quiet again only at +10
+    say.beat(start + 10.0)
+    assert [s.split("] ", 1)[1] for s in said[1:]] == [
+        "… still: torch_compile: compiling, then timing (5 s so far)",
+        "… still: torch_compile: compiling, then timing (10 s so far)"]
+    say("torch_compile: 90.1 us")                       # a new step: its own clock
+    say.beat(say.step_t + 3)
+    assert len(said) == 4
+
+
+def test_the_heartbeat_thread_speaks_while_the_block_runs_and_stops_after():
+    import time
+    said = []
+    say = lesson.Progress(out=said.append, every=0.3)
+    with say.heartbeat():
+        say("a long step …")
+        time.sleep(1.6)                                 # quiet from 0.3 s on, polled every 0.25 s
+    n = len(said)
+    assert n >= 3 and all("… still: a long step" in s for s in said[1:])
+    time.sleep(0.6)
+    assert len(said) == n                               # the thread ended with the block

@@ -1,0 +1,54 @@
+"""What a long step is doing, said as it starts and again while it lasts: a learner never watches a silent cell
+(lessons, sweeps, live profiles) and `make bench` never sits silent."""
+from __future__ import annotations
+
+
+class Progress:
+    """What a lesson is doing, said as it starts each step and as it ends, one short line each, with the seconds
+    since the cell began: a learner never watches a silent cell. Inside `with say.heartbeat():` a step that has
+    said nothing for `every` seconds (a compile, a peer, seconds of back-to-back runs) is said again, with how long
+    it has taken so far."""
+
+    def __init__(self, out=None, every: float = 5.0):
+        import functools
+        import time
+        self.out, self.t0 = out or functools.partial(print, flush=True), time.perf_counter()
+        self.every, self.step, self.step_t, self.last_t = every, None, self.t0, self.t0
+
+    def __call__(self, line):
+        import time
+        now = time.perf_counter()
+        self.step, self.step_t, self.last_t = line, now, now
+        self._say(now, line)
+
+    def _say(self, now, line):
+        self.out(f"  [{now - self.t0:6.1f} s] {line}")
+
+    def beat(self, now=None):
+        """Say the step again if it has been quiet for `every` seconds (the heartbeat's thread calls this)."""
+        import time
+        now = time.perf_counter() if now is None else now
+        if self.step is not None and now - self.last_t >= self.every:
+            self.last_t = now
+            self._say(now, f"… still: {self.step.rstrip(' …')} ({now - self.step_t:.0f} s so far)")
+
+    def heartbeat(self):
+        """A context in which a quiet step is said again every `every` seconds, by a thread of its own."""
+        import contextlib
+        import threading
+
+        @contextlib.contextmanager
+        def beating():
+            stop = threading.Event()
+
+            def run():
+                while not stop.wait(0.25):
+                    self.beat()
+            thread = threading.Thread(target=run, daemon=True, name="cudabook-heartbeat")
+            thread.start()
+            try:
+                yield self
+            finally:
+                stop.set()
+                thread.join()
+        return beating()
