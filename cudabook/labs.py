@@ -36,6 +36,7 @@ import sys
 import time
 
 from . import SIMULATOR, check, gpucompile, notebooks, nvrtc
+from .progress import Progress
 from . import track as _track
 
 def cases(stage_name=None, track=None):
@@ -135,6 +136,19 @@ def grade(stage_name, kernel, *, track=None, quiet=False, **params) -> bool:
             f"What to write: {hint(stage_name, track)}.")
         return False
     _run_cases.region = kernel if isinstance(kernel, str) else None
+    beat = Progress() if not quiet else None     # a grade that lasts says which case it is at, every 5 s
+    _run_cases.note = beat.note if beat else None
+    if beat:
+        beat.note(f"grading {stage_name}")
+    with beat.heartbeat() if beat else contextlib.nullcontext():
+        try:
+            return _grade(t, module, stage_name, kernel, track, params, say)
+        finally:
+            _run_cases.note = None
+
+
+def _grade(t, module, stage_name, kernel, track, params, say) -> bool:
+    """grade's work, once the kernel is there."""
     if isinstance(kernel, str):            # CUDA C++: the learner's lab region
         early = _grade_cuda(stage_name, kernel, say, track, params)
         if early is not None:
@@ -163,6 +177,8 @@ def grade(stage_name, kernel, *, track=None, quiet=False, **params) -> bool:
     if SIMULATOR and not isinstance(kernel, str):
         fn = getattr(kernel, "py_func", None) or getattr(kernel, "fn", None)
         name = getattr(fn, "__name__", None)
+        if _run_cases.note:
+            _run_cases.note("compiling it for a GPU, as Numba would there")
         try:
             problem = gpucompile.compile_for_gpu(kernel, module.__name__, launches.get(name),
                                                  control=name if hasattr(module, name or "") else None)
@@ -178,8 +194,10 @@ def grade(stage_name, kernel, *, track=None, quiet=False, **params) -> bool:
     if second is not None:
         # the GPU's answer is right; a race it happened not to show still fails where every access is checked
         if second.running():             # said, so the wait for it is not a silent one
-            say(f"Right on the GPU ({len(graded)} cases); now waiting for the same cases "
-                + ("in the CPU emulator …" if isinstance(kernel, str) else "in Numba's simulator …"))
+            there = "in the CPU emulator" if isinstance(kernel, str) else "in Numba's simulator"
+            say(f"Right on the GPU ({len(graded)} cases); now waiting for the same cases {there} …")
+            if _run_cases.note:
+                _run_cases.note(f"waiting for the cases {there}")
         again = second.verdict()
         if isinstance(kernel, str):
             where = "by the CPU emulator, where copies land as late and as early as your waits allow"
@@ -472,6 +490,8 @@ def _run_cases(t, module, stage_name, kernel, track, params, say) -> bool:
                 continue
             label = ", ".join([label] + [f"{k}={v}" for k, v in variant.items()])
             graded.append((name, inputs, label))
+            if getattr(_run_cases, "note", None):
+                _run_cases.note(f"grading: case {len(graded)}, {name} ({label})")
             start = time.monotonic()
             try:
                 verdict = check.check_case(t, lambda p: module.launch(p, kernel=kernel, **{**variant, **params}),

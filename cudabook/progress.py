@@ -21,6 +21,11 @@ class Progress:
         self.step, self.step_t, self.last_t = line, now, now
         self._say(now, line)
 
+    def note(self, line):
+        """Make `line` the step, unsaid: the heartbeat says it only if it lasts (a grader's case, say)."""
+        import time
+        self.step, self.step_t = line, time.perf_counter()
+
     def _say(self, now, line):
         self.out(f"  [{now - self.t0:6.1f} s] {line}")
 

@@ -414,3 +414,15 @@ def test_the_heartbeat_thread_speaks_while_the_block_runs_and_stops_after():
     assert n >= 3 and all("… still: a long step" in s for s in said[1:])
     time.sleep(0.6)
     assert len(said) == n                               # the thread ended with the block
+
+
+def test_a_noted_step_is_said_only_if_it_lasts():
+    said = []
+    say = lesson.Progress(out=said.append, every=5.0)
+    say.note("grading: case 1, random")
+    say.beat(say.t0 + 4.0)
+    assert said == []
+    say.note("grading: case 2, odd D")
+    start = say.step_t
+    say.beat(max(start, say.t0 + 5.0) + 1.0)
+    assert len(said) == 1 and "… still: grading: case 2, odd D (" in said[0]
