@@ -11,6 +11,7 @@ Each track's own checks live beside it, in cudabook/<track>/checking.py (the res
 from __future__ import annotations
 
 from .errors import KernelTimeout
+from .progress import watched
 from .track import get
 from .verdict import Verdict, bf16_half_ulp  # noqa: F401
 
@@ -82,10 +83,11 @@ def check_case(track, launch, inputs, *, rerun=True, time_limit=None, judge=None
     second time (rerun=True): if the two differ, the verdict says it is a race."""
     import numpy as np
     track = get(track)
-    problem = track.upload(*inputs)
-    problem.poison()
-    launch_within(launch, problem, time_limit, **params)
-    first = problem.result()
+    with watched("launching and checking (a first launch compiles the kernel)"):
+        problem = track.upload(*inputs)
+        problem.poison()
+        launch_within(launch, problem, time_limit, **params)
+        first = problem.result()
     verdict = (judge or track.judge)(first, *inputs)
     if not verdict.ok:
         problem.poison()                   # what an element nobody wrote holds (read only when something failed)

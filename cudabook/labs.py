@@ -543,4 +543,6 @@ def _first_line(e):
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--in-child"]:
-    _child_main()
+    from .progress import quiet
+    with quiet():                          # its parent reads what it prints: no progress lines among them
+        _child_main()

@@ -2,6 +2,10 @@
 (lessons, sweeps, live profiles) and `make bench` never sits silent."""
 from __future__ import annotations
 
+import contextlib
+
+_BEATING: list = []          # the Progress objects whose heartbeat runs now, innermost last
+
 
 class Progress:
     """What a lesson is doing, said as it starts each step and as it ends, one short line each, with the seconds
@@ -39,7 +43,6 @@ class Progress:
 
     def heartbeat(self):
         """A context in which a quiet step is said again every `every` seconds, by a thread of its own."""
-        import contextlib
         import threading
 
         @contextlib.contextmanager
@@ -51,9 +54,35 @@ class Progress:
                     self.beat()
             thread = threading.Thread(target=run, daemon=True, name="cudabook-heartbeat")
             thread.start()
+            _BEATING.append(self)
             try:
                 yield self
             finally:
+                _BEATING.remove(self)
                 stop.set()
                 thread.join()
         return beating()
+
+
+@contextlib.contextmanager
+def quiet():
+    """A block in which watched() says nothing: a child process whose output its parent reads."""
+    _BEATING.append(None)
+    try:
+        yield
+    finally:
+        _BEATING.remove(None)
+
+
+@contextlib.contextmanager
+def watched(step: str, every: float = 5.0):
+    """A block that may last (a first launch compiles its kernel; the simulator is slow): said as `step`, with
+    its seconds so far, only if it stays quiet for `every` seconds. Inside a running heartbeat (a ladder, a
+    grade) it adds nothing: that one already says its own, better-named step."""
+    if _BEATING:
+        yield None
+        return
+    p = Progress(every=every)
+    p.note(step)
+    with p.heartbeat():
+        yield p

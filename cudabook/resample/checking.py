@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..progress import watched
 from ..verdict import Verdict, bf16_half_ulp, index_ranges, outside
 from . import inputs
 from .problem import POISON, upload
@@ -293,9 +294,10 @@ def check_launch(launch, B, S, T, D, *, sorted_targets=True, rng=None, **params)
 
 def check_on(launch, src_times, src_feats, tgt_times, **params) -> Verdict:
     """Run `launch` on these inputs (output poisoned first) and judge the result."""
-    ref, scale = inputs.reference_with_scale(src_times, src_feats, tgt_times)
-    problem = upload(src_times, src_feats, tgt_times)
-    problem.poison()
-    launch(problem, **params)
+    with watched("launching and checking (a first launch compiles the kernel)"):
+        ref, scale = inputs.reference_with_scale(src_times, src_feats, tgt_times)
+        problem = upload(src_times, src_feats, tgt_times)
+        problem.poison()
+        launch(problem, **params)
     return compare(problem.result(), ref, scale, targets=np.asarray(tgt_times), times=np.asarray(src_times),
                    feats=src_feats)

@@ -426,3 +426,23 @@ def test_a_noted_step_is_said_only_if_it_lasts():
     start = say.step_t
     say.beat(max(start, say.t0 + 5.0) + 1.0)
     assert len(said) == 1 and "… still: grading: case 2, odd D (" in said[0]
+
+
+def test_a_watched_block_speaks_only_if_it_lasts_and_never_inside_another_heartbeat_or_quiet(capsys):
+    import time
+
+    from cudabook import progress
+    with progress.watched("compiling", every=0.3):
+        time.sleep(0.9)
+    out = capsys.readouterr().out
+    assert "… still: compiling (" in out
+    with progress.watched("quick", every=5.0):
+        pass
+    assert capsys.readouterr().out == ""
+    said = []
+    outer = lesson.Progress(out=said.append, every=60.0)
+    with outer.heartbeat(), progress.watched("inner", every=0.3):
+        time.sleep(0.9)
+    with progress.quiet(), progress.watched("in a child", every=0.3):
+        time.sleep(0.9)
+    assert said == [] and capsys.readouterr().out == ""
