@@ -28,7 +28,7 @@ class Progress:
     def note(self, line):
         """Make `line` the step, unsaid: the heartbeat says it only if it lasts (a grader's case, say)."""
         import time
-        self.step, self.step_t = line, time.perf_counter()
+        self.step, self.step_t = line if line.endswith("…") else line + " …", time.perf_counter()
 
     def _say(self, now, line):
         self.out(f"  [{now - self.t0:6.1f} s] {line}")
@@ -38,8 +38,11 @@ class Progress:
         import time
         now = time.perf_counter() if now is None else now
         if self.step is not None and now - self.last_t >= self.every:
-            self.last_t = now
-            self._say(now, f"… still: {self.step.rstrip(' …')} ({now - self.step_t:.0f} s so far)")
+            self.last_t, secs = now, now - self.step_t
+            if self.step.endswith("…"):           # a step begun: still at it
+                self._say(now, f"… still: {self.step.rstrip(' …')} ({secs:.0f} s so far)")
+            else:                                 # a result said: what follows it has not said itself yet
+                self._say(now, f"… still working, {secs:.0f} s after: {self.step}")
 
     def heartbeat(self):
         """A context in which a quiet step is said again every `every` seconds, by a thread of its own."""

@@ -446,3 +446,11 @@ def test_a_watched_block_speaks_only_if_it_lasts_and_never_inside_another_heartb
     with progress.quiet(), progress.watched("in a child", every=0.3):
         time.sleep(0.9)
     assert said == [] and capsys.readouterr().out == ""
+
+
+def test_after_a_result_line_the_heartbeat_says_it_is_still_working_not_that_the_result_still_runs():
+    said = []
+    say = lesson.Progress(out=said.append, every=5.0)
+    say("reference gather: 14,198 GB/s")
+    say.beat(say.step_t + 6.0)
+    assert said[-1].split("] ", 1)[1] == "… still working, 6 s after: reference gather: 14,198 GB/s"
