@@ -191,7 +191,7 @@ def measure(paths, out: pathlib.Path, runner: str, timeout: int, progress=print,
                          + (f" (CPU {entry['cpu_s']:.0f} s)" if entry["cpu_s"] is not None else "")
                          + (f"  {entry['error']}" if entry["error"] else ""), flush=True)
                 record.update(machine=info, runner=runner, commit=commit, dirty=results._dirty(), date=date,
-                              cache="warm" if warm else "empty at the start",
+                              cache="warm" if warm else "empty at the start, torch.compile's too",
                               load_avg_1min=[x[0] for x in loads if x])
                 if spread:
                     record.update(gpus=gpus, per_gpu=per_gpu, run_wall_s=round(time.perf_counter() - started, 1))
