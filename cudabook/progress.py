@@ -7,6 +7,13 @@ import contextlib
 _BEATING: list = []          # the Progress objects whose heartbeat runs now, innermost last
 
 
+def _write_line(line):
+    """One line to stdout in one write, flushed: a heartbeat's line never lands inside another thread's."""
+    import sys
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 class Progress:
     """What a lesson is doing, said as it starts each step and as it ends, one short line each, with the seconds
     since the cell began: a learner never watches a silent cell. Inside `with say.heartbeat():` a step that has
@@ -14,21 +21,24 @@ class Progress:
     it has taken so far."""
 
     def __init__(self, out=None, every: float = 5.0):
-        import functools
+        import threading
         import time
-        self.out, self.t0 = out or functools.partial(print, flush=True), time.perf_counter()
+        self.out, self.t0 = out or _write_line, time.perf_counter()
         self.every, self.step, self.step_t, self.last_t = every, None, self.t0, self.t0
+        self._lock = threading.Lock()      # the caller's thread and the heartbeat's change the same state
 
     def __call__(self, line):
         import time
-        now = time.perf_counter()
-        self.step, self.step_t, self.last_t = line, now, now
-        self._say(now, line)
+        with self._lock:
+            now = time.perf_counter()
+            self.step, self.step_t, self.last_t = line, now, now
+            self._say(now, line)
 
     def note(self, line):
         """Make `line` the step, unsaid: the heartbeat says it only if it lasts (a grader's case, say)."""
         import time
-        self.step, self.step_t = line if line.endswith("…") else line + " …", time.perf_counter()
+        with self._lock:
+            self.step, self.step_t = line if line.endswith("…") else line + " …", time.perf_counter()
 
     def _say(self, now, line):
         self.out(f"  [{now - self.t0:6.1f} s] {line}")
@@ -36,11 +46,14 @@ class Progress:
     def beat(self, now=None):
         """Say the step again if it has been quiet for `every` seconds (the heartbeat's thread calls this)."""
         import time
-        now = time.perf_counter() if now is None else now
-        if self.step is not None and now - self.last_t >= self.every:
+        with self._lock:
+            now = time.perf_counter() if now is None else now
+            if self.step is None or now - self.last_t < self.every:
+                return
             self.last_t, secs = now, now - self.step_t
-            if self.step.endswith("…"):           # a step begun: still at it
-                self._say(now, f"… still: {self.step.rstrip(' …')} ({secs:.0f} s so far)")
+            if self.step.endswith("…"):           # a step begun: still at it (a step noted a moment ago: no
+                so_far = f" ({secs:.0f} s so far)" if secs >= 1 else ""      # "0 s so far")
+                self._say(now, f"… still: {self.step.rstrip(' …')}{so_far}")
             else:                                 # a result said: what follows it has not said itself yet
                 self._say(now, f"… still working, {secs:.0f} s after: {self.step}")
 
@@ -54,16 +67,20 @@ class Progress:
 
             def run():
                 while not stop.wait(0.25):
-                    self.beat()
+                    try:
+                        self.beat()
+                    except Exception:          # a heartbeat that cannot speak stays silent, never a traceback
+                        return
             thread = threading.Thread(target=run, daemon=True, name="cudabook-heartbeat")
-            thread.start()
             _BEATING.append(self)
             try:
+                thread.start()
                 yield self
             finally:
                 _BEATING.remove(self)
                 stop.set()
-                thread.join()
+                if thread.is_alive():
+                    thread.join()
         return beating()
 
 

@@ -150,9 +150,11 @@ def measure(paths, out: pathlib.Path, runner: str, timeout: int, progress=print,
     import threading
 
     from cudabook import results
+    made = []                                # the empty caches made here, removed at the end
     if not warm:                             # torch.compile's caches too: a peer compiles as on a first pass
         for var in ("CUDABOOK_CACHE", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
             os.environ[var] = tempfile.mkdtemp(prefix=var.lower() + "-")
+            made.append(os.environ[var])
     info = machine()
     out.mkdir(parents=True, exist_ok=True)
     file = out / f"{slug(info)}.json"
@@ -199,10 +201,15 @@ def measure(paths, out: pathlib.Path, runner: str, timeout: int, progress=print,
                 file.write_text(json.dumps(record, indent=1) + "\n")  # after each: a long run can be cut short
 
     threads = [threading.Thread(target=worker, args=(w,)) for w in range(gpus * per_gpu if spread else 1)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        import shutil
+        for folder in made:
+            shutil.rmtree(folder, ignore_errors=True)
     return file
 
 

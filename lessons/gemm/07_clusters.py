@@ -80,8 +80,9 @@ for form in ("mbarrier.arrive.relaxed.cluster", "mbarrier.arrive.release.cluster
 # Only `.release.cluster` adds barriers; the CTA-scoped release and the relaxed arrive are the same machine
 # code. So is the relaxed arrive *proven* safe? Not by the PTX memory model: there, neither a relaxed arrive nor
 # a release at `.cta` scope (a scope the peer block is outside of) orders this consumer's reads before the
-# producer's later writes into the stage; only a release at `.cluster` scope, observed by an acquiring wait,
-# would. The argument is about the hardware instead: the reads were made by the wgmmas, and
+# producer's later writes into the stage. It would take a `.release.cluster` arrive matched by an
+# `.acquire.cluster` wait (this kernel's `mbarrier.try_wait` is CTA-scoped), and even that speaks of the generic
+# proxy, while the wgmmas read and TMA writes through the async proxy. The argument is about the hardware instead: the reads were made by the wgmmas, and
 # `wgmma.wait_group` returns only once those have completed, their operands read; nothing is left in flight
 # for a later write to overtake. The CUTLASS form rests on the same argument. (The CPU emulator cannot weigh
 # it either way: it runs each instruction to completion, so it has no reordering to show.)

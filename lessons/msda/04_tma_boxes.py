@@ -312,10 +312,12 @@ if not rates:
 
 # %% [markdown]
 # On the H200 it came out the third way: no setting of the probe moved a `32x4` box as fast as rung 04 moves a
-# sample, though rung 04's boxes have the same size and shape. So the probe does not show rung 04 at the unit's
-# limit, and what holds the probe's own boxes back is not settled by it (candidates: the round trip, which grows
-# as more boxes queue; places spread over the whole L2, where rung 04's neighbouring samples share lines; one
-# warp a block, where rung 04 has a dozen producer warps an SM). Two things it does show. Beyond a single
+# sample, though both boxes bring the same bytes as four 64-byte pieces (rung 04's through a 5-D map, its pieces
+# one pixel or one row apart; the probe's through a 2-D map, its rows further apart). So the probe does not show
+# rung 04 at the unit's limit, and what holds the probe's own boxes back is not settled by it (candidates: the
+# round trip, which grows as more boxes queue; places spread over the whole L2, where rung 04's neighbouring
+# samples share lines; fewer boxes in flight an SM than rung 04 keeps, each of its slots asking for the boxes of
+# all of an item's samples at once). Two things it does show. Beyond a single
 # 64-byte piece, the cost is per box, not per byte: 256 and 512 bytes cost about the same, and only the 8 KiB
 # box is slowed by its bytes. And a box is dear: rung 04's own rate, whatever unit sets it, is the price of
 # every sample a one-box-a-sample kernel loads; rung 05 goes further by loading corners with plain 16-byte

@@ -435,7 +435,7 @@ def test_a_watched_block_speaks_only_if_it_lasts_and_never_inside_another_heartb
     with progress.watched("compiling", every=0.3):
         time.sleep(0.9)
     out = capsys.readouterr().out
-    assert "… still: compiling (" in out
+    assert "… still: compiling" in out
     with progress.watched("quick", every=5.0):
         pass
     assert capsys.readouterr().out == ""
@@ -454,3 +454,30 @@ def test_after_a_result_line_the_heartbeat_says_it_is_still_working_not_that_the
     say("reference gather: 14,198 GB/s")
     say.beat(say.step_t + 6.0)
     assert said[-1].split("] ", 1)[1] == "… still working, 6 s after: reference gather: 14,198 GB/s"
+
+
+def test_a_quiet_grade_keeps_every_check_inside_it_quiet(monkeypatch, capsys):
+    """grade(..., quiet=True) prints nothing, not even a lasting launch's heartbeat (progress.watched)."""
+    import time
+
+    from cudabook import labs, progress
+    seen = []
+
+    def fake_grade(*a):
+        with progress.watched("launching and checking", every=0.2):
+            seen.append(list(progress._BEATING))
+            time.sleep(0.6)
+        return True
+    monkeypatch.setattr(labs, "_grade", fake_grade)
+    assert labs.grade("01_naive", object(), track="resample", quiet=True)
+    assert seen == [[None]] and capsys.readouterr().out == ""
+    assert progress._BEATING == []
+
+
+def test_a_step_noted_a_moment_ago_is_said_without_zero_seconds_so_far():
+    said = []
+    say = lesson.Progress(out=said.append, every=5.0)
+    say.note("grading: case 3, odd D")
+    say.step_t = say.t0 + 4.9                           # noted just before the quiet reached 5 s
+    say.beat(say.t0 + 5.0)
+    assert [s.split("] ", 1)[1] for s in said] == ["… still: grading: case 3, odd D"]
