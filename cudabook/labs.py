@@ -304,8 +304,10 @@ class _ChildRun:
         return run
 
     def running(self) -> bool:
-        """Whether a child process is still at work (its verdict would be waited for)."""
-        return not self.waited and any(p.poll() is None for p in self._procs)
+        """Whether a child process is still at work (its verdict would be waited for): a talker thread still
+        feeding or draining it (Popen.poll() would say None for a child that has exited while its talker holds
+        the wait)."""
+        return not self.waited and any(th.is_alive() for th in self._talkers)
 
     def stop(self):
         if self.waited:

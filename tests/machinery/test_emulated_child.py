@@ -187,15 +187,17 @@ def test_the_learners_parameters_win_over_the_grading_variants_and_a_repeat_is_l
 
 def test_a_second_run_still_at_work_says_so_and_a_settled_one_does_not():
     """grade() says it is waiting for the simulator's or the emulator's run only while that run is at work."""
-    class Proc:
-        def __init__(self, code):
-            self.code = code
+    class Talker:
+        def __init__(self, alive):
+            self.alive = alive
 
-        def poll(self):
-            return self.code
+        def is_alive(self):
+            return self.alive
     run = labs._ChildRun.__new__(labs._ChildRun)
-    run.waited, run._procs = False, [Proc(0), Proc(None)]
+    run.waited, run._talkers = False, [Talker(False), Talker(True)]
     assert run.running()
-    run._procs = [Proc(0), Proc(1)]
+    run._talkers = [Talker(False), Talker(False)]
+    assert not run.running()
+    run.waited, run._talkers = True, [Talker(True)]
     assert not run.running()
     assert not labs._ChildRun.settled(None).running()
