@@ -23,9 +23,13 @@
 #               every notebook timed, in three calls of at most 9 minutes each (the whole guide's table on a
 #               card: resampling and attention lessons; GEMM and deformable-attention lessons; setup and the
 #               lab solutions), each merged into results/timings/<gpu>.json (carry that file's latest copy)
+#   timings-spread
+#               every notebook timed in ONE call, spread over all the machine's GPUs (a 2-GPU kind: about 8
+#               minutes on two H200s; the same device time as one GPU), merged the same way; the GUIDE says
+#               the run was spread
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-phase=${1:?"usage: bash tools/gpu_session.sh stale|bench-a|bench-b|records|readings|timings|timings-1|timings-2|timings-3"}
+phase=${1:?"usage: bash tools/gpu_session.sh stale|bench-a|bench-b|records|readings|timings|timings-1|timings-2|timings-3|timings-spread"}
 step() {                       # step SECONDS NAME COMMAND...: run with a limit, log to $OUT/NAME.log, say how it went
   local limit=$1 name=$2; shift 2
   local t0=$(date +%s)
@@ -75,6 +79,9 @@ case "$phase" in
     export CUDABOOK_CELL_SECONDS=5
     step 540 timings python3 tools/time_lessons.py --runner exec --out results/timings notebooks/00_setup.ipynb \
       notebooks/00_tracks.ipynb solutions ;;
+  timings-spread)
+    export CUDABOOK_CELL_SECONDS=5
+    step 560 timings python3 tools/time_lessons.py --runner exec --gpus 0 --out results/timings ;;
   *) echo "unknown phase $phase"; exit 2 ;;
 esac
 tar -cf "$OUT/results.tar" results
