@@ -63,12 +63,13 @@ lesson.show_region((nvrtc.INCLUDE / "tma.cuh").read_text(), start="void mbar_arr
 
 # %%
 hopper, copies = ((nvrtc.INCLUDE / name).read_text() for name in ("hopper.cuh", "tma.cuh"))
+forms = ("mbarrier.arrive.relaxed.cluster", "mbarrier.arrive.release.cluster", "mbarrier.arrive.release.cta",
+         "mbarrier.arrive")
+texts = [s07.source().replace('#include "hopper.cuh"', hopper.replace(
+    '#include "tma.cuh"', copies.replace("mbarrier.arrive.relaxed.cluster", form))) for form in forms]
+cubins = nvrtc.in_threads([lambda text=text: s07.compile_cubin(source_text=text) for text in texts])  # side by side
 relaxed = None
-for form in ("mbarrier.arrive.relaxed.cluster", "mbarrier.arrive.release.cluster", "mbarrier.arrive.release.cta",
-             "mbarrier.arrive"):
-    edited = copies.replace("mbarrier.arrive.relaxed.cluster", form)
-    text = s07.source().replace('#include "hopper.cuh"', hopper.replace('#include "tma.cuh"', edited))
-    cubin = s07.compile_cubin(source_text=text)
+for form, cubin in zip(forms, cubins):
     found = nvrtc.sass_lines(cubin, "MEMBAR", kernel=s07.KERNEL)
     code = nvrtc.sass_lines(cubin, "", kernel=s07.KERNEL)
     relaxed = relaxed or code
