@@ -11,7 +11,7 @@ Each track's own checks live beside it, in cudabook/<track>/checking.py (the res
 from __future__ import annotations
 
 from .errors import KernelTimeout
-from .progress import watched
+from .progress import FIRST_LAUNCH, watched
 from .track import get
 from .verdict import Verdict, bf16_half_ulp  # noqa: F401
 
@@ -83,7 +83,7 @@ def check_case(track, launch, inputs, *, rerun=True, time_limit=None, judge=None
     second time (rerun=True): if the two differ, the verdict says it is a race."""
     import numpy as np
     track = get(track)
-    with watched("launching and checking (a first launch compiles the kernel)"):
+    with watched(FIRST_LAUNCH):
         problem = track.upload(*inputs)
         problem.poison()
         launch_within(launch, problem, time_limit, **params)

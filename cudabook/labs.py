@@ -544,6 +544,5 @@ def _first_line(e):
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--in-child"]:
-    from .progress import quiet
-    with quiet():                          # its parent reads what it prints: no progress lines among them
+    with progress.quiet():                 # its parent reads what it prints: no progress lines among them
         _child_main()

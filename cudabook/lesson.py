@@ -164,7 +164,8 @@ def ladder_so_far(upto: str, *, peers=False, track=None, size=None, full=None, s
     in results/, marked as recorded, with its commit and date. Without a record for this card, only those two
     rungs. Of the head-to-head pairs, only the one that decides the rung's claim (the peer nearest to it) is
     also run back to back for seconds (sustained="closest"; "none": no pair, where the lesson is not about it).
-    full=True (or CUDABOOK_FULL_LADDER=1) measures the whole ladder and every peer now (`make bench` does too). Every step that takes seconds is said as it starts.
+    full=True (or CUDABOOK_FULL_LADDER=1) measures the whole ladder and every peer now (`make bench` does too).
+    Every step that takes seconds is said as it starts, and again every few seconds while it lasts.
 
     Returns what it showed, for a later cell to use: the record (a dict) with a GPU, or the
     [(record, workload)] pairs read from results/ without one, or None. Either prints as one short line, so a

@@ -185,16 +185,19 @@ def _compile_new(key, source, arch, options, include_path, defines, name, std, d
     if use_disk:
         try:
             CACHE_DIR.mkdir(parents=True, exist_ok=True)
-            if log:                             # each file written whole, then renamed: a reader never sees half
-                with tempfile.NamedTemporaryFile("w", dir=CACHE_DIR, delete=False) as f:
-                    f.write(log)
-                os.replace(f.name, path.with_suffix(".log"))
-            with tempfile.NamedTemporaryFile(dir=CACHE_DIR, delete=False) as f:
-                f.write(cubin)
-            os.replace(f.name, path)
+            if log:
+                _write_whole(path.with_suffix(".log"), log.encode())
+            _write_whole(path, cubin)
         except OSError:
             pass   # a read-only home directory only costs a recompile
     return cubin
+
+
+def _write_whole(path: pathlib.Path, data: bytes):
+    """Write `data` to a temporary file beside `path`, then rename it: a reader never sees half a file."""
+    with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as f:
+        f.write(data)
+    os.replace(f.name, path)
 
 
 _logs: dict = {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 
 _BEATING: list = []          # the Progress objects whose heartbeat runs now, innermost last
+FIRST_LAUNCH = "launching and checking (a first launch compiles the kernel)"   # the check cells' watched step
 
 
 def _write_line(line):

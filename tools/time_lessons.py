@@ -15,8 +15,9 @@ notebook, the wall time (what a learner waits), the CPU time of its process, whe
 commit and date; and, for the machine, the GPU or CPU, the versions of what ran the kernels, and the load average
 (other work on the machine makes wall times longer than they would be). The compiled-kernel caches start empty,
 torch.compile's (inductor's and Triton's) too (--warm keeps them), so the times are those of a learner's first
-pass. With CUDABOOK_CELL_SECONDS=N and the exec runner, each cell that took N seconds or more is printed as well, and kept in the notebook's entry (slow_cells);
-the exec runner also keeps the longest any of its cells printed nothing (longest_silence_s, quietest_cell).
+pass. With CUDABOOK_CELL_SECONDS=N and the exec runner, each cell that took N seconds or more is printed as well,
+and kept in the notebook's entry (slow_cells); the exec runner also keeps the longest any of its cells printed
+nothing (longest_silence_s, quietest_cell).
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..progress import watched
+from ..progress import FIRST_LAUNCH, watched
 from ..verdict import Verdict, bf16_half_ulp, index_ranges, outside
 from . import inputs
 from .problem import POISON, upload
@@ -294,7 +294,7 @@ def check_launch(launch, B, S, T, D, *, sorted_targets=True, rng=None, **params)
 
 def check_on(launch, src_times, src_feats, tgt_times, **params) -> Verdict:
     """Run `launch` on these inputs (output poisoned first) and judge the result."""
-    with watched("launching and checking (a first launch compiles the kernel)"):
+    with watched(FIRST_LAUNCH):
         ref, scale = inputs.reference_with_scale(src_times, src_feats, tgt_times)
         problem = upload(src_times, src_feats, tgt_times)
         problem.poison()
