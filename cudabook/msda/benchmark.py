@@ -13,8 +13,9 @@ Figures of a row:
     pct_of_ceiling     shown as "% of reference gather" (the key is the first records'): the reference gather's
                        time against the row's. Every sample reads 4 corner pixels of D bf16 (256 bytes at D = 32,
                        48.5 GB in all at this size) through L2 and L1, far more than the minimum traffic. The
-                       reference gather loads exactly those pieces, at this workload's addresses, with 16-byte
-                       loads and nothing else (no weights, no arithmetic): `reference_gather_us`. It is a
+                       reference gather loads those pieces, at this workload's addresses (moved onto the map where a
+                       sample hangs over its edge), with 16-byte loads and nothing else (no weights, no
+                       arithmetic): `reference_gather_us`. It is a
                        reference kernel, not a bound: it has limits of its own (the loads a lane keeps in
                        flight), and a rung can match or beat it (over 100 %). A bound from the corners' L2 and L1
                        traffic at the hardware's peak rates is not measured.
@@ -264,19 +265,23 @@ def peer_bytes(args) -> tuple[int, int]:
     return N * (v + xy + w), 3 * M * D * Lq * L * P * 4 + v + 2 * xy + w + 2 * out
 
 
-PEERS = ("torch_eager", "torch_compile")
+PEERS = ("torch_eager", "torch_compile", "torch_compile_max_autotune")
+# torch.compile's modes: the default, and the strongest a user would pick (max-autotune without CUDA graphs: the
+# timing already queues the calls back to back)
+COMPILE_MODES = {"torch_compile": None, "torch_compile_max_autotune": "max-autotune-no-cudagraphs"}
 LESSON_PEERS = ("torch_eager",)   # what a lesson measures now; torch.compile (slower than eager on this problem in
 # the records, and compiled anew in every process) comes from the card's record, unless the lesson measures the
 # whole ladder (cudabook.lesson, full=True)
 
 
 def peers(args, problem, ctx, *, repeats=25, progress=print, only=None) -> dict:
-    """PyTorch eager and torch.compile of msda_torch (only: those named) on the same data, timed the same way
-    (skipped, saying why, without torch). A call takes as many images as the memory the lesson may use holds
-    (cudabook.peers: a third of the card, less the workload's own inputs and output, and no more than is free
-    now; peer_bytes counts it): at seed 002's size some 1.5 GiB an image, so all N = 48 at once would not fit; the
-    peer then runs on chunks of images back to back over all N, and the row says how many a call (images_at_once).
-    Nothing is tried that does not fit: a peer for which not even one image fits is skipped, saying so."""
+    """PyTorch eager and torch.compile of msda_torch (its default mode and max-autotune-no-cudagraphs; only: those
+    named) on the same data, timed the same way (skipped, saying why, without torch). A call takes as many images as
+    the memory the lesson may use holds (cudabook.peers: a third of the card, less the workload's own inputs and
+    output, and no more than is free now; peer_bytes counts it): at seed 002's size some 1.5 GiB an image, so all N
+    = 48 at once would not fit; the peer then runs on chunks of images back to back over all N, and the row says how
+    many a call (images_at_once). Nothing is tried that does not fit: a peer for which not even one image fits is
+    skipped, saying so."""
     from .. import peers as peer_mod
     if peer_mod.skipped(progress):
         return {}
@@ -295,9 +300,10 @@ def peers(args, problem, ctx, *, repeats=25, progress=print, only=None) -> dict:
             progress(f"{name}: {rows[name]['skipped']}")
             continue
         progress(f"{name}: {at_once} of {N} images a call ({peer_mod.gib(held + at_once * per_image)} of the "
-                 f"{peer_mod.gib(budget)} this lesson may take)" + (", compiling first …" if name == "torch_compile"
+                 f"{peer_mod.gib(budget)} this lesson may take)" + (", compiling first …" if name in COMPILE_MODES
                                                                      else " …"))
-        fn = msda_torch if name == "torch_eager" else torch.compile(msda_torch, dynamic=False)
+        fn = (msda_torch if name == "torch_eager"
+              else torch.compile(msda_torch, dynamic=False, mode=COMPILE_MODES[name]))
         try:
             rows[name] = _measure_peer(fn, args, min(repeats, 10), at_once)
         except Exception as e:  # a peer that fails is reported, not fatal
