@@ -19,7 +19,7 @@ from ..kit.rung import WGMMA_LOG_MISTAKES, cached_launch, tensor_map
 BK = 64
 ALIGN = 8              # TMA rows must be multiples of 16 bytes: K and N padded to multiples of 8 bf16
 ARG_TYPES = (None, None, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int)
-WATCHDOG_S = 20        # hopper.cuh's WATCHDOG_NS: a wait that never ends traps after this long (the grader says so)
+WATCHDOG_S = 20        # tma.cuh's WATCHDOG_NS: a wait that never ends traps after this long (the grader says so)
 COMPILE_LOG_MISTAKES = WGMMA_LOG_MISTAKES   # what ptxas says of a learner's wgmma code (cudabook.labs reads it)
 
 def padded(M: int, N: int, K: int) -> tuple[int, int]:

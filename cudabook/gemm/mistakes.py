@@ -2,7 +2,7 @@
 that the grader must fail (cudabook.mistakes; tests/machinery/test_lab_mistakes.py runs them).
 
 The Numba lab, 02_smem_tiles: edits of gemm_tiled. The grader's simulator cases have K = 20, 13, 1 and 37 with
-TILE = 16: two or three K tiles, the last one partial; the grader also runs tiles of 8, so that a loop hard-coded
+TILE = 16: one to three K tiles, the last one partial; the grader also runs tiles of 8, so that a loop hard-coded
 to the simulator's 16 fails there too. The C++ labs: edits of the solution region. Lab 04 (mma.sync) is graded on
 every machine, in the CPU emulator where no GPU runs it (its table, _LAB04, says where each is caught); labs 05-07
 (wgmma) on a GPU that runs the stage (a fresh process each: a trapped kernel or an illegal address leaves the CUDA

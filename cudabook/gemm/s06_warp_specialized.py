@@ -46,7 +46,7 @@ EMULATED = True               # without a GPU the lab grader runs this kernel on
 # A mistake read from the region's text before any launch: the slot computed from kt. The grading cases give each
 # block one tile, where kt % STAGES is s; a persistent block's next tile starts where the ring stopped, and when
 # its k-tiles are not a multiple of STAGES the consumers then arrive on the wrong stage's "empty" barrier (a hang,
-# or a stage refilled under a slow consumer). At the benchmark's sizes (64 k-tiles) the two agree, so no GPU run
+# or a stage refilled under a slow consumer). At the benchmark's sizes (64 and 128 k-tiles) the two agree, so no GPU run
 # shows it either.
 LAB_TEXT_MISTAKES = [
     (r"\bkt\s*%\s*STAGES\b",

@@ -28,8 +28,8 @@ PARAMS = {
     "consumers": 2,         # consumer warpgroups (plus one producer warpgroup)
     "stages": 4,            # ring depth (48 KiB a stage at 128 x 256): 4 stages + 2 staging boxes a consumer fill
                             # 225 KiB of the 227 a block may have (one H100 run while this rung was built, not
-                            # a record, and above what the records show: 4 stages / 2 boxes 772 and 820 TFLOP/s
-                            # at 4096^3 and 8192^3, 3 stages / whole-tile staging 765 and 819)
+                            # a record; below the H100 record at 4096^3, above it at 8192^3: 4 stages / 2 boxes
+                            # 772 and 820 TFLOP/s at 4096^3 and 8192^3, 3 stages / whole-tile staging 765 and 819)
     "cluster": 2,           # blocks per cluster, stacked along M, sharing (multicasting) B: 1, 2 or 4
                             # (H100, 3 stages, TFLOP/s at 4096^3 / 8192^3: 1 -> 712 / 684, 2 -> 750 / 797,
                             # 4 -> 620 / 726)

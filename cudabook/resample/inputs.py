@@ -160,7 +160,7 @@ def reference_with_scale(src_times, src_feats, tgt_times):
 def needed_bytes(src_times, src_feats, tgt_times) -> int:
     """The bytes no resampler can avoid: every time (source and target) read once, each source row that some
     output mixes with a nonzero weight read once, the output written once. Fewer than Problem.min_bytes (which
-    reads every source row) when the targets leave rows unused: sorted random targets at T = S use about 82 % of
+    reads every source row) when the targets leave rows unused: sorted random targets at T = S use about 80 % of
     them, which is how a gather can finish sooner than a copy of min_bytes."""
     times, bits, targets = validate(src_times, src_feats, tgt_times)
     B, S, D = bits.shape

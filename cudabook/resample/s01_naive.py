@@ -2,8 +2,8 @@
 
 Each thread binary-searches its target's interval in the source times, then loops over the D channels.
 Correct, and slow for two reasons you can see in the code: the 32 threads of a warp run 32 separate searches
-over the same row, and in the channel loop neighbouring threads read addresses D * 2 bytes apart, so one
-warp-wide load touches 32 different memory segments.
+over the same row, and in the channel loop neighbouring threads read addresses about D * 2 bytes apart, so one
+warp-wide load touches up to 32 different 32-byte sectors, to use 2 bytes of each.
 """
 import numpy as np
 from numba import cuda

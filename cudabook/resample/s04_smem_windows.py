@@ -23,7 +23,7 @@ is a multiple of 8, 2 (8 bytes, a uint64 view) when D is a multiple of 4, else 1
 into chunks of `chunk_cols / 2` words (`chunk_cols` channels; half as many for odd D, whose words hold one
 channel each), so any D fits the shared memory.
 
-Instruction economy matters here as much as memory: the 16-byte accesses use flat offsets (one add a load, no
+Instruction economy matters here too: the 16-byte accesses use flat offsets (one add a load, no
 stride arithmetic), and float32 -> bf16 rounding of two channels is one instruction (cvt.rn.bf16x2.f32, on
 compute capability 8.0 and newer) instead of a dozen integer operations.
 """

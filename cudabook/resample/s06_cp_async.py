@@ -10,7 +10,8 @@ every thread copies the window's feature rows into shared memory with 16-byte `c
 move data from global to shared memory without passing through registers and without making the thread wait.
 Copies for the next STAGES-1 items are in flight while the block interpolates the current one
 (`cp.async.commit_group` closes an item's copies, `cp.async.wait_group STAGES-1` waits for the oldest). The
-grid is persistent: as many blocks as fit on the GPU at once, each walking the items with a stride.
+grid is persistent: as many blocks as fit on the GPU at once, each walking a contiguous run of items
+(schedule="contiguous", the default) or every G-th item ("strided").
 
 Any D works: rows of whole 16-byte chunks (D % 8 == 0) use 16-byte copies, D % 4 == 0 uses 8-byte ones,
 other even D 4-byte ones, and odd D (rows not even 4-byte aligned) goes to a plain fallback kernel.

@@ -27,7 +27,7 @@ them move through memory together. persistent=True keeps as many blocks as fit, 
 through its ring of `stages`, taking them by schedule=: "strided" (every G-th chunk), "interleaved" (every block
 the same number of targets, as slices spread over the whole problem) or "contiguous" (one equal share each).
 On an H200 one block per item was fastest when this stage was built (78 against 81-83 us for the ring; a
-reading, not a results/ record): with four blocks on each SM, the other blocks supply the overlap a deeper
+reading, not a results/ record): with several blocks on each SM, the other blocks supply the overlap a deeper
 ring would. The lesson times them all.
 
 The tensor map reaches the kernel as a `const __grid_constant__` 128-byte parameter. Two ways to get it there:

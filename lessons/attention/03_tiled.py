@@ -7,8 +7,11 @@
 # once, and all `BQ` rows use it. And since a tile's 32 scores are at hand together, the running max is raised
 # once per tile, not once per key: one rescale per tile.
 #
-# This is the structure of FlashAttention ([arXiv:2205.14135](https://arxiv.org/abs/2205.14135)), on CUDA cores
-# in float32; rungs 04 to 06 put the two matrix products on tensor cores. Numba:
+# This is FlashAttention's idea ([arXiv:2205.14135](https://arxiv.org/abs/2205.14135): tiles in shared memory, an
+# online softmax, S never in memory) in FlashAttention-2's loop order
+# ([arXiv:2307.08691](https://arxiv.org/abs/2307.08691): a block owns query rows and walks the keys, O stays on
+# chip and is divided by l once at the end; the first paper's loop runs over the key tiles outside, with O in
+# global memory), on CUDA cores in float32; rungs 04 to 06 put the two matrix products on tensor cores. Numba:
 # [shared memory and barriers](https://nvidia.github.io/numba-cuda/user/memory.html); CUDA:
 # [shared memory](https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#shared-memory),
 # [bank conflicts](https://docs.nvidia.com/cuda/cuda-c-best-practices-guide/index.html#shared-memory-and-memory-banks).

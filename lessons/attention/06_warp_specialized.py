@@ -290,8 +290,9 @@ show("auto step = [&]", "  };")
 # path between one P V and the next issue; writing `2^x` as `ex2.approx.ftz` (`exp2_ftz`) instead of `exp2f`
 # dropped the range fix-up ptxas wraps around a `MUFU.EX2` whose subnormal results must survive (a compare and
 # two multiplies per score; with `.ftz` they are flushed to zero, which no P rounded against l >= 1 can see).
-# Measured while the rung was built (H100, one run of `tools/sweep_params.py --track attention`'s kind, not a
-# record), the two together gained about 5 % at d = 128. The records below measure the rung as it is now.
+# Measured while the rung was built (H100, commit 54f69eb, which made both changes; one run of
+# `tools/sweep_params.py --track attention`'s kind, not a record), the two together gained about 5 % at d = 128.
+# The records below measure the rung as it is now.
 #
 # Why nothing of P_{t-1} may change before `wait<0>`: `WgmmaRS` reads its A operand **from registers, while it
 # runs**. The registers `pa` hold P_{t-1} until P_{t-1} V_{t-1} has landed, so the softmax works on `sc` (S_t,
@@ -476,7 +477,7 @@ print("\n(x: the fastest SDPA's time over this variant's, above 1 is faster than
 # Readings of one session on an H200, the one that wrote commit 799ef51 (d = 64, not causal, 3 consumers,
 # 3 stages, a block a tile, one run each, not records):
 # all on MUFU 536.0 µs; 2 of S's 16 n8 column blocks on FMA 587.7 µs; 4 of them 625.4 µs; 6 of them 673.1 µs.
-# Nsight Compute on the same H200, one launch at
+# Nsight Compute on the same H200 at commit 799ef51, one launch at
 # the clock it locks (its base clock): with all on MUFU the tensor pipe was 57.0 % active and the XU pipe (where MUFU
 # runs) at 58.8 % of its peak, FMA 20.1 %, ALU 28.0 %; with 4 blocks on FMA, tensor 49.0 %, XU 38.3 %, FMA
 # 30.4 %. Neither the tensor pipe nor MUFU is saturated, so taking work off MUFU bought nothing, and the
@@ -694,8 +695,9 @@ for d in s06.HEAD_DIMS:
 # variants the exercises use. Without a Hopper GPU, the workbook's CPU emulator runs the same kernel (`wgmma`,
 # TMA and the barriers included) on a few small cases: both head dimensions, causal with Nq not a multiple of
 # BQ (so the first query block starts early), and three and two consumers at d = 64. The emulated GPU has two
-# SMs, so the default persistent grid has two blocks, each with one tile in these small cases; the last case
-# also runs a grid of one block (`blocks=1`), which walks all four work tiles of two causal heads, its rings,
+# SMs, so the default persistent grid has at most two blocks (never more than there are work tiles): a block
+# does one tile in most of these small cases, and more in the last (two causal heads of two query blocks or
+# more each); the last case also runs a grid of one block (`blocks=1`), which walks all four work tiles, its rings,
 # Q barriers and hand-overs running on from tile to tile. Each case is checked against the float64 reference
 # the same way.
 
@@ -1061,8 +1063,9 @@ for path, sweep, by_workload in attention_sweeps():
 # Rung 06 is ahead of rung 05 on every workload of every record and sweep above. What the variants say is
 # which part of it pays: the second consumer (and at d = 64 the third) by a wide margin everywhere; 128-key
 # tiles (fewer turns, waits and barriers a key) clearly everywhere; the ping-pong a lot at d = 128 without the
-# mask and a few percent elsewhere; the overlap inside a warpgroup a few percent at most (part (a): a copy of
-# the loop with no exponential between its two waits has little to give); one more stage nothing consistent.
+# mask, a few percent at d = 64, and next to nothing at d = 128 with the mask; the overlap inside a warpgroup
+# several percent at d = 64 and less at d = 128 (part (a): where a build has no exponential between its two
+# waits, as at d = 64, that gain is not the softmax under P V); one more stage nothing consistent.
 # The exercise sweeps at the end run today's defaults (the persistent grid and its dynamic schedule among them,
 # newer than some sweeps above: compare the commits). On the H200 they show ping-pong off costing far less at
 # d = 128 than the older sweep above does; which of the defaults since took over what the turns hid is not

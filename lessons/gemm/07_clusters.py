@@ -184,11 +184,11 @@ for record in results.load_all():
 print("\n".join(results.sustained_lines("gemm", "07_clusters")) or "no such reading in results/readings/ yet")
 
 # %% [markdown]
-# Run for seconds, 07 runs at a lower SM clock than cuBLAS for the same power, yet does more work a clock.
-# At 8192³ its lead is smaller than in the rounds; at 4096³ it is a little further behind. Two seconds of a
-# kernel is hundreds of its calls, and the record's two back-to-back runs of each agree with each other to a
-# fraction of a percent, where at 8192³ the rounds' ratios spread by several: on the H200 those rounds are an upper end,
-# not the lead a long job sees.
+# Run for seconds, 07 runs at a lower SM clock than cuBLAS for the same power. At 8192³ it does more work a
+# clock; at 4096³ about the same, so the lower clock leaves it behind. At 8192³ its lead is smaller than in the
+# rounds; at 4096³ it is a little further behind. Two seconds of a kernel is over a thousand of its calls, and
+# the record's two back-to-back runs of each agree with each other to a fraction of a percent, where at 8192³
+# the rounds' ratios spread by several: on the H200 those rounds are an upper end, not the lead a long job sees.
 
 # %% [markdown]
 # ## Which change paid?
@@ -230,8 +230,8 @@ if not SIMULATOR and not gemm.unavailable("07_clusters"):
 
 # %% [markdown]
 # Read it column by column. The card is in the table's header and the commit on each line; the readings below
-# are those of the card this lesson was written against (an H200 at commit d762ab7), and the H100's sweeps above
-# already differ: there the cluster is a much larger step than on the H200.
+# are those of the card this lesson was written against (an H200; its variants recorded again at commit
+# 175a57f), and the H100's sweeps above already differ: there the cluster is a much larger step than on the H200.
 #
 # - **DRAM is not the limit on the H200.** In every variant DRAM runs at a fraction of its peak. Clusters of 2
 #   read about a fifth fewer bytes from DRAM than no cluster, but those bytes are not what the time is made of
@@ -243,10 +243,10 @@ if not SIMULATOR and not gemm.unavailable("07_clusters"):
 #   counts cluster rows (a group is 8 tile rows without a cluster, 16 with clusters of 2), and lesson 06's count
 #   gives the taller group fewer distinct panels a wave. The last line separates the two: `cluster=1,
 #   group_m=16`, no cluster but the clusters' tile order, reads as few bytes from DRAM as the defaults (H200,
-#   commit 0113109). So the saving is the tile order's, and a cluster of 2 gets it only because `group_m` counts
-#   cluster rows. What multicast saves is the second trip from L2 to the SMs (the defaults' L2
-#   hit rate is lower than `multicast=0`'s most likely because those second reads, all hits, are gone). It is
-#   worth one to two percent on both cards' sweeps.
+#   commit 175a57f, as first found at 0113109). So the saving is the tile order's, and a cluster of 2 gets it
+#   only because `group_m` counts cluster rows. What multicast saves is the second trip from L2 to the SMs (the
+#   defaults' L2 hit rate is lower than `multicast=0`'s most likely because those second reads, all hits, are
+#   gone). It is worth one to two percent on both cards' sweeps.
 # - **The TMA store is the largest single step on the H200.** Without it, the cluster is worth almost nothing
 #   there: the consumers' register stores hold up the next tile's MMAs, and with the epilogue on the critical
 #   path, how B arrives matters little. Once the store runs in the background, the loads are what is left to
@@ -494,8 +494,8 @@ def stream_k_cost():
 stream_k_cost()
 
 # %% [markdown]
-# At 4096³, forced on, Stream-K loses in every round of both runs, for bf16 and FP8, and the cost it implies is
-# about the same in both: there is only an eighth of a unit to win, and the cost is larger. At 8192³ both runs
+# At 4096³, forced on, Stream-K loses in every round of both bf16 runs and of the one FP8 run that measured it,
+# and the cost it implies is about the same in both bf16 runs: there is only an eighth of a unit to win, and the cost is larger. At 8192³ both runs
 # put "auto" ahead of "off" by the medians, bf16 and FP8, but by different amounts, so the cost they imply
 # differs too: the rounds there spread by more than the gain (the power cap), so read it as a small gain whose
 # size these runs do not pin down. On this card and these two sizes "auto" picks the faster side by the

@@ -272,8 +272,9 @@ if not shown:
 # `tools/probe_tma_rate.py` (its kernel is `tools/probe_tma_rate.cu`) gives each block one warp whose lanes
 # issue boxes at random places of a tensor that fits in the L2, each lane keeping a few in flight, and nothing
 # reads them. It tries several box shapes: one like this track's, four 64-byte pieces from four places, 256
-# bytes in all (`32x4`: 4 rows of 32 bf16), one piece alone (`32x1`), 256 and 512 contiguous bytes, and the GEMM
-# track's 8 KiB box; and for each, 1 to 32 issuing lanes a block and 1 to 32 blocks an SM (a setting whose blocks
+# bytes in all (`32x4`: 4 rows of 32 bf16), one piece alone (`32x1`), 256 bytes as two 128-byte rows (`64x2`) or
+# one contiguous row (`128x1`), 512 bytes as two 256-byte rows (`128x2`), and the GEMM track's 8 KiB box; and for
+# each, 1 to 32 issuing lanes a block and 1 to 32 blocks an SM (a setting whose blocks
 # do not all fit on an SM at once is refused, not timed). Below, for each shape, its fastest setting, in
 # nanoseconds a box an SM by the wall clock (and in SM cycles by the blocks' own `clock64`), and rung 04's time
 # a sample an SM on the same card. Three outcomes were possible: the probe's `32x4` near rung 04 (the unit is
@@ -313,7 +314,8 @@ if not rates:
 # %% [markdown]
 # On the H200 it came out the third way: no setting of the probe moved a `32x4` box as fast as rung 04 moves a
 # sample, though both boxes bring the same bytes as four 64-byte pieces (rung 04's through a 5-D map, its pieces
-# one pixel or one row apart; the probe's through a 2-D map, its rows further apart). So the probe does not show
+# one pixel (`M D 2` bytes) or one pixel row (`W M D 2` bytes) apart; the probe's through a 2-D map, its four rows
+# one tensor row, 4 KiB, apart). So the probe does not show
 # rung 04 at the unit's limit, and what holds the probe's own boxes back is not settled by it (candidates: the
 # round trip, which grows as more boxes queue; places spread over the whole L2, where rung 04's neighbouring
 # samples share lines; fewer boxes in flight an SM than rung 04 keeps, each of its slots asking for the boxes of

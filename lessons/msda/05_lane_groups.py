@@ -366,12 +366,12 @@ for rec in results.load_all():
                   f"{cycles / us / 1e3:.2f} GHz (the reference gather: {w['context']['gather_us']:,.0f} µs)")
 
 # %% [markdown]
-# An H100's SMs run at up to about 2 GHz (the clock of these runs was not recorded; under a long tensor-core
-# load GEMM 09's probe saw an H200 near 1.5 GHz), and the instruction count above is this machine's NVRTC build,
-# not the record's. So on the `local` workload issuing instructions fills most (at a lower clock, nearly all) of
-# rung 05's time, about as long as the reference gather's loads take: the two overlap, imperfectly. On `uniform` the
-# loads are slower and hide the instructions better, and there rung 05 **matches or beats the reference
-# gather**: level with it, within a few percent, or faster (the records above say which, card by card). A
+# An H100's SMs run at up to about 2 GHz (the clock of these runs was not recorded; GEMM 09's probe saw an H200's
+# SM clock fall well below that under a long tensor-core load), and the instruction count above is this machine's
+# NVRTC build, not the record's. So on the `local` workload issuing instructions fills most (at a lower clock,
+# nearly all) of rung 05's time, about as long as the reference gather's loads take: the two overlap, imperfectly.
+# On `uniform` the loads are slower and hide the instructions better, and there rung 05 **matches or beats the
+# reference gather**: level with it, within a few percent, or faster (the records above say which, card by card). A
 # kernel that computes every position, weight and blend keeps pace with one that only loads the same corners.
 # So the reference gather is **not a bound**. It is one plain way to load the corners (a group of lanes per
 # query and head, as in rung 02, with no more loads in flight than its simple loop gives), and a kernel that
@@ -381,18 +381,18 @@ for rec in results.load_all():
 # ## A bound from the L1
 #
 # The copy ceiling ("% of copy") is a bound (approximately: a copy's rate is not quite the memory's peak), and
-# a loose one: it counts each byte once, and the corners cross L2 and L1 many times. A tighter one comes from the unit every corner passes. A load from global memory goes
-# through the L1's data pipe, which moves at most one **wavefront** a cycle on each SM: the sectors one
-# instruction needs from one 128-byte line. A corner here is one head's 64 bytes of one pixel, and two pixels
-# are a whole row of heads apart (M x D bf16, 512 bytes), so the 8 items of a warp's corner load touch 8 lines:
-# one wavefront for each item's corner, whatever the kernel does around it. That is a floor for every kernel
-# that loads each corner with `ld.global`, whether it keeps them in registers or stores them on into shared
-# memory, as rung 03 does (one whose corners reach shared memory by the copy engine, TMA, is not covered by it):
-# N x Lq x M x L x P x 4 wavefronts, spread over the SMs. It is a floor very nearly, not exactly: heads 2k and
-# 2k + 1 of one pixel share a 128-byte line, so where both sample the same pixel a kernel could fetch the two
-# corners in one wavefront, and a kernel that loads a corner repeated by several samples only once is not
-# bound by it. Nsight Compute counted rung 05's on an H200 (a reading,
-# in results/readings/, with the commit it ran):
+# a loose one: it counts each byte once, and the corners cross L2 and L1 many times. A tighter one comes from the
+# unit every corner passes. A load from global memory goes through the L1's data pipe, which moves at most one
+# **wavefront** a cycle on each SM, and a wavefront at most 128 bytes. A corner here is one head's 64 bytes of
+# one pixel, and two pixels are a whole row of heads apart (M x D bf16, 512 bytes), so the 8 items of a warp's
+# corner load touch 8 lines. By bytes alone a wavefront holds two such corners: N x Lq x M x L x P x 2
+# wavefronts, spread over the SMs, is a floor for every kernel that loads each corner with `ld.global`, whether
+# it keeps them in registers or stores them on into shared memory, as rung 03 does (one whose corners reach
+# shared memory by the copy engine, TMA, is not covered by it, nor is one that loads a corner repeated by
+# several samples only once). If the L1 gives every line a wavefront of its own, each corner takes one and the
+# floor is twice that, N x Lq x M x L x P x 4; which of the two the L1 does for these corners is not measured.
+# Nsight Compute counted rung 05's wavefronts on an H200 (a reading, in results/readings/, with the commit it
+# ran):
 
 # %%
 for rd in results.readings("msda", "05_lane_groups", "l1"):
@@ -408,20 +408,21 @@ for rd in results.readings("msda", "05_lane_groups", "l1"):
     local = next(r for r in rd["runs"] if r["vectors"] == 1 and r["locations"] == "local")
     sms = next((rec["machine"]["sms"] for rec in results.load_all() if rec["gpu"] == rd["gpu"]), None)
     total = wf["l1tex__data_pipe_lsu_wavefronts.sum"]
-    print(f"  local, vectors 1: {total / 1e6:,.1f} M wavefronts, of which the corners' floor is "
-          f"{n_corners / 1e6:,.1f} M ({100 * n_corners / total:.0f} %); the rest are the samples' locations and "
-          f"weights, which every lane of a group loads")
+    print(f"  local, vectors 1: {total / 1e6:,.1f} M wavefronts; a wavefront a corner would be "
+          f"{n_corners / 1e6:,.1f} M of them ({100 * n_corners / total:.0f} %), leaving the rest for the samples' "
+          f"locations and weights, which every lane of a group loads")
     if sms:
-        floor = n_corners / sms                       # cycles an SM, at one wavefront a cycle
+        floor = n_corners / 2 / sms                   # cycles an SM, at one wavefront a cycle, two corners a wavefront
         most = local["elapsed_cycles"] / floor
-        print(f"  the floor: {floor / 1e6:.2f} M cycles an SM against rung 05's {local['elapsed_cycles'] / 1e6:.2f} M: "
-              f"no ld.global gather of these corners is more than {most:.2f}x faster than rung 05 on local")
+        print(f"  the floor: {floor / 1e6:.2f} M cycles an SM (twice that at a wavefront a corner) against rung 05's "
+              f"{local['elapsed_cycles'] / 1e6:.2f} M: no ld.global gather of these corners is more than {most:.2f}x "
+              f"faster than rung 05 on local ({most / 2:.2f}x if each corner takes a wavefront)")
         for rec in results.load_all():
             w = rec["workloads"].get(benchmark.workload_name(**corners))
             if rec["gpu"] == rd["gpu"] and w and "speedup_vs_torch" in w["stages"].get("05_lane_groups", {}):
                 x = w["stages"]["05_lane_groups"]["speedup_vs_torch"]
                 print(f"  so against torch eager (the record, commit {w.get('commit') or rec.get('commit')}): rung 05 "
-                      f"{x:.1f}x, such a gather at most {x * most:.0f}x")
+                      f"{x:.1f}x, such a gather at most {x * most:.0f}x ({x * most / 2:.0f}x at a wavefront a corner)")
 
 # %% [markdown]
 # Rung 05 keeps the L1's data pipe busy most of its cycles, on both workloads, and its issue slots too: it is
@@ -429,18 +430,28 @@ for rd in results.readings("msda", "05_lane_groups", "l1"):
 #
 # - **the locations and weights**, the wavefronts that are not corners: the G lanes of an item read the same
 #   8-byte location and 4-byte weight, and the warp's 8 items are 256 bytes apart in the locations and 128 in
-#   the weights, a line each, so each of these loads costs a wavefront per item, as a corner does. Copying a
-#   block's locations and weights into shared memory first, coalesced, with the columns swizzled so that 8
-#   items' words sit in distinct banks, was tried (`tools/kernel_edits/msda05_shared_locations.py`, timed by
-#   `tools/probe_kernel_edit.py` on the H200 in interleaved rounds, a reading, printed below): right, but the
-#   barrier after the copy costs about what the wavefronts save (slower on `local`, a little faster on
-#   `uniform`), and it is not kept;
+#   the weights, a line each. At a wavefront a line they would cost half as many wavefronts as the corners (a
+#   warp issues 64 such loads beside its 128 corner loads), more than the count above leaves over once the
+#   corners take one each: the L1 serves some of these loads, or of the corners, several lines a wavefront, and
+#   which is not measured. Copying a block's locations and weights into shared memory first, coalesced, with the
+#   columns swizzled so that 8 items' words sit in distinct banks, was tried
+#   (`tools/kernel_edits/msda05_shared_locations.py`, timed by `tools/probe_kernel_edit.py` on the H200 in
+#   interleaved rounds, a reading, printed below): right, but the copy, its barrier and the shared-memory reads
+#   cost about what they save (slower on `local`, a little faster on `uniform`), and it is not kept;
 # - **the instructions**: every lane of a group computes every sample's position and weights (G times the
 #   arithmetic; computing each once and handing it over is what rung 02 did, and it brought the waits back),
 #   widens each 32-bit offset to a 64-bit pointer and selects the corners, and blends in float32 (8 FFMAs and 8
 #   integer widenings a corner; `bf16x2` math would do two channels an instruction but accumulate in bf16,
 #   outside the track's float32 contract). The `vectors` knob below trades the G copies away, and shows what
-#   the trade costs;
+#   the trade costs. Both costs at once were tried on the tensor cores
+#   (`tools/kernel_edits/msda05_tensor_core_blend.py`, a reading printed below): a warp serves one item at a
+#   time, lane s computes sample s once and writes its pixel and weights to a table in shared memory, and the
+#   blend is `mma.sync` m16n8k16, the item's 128 corners as K (A = the corners' channels, shuffled into place
+#   with byte permutes; B = the weights in bf16 in one column and what that rounding left in the next, so the
+#   float32 contract holds). Right, and about three fifths of rung 05's instructions an item (counted in the
+#   SASS of both), but much slower: most likely because a warp works on one item at a time, with few loads in
+#   flight, and its 8-byte loads take twice rung 05's load instructions an item. Fewer instructions alone do
+#   not make this gather faster;
 # - the idle remainder of the L1's cycles.
 #
 # On `uniform` the L2 is busy as well, since far fewer corners hit in L1; the floor above, set by the L1 alone,
@@ -517,8 +528,8 @@ for rd in results.readings("msda", "05_lane_groups", "threads"):
 # item, so fewer copies of the position arithmetic (the instructions above), and more registers a thread. The
 # compiler's side needs no GPU (counted as above, for each build: the instructions of one lane, and of the G
 # lanes of an item). Prediction from the L1's side: with G lanes an item, one load instruction of the warp
-# covers 32 / G items, each in a line of its own, so a corner costs as many wavefronts as the lane has vectors.
-# Fewer instructions, more wavefronts:
+# covers 32 / G items, each in a line of its own, so a corner costs as many line accesses as the lane has
+# vectors. Fewer instructions, more wavefronts:
 
 # %%
 # %%

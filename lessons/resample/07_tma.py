@@ -339,23 +339,23 @@ for record in results.load_all():
 # each record gives the gap and which is ahead (a 07 line marked "before pdl" comes from a record taken before stage 07
 # launched its main kernel with programmatic dependent launch).
 #
-# The prepass is not what separates 07 from `torch.compile`. Timed apart on an H100 at the benchmark size (one
-# run, not a results/ record): the prepass alone 4.9 µs, the main kernel alone 94.9 µs, both 101.3 µs one after
-# the other, and 99.5 µs with programmatic dependent launch, which hides the launch and the barriers' set-up but
-# cannot start a block's copies before its pairs exist. `torch.compile`'s whole call, in the H100 record above,
-# takes less than 07's main kernel alone: the difference is in the streaming kernel, and lesson 08 finds it. An
-# H200 tells the same story (one run, not a results/ record): prepass 5.0 µs, main kernel 69.6, both 77.5, with
-# programmatic dependent launch 75.6 (readings taken before the fourth try below). In the H200 record above,
-# `torch.compile`'s default mode takes about as long as 07's main kernel alone, and its fastest mode (printed
-# above: max-autotune with inductor's PDL option) clearly less. Two tries at hiding more of the prepass
-# on that H200, one run each: a prepass in which each warp searches a window of source times around an
-# interpolation guess (stage 08's search) took 6.6 µs against this stage's 4.8; and having the first wave of the
-# streaming kernel's blocks prefetch their guessed window into L2 before they wait for the pairs
+# The prepass is not what separates 07 from `torch.compile`. Timed apart on an H100 at the benchmark size (one run
+# at commit 9eff4c2, not a results/ record): the prepass alone 4.9 µs, the main kernel alone 94.9 µs, both 101.3 µs
+# one after the other, and 99.5 µs with programmatic dependent launch, which hides the launch and the barriers'
+# set-up but cannot start a block's copies before its pairs exist. `torch.compile`'s whole call, in the H100 record
+# above, takes less than 07's main kernel alone: the difference is in the streaming kernel, and lesson 08 finds it.
+# An H200 tells the same story (one run at commit 98b206c, not a results/ record): prepass 5.0 µs, main kernel
+# 69.6, both 77.5, with programmatic dependent launch 75.6 (readings taken before the fourth try below). In the
+# H200 record above, `torch.compile`'s default mode takes about as long as 07's main kernel alone, and its fastest
+# mode (printed above: max-autotune with inductor's PDL option) clearly less. Two tries at hiding more of the
+# prepass on that H200, one run each at commit e88ad0a: a prepass in which each warp searches a window of source
+# times around an interpolation guess (stage 08's search) took 6.6 µs against this stage's 4.8; and having the
+# first wave of the streaming kernel's blocks prefetch their guessed window into L2 before they wait for the pairs
 # (`cp.async.bulk.prefetch.tensor`) took 74.6 µs in all against 75.2, and more time than without it once every
-# block did it. A third, one run on the same H200: per-chunk ready flags, so that each streaming block waits only
-# for the prepass block that writes its pairs (`st.release` there, `ld.acquire` here) instead of the whole prepass
-# grid: 76.0 µs against 75.2. The prepass's blocks all run at once and finish at about the same moment, so there
-# is little to win, and the polling costs more. None of the three is in the code.
+# block did it. A third, one run on the same H200 at commit d33347d: per-chunk ready flags, so that each streaming
+# block waits only for the prepass block that writes its pairs (`st.release` there, `ld.acquire` here) instead of
+# the whole prepass grid: 76.0 µs against 75.2. The prepass's blocks all run at once and finish at about the same
+# moment, so there is little to win, and the polling costs more. None of the three is in the code.
 #
 # The fourth try is in the code: give the early blocks work that does not need the prepass. A block whose
 # index is below `self_search_blocks` skips `griddepcontrol.wait`, and its producer finds its own item's pairs
@@ -368,17 +368,18 @@ for record in results.load_all():
 # (times far from evenly spread, or unsorted targets), the full search takes over. Two dependent rounds of
 # global loads instead of the full search's four (targets, two rounds of probes, the window).
 #
-# The search is not free even where it does not run: its code takes registers (56 a thread in the build the
-# H100 profile in results/profiles/ measured, 40 before), and the H200's occupancy query gave 7 blocks an SM at
-# `window_rows=40`: 56 registers allow 7 blocks of 160 threads, where the old kernel's 40 would allow 9. In a reading at the old window size, capping the
-# blocks at 7 an SM instead of 8 changed nothing, so it costs little here. Asking for more blocks with
-# `__launch_bounds__` (a minimum of 8, 9 or 10 an SM, so the compiler must fit 48, 40 or 32 registers, the last
-# two with a stack) made it slower on the H100, one run: 98.4, 102.7 and 116.1 µs against 97.7; on an H200, 8
-# an SM: 71.1 against 71.0. More blocks on an SM are not what this kernel lacks.
+# The search is not free even where it does not run: its code takes registers (56 a thread in the build the H100
+# profile in results/profiles/ measured, 40 before), and the H200's occupancy query gave 7 blocks an SM at
+# `window_rows=40`: 56 registers allow 7 blocks of 160 threads, where the old kernel's 40 would allow 9. In a
+# reading at the old window size, capping the blocks at 7 an SM instead of 8 changed nothing, so it costs little
+# here. Asking for more blocks with `__launch_bounds__` (a minimum of 8, 9 or 10 an SM, so the compiler must fit
+# 48, 40 or 32 registers, the last two with a stack) made it slower on the H100, one run at commit 1a5cd0a: 98.4,
+# 102.7 and 116.1 µs against 97.7; on an H200, 8 an SM: 71.1 against 71.0. More blocks on an SM are not what this
+# kernel lacks.
 #
 # Which blocks: those that would otherwise sit idle, the first wave. The default, `"auto"`, is as many blocks
-# as fit on the GPU at once. Readings at the benchmark size, each column one process on one card (not
-# records):
+# as fit on the GPU at once. Readings at the benchmark size, each column one process on one card, written down
+# at commit e609b82 (the fifth try's row at 1a5cd0a; not records):
 #
 # | | H100 | H200 |
 # |---|---:|---:|
@@ -401,11 +402,12 @@ for record in results.load_all():
 #
 # ### Where the rest went, and the fifth try
 #
-# What was left between the stage and its floor (97.6 against 93.3 µs in the H100 readings above) had an obvious
-# suspect: the second wave's blocks, waiting for a prepass not yet done. Measured, the suspect is innocent. Part
-# of the gap is the first wave's own searches: in the H100 readings the main kernel alone takes 1.3 µs more with
-# them than without (94.6 against 93.3, pairs ready in both). The rest, in readings on one H100, one process, the
-# first wave searching for itself in each (not records):
+# What was left between the stage and its floor (97.6 against 93.3 µs in the H100 readings above, commit e609b82)
+# had an obvious suspect: the second wave's blocks, waiting for a prepass not yet done. Measured, the suspect is
+# innocent. Part of the gap is the first wave's own searches: in the H100 readings the main kernel alone takes
+# 1.3 µs more with them than without (94.6 at commit 1a5cd0a against 93.3 at e609b82, pairs ready in both). The
+# rest, in readings on one H100, one process at commit 1a5cd0a, the first wave searching for itself in each (not
+# records):
 #
 # | | H100 |
 # |---|---:|
@@ -415,7 +417,7 @@ for record in results.load_all():
 # | the stage (every block past the first wave waits) | 97.6 |
 #
 # Waiting costs nothing: by the time the second wave starts, the prepass has long finished. In these H100 readings
-# the prepass's work beside the stream costs 0.8 µs (97.6 against 96.8). The largest part of those H100 readings,
+# (commit 1a5cd0a) the prepass's work beside the stream costs 0.8 µs (97.6 against 96.8), and the largest part,
 # 2.2 µs (96.8 against 94.6), is a second kernel being there at all: a kernel launched the ordinary way starts
 # only once everything before it on the stream has completed, so between two calls the GPU lets the last main
 # kernel drain and complete, then launches the prepass and brings up its blocks, and only then (by PDL) the main
@@ -451,7 +453,7 @@ _ = timeline.show("resample", "07_tma")
 # they read nothing early. What this hides is the gap between the two kernels, not the main kernel's tail.
 # Only after the wait do they run `griddepcontrol.launch_dependents` and let this call's main kernel start,
 # because that kernel's first wave reads the inputs without waiting for anything. Readings, one process on each
-# card:
+# card at commit 1a5cd0a:
 #
 # | | H100 | H200 |
 # |---|---:|---:|
@@ -515,13 +517,14 @@ for stage in ("05_double_buffered", "07_tma"):
 #   block always waits).
 # - `l2_promotion`: how much L2 fetches around each box's rows (the tensor map's `CU_TENSOR_MAP_L2_PROMOTION`).
 #   The boxes are whole 4 KB stretches of contiguous rows, so a larger fetch adds nothing the next box would not
-#   bring anyway. On an H200 "256B" was 0.9 % slower than "none" in one run. In the recorded sweeps at the end
-#   (read after them) the H100's three are level, and the H200's "256B" is about a percent slower than "none".
+#   bring anyway. On an H200 "256B" was 0.9 % slower than "none" in one run at commit 2a8bb33. In the recorded
+#   sweeps at the end (read after them) the H100's three are level, and the H200's "256B" is about a percent
+#   slower than "none".
 # - `window_rows`: a stage holds this many rows. An item's 32 sorted targets span about 35 rows (the median)
 #   at the benchmark's density, so rows past what an item needs are copied for nothing; fewer, and more targets
-#   fall outside the window and read global memory (about 2.5 % of them at 40, 0.3 % at 48). On an H200 40 was
-#   0.4 % faster than 48 in one run. The recorded sweeps (read after them) have 48 a hair faster than 40 on the
-#   H100 and 40 a hair faster than 48 on the H200. The default is 40.
+#   fall outside the window and read global memory (about 2.5 % of them at 40, 0.3 % at 48). The recorded
+#   sweeps (read after them) have 48 a hair faster than 40 on the H100 and 40 a hair faster than 48 on the
+#   H200. The default is 40.
 
 # %%
 resample.sweep("07_tma", "search", ["prepass", "producer", "inline"])

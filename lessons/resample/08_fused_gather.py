@@ -918,7 +918,7 @@ sizes.show("resample")
 # - **The search is no longer the problem.** Time the gather alone: every (interval, weight) pair found
 #   beforehand, and only `resample_fused` timed, reading them. The search turned out to be a small fraction of
 #   the stage's time, and even a free search would not have reached the aim on the H100: the gather alone was
-#   still short of it. What did reach it is outside the kernel: the launch with PDL, which hides the gap
+#   still short of it. What took it near the aim is outside the kernel: the launch with PDL, which hides the gap
 #   between one call's gather and the next (not the last gather's tail).
 # - **L1 earns its keep.** The same loads with `ld.global.nc.L1::no_allocate` (not kept in L1) were much slower:
 #   neighbouring targets in one warp share rows, and L1 serves the second read. Hints for a larger L2 fetch
@@ -981,9 +981,9 @@ for rec in results.load_all():
 head_to_head_reading("d512_settings")
 
 # %% [markdown]
-# The defaults stay ahead, by about a percent here, and no lever adds to it: two of them (256 threads, the early
-# trigger) come within a fraction of a percent of the defaults, a shade slower, and every other one is slower,
-# `unroll=2` by far. That one is most likely the compiler's doing: with two pieces of loads in flight a lane no
+# The defaults stay ahead, by about a percent here, and no lever adds to it: three of them (256 threads, the early
+# trigger, streaming stores) come within a percent of the defaults, a shade slower, and every other one is clearly
+# slower, `unroll=2` by far. That one is most likely the compiler's doing: with two pieces of loads in flight a lane no
 # longer fits the 32 registers that `min_blocks=16` leaves a thread at D = 512, and it spills (the stack the
 # compiler reports):
 

@@ -1,11 +1,12 @@
 """Numbers in the prose come from records. A measurement typed into the markdown of a lesson source, or into the
 hand-written prose of README.md and GUIDE.md (a number with a unit of time or rate, a share of a yardstick, a
-speed-up, a lead), must be one of three things: gone from the prose, printed instead from results/ (by a lesson's
-code cell, or in a region of README or GUIDE that `python -m cudabook.results readme` or `python tools/guide.py`
-writes); on the short list below, with the reason it is not a measurement (a spec-sheet figure, a setting, a
-worked example); or a reading that is in no record, whose sentence says where it was measured: the card, and
-what kind of reading (one run, not a record, Nsight Compute), and in README and GUIDE the commit too. A reading's
-sentence may not also cite a record or a sweep: a number from a record is printed, not typed."""
+speed-up, a lead, a clock frequency, bytes moved through DRAM or L2), must be one of three things: gone from the
+prose, printed instead from results/ (by a lesson's code cell, or in a region of README or GUIDE that
+`python -m cudabook.results readme` or `python tools/guide.py` writes); on the short list below, with the reason
+it is not a measurement of this workbook's (a spec-sheet figure, a setting, a worked example, a figure quoted
+from a named source); or a reading that is in no record, whose sentence says where it was measured: the card,
+what kind of reading (one run, not a record, Nsight Compute) and the commit it was taken at. A reading's sentence
+may not also cite a record or a sweep: a number from a record is printed, not typed."""
 import pathlib
 import re
 
@@ -23,6 +24,8 @@ LESSONS = sorted((ROOT / "lessons").glob("**/*.py"))
 PAGES = [results.README, guide.GUIDE]
 
 _N = r"(?<![\w.,^/-])\d(?:[\d,]*\d)?(?:\.\d+)?(?:\s?[–-]\s?\d+(?:\.\d+)?)?"
+_BYTES = r"\s?(?:[KMGT]i?B|kB|B)\b(?!/)"
+_MOVED = r"(?=(?:\s+[\w'()-]+){0,3}?\s+(?:read|written|from\s(?:DRAM|L2)|of\s(?:DRAM|L2)\straffic)\b)"
 MEASUREMENT = re.compile("|".join(f"(?:{p})" for p in (
     _N + r"\s?(?:µs|us|ms|ns|s|seconds?|min|minutes?|hours?|clocks|cycles)\b",     # a time
     _N + r"\s?(?:[TGM]FLOP/?s|TFLOPs|[GT]i?B/s)",                                  # a rate
@@ -30,6 +33,9 @@ MEASUREMENT = re.compile("|".join(f"(?:{p})" for p in (
          r"the\scompiler)|faster|slower|less|more|ahead|behind)",                  # a share, a difference
     r"\b(?:within|costs?|gain(?:ed|s)?|saves?|loses?)\s(?:about\s)?" + _N + r"\s?%",
     _N + r"\s?(?:x|×|times)\s(?=faster|slower|rung|as\sfast|cuBLAS|cuDNN|torch|SDPA|at\s|from\s|over\s|on\s)",
+    _N + r"\s?[MG]Hz\b",                                                           # a clock
+    _N + _BYTES + _MOVED,                                                          # bytes read or written
+    r"\b(?:DRAM|L2)\b(?:\s+[\w'-]+){0,2}?\s+(?P<bytes>" + _N + _BYTES + ")",       # bytes DRAM or L2 moved
 )))
 # a header cell of a table whose numbers are measurements though its cells carry no unit
 UNIT_HEADER = re.compile(r"µs|\bms\b|TFLOP|GB/s|TB/s|% of")
@@ -52,13 +58,20 @@ ALLOWED = [
     ("67 TFLOP/s", r"spec|peak", "the H100 SXM's fp32 CUDA-core peak (spec sheet)"),
     ("8.4 TFLOP/s", r"67 / 8", "arithmetic on the spec sheet: the fp32 peak over 8"),
     ("3.35 TB/s", r"spec|peak|round figures", "the H100 SXM's HBM3 peak bandwidth (spec sheet)"),
+    ("50 MiB", r"L2 holds 50 MiB on the H100", "the H100's L2 size (spec sheet), not bytes moved"),
+    ("1.83 GHz", r"989 TFLOP/s", "arithmetic on the spec sheet: 989 TFLOP/s over 132 SMs at 4096 flop a clock"),
+    ("1,830 MHz", r"989 TFLOP/s over 132 SMs|the spec\s+implies", "the same arithmetic, in MHz"),
+    ("2 GHz", r"up to about 2 GHz", "the H100 SXM's top SM clock, 1,980 MHz, rounded: a property of the card"),
     ("3.9 TFLOP/s", r"arXiv|lesson\s+05's", "the special-function rate the FlashAttention-3 paper gives for the "
                                             "H100 (arXiv:2407.08608)"),
     ("700 ns", r"round figures|at 700 ns", "a round DRAM latency for the Little's-law arithmetic, not a reading"),
     ("512 clocks", r"2\^20 / 2048|8192 / 16", "worked arithmetic: 2^20 multiply-adds at 2048 a clock, 8192 ex2 at 16"),
     ("1024 clocks", r"d = 128", "worked arithmetic: the 512 clocks of d = 64, doubled at d = 128"),
+    ("2 MB", r"int64\W+index", "arithmetic: torch.compile's int64 index, 64 x 4096 targets x 8 bytes"),
     (f"{WATCHDOG_NS // 10**9} seconds", r"watchdog", "the kernels' watchdog, WATCHDOG_NS in kit/include/tma.cuh"),
     (f"{WATCHDOG_NS // 10**9} s", r"watchdog", "the kernels' watchdog, WATCHDOG_NS in kit/include/tma.cuh"),
+    ("45–47 % of cuBLAS", r"the log's own claim", "GEMM 09: quoted from the optimisation logs this workbook grew "
+                                                  "from (fp16 on an H800 PCIe), not a reading of this workbook's"),
     ("5 % less", r"\baim", "resampling 08's aim against torch.compile (AIM in its cell): a target, not a reading"),
     ("10 s", r"CUDABOOK_CELL_SECONDS=10", "GUIDE: the threshold that command sets, not a reading"),
     ("9–11 minutes", r"`make test`.*\.ci/run", "README: the test suite's wall time without a GPU, which `.ci/run` "
@@ -100,26 +113,26 @@ def allowed(typed, sentence):
     return any(typed == text and re.search(context, sentence) for text, context, _ in ALLOWED)
 
 
-def a_named_reading(sentence, commit=False):
-    return bool(CARD.search(sentence) and READING.search(sentence) and not CITES_A_RECORD.search(sentence)
-                and (not commit or COMMIT.search(sentence)))
+def a_named_reading(sentence, header=""):
+    """A sentence (a table's caption, with its header row) that says where its reading was taken: the card, the
+    kind of reading and the commit, and cites no record beside them."""
+    return bool(CARD.search(sentence + header) and READING.search(sentence) and COMMIT.search(sentence)
+                and not CITES_A_RECORD.search(sentence))
 
 
-def problems_in(markdown, commit=False):
-    """The typed measurements of one markdown cell that are neither allowed nor a named reading (commit: a
-    reading must name its commit too, as in README and GUIDE)."""
+def problems_in(markdown):
+    """The typed measurements of one markdown cell that are neither allowed nor a named reading."""
     found = []
     for sentence, table in units(markdown):
         if table is None:
-            typed = [m.group(0).strip() for m in MEASUREMENT.finditer(sentence)]
-            if any(not allowed(t, sentence) for t in typed) and not a_named_reading(sentence, commit):
+            typed = [(m.group("bytes") or m.group(0)).strip() for m in MEASUREMENT.finditer(sentence)]
+            if any(not allowed(t, sentence) for t in typed) and not a_named_reading(sentence):
                 found.append(f"{sentence[:160]!r}: {', '.join(typed)}")
             continue
         body = "\n".join(table)
         numbers = [c for row in table[2:] for c in row.split("|")[1:-1] if re.fullmatch(r"\s*[\d.,]+\s*", c)]
-        measured = MEASUREMENT.findall(body) or (UNIT_HEADER.search(table[0]) and numbers)
-        if measured and not (READING.search(sentence) and CARD.search(sentence + table[0])
-                             and not CITES_A_RECORD.search(sentence) and (not commit or COMMIT.search(sentence))):
+        measured = MEASUREMENT.search(body) or (UNIT_HEADER.search(table[0]) and numbers)
+        if measured and not a_named_reading(sentence, table[0]):
             found.append(f"a table of measurements after {sentence[-120:]!r}: {table[0].strip()}")
     return found
 
@@ -149,12 +162,12 @@ def test_lesson_prose_types_no_recorded_measurement(path):
         if cell["cell_type"] == "markdown":
             found += [f"cell {n}: {p}" for p in problems_in(cell["source"])]
     assert not found, ("typed measurements: print them from results/ in a code cell, or (a reading in no record) "
-                       "name the card and the kind of reading in the sentence:\n" + "\n".join(found))
+                       "name the card, the kind of reading and the commit in the sentence:\n" + "\n".join(found))
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_readme_and_guide_type_no_recorded_measurement(page):
-    found = problems_in(handwritten(page), commit=True)
+    found = problems_in(handwritten(page))
     assert not found, (f"typed measurements in {page.name}'s hand-written prose: have its generator write them "
                        f"from results/, or (a reading in no record) name the card, the kind of reading and the "
                        f"commit in the sentence:\n" + "\n".join(found))
@@ -168,9 +181,9 @@ def test_only_the_generated_regions_are_left_out():
     assert "| 01_naive |" not in guide_text and "Resampling lab 01_naive" not in guide_text
     # a region is exempt only where its generator writes it: a comment of another name leaves the text in
     fake = "<!-- lead resample:begin -->\nIt takes 5.0 µs.\n<!-- lead:end -->\n"
-    assert problems_in(handwritten(results.README, fake), commit=True)
+    assert problems_in(handwritten(results.README, fake))
     real = "<!-- lead resample:begin (generated by python -m cudabook.results readme) -->\n5.0 µs\n<!-- lead:end -->"
-    assert not problems_in(handwritten(results.README, real), commit=True)
+    assert not problems_in(handwritten(results.README, real))
 
 
 def test_a_claim_of_a_lead_is_read_from_the_records():
@@ -215,15 +228,32 @@ def test_the_check_catches_a_typed_timing():
     assert problems_in("A reading:\n\n| | TFLOP/s |\n|---|---:|\n| rung 08 | 1461 |\n")      # bare numbers
     assert problems_in("The 989 TFLOP/s that rung 07 reached.")                      # an allowed figure out of place
     assert not problems_in("An H100 SXM's spec sheet gives 3.35 TB/s and 989 TFLOP/s.")
-    assert not problems_in("Measured on an H200 while this stage was built (one run, not a record): 7 µs.")
-    assert not problems_in("Readings on one H100, one process (not records):\n\n| | H100 |\n|---|---:|\n"
-                           "| the main kernel | 94.6 µs |\n")
+    assert not problems_in("Measured on an H200 while this stage was built (commit 2a2d922, one run, not a "
+                           "record): 7 µs.")
+    assert not problems_in("Readings on one H100, one process at commit 2a2d922 (not records):\n\n| | H100 |\n"
+                           "|---|---:|\n| the main kernel | 94.6 µs |\n")
+    assert problems_in("Readings on one H100, one process (not records):\n\n| | H100 |\n|---|---:|\n"
+                       "| the main kernel | 94.6 µs |\n")                              # a table's reading: the commit
     assert not problems_in("Rung 08 runs about twice rung 07 (the cell above prints it from results/).")
     assert problems_in("It takes 10–11 minutes.")
-    reading = "One run on an H200 (not a record): 7 µs."
-    assert not problems_in(reading) and problems_in(reading, commit=True)        # README and GUIDE: the commit too
-    assert not problems_in("One run on an H200 at 2a2d922 (not a record): 7 µs.", commit=True)
+    assert problems_in("One run on an H200 (not a record): 7 µs.")                  # the card, but no commit
+    assert not problems_in("One run on an H200 at 2a2d922 (not a record): 7 µs.")
 
+
+def test_the_check_catches_a_typed_clock_or_traffic():
+    assert problems_in("Under load the SMs ran at 1,530 MHz.")
+    assert problems_in("It ran at 1.5 GHz.")
+    assert problems_in("The kernel read 11.4 GB from DRAM.")
+    assert problems_in("DRAM read 202.2 MB against the 201.3 MB of the inputs.")
+    assert problems_in("It moved 3.1 GB of L2 traffic.")
+    assert problems_in("About 2 MB written and read back.")
+    assert problems_in("The L2 holds 40 MiB here.")                                   # a size after L2: allowed or not
+    assert not problems_in("Nsight Compute on an H200 at commit 21368d8, one launch: DRAM read 202.2 MB.")
+    assert not problems_in("L2 holds 50 MiB on the H100, 60 MiB on the H200.")      # on the list: the spec sheet
+    # plain sizes and register counts are not traffic
+    assert not problems_in("A box of B is 8 KiB (64 rows x 128 bytes), and 2 KiB of A.")
+    assert not problems_in("The L2 cache (50 MiB on an H100) can serve it. Each thread keeps 56 registers.")
+    assert not problems_in("Four stages of 32 KiB leave room for one block an SM.")
 
 def test_every_allowed_figure_is_still_in_the_prose():
     # an entry no lesson, README or guide needs any more is dropped, so that the list stays short

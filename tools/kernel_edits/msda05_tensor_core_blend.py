@@ -11,8 +11,15 @@ rounding left, also in bf16) to a table in shared memory. The blend out[c] = sum
 PRMTs), B's column 0 the bf16 weights and column 1 the remainders, so that the two output columns add up to the
 weights to about 2^-17. Only D = 32, L * P = 32, and M = 8 (a compile-time constant here) are built.
 
-SASS (NVRTC 13.5, sm_90a): 440 instructions in all for 8 items a warp, against rung 05's 4,504 for one item a
-lane (8 a warp), and 16 HMMA an item in place of 1,024 FFMAs a warp.
+SASS (NVRTC 13.5, sm_90a): the loop over a warp's items runs about 340 instructions an item, against rung
+05's 4,504 for its 8 items a warp (about 563 an item); 16 HMMA an item in place of 1,024 FFMAs in each of the
+item's 4 lanes. Its loads are 8 bytes (a lane's 4 channels of a corner), twice rung 05's load instructions an
+item, and a warp has only one item's loads in flight at a time.
+
+Measured (results/readings/H200_msda_05_lane_groups_edit_msda05_tensor_core_blend.json, H200, interleaved
+rounds, commit 5b0136e): right on both workloads; 0.525x the rung's speed on `local`, 0.586x on `uniform`. Not
+adopted. (Earlier probes of the same kernel with all of an item's loads issued before the first mma, and with
+128 or 256 threads a block, were as slow.)
 """
 TRACK, STAGE = "msda", "05_lane_groups"       # the rung whose kernel this edits
 

@@ -19,7 +19,7 @@
 // A lane may own more than one vector (VPL, "vectors per lane"): lane g then owns vectors g, g + G, g + 2G, ...
 // of the row, so each load instruction of the group still reads G contiguous vectors. Fewer lanes per item
 // means fewer copies of the position arithmetic (every lane of a group repeats it) and VPL loads a corner in
-// each thread, at the price of more registers, and each corner then costs the L1 VPL wavefronts where one
+// each thread, at the price of more registers, and each corner then costs the L1 VPL line accesses where one
 // served it (lesson 05's recorded sweep: slower at VPL 2 and 4).
 //
 // Compile-time constants (NVRTC -D): DV channels per head (a multiple of 8, at most 128), LV levels (at most 8),

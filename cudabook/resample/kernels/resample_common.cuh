@@ -27,8 +27,9 @@ __device__ __forceinline__ float lerp(float a, float c, float w) { return a + w 
 
 // Two float32 -> two bf16 packed in one word (lo in the low half), round to nearest even. With BF16_CVT (the
 // default; sm_80 and newer) one instruction does both: cvt.rn.bf16x2.f32 (SASS F2FP.BF16.F32.PACK_AB). The
-// integer recipe above costs about seven instructions a value; in a kernel that moves bytes this arithmetic is
-// what limits it (the lesson measures both: BF16_CVT=0 is the recipe). The two agree on every finite value,
+// integer recipe above costs about seven instructions a value, which counts in a kernel limited by issue slots
+// (BF16_CVT=0 builds the recipe, to compare; no lesson times the two apart: lesson 04 leaves open how much of its
+// gain over 03 the rounding is). The two agree on every finite value,
 // overflow included; a NaN stays a NaN (the instruction's is 0x7FFF, the recipe's 0x7FC0).
 #ifndef BF16_CVT
 #define BF16_CVT 1
