@@ -68,3 +68,41 @@ def test_the_tma_rate_probe_refuses_a_bad_box_and_a_machine_without_hopper(capsy
     if hopper_unavailable("x"):
         assert probe_tma_rate.main([]) == 1
         assert "compute capability 9.0" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------------ tools/probe_l1_gather.py
+def test_the_l1_gather_probe_checks_its_loads_and_catches_a_piece_from_the_wrong_place(tmp_path, monkeypatch,
+                                                                                        capsys):
+    """In the CPU emulator (no GPU): each thread's XOR of the words it loaded matches the host's replay of the same
+    random lines, for a piece in a line of its own and for two groups sharing a line; a kernel whose lanes read
+    the wrong 16 bytes of their piece is caught, so a timed setting is a checked one."""
+    import shutil
+
+    import pytest
+
+    from cudabook import SIMULATOR
+    from tools import probe_l1_gather
+    if not SIMULATOR or not (shutil.which("g++") or shutil.which("clang++")):
+        pytest.skip("the emulator runs where Numba runs in its simulator, with a host C++ compiler")
+    args = ["--emulate", "--pieces", "64", "64p", "--span", "l1", "l2"]
+    assert probe_l1_gather.main(args) == 0
+    assert capsys.readouterr().out.count("every thread loaded its words") == 4
+    wrong = tmp_path / "probe_l1_gather.cu"
+    text = probe_l1_gather.SOURCE.read_text()
+    assert text.count("+ lane % G;") == 1
+    wrong.write_text(text.replace("+ lane % G;", "+ (lane + 1) % G;"))
+    monkeypatch.setattr(probe_l1_gather, "SOURCE", wrong)
+    assert probe_l1_gather.main(["--emulate", "--pieces", "64", "--span", "l1"]) == 1
+    assert "threads loaded other words than the replay" in capsys.readouterr().out
+
+
+def test_the_l1_gather_probe_refuses_a_bad_piece_and_a_machine_without_a_gpu(capsys):
+    from cudabook import device
+    from tools import probe_l1_gather
+    assert probe_l1_gather.main(["--pieces", "48"]) == 2
+    assert "16, 32, 64 or 128" in capsys.readouterr().out
+    assert probe_l1_gather.main(["--pieces", "128p"]) == 2
+    assert "64p" in capsys.readouterr().out
+    if device.gpu() is None:
+        assert probe_l1_gather.main([]) == 1
+        assert "--emulate checks the probe" in capsys.readouterr().out

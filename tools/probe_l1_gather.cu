@@ -1,0 +1,60 @@
+// How many bytes an SM's L1 serves a cycle to a gather of small pieces from many lines (tools/probe_l1_gather.py).
+// Every lane issues 16-byte loads (LDG.128); the G = PIECE / 16 lanes of a group read one PIECE-byte piece of a
+// 128-byte line, so one load instruction of a warp reads 32 / G pieces, each from a line of its own (PAIRED = 1:
+// groups 2j and 2j + 1 read the two 64-byte halves of one line, so the warp's 8 pieces sit in 4 lines). PIECE 64,
+// PAIRED 0 is the deformable-attention track's corner load: 8 items' 64-byte corners, 8 lines an instruction.
+//
+// A group's lines are random (a 32-bit LCG whose state the group's lanes share), inside the block's own region
+// of region_lines lines (a power of two) (block_stride = region_lines: a region of its own, read once first so that it sits in the
+// L1) or inside one region all blocks share (block_stride = 0, a region larger than the L1: the L2 serves it).
+// UNROLL independent loads a lane a round. The block's clock64() around the rounds goes to cycles[block]; the XOR
+// of every word a thread loaded goes to sums[thread], which the host recomputes (the probe measured the loads it meant to).
+#ifndef PIECE
+#define PIECE 64          // bytes a group reads from one line: 16, 32, 64 or 128
+#endif
+#ifndef PAIRED
+#define PAIRED 0          // 1: two groups share a line, one half each (PIECE 64 only)
+#endif
+#ifndef UNROLL
+#define UNROLL 8          // independent loads a lane keeps in flight a round
+#endif
+constexpr int G = PIECE / 16;
+static_assert(PIECE == 16 || PIECE == 32 || PIECE == 64 || PIECE == 128, "PIECE: 16, 32, 64 or 128 bytes");
+static_assert(!PAIRED || PIECE == 64, "PAIRED: two 64-byte halves of one line");
+
+__device__ __forceinline__ unsigned lcg(unsigned s) { return s * 1664525u + 1013904223u; }
+
+extern "C" __global__ void l1_gather(const uint4* __restrict__ data, unsigned region_lines, unsigned block_stride,
+                                     int rounds, unsigned seed, long long* __restrict__ cycles,
+                                     unsigned* __restrict__ sums) {
+    const int lane = threadIdx.x & 31, group = lane / G;
+    const unsigned warp = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    const uint4* region = data + (size_t)blockIdx.x * block_stride * 8;
+    unsigned acc = 0;
+    if (block_stride)                                   // bring the block's own region into the L1 first
+        for (unsigned i = threadIdx.x; i < region_lines * 8; i += blockDim.x) {
+            const uint4 v = __ldg(region + i);
+            acc ^= v.x ^ v.y ^ v.z ^ v.w;
+        }
+    __syncthreads();
+    const long long t0 = clock64();
+    unsigned state = seed ^ (warp * 0x9E3779B9u) ^ ((unsigned)(group >> PAIRED) * 0x85EBCA6Bu);
+    const int within = (PAIRED ? (group & 1) * 4 : 0) + lane % G;      // this lane's 16 bytes of the line
+    unsigned sum = 0;
+    for (int r = 0; r < rounds; ++r) {
+        uint4 v[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            state = lcg(state);
+            v[u] = __ldg(region + (size_t)((state >> 8) & (region_lines - 1)) * 8 + within);
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) sum ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    }
+    __syncthreads();
+    const long long t1 = clock64();
+    const unsigned t = blockIdx.x * blockDim.x + threadIdx.x, all = gridDim.x * blockDim.x;
+    sums[t] = sum;                                      // the host replays each thread's loads
+    sums[all + t] = acc;                                // keeps the warm-up's loads (the host ignores these)
+    if (threadIdx.x == 0) cycles[blockIdx.x] = t1 - t0;
+}
