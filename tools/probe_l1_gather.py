@@ -119,14 +119,16 @@ def run_setting(d_data, host_data, size, paired, span, threads, blocks, rounds, 
 def describe(row: dict, sms: int) -> dict:
     """A timed row's rates: bytes an SM a cycle (the median block's clock, its SM's per_sm blocks side by side),
     bytes an SM a nanosecond (the whole grid's loads over the SMs, by the wall time), and the cycles one load
-    instruction of a warp costs an SM."""
+    instruction of a warp costs an SM; the pieces and the distinct lines an SM receives a cycle."""
     per_block = row["threads"] * row["rounds"] * row["unroll"] * 16
     cycles = row["block_cycles_median"]
     warp_loads = row["per_sm"] * row["threads"] // 32 * row["rounds"] * row["unroll"]
     return {"bytes_per_cycle_per_sm": round(row["per_sm"] * per_block / cycles, 2),
             "bytes_per_ns_per_sm": round(per_block * row["blocks"] / sms / (row["ms"] * 1e6), 2),
             "cycles_per_warp_load": round(cycles / warp_loads, 3),
-            "pieces_per_cycle_per_sm": round(row["per_sm"] * per_block / row["piece_bytes"] / cycles, 3)}
+            "pieces_per_cycle_per_sm": round(row["per_sm"] * per_block / row["piece_bytes"] / cycles, 3),
+            "lines_per_cycle_per_sm": round(row["per_sm"] * per_block / (LINE if row["paired"] else row["piece_bytes"])
+                                            / cycles, 3)}
 
 
 def settings(a) -> list[tuple]:
@@ -158,8 +160,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pieces", nargs="+", default=list(PIECES), help="bytes a group reads from one line (64p: paired)")
     ap.add_argument("--span", nargs="+", choices=sorted(SPANS), default=["l1", "l2"])
-    ap.add_argument("--threads", type=int, default=512, help="threads a block")
-    ap.add_argument("--per-sm", type=int, default=2, help="blocks an SM")
+    ap.add_argument("--threads", type=int, default=1024, help="threads a block")
+    ap.add_argument("--per-sm", type=int, default=1, help="blocks an SM (one: its clock is the SM's)")
     ap.add_argument("--rounds", type=int, default=512, help="rounds of UNROLL loads a lane")
     ap.add_argument("--unroll", type=int, default=8, help="independent loads a lane a round")
     ap.add_argument("--emulate", action="store_true", help="no GPU: check every setting in the CPU emulator")
