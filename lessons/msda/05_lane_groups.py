@@ -382,17 +382,54 @@ for rec in results.load_all():
 #
 # The copy ceiling ("% of copy") is a bound (approximately: a copy's rate is not quite the memory's peak), and
 # a loose one: it counts each byte once, and the corners cross L2 and L1 many times. A tighter one comes from the
-# unit every corner passes. A load from global memory goes through the L1's data pipe, which moves at most one
-# **wavefront** a cycle on each SM, and a wavefront at most 128 bytes. A corner here is one head's 64 bytes of
-# one pixel, and two pixels are a whole row of heads apart (M x D bf16, 512 bytes), so the 8 items of a warp's
-# corner load touch 8 lines. By bytes alone a wavefront holds two such corners: N x Lq x M x L x P x 2
-# wavefronts, spread over the SMs, is a floor for every kernel that loads each corner with `ld.global`, whether
-# it keeps them in registers or stores them on into shared memory, as rung 03 does (one whose corners reach
-# shared memory by the copy engine, TMA, is not covered by it, nor is one that loads a corner repeated by
-# several samples only once). If the L1 gives every line a wavefront of its own, each corner takes one and the
-# floor is twice that, N x Lq x M x L x P x 4; which of the two the L1 does for these corners is not measured.
-# Nsight Compute counted rung 05's wavefronts on an H200 (a reading, in results/readings/, with the commit it
-# ran):
+# unit every corner passes. A load from global memory goes through the L1's data pipe. A corner here is one
+# head's 64 bytes of one pixel, and two pixels are a whole row of heads apart (M x D bf16, 512 bytes), so every
+# corner sits in a 128-byte line of its own (heads 2k and 2k + 1 of a pixel share one), and the 8 items of a
+# warp's corner load touch 8 lines. How many lines can the L1 hand out a cycle, and does it matter how much of
+# each line a load reads? `tools/probe_l1_gather.py` measures it: lanes load 16 bytes each, a group of lanes
+# reads one piece of a line (16 to 128 bytes; `64p`: two groups read the two halves of one line), every piece at
+# a random line of a region that sits in the L1 (each block its own, read once first) or of one only the L2
+# holds; one block of 1024 threads an SM, timed by its own clock and by the wall clock, and each thread's loads
+# checked first against a replay on the host. Its reading on each card, and what it implies for these corners:
+
+# %%
+for rd in results.readings("msda", "05_lane_groups", "l1_gather"):
+    print(f"{rd['gpu']} · tools/probe_l1_gather.py · commit {rd['commit']} · NVRTC {rd['nvrtc']}")
+    for run in rd["runs"]:
+        if "error" in run:
+            print(f"  piece {run['piece']:>4} from {run['span']}: {run['error']}")
+            continue
+        label = "2 x 64 B of a line" if run["paired"] else f"{run['piece_bytes']} B of a line"
+        print(f"  {label:>18} from the {run['span'].upper()}: {run['bytes_per_ns_per_sm']:6.1f} B/ns an SM, "
+              f"{run['lines_per_cycle_per_sm']:.2f} lines a cycle, {run['bytes_per_cycle_per_sm']:6.1f} B a cycle")
+    corner = next((r for r in rd["runs"] if r["piece"] == "64" and r["span"] == "l1" and "ms" in r), None)
+    corners = benchmark.WORKLOADS[0]
+    n_corners = corners["N"] * corners["Lq"] * corners["M"] * len(corners["levels"]) * corners["P"] * 4
+    for rec in results.load_all():
+        w = rec["workloads"].get(benchmark.workload_name(**corners))
+        row = w and w["stages"].get("05_lane_groups", {})
+        if corner and rec["gpu"] == rd["gpu"] and row and "speedup_vs_torch" in row:
+            floor_us = n_corners * 64 / rd["sms"] / corner["bytes_per_ns_per_sm"] / 1e3
+            most = row["median_us"] / floor_us
+            print(f"  every corner from the L1 at that rate: {floor_us:,.0f} µs for the {n_corners / 1e6:,.0f} M corners "
+                  f"of `local`; rung 05 takes {row['median_us']:,.0f} µs (record, commit {w.get('commit') or rec.get('commit')}), "
+                  f"so no kernel that loads each corner with ld.global is more than {most:.2f}x faster than rung 05: "
+                  f"{row['speedup_vs_torch'] * most:.0f}x torch eager at most, against rung 05's {row['speedup_vs_torch']:.1f}x")
+if not results.readings("msda", "05_lane_groups", "l1_gather"):
+    print("no reading of tools/probe_l1_gather.py in results/readings/ yet (it needs a GPU)")
+
+# %% [markdown]
+# **One line a cycle, whatever the piece.** From the L1, each SM receives about one line a cycle whether a load
+# reads 16 bytes of it or all 128, so the bytes it delivers grow with the piece; two halves of one line asked for by
+# one instruction cost a single cycle, as the whole line does. (From the L2 an SM receives fewer lines a cycle, and
+# a 64-byte piece brings as many bytes a nanosecond as a whole line: there the bytes limit it.) For this track that
+# settles the question: each corner costs the L1 a cycle on its SM even when it hits, so a cycle for each of the N x
+# Lq x M x L x P x 4 corners, spread over the SMs, is a floor for every kernel that loads each corner with
+# `ld.global`, whether it keeps the corners in registers or stores them on into shared memory, as rung 03 does. Two
+# kinds of kernel are not covered: one whose corners reach shared memory by the copy engine (TMA; lesson 04's probe
+# moved its fastest four- corner box more slowly than the L1 hands out four corners here), and one that loads a
+# corner repeated by several samples only once. Nsight Compute's reading of rung 05 on an H200 (in
+# results/readings/, with the commit it ran) shows how busy each unit was:
 
 # %%
 for rd in results.readings("msda", "05_lane_groups", "l1"):
@@ -405,24 +442,9 @@ for rd in results.readings("msda", "05_lane_groups", "l1"):
               f"{run['issue_slots_busy_pct']:5.1f} % busy, {run['elapsed_cycles'] / 1e6:.2f} M cycles")
     corners = benchmark.WORKLOADS[0]
     n_corners = (corners["N"] * corners["Lq"] * corners["M"] * len(corners["levels"]) * corners["P"] * 4)
-    local = next(r for r in rd["runs"] if r["vectors"] == 1 and r["locations"] == "local")
-    sms = next((rec["machine"]["sms"] for rec in results.load_all() if rec["gpu"] == rd["gpu"]), None)
     total = wf["l1tex__data_pipe_lsu_wavefronts.sum"]
-    print(f"  local, vectors 1: {total / 1e6:,.1f} M wavefronts; a wavefront a corner would be "
-          f"{n_corners / 1e6:,.1f} M of them ({100 * n_corners / total:.0f} %), leaving the rest for the samples' "
-          f"locations and weights, which every lane of a group loads")
-    if sms:
-        floor = n_corners / 2 / sms                   # cycles an SM, at one wavefront a cycle, two corners a wavefront
-        most = local["elapsed_cycles"] / floor
-        print(f"  the floor: {floor / 1e6:.2f} M cycles an SM (twice that at a wavefront a corner) against rung 05's "
-              f"{local['elapsed_cycles'] / 1e6:.2f} M: no ld.global gather of these corners is more than {most:.2f}x "
-              f"faster than rung 05 on local ({most / 2:.2f}x if each corner takes a wavefront)")
-        for rec in results.load_all():
-            w = rec["workloads"].get(benchmark.workload_name(**corners))
-            if rec["gpu"] == rd["gpu"] and w and "speedup_vs_torch" in w["stages"].get("05_lane_groups", {}):
-                x = w["stages"]["05_lane_groups"]["speedup_vs_torch"]
-                print(f"  so against torch eager (the record, commit {w.get('commit') or rec.get('commit')}): rung 05 "
-                      f"{x:.1f}x, such a gather at most {x * most:.0f}x ({x * most / 2:.0f}x at a wavefront a corner)")
+    print(f"  local, vectors 1: {total / 1e6:,.1f} M wavefronts counted, for {n_corners / 1e6:,.1f} M corners and the "
+          f"samples' locations and weights, which every lane of a group loads")
 
 # %% [markdown]
 # Rung 05 keeps the L1's data pipe busy most of its cycles, on both workloads, and its issue slots too: it is
@@ -430,10 +452,10 @@ for rd in results.readings("msda", "05_lane_groups", "l1"):
 #
 # - **the locations and weights**, the wavefronts that are not corners: the G lanes of an item read the same
 #   8-byte location and 4-byte weight, and the warp's 8 items are 256 bytes apart in the locations and 128 in
-#   the weights, a line each. At a wavefront a line they would cost half as many wavefronts as the corners (a
-#   warp issues 64 such loads beside its 128 corner loads), more than the count above leaves over once the
-#   corners take one each: the L1 serves some of these loads, or of the corners, several lines a wavefront, and
-#   which is not measured. Copying a block's locations and weights into shared memory first, coalesced, with the
+#   the weights, a line each. At a line a cycle they would cost half as much again as the corners (a warp issues
+#   64 such loads beside its 128 corner loads), more than the wavefronts counted above leave over once the
+#   corners take one each: how the counter's wavefronts and the probe's cycles match for these loads is not
+#   measured. Copying a block's locations and weights into shared memory first, coalesced, with the
 #   columns swizzled so that 8 items' words sit in distinct banks, was tried
 #   (`tools/kernel_edits/msda05_shared_locations.py`, timed by `tools/probe_kernel_edit.py` on the H200 in
 #   interleaved rounds, a reading, printed below): right, but the copy, its barrier and the shared-memory reads
@@ -455,8 +477,9 @@ for rd in results.readings("msda", "05_lane_groups", "l1"):
 # - the idle remainder of the L1's cycles.
 #
 # On `uniform` the L2 is busy as well, since far fewer corners hit in L1; the floor above, set by the L1 alone,
-# is the looser bound there. And a kernel that has the copy engine move the corners into shared memory is not
-# covered by this floor: what bounds every way of loading them is **not measured yet: it is open**.
+# is the looser bound there. A kernel that beats the floor has to load fewer corners than the samples ask for
+# (a pixel that several samples of a block share, loaded once) or move them by the copy engine; whether either
+# can pay here is **open**.
 
 # %%
 _ = results.show_edits("msda", "05_lane_groups")
