@@ -478,8 +478,26 @@ for rd in results.readings("msda", "05_lane_groups", "l1"):
 #
 # On `uniform` the L2 is busy as well, since far fewer corners hit in L1; the floor above, set by the L1 alone,
 # is the looser bound there. A kernel that beats the floor has to load fewer corners than the samples ask for
-# (a pixel that several samples of a block share, loaded once) or move them by the copy engine; whether either
-# can pay here is **open**.
+# (a pixel that several samples of a block share, loaded once) or move them by the copy engine. How much sharing
+# is there? Rung 05's block of 512 threads serves 16 queries of all 8 heads; here are the distinct corners (one
+# pixel of one head) among all the corners such a run of queries reads, on one image of each workload (arithmetic
+# on the inputs, `cudabook.msda.reuse`; no GPU needed):
+
+# %%
+from cudabook.msda import reuse
+from cudabook.msda.inputs import random_problem
+
+for where in ("local", "uniform"):
+    size = dict(benchmark.WORKLOADS[0], N=1, Lq=64 * 50, locations=where)      # the first 50 runs of 64 queries
+    value, shapes, starts, loc, attn = random_problem(**size, rng=np.random.default_rng(0))
+    shares = {q: reuse.distinct_share(shapes, starts, loc, q) for q in (1, 16, 64)}
+    print(f"{where:8s}: " + ", ".join(f"{q:2d} queries a block: {100 * v:4.1f} % distinct" for q, v in shares.items()))
+
+# %% [markdown]
+# On `local` most of a block's corners repeat: a kernel that loaded each distinct corner of a block once (into
+# shared memory, say) would cost the L1 a fraction of rung 05's cycles, under the floor above, which counts every
+# corner a sample asks for. On `uniform` far less repeats. Such a kernel has to find the repeats first (sort or
+# hash a block's corners), and whether that pays here is **open**: no rung does it yet.
 
 # %%
 _ = results.show_edits("msda", "05_lane_groups")

@@ -1,0 +1,54 @@
+"""How many of a block's corners are the same line: the reuse a kernel could have by loading each (pixel, head)
+once for all the samples of a block, where every rung loads a corner for every sample that asks for it.
+
+Lesson 05 measures that the L1 hands an SM one line a cycle however little of the line a load reads, and a
+corner (one head's D channels of one pixel) sits in a line of its own: each corner load costs a cycle, hit or
+miss. Samples of neighbouring queries often read the same pixels (on `local` locations a query's samples lie a
+few pixels around the query's own pixel), so a block's corners repeat. Needs no GPU: this is arithmetic on the
+inputs.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def corner_keys(shapes, starts, loc) -> np.ndarray:
+    """[N, Lq, M, L, P, 4]: each sample's four corners as pixel * M + head (the line-half a corner is), -1 for a
+    corner off the map (no rung loads it for its value)."""
+    shapes = np.asarray(shapes, np.int64)
+    starts = np.asarray(starts, np.int64)
+    loc = np.asarray(loc, np.float32)
+    M = loc.shape[2]
+    H = shapes[:, 0][None, None, None, :, None]
+    W = shapes[:, 1][None, None, None, :, None]
+    x = loc[..., 0] * W.astype(np.float32) - np.float32(0.5)
+    y = loc[..., 1] * H.astype(np.float32) - np.float32(0.5)
+    x0 = np.floor(x).astype(np.int64)
+    y0 = np.floor(y).astype(np.int64)
+    head = np.arange(M, dtype=np.int64)[None, None, :, None, None]
+    keys = []
+    for dy in (0, 1):
+        for dx in (0, 1):
+            xx, yy = x0 + dx, y0 + dy
+            on = (xx >= 0) & (yy >= 0) & (xx < W) & (yy < H)
+            keys.append(np.where(on, (starts[None, None, None, :, None] + yy * W + xx) * M + head, -1))
+    return np.stack(keys, axis=-1)
+
+
+def distinct_share(shapes, starts, loc, queries: int, blocks: int | None = None) -> float:
+    """Of the on-map corners that runs of `queries` consecutive queries of one image read (all heads), the share
+    that are distinct (pixel, head): 1.0 when no two samples of a run share a corner. `blocks`: only the first
+    that many runs of each image (the share is a mean over the runs)."""
+    keys = corner_keys(shapes, starts, loc)
+    N, Lq = keys.shape[:2]
+    runs = Lq // queries
+    if runs == 0:
+        raise ValueError(f"queries: a run of {queries} queries is longer than the {Lq} queries of an image")
+    distinct = corners = 0
+    for n in range(N):
+        per_run = keys[n, :runs * queries].reshape(runs, -1)
+        for run in per_run[:blocks]:
+            on = run[run >= 0]
+            distinct += np.unique(on).size
+            corners += on.size
+    return distinct / corners if corners else 1.0

@@ -1,0 +1,37 @@
+"""cudabook.msda.reuse: the share of a block's corners that are distinct, on hand-built samples."""
+import numpy as np
+import pytest
+
+from cudabook.msda import reuse
+
+SHAPES, STARTS = np.array([[4, 4]]), np.array([0])
+
+
+def loc_at(points):
+    """[1, Lq, M=1, L=1, P, 2] from [[(x, y), ...] per query]: normalized locations of pixel centres."""
+    a = np.array(points, np.float32)
+    return ((a + 0.5) / 4.0).reshape(1, a.shape[0], 1, 1, a.shape[1], 2)
+
+
+def test_a_sample_on_a_pixel_centre_reads_its_2x2_block_and_off_map_corners_are_left_out():
+    keys = reuse.corner_keys(SHAPES, STARTS, loc_at([[(1, 1)], [(3, 3)]]))
+    assert keys[0, 0, 0, 0, 0].tolist() == [5, 6, 9, 10]          # pixels (1,1) (2,1) (1,2) (2,2) of a 4 x 4 map
+    assert keys[0, 1, 0, 0, 0].tolist() == [15, -1, -1, -1]       # the bottom-right pixel: three corners off it
+
+
+def test_two_queries_on_the_same_pixel_share_every_corner_and_far_ones_none():
+    same = loc_at([[(1, 1)], [(1, 1)]])
+    apart = loc_at([[(0, 0)], [(2, 2)]])
+    assert reuse.distinct_share(SHAPES, STARTS, same, queries=2) == 0.5
+    assert reuse.distinct_share(SHAPES, STARTS, apart, queries=2) == 1.0
+    assert reuse.distinct_share(SHAPES, STARTS, same, queries=1) == 1.0  # runs of one query share nothing
+
+
+def test_heads_never_share_a_corner():
+    loc = np.repeat(loc_at([[(1, 1)]]), 2, axis=2)                # two heads, the same location
+    assert reuse.distinct_share(SHAPES, STARTS, loc, queries=1) == 1.0
+
+
+def test_a_run_longer_than_an_image_is_refused():
+    with pytest.raises(ValueError, match="longer than the 2 queries"):
+        reuse.distinct_share(SHAPES, STARTS, loc_at([[(1, 1)], [(1, 1)]]), queries=3)
