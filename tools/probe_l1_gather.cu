@@ -15,12 +15,17 @@
 #ifndef PAIRED
 #define PAIRED 0          // 1: two groups share a line, one half each (PIECE 64 only)
 #endif
+#ifndef SPREAD
+#define SPREAD 0          // 1: the groups' pieces sit at successive places of their lines (group g at byte
+                          // (g * PIECE) mod 128), so pieces of different lines fall in different banks
+#endif
 #ifndef UNROLL
 #define UNROLL 8          // independent loads a lane keeps in flight a round
 #endif
 constexpr int G = PIECE / 16;
 static_assert(PIECE == 16 || PIECE == 32 || PIECE == 64 || PIECE == 128, "PIECE: 16, 32, 64 or 128 bytes");
 static_assert(!PAIRED || PIECE == 64, "PAIRED: two 64-byte halves of one line");
+static_assert(!(PAIRED && SPREAD), "PAIRED or SPREAD, not both");
 
 __device__ __forceinline__ unsigned lcg(unsigned s) { return s * 1664525u + 1013904223u; }
 
@@ -39,7 +44,7 @@ extern "C" __global__ void l1_gather(const uint4* __restrict__ data, unsigned re
     __syncthreads();
     const long long t0 = clock64();
     unsigned state = seed ^ (warp * 0x9E3779B9u) ^ ((unsigned)(group >> PAIRED) * 0x85EBCA6Bu);
-    const int within = (PAIRED ? (group & 1) * 4 : 0) + lane % G;      // this lane's 16 bytes of the line
+    const int within = (PAIRED ? (group & 1) * 4 : SPREAD ? (group * G) % 8 : 0) + lane % G;   // its 16 bytes
     unsigned sum = 0;
     for (int r = 0; r < rounds; ++r) {
         uint4 v[UNROLL];

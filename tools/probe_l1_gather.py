@@ -5,8 +5,9 @@ Lesson 05 of the deformable-attention track bounds every kernel that loads its c
 L1's data pipe: at most one wavefront a cycle an SM, at most 128 bytes a wavefront. A corner is 64 bytes of a
 line of its own, so whether the L1 serves two such corners in one wavefront or needs one for each decides whether
 that bound is twice or once the corners' bytes; the lesson's Nsight Compute count could not tell. This probe
-measures it: lanes load 16 bytes each, G = piece / 16 lanes read one piece of a 128-byte line, every piece at a
-random line of a region that sits in the L1 (`l1`: each block its own region, read once first) or that only the
+measures it: lanes load 16 bytes each, G = piece / 16 lanes read one piece of a 128-byte line (by default at the
+line's first byte; `16s`, `32s`, `64s`: each group's piece at another place of its line, as rung 05's corners of
+heads 2k and 2k + 1 sit in the first and second half of theirs), every piece at a random line of a region that sits in the L1 (`l1`: each block its own region, read once first) or that only the
 L2 holds (`l2`: one region for all blocks, larger than the L1). For each piece size (`64p`: two groups read the
 two 64-byte halves of one line) it reports the bytes an SM receives a cycle (the blocks' own clock64) and a
 nanosecond (the wall time of the grid, by CUDA events), and the cycles a warp's load instruction costs an SM.
@@ -41,23 +42,26 @@ SOURCE = pathlib.Path(__file__).with_suffix(".cu")
 KERNEL = "l1_gather"
 TYPES = (ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p,
          ctypes.c_void_p)
-PIECES = ("16", "32", "64", "64p", "128")
+PIECES = ("16", "16s", "32", "32s", "64", "64s", "64p", "128")
 SPANS = {"l1": 256, "l2": 1 << 17}      # lines a region: 32 KiB a block (in the L1), or 16 MiB shared (the L2's)
 LINE = 128
 SEED = 0x2545F491
 
 
-def piece(text: str) -> tuple[int, int]:
-    """"64p" -> (64, 1): the bytes a group reads and whether two groups share a line; ValueError otherwise."""
-    paired = text.endswith("p")
+def piece(text: str) -> tuple[int, int, int]:
+    """"64p" -> (64, 1, 0): the bytes a group reads, whether two groups share a line, and whether the groups'
+    pieces sit at successive places of their lines ("s", spread) instead of every one at its line's first byte;
+    ValueError otherwise."""
+    paired, spread = text.endswith("p"), text.endswith("s")
     try:
-        size = int(text[:-1] if paired else text)
+        size = int(text[:-1] if paired or spread else text)
     except ValueError:
         size = 0
-    if size not in (16, 32, 64, 128) or (paired and size != 64):
-        raise ValueError(f"a piece is 16, 32, 64 or 128 (bytes a group of lanes reads from one line), or 64p "
-                         f"(two groups, one 64-byte half of a line each); got {text!r}")
-    return size, int(paired)
+    if size not in (16, 32, 64, 128) or (paired and size != 64) or (spread and size == 128):
+        raise ValueError(f"a piece is 16, 32, 64 or 128 (bytes a group of lanes reads from one line); 64p (two "
+                         f"groups, one 64-byte half of a line each); 16s, 32s or 64s (each group's piece at "
+                         f"another place of its line); got {text!r}")
+    return size, int(paired), int(spread)
 
 
 def pattern(words: int) -> np.ndarray:
@@ -66,7 +70,7 @@ def pattern(words: int) -> np.ndarray:
 
 
 def replay(data: np.ndarray, blocks: int, threads: int, size: int, paired: int, region_lines: int,
-           block_stride: int, rounds: int, unroll: int, seed: int = SEED) -> np.ndarray:
+           block_stride: int, rounds: int, unroll: int, seed: int = SEED, spread: int = 0) -> np.ndarray:
     """Each thread's XOR of the words it loads in the timed rounds, computed as the kernel does."""
     g = size // 16
     tid = np.arange(blocks * threads, dtype=np.uint64)
@@ -75,7 +79,7 @@ def replay(data: np.ndarray, blocks: int, threads: int, size: int, paired: int, 
     group = lane // g
     mask = 0xFFFFFFFF
     state = (seed ^ ((warp * 0x9E3779B9) & mask) ^ (((group >> paired) * 0x85EBCA6B) & mask)) & mask
-    within = ((group & 1) * 4 if paired else 0) + lane % g
+    within = ((group & 1) * 4 if paired else (group * g) % 8 if spread else 0) + lane % g
     base = block * block_stride * 8
     vecs = data.reshape(-1, 4)
     acc = np.zeros(tid.size, dtype=np.uint32)
@@ -86,7 +90,7 @@ def replay(data: np.ndarray, blocks: int, threads: int, size: int, paired: int, 
     return acc
 
 
-def run_setting(d_data, host_data, size, paired, span, threads, blocks, rounds, unroll, timed=True) -> dict:
+def run_setting(d_data, host_data, size, paired, span, threads, blocks, rounds, unroll, timed=True, spread=0) -> dict:
     """One setting: checked over 2 rounds against the host's replay, then (timed) the wall time of `rounds`
     rounds by CUDA events and each block's cycles from the last launch."""
     from numba import cuda
@@ -95,7 +99,8 @@ def run_setting(d_data, host_data, size, paired, span, threads, blocks, rounds, 
     region = SPANS[span]
     stride = region if span == "l1" else 0
     kernel = nvrtc.load(nvrtc.compile(SOURCE.read_text(), name=SOURCE.name,
-                                      defines=dict(PIECE=size, PAIRED=paired, UNROLL=unroll)), KERNEL)
+                                      defines=dict(PIECE=size, PAIRED=paired, SPREAD=spread, UNROLL=unroll)),
+                         KERNEL)
     cycles = cuda.to_device(np.zeros(blocks, np.int64))
     sums = cuda.to_device(np.zeros(2 * blocks * threads, np.uint32))
 
@@ -104,7 +109,7 @@ def run_setting(d_data, host_data, size, paired, span, threads, blocks, rounds, 
         kernel.launch((blocks, 1, 1), (threads, 1, 1), args, TYPES)
     launch(2)
     got = sums.copy_to_host()[:blocks * threads]
-    want = replay(host_data, blocks, threads, size, paired, region, stride, 2, unroll)
+    want = replay(host_data, blocks, threads, size, paired, region, stride, 2, unroll, spread=spread)
     if not np.array_equal(got, want):
         return {"error": f"{int((got != want).sum())} of {blocks * threads} threads loaded other words than the "
                          f"replay"}
@@ -142,23 +147,24 @@ def emulate_all(a) -> int:
     from cudabook import emulate
     failed = 0
     with emulate.emulating():
-        for (size, paired), span in settings(a):
+        for (size, paired, spread), span in settings(a):
             region = SPANS[span] if span == "l1" else 512          # a small shared region stands in for the L2's
             saved = SPANS[span]
             SPANS[span] = region
             try:
                 host = pattern(2 * max(region, SPANS["l1"]) * LINE // 4)
-                got = run_setting(cuda.to_device(host), host, size, paired, span, 64, 2, 2, 2, timed=False)
+                got = run_setting(cuda.to_device(host), host, size, paired, span, 64, 2, 2, 2, timed=False,
+                                  spread=spread)
             finally:
                 SPANS[span] = saved
             failed += "error" in got
-            print(f"piece {size}{'p' if paired else ''}, {span}: {got.get('error', 'every thread loaded its words')}")
+            print(f"piece {size}{'p' if paired else 's' if spread else ''}, {span}: {got.get('error', 'every thread loaded its words')}")
     return 1 if failed else 0
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pieces", nargs="+", default=list(PIECES), help="bytes a group reads from one line (64p: paired)")
+    ap.add_argument("--pieces", nargs="+", default=list(PIECES), help="bytes a group reads from one line (64p: paired; 16s, 32s, 64s: spread)")
     ap.add_argument("--span", nargs="+", choices=sorted(SPANS), default=["l1", "l2"])
     ap.add_argument("--threads", type=int, default=1024, help="threads a block")
     ap.add_argument("--per-sm", type=int, default=1, help="blocks an SM (one: its clock is the SM's)")
@@ -184,11 +190,13 @@ def main(argv=None) -> int:
     host = pattern(max(blocks * SPANS["l1"], SPANS["l2"]) * LINE // 4)
     d_data = cuda.to_device(host)
     rows = []
-    for (size, paired), span in settings(a):
-        row = {"piece": f"{size}{'p' if paired else ''}", "piece_bytes": size, "paired": bool(paired),
+    for (size, paired, spread), span in settings(a):
+        row = {"piece": f"{size}{'p' if paired else 's' if spread else ''}", "piece_bytes": size,
+               "paired": bool(paired), "spread": bool(spread),
                "span": span, "region_bytes": SPANS[span] * LINE, "threads": a.threads, "per_sm": a.per_sm,
                "blocks": blocks, "rounds": a.rounds, "unroll": a.unroll}
-        row.update(run_setting(d_data, host, size, paired, span, a.threads, blocks, a.rounds, a.unroll))
+        row.update(run_setting(d_data, host, size, paired, span, a.threads, blocks, a.rounds, a.unroll,
+                               spread=spread))
         if "ms" in row:
             row.update(describe(row, g.sms))
         rows.append(row)

@@ -74,7 +74,8 @@ def test_the_tma_rate_probe_refuses_a_bad_box_and_a_machine_without_hopper(capsy
 def test_the_l1_gather_probe_checks_its_loads_and_catches_a_piece_from_the_wrong_place(tmp_path, monkeypatch,
                                                                                         capsys):
     """In the CPU emulator (no GPU): each thread's XOR of the words it loaded matches the host's replay of the same
-    random lines, for a piece in a line of its own and for two groups sharing a line; a kernel whose lanes read
+    random lines, for a piece in a line of its own, two groups sharing a line, and pieces spread over their lines'
+    places; a kernel whose lanes read
     the wrong 16 bytes of their piece is caught, so a timed setting is a checked one."""
     import shutil
 
@@ -84,9 +85,9 @@ def test_the_l1_gather_probe_checks_its_loads_and_catches_a_piece_from_the_wrong
     from tools import probe_l1_gather
     if not SIMULATOR or not (shutil.which("g++") or shutil.which("clang++")):
         pytest.skip("the emulator runs where Numba runs in its simulator, with a host C++ compiler")
-    args = ["--emulate", "--pieces", "64", "64p", "--span", "l1", "l2"]
+    args = ["--emulate", "--pieces", "64", "64p", "16s", "--span", "l1", "l2"]
     assert probe_l1_gather.main(args) == 0
-    assert capsys.readouterr().out.count("every thread loaded its words") == 4
+    assert capsys.readouterr().out.count("every thread loaded its words") == 6
     wrong = tmp_path / "probe_l1_gather.cu"
     text = probe_l1_gather.SOURCE.read_text()
     assert text.count("+ lane % G;") == 1
@@ -103,6 +104,8 @@ def test_the_l1_gather_probe_refuses_a_bad_piece_and_a_machine_without_a_gpu(cap
     assert "16, 32, 64 or 128" in capsys.readouterr().out
     assert probe_l1_gather.main(["--pieces", "128p"]) == 2
     assert "64p" in capsys.readouterr().out
+    assert probe_l1_gather.main(["--pieces", "128s"]) == 2        # a whole line has no other place in it
+    assert "64s" in capsys.readouterr().out
     if device.gpu() is None:
         assert probe_l1_gather.main([]) == 1
         assert "--emulate checks the probe" in capsys.readouterr().out
