@@ -1,11 +1,11 @@
-"""How many of a block's corners are the same line: the reuse a kernel could have by loading each (pixel, head)
-once for all the samples of a block, where every rung loads a corner for every sample that asks for it.
+"""How many of a block's corners are the same (pixel, head): the reuse a kernel could have by loading each (pixel,
+head) once for all the samples of a block, where every rung loads a corner for every sample that asks for it.
 
-Lesson 05 measures that the L1 hands an SM one line a cycle however little of the line a load reads, and a
-corner (one head's D channels of one pixel) sits in a line of its own: each corner load costs a cycle, hit or
-miss. Samples of neighbouring queries often read the same pixels (on `local` locations a query's samples lie a
-few pixels around the query's own pixel), so a block's corners repeat. Needs no GPU: this is arithmetic on the
-inputs.
+Lesson 05 measures that the L1 hands an SM at most 128 bytes a cycle, and that pieces at the same bytes of different
+lines share its banks, one line a cycle; a corner (one head's D channels of one pixel) sits in a line of its own, so
+each corner load costs the L1 half a cycle (the two halves of different lines together) or a whole one, even when it
+hits. Samples of neighbouring queries often read the same pixels (on `local` locations a query's samples lie a few
+pixels around the query's own pixel), so a block's corners repeat. Needs no GPU: this is arithmetic on the inputs.
 """
 from __future__ import annotations
 

@@ -349,6 +349,7 @@ attention.sweep("05_wgmma_tma", "warpgroups", [1, 2, 3])
 
 # %% [markdown]
 # Write the S product and the rescale yourself: [lab 05](../../labs/attention/05_wgmma_tma.ipynb) (the completed
-# version: [solution](../../solutions/attention/05_wgmma_tma_SOLUTION.ipynb)); it is graded on a Hopper GPU only.
+# version: [solution](../../solutions/attention/05_wgmma_tma_SOLUTION.ipynb)); without a Hopper GPU the CPU
+# emulator grades it, on small cases.
 # Back: [04 · tensor cores and a cp.async ring](04_mma_cp_async.ipynb). Next: rung 06, warp specialization, where
 # the softmax of one warpgroup hides under the products of the other.

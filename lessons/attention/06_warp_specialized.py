@@ -988,8 +988,8 @@ if not recorded_06:
 # without the mask and clearly on the other three. Since f44d140 a record also runs each of the two back to back
 # for seconds, as a long job does, at the card's power cap (the "back to back" line): the lead is a little
 # smaller there, on all four. The H100's record is older than the persistent grid
-# and has no head-to-head: its medians put rung 06 level with cuDNN except at d = 64 without the mask, where
-# it is ahead.
+# and has no head-to-head: its medians put rung 06 level with cuDNN on the two causal workloads, a little behind
+# it at d = 128 without the mask, and ahead at d = 64 without it.
 #
 # What do the backends run? PyTorch's profiler names the kernel each call launched (a reading,
 # `tools/probe_peer_kernels.py`; NVIDIA does not document cuDNN's names):

@@ -245,12 +245,12 @@ plt.show()
 #   the arithmetic can still match or beat it, over 100 %. It tells how a stage compares with loading its
 #   corners plainly, not how close it is to the hardware.
 #
-# Lesson 05 derives a bound for every kernel that loads the corners from global memory (the L1 hands an SM one
-# line a cycle, however little of it a load reads, and each corner sits in a line of its own: a probe measures
-# it) and how near rung 05 comes. A bound for every way of moving the corners, through
-# shared memory too, is **not measured**: what really bounds this problem is open there. With poor locality the
-# reference gather slows down; the benchmark's `uniform` workload (locations anywhere on the map) measures by how
-# much.
+# Lesson 05 derives a bound for every kernel that loads the corners from global memory (a probe measures that the L1
+# hands an SM at most 128 bytes a cycle, two corners' worth when they sit in different halves of their lines, one
+# when they sit at the same bytes, and each corner sits in a line of its own) and how near rung 05 comes. A bound
+# for every way of moving the corners, through shared memory too, is **not measured**: what really bounds this
+# problem is open there. With poor locality the reference gather slows down; the benchmark's `uniform` workload
+# (locations anywhere on the map) measures by how much.
 
 # %%
 from cudabook import results

@@ -280,7 +280,7 @@ for rec in results.load_all():
 # T, it would have slowed as much as rung 05. Something else sets its pace, which fits its dependency chain
 # (location load, arithmetic, shuffles, corner load) better than its bytes in flight. Why the gather slows on
 # `uniform` (fewer L1 hits, most likely: one image's values fit in L2 many times over) is a hypothesis: no
-# `uniform` profile is recorded.
+# `uniform` hit rate is recorded (the Nsight Compute reading below shows only that its L2 is far busier there).
 #
 # ## An older sweep, and what it still shows
 #
@@ -385,11 +385,14 @@ for rec in results.load_all():
 # unit every corner passes. A load from global memory goes through the L1's data pipe. A corner here is one
 # head's 64 bytes of one pixel, and two pixels are a whole row of heads apart (M x D bf16, 512 bytes), so every
 # corner sits in a 128-byte line of its own (heads 2k and 2k + 1 of a pixel share one), and the 8 items of a
-# warp's corner load touch 8 lines. How many lines can the L1 hand out a cycle, and does it matter how much of
-# each line a load reads? `tools/probe_l1_gather.py` measures it: lanes load 16 bytes each, a group of lanes
-# reads one piece of a line (16 to 128 bytes; `64p`: two groups read the two halves of one line), every piece at
-# a random line of a region that sits in the L1 (each block its own, read once first) or of one only the L2
-# holds; one block of 1024 threads an SM, timed by its own clock and by the wall clock, and each thread's loads
+# warp's corner load touch 8 lines: head m's 64 bytes start at byte 64 (m mod 2) of theirs, so half the pieces are
+# first halves of their lines and half are second halves. How many lines can the L1 hand out a cycle, and does it matter how much of
+# each line a load reads, and where in it? `tools/probe_l1_gather.py` measures it: lanes load 16 bytes each, a
+# group of lanes reads one piece of a line (16 to 128 bytes), every piece at a random line of a region that sits
+# in the L1 (each block its own, read once first) or of one only the L2 holds. By default every piece starts at
+# its line's first byte; `16s`, `32s` and `64s` put each group's piece at another place of its line (`64s` is
+# rung 05's layout: first and second halves of different lines), and `64p` has two groups read the two halves of
+# one line. One block of 1024 threads an SM, timed by its own clock and by the wall clock, each thread's loads
 # checked first against a replay on the host. Its reading on each card, and what it implies for these corners:
 
 # %%
@@ -399,10 +402,11 @@ for rd in results.readings("msda", "05_lane_groups", "l1_gather"):
         if "error" in run:
             print(f"  piece {run['piece']:>4} from {run['span']}: {run['error']}")
             continue
-        label = "2 x 64 B of a line" if run["paired"] else f"{run['piece_bytes']} B of a line"
+        label = ("2 x 64 B of one line" if run["paired"] else f"{run['piece_bytes']} B, spread" if run.get("spread")
+                 else f"{run['piece_bytes']} B at byte 0")
         print(f"  {label:>18} from the {run['span'].upper()}: {run['bytes_per_ns_per_sm']:6.1f} B/ns an SM, "
               f"{run['lines_per_cycle_per_sm']:.2f} lines a cycle, {run['bytes_per_cycle_per_sm']:6.1f} B a cycle")
-    corner = next((r for r in rd["runs"] if r["piece"] == "64" and r["span"] == "l1" and "ms" in r), None)
+    corner = next((r for r in rd["runs"] if r["piece"] == "64s" and r["span"] == "l1" and "ms" in r), None)  # rung 05's
     corners = benchmark.WORKLOADS[0]
     n_corners = corners["N"] * corners["Lq"] * corners["M"] * len(corners["levels"]) * corners["P"] * 4
     for rec in results.load_all():
@@ -411,24 +415,30 @@ for rd in results.readings("msda", "05_lane_groups", "l1_gather"):
         if corner and rec["gpu"] == rd["gpu"] and row and "speedup_vs_torch" in row:
             floor_us = n_corners * 64 / rd["sms"] / corner["bytes_per_ns_per_sm"] / 1e3
             most = row["median_us"] / floor_us
-            print(f"  every corner from the L1 at that rate: {floor_us:,.0f} µs for the {n_corners / 1e6:,.0f} M corners "
-                  f"of `local`; rung 05 takes {row['median_us']:,.0f} µs (record, commit {w.get('commit') or rec.get('commit')}), "
-                  f"so no kernel that loads each corner with ld.global is more than {most:.2f}x faster than rung 05: "
-                  f"{row['speedup_vs_torch'] * most:.0f}x torch eager at most, against rung 05's {row['speedup_vs_torch']:.1f}x")
+            print(f"  every corner from the L1 at the 64 B spread rate (rung 05's layout): {floor_us:,.0f} µs for the "
+                  f"{n_corners / 1e6:,.0f} M corners of `local`; rung 05 takes {row['median_us']:,.0f} µs (record, commit "
+                  f"{w.get('commit') or rec.get('commit')}), so no kernel that loads each corner with ld.global is more "
+                  f"than {most:.2f}x faster than rung 05: {row['speedup_vs_torch'] * most:.0f}x torch eager at most, "
+                  f"against rung 05's {row['speedup_vs_torch']:.1f}x")
 if not results.readings("msda", "05_lane_groups", "l1_gather"):
     print("no reading of tools/probe_l1_gather.py in results/readings/ yet (it needs a GPU)")
 
 # %% [markdown]
-# **One line a cycle, whatever the piece.** From the L1, each SM receives about one line a cycle whether a load
-# reads 16 bytes of it or all 128, so the bytes it delivers grow with the piece; two halves of one line asked for by
-# one instruction cost a single cycle, as the whole line does. (From the L2 an SM receives fewer lines a cycle, and
-# a 64-byte piece brings as many bytes a nanosecond as a whole line: there the bytes limit it.) For this track that
-# settles the question: each corner costs the L1 a cycle on its SM even when it hits, so a cycle for each of the N x
-# Lq x M x L x P x 4 corners, spread over the SMs, is a floor for every kernel that loads each corner with
-# `ld.global`, whether it keeps the corners in registers or stores them on into shared memory, as rung 03 does. Two
-# kinds of kernel are not covered: one whose corners reach shared memory by the copy engine (TMA; lesson 04's probe
-# moved its fastest four- corner box more slowly than the L1 hands out four corners here), and one that loads a
-# corner repeated by several samples only once. Nsight Compute's reading of rung 05 on an H200 (in
+# **A line a cycle, or 128 bytes a cycle, whichever comes first.** From the L1, pieces that all start at their
+# lines' first byte arrive at about one line a cycle, whether a load reads 16 bytes of each line or all 128: they
+# fall in the same banks of the L1's data array, and the banks serve one of them a cycle. Spread over their lines'
+# places, the same pieces arrive several lines a cycle, until the 128 bytes a cycle of the data array are full:
+# `64s`, rung 05's layout, brings two 64-byte halves of different lines a cycle, as many bytes as whole lines do.
+# (From the L2 an SM receives fewer lines a cycle, wherever the pieces sit, and a 64-byte piece brings as many
+# bytes a nanosecond as a whole line: there the bytes limit it.) That also squares with rung 05's own count,
+# printed next: its locations and weights are the same-bank case (a line a cycle each), its corners the spread
+# case (two a cycle). So each corner costs at least half a cycle of its SM's L1 even when it hits: half a cycle
+# for each of the N x Lq x M x L x P x 4 corners, spread over the SMs, is a floor for every kernel that loads each
+# corner with `ld.global`, whether it keeps the corners in registers or stores them on into shared memory, as
+# rung 03 does. Two kinds of kernel are not covered: one whose corners reach shared memory by the copy engine
+# (TMA; lesson 04's probe moved its fastest four-corner box more slowly than the L1 hands out four corners here),
+# and one that loads a corner repeated by several samples only once. The floor leaves rung 05 a long way to go,
+# so the L1 is not what holds it back alone. Nsight Compute's reading of rung 05 on an H200 (in
 # results/readings/, with the commit it ran) shows how busy each unit was:
 
 # %%
@@ -452,14 +462,17 @@ for rd in results.readings("msda", "05_lane_groups", "l1"):
 #
 # - **the locations and weights**, the wavefronts that are not corners: the G lanes of an item read the same
 #   8-byte location and 4-byte weight, and the warp's 8 items are 256 bytes apart in the locations and 128 in
-#   the weights, a line each. At a line a cycle they would cost half as much again as the corners (a warp issues
-#   64 such loads beside its 128 corner loads), more than the wavefronts counted above leave over once the
-#   corners take one each: how the counter's wavefronts and the probe's cycles match for these loads is not
-#   measured. Copying a block's locations and weights into shared memory first, coalesced, with the
-#   columns swizzled so that 8 items' words sit in distinct banks, was tried
-#   (`tools/kernel_edits/msda05_shared_locations.py`, timed by `tools/probe_kernel_edit.py` on the H200 in
-#   interleaved rounds, a reading, printed below): right, but the copy, its barrier and the shared-memory reads
-#   cost about what they save (slower on `local`, a little faster on `uniform`), and it is not kept;
+#   the weights, a line each, all at the same place of their lines: the probe's same-bank case, a cycle a line.
+#   A warp issues 64 such loads beside its 128 corner loads, so they cost the L1 about as many cycles as the
+#   corners (which take half a cycle each). Two ways to cut them were tried, each a kernel edit timed by
+#   `tools/probe_kernel_edit.py` on the H200 in interleaved rounds (readings, printed below). Loading a level's
+#   locations two a load and its weights four a load (`tools/kernel_edits/msda05_vector_locations.py`: 24 such
+#   loads a lane an item in place of 64) is right and a few percent faster on `local`, level on `uniform`: the L1
+#   is not the only limit (the issue slots are the other). Copying a block's locations and weights into shared
+#   memory first, coalesced, with the columns swizzled so that 8 items' words sit in distinct banks
+#   (`tools/kernel_edits/msda05_shared_locations.py`) is right, but the copy, its barrier and the shared-memory
+#   reads cost about what they save (slower on `local`, a little faster on `uniform`). Neither is in the rung yet:
+#   the first is the candidate;
 # - **the instructions**: every lane of a group computes every sample's position and weights (G times the
 #   arithmetic; computing each once and handing it over is what rung 02 did, and it brought the waits back),
 #   widens each 32-bit offset to a 64-bit pointer and selects the corners, and blends in float32 (8 FFMAs and 8
@@ -476,8 +489,9 @@ for rd in results.readings("msda", "05_lane_groups", "l1"):
 #   not make this gather faster;
 # - the idle remainder of the L1's cycles.
 #
-# On `uniform` the L2 is busy as well, since far fewer corners hit in L1; the floor above, set by the L1 alone,
-# is the looser bound there. A kernel that beats the floor has to load fewer corners than the samples ask for
+# On `uniform` the L2 is busy as well, most likely because far fewer corners hit in L1 (not measured); the floor
+# above, set by the L1 alone, is the looser bound there. A kernel that beats the floor has to load fewer corners
+# than the samples ask for
 # (a pixel that several samples of a block share, loaded once) or move them by the copy engine. How much sharing
 # is there? Rung 05's block of 512 threads serves 16 queries of all 8 heads; here are the distinct corners (one
 # pixel of one head) among all the corners such a run of queries reads, on one image of each workload (arithmetic

@@ -781,7 +781,7 @@ for record in results.load_all():
 # H100 and on an H200 (`results/sweeps/*_lessons.json`; on a machine without a GPU `resample.sweep` prints them,
 # each with its card and commit).
 #
-# Two other ways to pay for the search were written, measured and dropped; they are not in the code (their
+# Three other ways to pay for the search were written, measured and dropped; they are not in the code (their
 # timings are in the readings linked above):
 #
 # - **A block-shared search**: the block's first warp searches for all the block's warps and hands them the

@@ -294,7 +294,8 @@ def test_msda_peers_take_as_many_images_as_the_free_memory_holds_and_never_probe
     import sys
 
     from cudabook.msda import benchmark
-    fake_torch = types.SimpleNamespace(compile=lambda fn, dynamic=False: fn,
+    compiled = []
+    fake_torch = types.SimpleNamespace(compile=lambda fn, dynamic=False, mode=None: compiled.append(mode) or fn,
                                        cuda=types.SimpleNamespace(is_available=lambda: False))
     monkeypatch.setitem(sys.modules, "torch", fake_torch)
     monkeypatch.setattr(peers, "available", lambda: None)
@@ -316,8 +317,9 @@ def test_msda_peers_take_as_many_images_as_the_free_memory_holds_and_never_probe
     else:
         assert tried == [] and rows["torch_eager"]["skipped"].startswith("not run: one image a call needs")
     all_rows = benchmark.peers(_msda_args(), problem, {"copy_GBps": 3000.0}, progress=said.append)
-    assert list(all_rows) == (["torch_eager", "torch_compile"])
-
+    assert list(all_rows) == ["torch_eager", "torch_compile", "torch_compile_max_autotune"]
+    if expected:                                                   # the default mode, then the strongest
+        assert compiled == [None, "max-autotune-no-cudagraphs"]
 
 def test_msda_peer_memory_counts_the_samples_torch_stacks():
     """One image's grid_sample samples at seed 002's size: M D Lq L P float32, 0.47 GiB (the record's

@@ -125,7 +125,8 @@ def problems_in(markdown):
     found = []
     for sentence, table in units(markdown):
         if table is None:
-            typed = [(m.group("bytes") or m.group(0)).strip() for m in MEASUREMENT.finditer(sentence)]
+            words = re.sub(r"`[^`\n]*`", "`code`", sentence)     # a name in backticks (`64s`) is code, not a unit
+            typed = [(m.group("bytes") or m.group(0)).strip() for m in MEASUREMENT.finditer(words)]
             if any(not allowed(t, sentence) for t in typed) and not a_named_reading(sentence):
                 found.append(f"{sentence[:160]!r}: {', '.join(typed)}")
             continue
@@ -237,6 +238,8 @@ def test_the_check_catches_a_typed_timing():
     assert not problems_in("Rung 08 runs about twice rung 07 (the cell above prints it from results/).")
     assert problems_in("It takes 10–11 minutes.")
     assert problems_in("One run on an H200 (not a record): 7 µs.")                  # the card, but no commit
+    assert not problems_in("The probe's `64s` setting reads 64-byte pieces.")        # a setting's name is code
+    assert problems_in("The `64s` setting took 7 µs.")                               # its time is not
     assert not problems_in("One run on an H200 at 2a2d922 (not a record): 7 µs.")
 
 

@@ -1,4 +1,4 @@
-// attention.cuh: what the attention track's C++ rungs (04 and 05) share: the compile-time constants both take,
+// attention.cuh: what the attention track's C++ rungs (04, 05 and 06) share: the compile-time constants they take,
 // -infinity, and the reductions over the four lanes of a quad, which hold one row of an mma.sync or wgmma
 // accumulator between them (lane l: row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1 of every 8-column block).
 #pragma once
