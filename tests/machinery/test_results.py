@@ -200,24 +200,45 @@ def test_the_resampling_figures_must_agree_with_the_time(tmp_path):
         results.validate(record, "bad")
 
 
+def _code_at(commit):
+    """{path: text} of the workbook's code (cudabook/**/*.py, *.cu, *.cuh) at `commit`, read in one `git cat-file
+    --batch` (a `git show` a file took seconds a record), or None where this clone lacks the commit."""
+    import subprocess
+    listing = subprocess.run(["git", "ls-tree", "-r", commit, "cudabook"], cwd=results.ROOT, capture_output=True,
+                             text=True)
+    if listing.returncode:
+        return None                           # a shallow clone without that commit
+    blobs = {}
+    for line in listing.stdout.splitlines():
+        meta, path = line.split("\t", 1)
+        if path.endswith((".py", ".cu", ".cuh")):
+            blobs[path] = meta.split()[2]
+    batch = subprocess.run(["git", "cat-file", "--batch"], cwd=results.ROOT, capture_output=True,
+                           input="".join(f"{sha}\n" for sha in blobs.values()).encode())
+    out, texts, at = batch.stdout, {}, 0
+    for path in blobs:
+        header_end = out.index(b"\n", at)
+        size = int(out[at:header_end].split()[2])
+        texts[path] = out[header_end + 1:header_end + 1 + size].decode()
+        at = header_end + 1 + size + 1            # the blob, then a newline
+    return texts
+
+
 def test_committed_records_measured_the_code_of_the_commit_they_name():
     """A record names a commit and the digest of the code it ran: where that commit is in this clone's history,
     its code must have that digest (a dirty tree, or a commit claimed for other code, fails)."""
-    import subprocess
-    checked = 0
+    checked, digests = 0, {}
     for record in results.load_all():
         for name, w in record["workloads"].items():
             commit, digest = w.get("commit") or record.get("commit"), w.get("source_digest")
             if not digest or not commit:
                 continue                      # measured before records kept a digest
-            files = subprocess.run(["git", "ls-tree", "-r", "--name-only", commit, "cudabook"], cwd=results.ROOT,
-                                   capture_output=True, text=True)
-            if files.returncode:
-                continue                      # a shallow clone without that commit
-            paths = [p for p in files.stdout.split() if p.endswith((".py", ".cu", ".cuh"))]
-            show = lambda p: subprocess.run(["git", "show", f"{commit}:{p}"], cwd=results.ROOT,  # noqa: E731
-                                            capture_output=True, text=True).stdout
-            assert results.source_digest(show, paths) == digest, f"{name}: not the code of commit {commit}"
+            if commit not in digests:
+                code = _code_at(commit)
+                digests[commit] = code and results.source_digest(code.__getitem__, list(code))
+            if digests[commit] is None:
+                continue
+            assert digests[commit] == digest, f"{name}: not the code of commit {commit}"
             assert not w.get("dirty"), f"{name} was measured on a tree with uncommitted changes"
             checked += 1
     if not checked:
