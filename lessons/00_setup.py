@@ -1,9 +1,9 @@
 # %% [markdown]
 # # 00 · Setup and ceilings
 #
-# Before we make anything fast we need two things: to know **what machine we are on**, and to know **how
-# fast is possible** on it. Every later stage reports its speed as a percentage of a ceiling measured the way
-# this notebook measures it, in the lesson's own process, on the same GPU. A number without a ceiling tells you nothing.
+# Before we make anything fast we need two things: to know **what machine we are on**, and to know **how fast is
+# possible** on it. Every later stage reports its speed as a percentage of a ceiling measured the way this notebook
+# measures it, in the lesson's own process, on the same GPU. A number without a ceiling tells you nothing.
 #
 # The first cell must always be `import cudabook`. With no GPU it switches Numba to its
 # [CUDA simulator](https://nvidia.github.io/numba-cuda/user/simulator.html) (which must happen before numba is
@@ -89,8 +89,8 @@ else:
 # Small copies are slower per byte: every launch pays a fixed cost whatever its size, and a small copy
 # cannot keep every memory channel busy. A copy whose two buffers fit in the L2 cache (50 MiB on an H100,
 # 60 MiB on an H200) can also be served from it when repeated, and then measures the cache rather than DRAM.
-# That is why the benchmark problem is large (the size printed above), and why the ceiling, and the lower
-# bound from it, are measured at the benchmark's own size rather than read off any point of the curve below.
+# That is why the benchmark problem is large (the size printed above), and why the ceiling, and the time it
+# implies, are measured at the benchmark's own size rather than read off any point of the curve below.
 
 # %%
 import matplotlib.pyplot as plt

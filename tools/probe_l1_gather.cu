@@ -1,7 +1,8 @@
 // How many bytes an SM's L1 serves a cycle to a gather of small pieces from many lines (tools/probe_l1_gather.py).
 // Every lane issues 16-byte loads (LDG.128); the G = PIECE / 16 lanes of a group read one PIECE-byte piece of a
-// 128-byte line, so one load instruction of a warp reads 32 / G pieces, each from a line of its own (PAIRED = 1:
-// groups 2j and 2j + 1 read the two 64-byte halves of one line, so the warp's 8 pieces sit in 4 lines). PIECE 64,
+// 128-byte line, so one load instruction of a warp reads 32 / G pieces, each from a random line (nearly always
+// one of its own: among the l1 span's 256 lines two of a warp's 32 coincide now and then; PAIRED = 1: groups
+// 2j and 2j + 1 read the two 64-byte halves of one line, so the warp's 8 pieces sit in 4 lines). PIECE 64,
 // PAIRED 0 is the deformable-attention track's corner load: 8 items' 64-byte corners, 8 lines an instruction.
 //
 // A group's lines are random (a 32-bit LCG whose state the group's lanes share), inside the block's own region
@@ -17,7 +18,8 @@
 #endif
 #ifndef SPREAD
 #define SPREAD 0          // 1: the groups' pieces sit at successive places of their lines (group g at byte
-                          // (g * PIECE) mod 128), so pieces of different lines fall in different banks
+                          // (g * PIECE) mod 128), so 128 / PIECE successive groups' pieces fall in different
+                          // banks (a warp's pieces four to a set of banks, at every PIECE)
 #endif
 #ifndef UNROLL
 #define UNROLL 8          // independent loads a lane keeps in flight a round

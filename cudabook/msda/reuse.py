@@ -38,7 +38,7 @@ def corner_keys(shapes, starts, loc) -> np.ndarray:
 def distinct_share(shapes, starts, loc, queries: int, blocks: int | None = None) -> float:
     """Of the on-map corners that runs of `queries` consecutive queries of one image read (all heads), the share
     that are distinct (pixel, head): 1.0 when no two samples of a run share a corner. `blocks`: only the first
-    that many runs of each image (the share is a mean over the runs)."""
+    that many runs of each image. The share pools the runs: their distinct corners over all their corners."""
     keys = corner_keys(shapes, starts, loc)
     N, Lq = keys.shape[:2]
     runs = Lq // queries

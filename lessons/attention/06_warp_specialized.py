@@ -67,12 +67,12 @@ def show(start, end):
 # units, maxima, sums: lesson 05 estimated the exponentials alone at half the products' time at d = 128), the
 # tensor cores have nothing to do.
 #
-# Rung 06 takes both waits off the tensor cores' path, in two ways: the consumers take turns, so one's softmax
-# runs under another's products (ping-pong); and a consumer issues the next S **together with** the previous
-# tile's P V, meaning to do its softmax while P V runs (overlap inside a warpgroup; whether the compiler keeps
-# it that way is measured below, in part (a): on the builds tried, only in part at d = 128 and not at all at d = 64). The picture below is a
-# **schematic**: a hand-made schedule with made-up durations (a product of one consumer = 1, a softmax = 1.4,
-# rescale and pack = 0.3), played out by the rules of each kernel, with two consumers (d = 128's default). It
+# Rung 06 takes both waits off the tensor cores' path, in two ways: the consumers take turns, so one's softmax runs
+# under another's products (ping-pong); and a consumer issues the next S **together with** the previous tile's P V,
+# meaning to do its softmax while P V runs (overlap inside a warpgroup; whether the compiler keeps it that way is
+# measured below, in part (a): on the builds tried, only in part at d = 128 and not at all at d = 64). The picture
+# below is a **schematic**: a hand-made schedule with made-up durations (a product of one consumer = 1, a softmax =
+# 1.4, rescale and pack = 0.3), played out by the rules of each kernel, with two consumers (d = 128's default). It
 # is not a measurement. Change the durations and see what moves.
 
 # %%
@@ -986,10 +986,10 @@ if not recorded_06:
 # timed again in interleaved rounds, which share the clock), read that line: on the H200, with the persistent
 # grid and the dynamic schedule, it puts rung 06 ahead of cuDNN on all four workloads, by a hair at d = 128
 # without the mask and clearly on the other three. Since f44d140 a record also runs each of the two back to back
-# for seconds, as a long job does, at the card's power cap (the "back to back" line): the lead is a little
-# smaller there, on all four. The H100's record is older than the persistent grid
-# and has no head-to-head: its medians put rung 06 level with cuDNN on the two causal workloads, a little behind
-# it at d = 128 without the mask, and ahead at d = 64 without it.
+# for seconds, as a long job does, at the card's power cap (the "back to back" line): the lead is smaller
+# there on all four, most at d = 64 with the mask, where it is about halved. The H100's record is older than
+# the persistent grid and has no head-to-head: its medians put rung 06 level with cuDNN on the two causal
+# workloads, a little behind it at d = 128 without the mask, and ahead at d = 64 without it.
 #
 # What do the backends run? PyTorch's profiler names the kernel each call launched (a reading,
 # `tools/probe_peer_kernels.py`; NVIDIA does not document cuDNN's names):

@@ -78,15 +78,15 @@ for form, cubin in zip(forms, cubins):
           + ("the same SASS as .relaxed.cluster" if code == relaxed else f"{len(code)} SASS lines, not the same"))
 
 # %% [markdown]
-# Only `.release.cluster` adds barriers; the CTA-scoped release and the relaxed arrive are the same machine
-# code. So is the relaxed arrive *proven* safe? Not by the PTX memory model: there, neither a relaxed arrive nor
-# a release at `.cta` scope (a scope the peer block is outside of) orders this consumer's reads before the
-# producer's later writes into the stage. It would take a `.release.cluster` arrive matched by an
-# `.acquire.cluster` wait (this kernel's `mbarrier.try_wait` is CTA-scoped), and even that speaks of the generic
-# proxy, while the wgmmas read and TMA writes through the async proxy. The argument is about the hardware instead: the reads were made by the wgmmas, and
-# `wgmma.wait_group` returns only once those have completed, their operands read; nothing is left in flight
-# for a later write to overtake. The CUTLASS form rests on the same argument. (The CPU emulator cannot weigh
-# it either way: it runs each instruction to completion, so it has no reordering to show.)
+# Only `.release.cluster` adds barriers; the CTA-scoped release and the relaxed arrive are the same machine code. So
+# is the relaxed arrive *proven* safe? Not by the PTX memory model: there, neither a relaxed arrive nor a release at
+# `.cta` scope (a scope the peer block is outside of) orders this consumer's reads before the producer's later
+# writes into the stage. It would take a `.release.cluster` arrive matched by an `.acquire.cluster` wait (this
+# kernel's `mbarrier.try_wait` is CTA-scoped), and even that speaks of the generic proxy, while the wgmmas read and
+# TMA writes through the async proxy. The argument is about the hardware instead: the reads were made by the wgmmas,
+# and `wgmma.wait_group` returns only once those have completed, their operands read; nothing is left in flight for
+# a later write to overtake. The CUTLASS form rests on the same argument. (The CPU emulator cannot weigh it either
+# way: it runs each instruction to completion, so it has no reordering to show.)
 
 # %% [markdown]
 # ## The maps: A, B, and now C
@@ -168,7 +168,7 @@ for record in results.load_all():
 # Read the head-to-head where there is one. At 4096 its rounds hardly spread, and 07 is a little behind cuBLAS.
 # At 8192 the times spread much wider from round to round (lesson 09 shows the H200's clock held down by its
 # power cap under this load), so look at the range of the rounds' ratios. The H200's record since Stream-K
-# (`stream_k`, the last section) has 07 ahead in most rounds by a few percent, while the ladder run's medians,
+# (`stream_k`, the last section) has 07 ahead in every round, by a few percent, while the ladder run's medians,
 # each kernel timed in its own turn minutes apart, put it behind: the two measures differ by more than the gap,
 # and why is not measured (how each kernel's power draw meets the cap is one candidate). The H100's record has
 # no head-to-head and predates Stream-K: its ratios are those of the medians alone, and at 8192 they put 07
@@ -494,12 +494,12 @@ def stream_k_cost():
 stream_k_cost()
 
 # %% [markdown]
-# At 4096³, forced on, Stream-K loses in every round of both bf16 runs and of the one FP8 run that measured it,
-# and the cost it implies is about the same in both bf16 runs: there is only an eighth of a unit to win, and the cost is larger. At 8192³ both runs
-# put "auto" ahead of "off" by the medians, bf16 and FP8, but by different amounts, so the cost they imply
-# differs too: the rounds there spread by more than the gain (the power cap), so read it as a small gain whose
-# size these runs do not pin down. On this card and these two sizes "auto" picks the faster side by the
-# medians. The threshold is one measured cost on one card, not a model of every shape. (At 8192³ "auto" and
+# At 4096³, forced on, Stream-K loses in every round of both bf16 runs and of the one FP8 run that measured it, and
+# the cost it implies is about the same in both bf16 runs: there is only an eighth of a unit to win, and the cost is
+# larger. At 8192³ both runs put "auto" ahead of "off" by the medians, bf16 and FP8, but by different amounts, so
+# the cost they imply differs too: the rounds there spread by more than the gain (the power cap), so read it as a
+# small gain whose size these runs do not pin down. On this card and these two sizes "auto" picks the faster side by
+# the medians. The threshold is one measured cost on one card, not a model of every shape. (At 8192³ "auto" and
 # forced on run the same kernel: the difference between their two lines is the rounds' own spread.)
 #
 # **Two forms measured before this one.** The paper's "two-tile Stream-K + data-parallel" hybrid shares out
@@ -526,14 +526,14 @@ def stream_k_counters():
 stream_k_counters()
 
 # %% [markdown]
-# DRAM is far from its limit on the H200 (above), and the two forms now time within half a percent of each
-# other, so those bytes were most likely not what it cost (the rewritten two-wave edit's bytes were not
-# measured). The fix-up is one part of the cost. The stamps of a block whose last item is a last piece (a
-# reading, block 64, with extra stamps in the fix-up) show it: after its last wgmma the block waits for the flag, adds the parked sums
-# and stores. Reading the sums straight into registers (`__ldcg`, the first two lines) took several times as
-# long as the whole epilogue, most likely because with 128 accumulators live the consumer code has few registers
-# left for loads in flight (not measured). Copying them into the ring with `cp.async` and adding from there (the
-# last two lines, the form this rung keeps) cut that by more than half.
+# DRAM is far from its limit on the H200 (above), and the two forms now time within half a percent of each other, so
+# those bytes were most likely not what it cost (the rewritten two-wave edit's bytes were not measured). The fix-up
+# is one part of the cost. The stamps of a block whose last item is a last piece (a reading, block 64, with extra
+# stamps in the fix-up) show it: after its last wgmma the block waits for the flag, adds the parked sums and stores.
+# Reading the sums straight into registers (`__ldcg`, the first two lines) took several times as long as the whole
+# epilogue, most likely because with 128 accumulators live the consumer code has few registers left for loads in
+# flight (not measured). Copying them into the ring with `cp.async` and adding from there (the last two lines, the
+# form this rung keeps) cut that by more than half.
 #
 # That leaves a gap this lesson does not close. What is left of the fix-up in the stamps is a small part of a
 # unit's time (the kernel at 4096³ takes four units' time, so a unit is a quarter of its duration), yet

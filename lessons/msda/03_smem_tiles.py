@@ -173,12 +173,13 @@ for D in (8, 24, 32, 40, 64, 128):
     print(f"D = {D:3d}: {4 * nvec:2d} vectors staged a sample; each is read {times} time(s)")
 
 # %% [markdown]
-# And nobody else wants a sample's corners: another head of the same query reads other channels, another query
-# other positions, and what neighbouring queries do share (the overlapping rows that make the reference gather,
-# and rungs 04 and 05, faster on `local`) L1 and L2 already keep, for every warp on the SM, without a barrier. Reuse is the whole argument for
-# shared memory, and this staging captures none: each group stages its own sample's tile. (A block whose
-# queries share pixels could stage each distinct one once for all of them and save the L1 a hit for every
-# repeat; lesson 05 counts how many repeat, and no rung does it.) Both tracks' records, side by side:
+# And nobody else wants a sample's corners: another head of the same query reads other channels, another query other
+# positions, and what neighbouring queries do share (the overlapping rows that make the reference gather, and rungs
+# 04 and 05, faster on `local`) L1 and L2 already keep, for every warp on the SM, without a barrier. Reuse is the
+# whole argument for shared memory, and this staging captures none: each group stages its own sample's tile. (A
+# block whose queries share pixels could stage each distinct one once for all of them and save the L1 a hit for
+# every repeat, though each sample reading its corners back from shared memory would cost the banks as many bytes as
+# the hit did; lesson 05 counts how many repeat, and no rung does it.) Both tracks' records, side by side:
 
 # %%
 shown = False

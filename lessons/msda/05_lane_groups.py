@@ -380,20 +380,20 @@ for rec in results.load_all():
 #
 # ## A bound from the L1
 #
-# The copy ceiling ("% of copy") is a bound (approximately: a copy's rate is not quite the memory's peak), and
-# a loose one: it counts each byte once, and the corners cross L2 and L1 many times. A tighter one comes from the
-# unit every corner passes. A load from global memory goes through the L1's data pipe. A corner here is one
-# head's 64 bytes of one pixel, and two pixels are a whole row of heads apart (M x D bf16, 512 bytes), so every
-# corner sits in a 128-byte line of its own (heads 2k and 2k + 1 of a pixel share one), and the 8 items of a
-# warp's corner load touch 8 lines: head m's 64 bytes start at byte 64 (m mod 2) of theirs, so half the pieces are
-# first halves of their lines and half are second halves. How many lines can the L1 hand out a cycle, and does it matter how much of
-# each line a load reads, and where in it? `tools/probe_l1_gather.py` measures it: lanes load 16 bytes each, a
-# group of lanes reads one piece of a line (16 to 128 bytes), every piece at a random line of a region that sits
-# in the L1 (each block its own, read once first) or of one only the L2 holds. By default every piece starts at
-# its line's first byte; `16s`, `32s` and `64s` put each group's piece at another place of its line (`64s` is
-# rung 05's layout: first and second halves of different lines), and `64p` has two groups read the two halves of
-# one line. One block of 1024 threads an SM, timed by its own clock and by the wall clock, each thread's loads
-# checked first against a replay on the host. Its reading on each card, and what it implies for these corners:
+# The copy ceiling ("% of copy") is a bound (approximately: a copy's rate is not quite the memory's peak), and a
+# loose one: it counts each byte once, and the corners cross L2 and L1 many times. A tighter one comes from the unit
+# every corner passes. A load from global memory goes through the L1's data pipe. A corner here is one head's 64
+# bytes of one pixel, and two pixels are a whole row of heads apart (M x D bf16, 512 bytes), so every corner sits in
+# a 128-byte line of its own (heads 2k and 2k + 1 of a pixel share one), and the 8 items of a warp's corner load
+# (the 8 heads of one query) touch 8 lines: head m's 64 bytes start at byte 64 (m mod 2) of theirs, so half the
+# pieces are first halves of their lines and half are second halves. How many lines can the L1 hand out a cycle, and
+# does it matter how much of each line a load reads, and where in it? `tools/probe_l1_gather.py` measures it: lanes
+# load 16 bytes each, a group of lanes reads one piece of a line (16 to 128 bytes), every piece at a random line of
+# a region that sits in the L1 (each block its own, read once first) or of one only the L2 holds. By default every
+# piece starts at its line's first byte; `16s`, `32s` and `64s` put each group's piece at another place of its line
+# (`64s` is rung 05's layout: first and second halves of different lines), and `64p` has two groups read the two
+# halves of one line. One block of 1024 threads an SM, timed by its own clock and by the wall clock, each thread's
+# loads checked first against a replay on the host. Its reading on each card, and what it implies for these corners:
 
 # %%
 for rd in results.readings("msda", "05_lane_groups", "l1_gather"):
@@ -424,22 +424,27 @@ if not results.readings("msda", "05_lane_groups", "l1_gather"):
     print("no reading of tools/probe_l1_gather.py in results/readings/ yet (it needs a GPU)")
 
 # %% [markdown]
-# **A line a cycle, or 128 bytes a cycle, whichever comes first.** From the L1, pieces that all start at their
-# lines' first byte arrive at about one line a cycle, whether a load reads 16 bytes of each line or all 128: they
-# fall in the same banks of the L1's data array, and the banks serve one of them a cycle. Spread over their lines'
-# places, the same pieces arrive several lines a cycle, until the 128 bytes a cycle of the data array are full:
-# `64s`, rung 05's layout, brings two 64-byte halves of different lines a cycle, as many bytes as whole lines do.
-# (From the L2 an SM receives fewer lines a cycle, wherever the pieces sit, and a 64-byte piece brings as many
-# bytes a nanosecond as a whole line: there the bytes limit it.) That also squares with rung 05's own count,
-# printed next: its locations and weights are the same-bank case (a line a cycle each), its corners the spread
-# case (two a cycle). So each corner costs at least half a cycle of its SM's L1 even when it hits: half a cycle
-# for each of the N x Lq x M x L x P x 4 corners, spread over the SMs, is a floor for every kernel that loads each
-# corner with `ld.global`, whether it keeps the corners in registers or stores them on into shared memory, as
-# rung 03 does. Two kinds of kernel are not covered: one whose corners reach shared memory by the copy engine
-# (TMA; lesson 04's probe moved its fastest four-corner box more slowly than the L1 hands out four corners here),
-# and one that loads a corner repeated by several samples only once. The floor leaves rung 05 a long way to go,
-# so the L1 is not what holds it back alone. Nsight Compute's reading of rung 05 on an H200 (in
-# results/readings/, with the commit it ran) shows how busy each unit was:
+# **A line a cycle, or 128 bytes a cycle: the first where the pieces share banks, the second at most.** From the L1,
+# pieces that all start at their lines' first byte arrive at about one line a cycle, whether a load reads 16 bytes
+# of each line or all 128: they fall in the same banks of the L1's data array, and the banks serve one of them a
+# cycle. Spread over their lines' places, more lines arrive a cycle: `64s`, rung 05's layout, brings two 64-byte
+# halves of different lines a cycle, as many bytes as whole lines do, the 128 bytes a cycle of the data array.
+# Spread 16- and 32-byte pieces arrive at about three lines a cycle, short of those bytes and of what the banks
+# allow (a warp's pieces sit four to a set of banks): something else caps the lines a cycle there, which this probe
+# does not name. (From the L2 an SM receives fewer lines a cycle, wherever the pieces sit, and a 64-byte piece
+# brings as many bytes a nanosecond as a whole line: there the bytes limit it.) Rung 05's own count, printed next,
+# fits this without singling it out: its locations and weights are the same-bank case (a line a cycle each), its
+# corners the spread case (two a cycle), and at those rates the two come to fewer wavefronts than it counts, where a
+# wavefront a corner would come to more. So each corner costs at least half a cycle of its SM's L1 even when it
+# hits: half a cycle for each of the N x Lq x M x L x P x 4 corners, spread over the SMs, is a floor for every
+# kernel that loads each corner with `ld.global`, whether it keeps the corners in registers or stores them on into
+# shared memory, as rung 03 does. The probe does not cover a kernel whose corners reach shared memory by the copy
+# engine (TMA; lesson 04's probe moved its fastest four-corner box more slowly than the L1 hands out four corners
+# here), but such a kernel then reads every sample's corners out of shared memory, whose 32 banks of 4 bytes also
+# serve 128 bytes a cycle (the CUDA C++ Programming Guide): half a cycle a corner there too, though not measured
+# here. What escapes the floor is a kernel in which one read of a corner serves every sample that shares it. The
+# floor leaves rung 05 a long way to go, so the L1 is not what holds it back alone. Nsight Compute's reading of rung
+# 05 on an H200 (in results/readings/, with the commit it ran) shows how busy each unit was:
 
 # %%
 for rd in results.readings("msda", "05_lane_groups", "l1"):
@@ -468,11 +473,11 @@ for rd in results.readings("msda", "05_lane_groups", "l1"):
 #   `tools/probe_kernel_edit.py` on the H200 in interleaved rounds (readings, printed below). Loading a level's
 #   locations two a load and its weights four a load (`tools/kernel_edits/msda05_vector_locations.py`: 24 such
 #   loads a lane an item in place of 64) is right and a few percent faster on `local`, level on `uniform`: the L1
-#   is not the only limit (the issue slots are the other). Copying a block's locations and weights into shared
-#   memory first, coalesced, with the columns swizzled so that 8 items' words sit in distinct banks
-#   (`tools/kernel_edits/msda05_shared_locations.py`) is right, but the copy, its barrier and the shared-memory
-#   reads cost about what they save (slower on `local`, a little faster on `uniform`). Neither is in the rung yet:
-#   the first is the candidate;
+#   is not the only limit (the other is most likely the issue slots; the edit was not profiled). Copying a block's
+#   locations and weights into shared memory first, coalesced, with the columns swizzled so that 8 items' words
+#   sit in distinct banks (`tools/kernel_edits/msda05_shared_locations.py`) is right, but the copy, its barrier
+#   and the shared-memory reads cost about what they save (slower on `local`, a little faster on `uniform`).
+#   Neither is in the rung yet: the first is the candidate;
 # - **the instructions**: every lane of a group computes every sample's position and weights (G times the
 #   arithmetic; computing each once and handing it over is what rung 02 did, and it brought the waits back),
 #   widens each 32-bit offset to a 64-bit pointer and selects the corners, and blends in float32 (8 FFMAs and 8
@@ -485,17 +490,18 @@ for rd in results.readings("msda", "05_lane_groups", "l1"):
 #   with byte permutes; B = the weights in bf16 in one column and what that rounding left in the next, so the
 #   float32 contract holds). Right, and about three fifths of rung 05's instructions an item (counted in the
 #   SASS of both), but much slower: most likely because a warp works on one item at a time, with few loads in
-#   flight, and its 8-byte loads take twice rung 05's load instructions an item. Fewer instructions alone do
-#   not make this gather faster;
+#   flight, and its 8-byte corner loads take twice rung 05's corner-load instructions an item. Fewer
+#   instructions alone do not make this gather faster;
 # - the idle remainder of the L1's cycles.
 #
 # On `uniform` the L2 is busy as well, most likely because far fewer corners hit in L1 (not measured); the floor
 # above, set by the L1 alone, is the looser bound there. A kernel that beats the floor has to load fewer corners
-# than the samples ask for
-# (a pixel that several samples of a block share, loaded once) or move them by the copy engine. How much sharing
-# is there? Rung 05's block of 512 threads serves 16 queries of all 8 heads; here are the distinct corners (one
-# pixel of one head) among all the corners such a run of queries reads, on one image of each workload (arithmetic
-# on the inputs, `cudabook.msda.reuse`; no GPU needed):
+# than the samples ask for: a pixel that several samples of a block share, loaded once (from the L1 or from shared
+# memory) and used for all of them; the copy engine alone does not do that, as its corners are still read out of
+# shared memory sample by sample. How much sharing is there? Rung 05's block of 512 threads serves 16 queries of all
+# 8 heads; here are the distinct corners (one pixel of one head) among all the corners such a run of queries reads,
+# on the first 3,200 queries of one image of each workload, all of them pixels of the finest level (arithmetic on
+# the inputs, `cudabook.msda.reuse`; no GPU needed):
 
 # %%
 from cudabook.msda import reuse
@@ -508,10 +514,13 @@ for where in ("local", "uniform"):
     print(f"{where:8s}: " + ", ".join(f"{q:2d} queries a block: {100 * v:4.1f} % distinct" for q, v in shares.items()))
 
 # %% [markdown]
-# On `local` most of a block's corners repeat: a kernel that loaded each distinct corner of a block once (into
-# shared memory, say) would cost the L1 a fraction of rung 05's cycles, under the floor above, which counts every
-# corner a sample asks for. On `uniform` far less repeats. Such a kernel has to find the repeats first (sort or
-# hash a block's corners), and whether that pays here is **open**: no rung does it yet.
+# On `local` most of a block's corners repeat: a kernel that read each distinct corner of a block once and used
+# it for every query of the block that samples it (held in registers, or as one operand of a matrix product over
+# the block's queries) would cost the L1 a fraction of rung 05's cycles, under the floor above, which counts every
+# corner a sample asks for. Staging the distinct corners in shared memory is not enough by itself: a sample that
+# then reads its corners from there pays the banks half a cycle a corner again. On `uniform` far less repeats.
+# Such a kernel has to find the repeats first (sort or hash a block's corners), and whether that pays here is
+# **open**: no rung does it yet.
 
 # %%
 _ = results.show_edits("msda", "05_lane_groups")

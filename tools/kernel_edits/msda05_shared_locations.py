@@ -1,9 +1,10 @@
 """msda 05 with each block's sampling locations and attention weights read once, coalesced, into shared memory.
 
 Rung 05 has every lane of a group load each sample's location (8 bytes) and weight (4 bytes) itself: the G
-lanes of an item read the same address, and a warp's 8 items are 256 bytes apart, so each such load touches
-a line per item, as a corner load does (how many of those lines the L1 serves in one wavefront is not measured:
-lesson 05's count leaves fewer wavefronts than a line each). Here the block first copies its items' locations and weights,
+lanes of an item read the same address, and a warp's 8 items are 256 bytes apart in the locations and 128 in
+the weights, so each such load touches a line per item, all at the same place of their lines: the same banks of
+the L1, which serves such lines one a cycle (tools/probe_l1_gather.py, measured after this edit was timed). Here
+the block first copies its items' locations and weights,
 contiguous in global memory, into shared memory with consecutive threads on consecutive words, then each lane
 reads them from there: 8 items' words in distinct banks (the column XOR-swizzled by the item), one wavefront.
 Shared memory: NT / G items x LV * PV samples x 12 bytes (48 KiB at 512 threads, D = 32, L = 4, P = 8).

@@ -13,8 +13,8 @@ weights to about 2^-17. Only D = 32, L * P = 32, and M = 8 (a compile-time const
 
 SASS (NVRTC 13.5, sm_90a): the loop over a warp's items runs about 340 instructions an item, against rung
 05's 4,504 for its 8 items a warp (about 563 an item); 16 HMMA an item in place of 1,024 FFMAs in each of the
-item's 4 lanes. Its loads are 8 bytes (a lane's 4 channels of a corner), twice rung 05's load instructions an
-item, and a warp has only one item's loads in flight at a time.
+item's 4 lanes. Its corner loads are 8 bytes (a lane's 4 channels of a corner), twice rung 05's corner-load
+instructions an item, and a warp has only one item's loads in flight at a time.
 
 Measured (results/readings/H200_msda_05_lane_groups_edit_msda05_tensor_core_blend.json, H200, interleaved
 rounds, commit 5b0136e): right on both workloads; 0.525x the rung's speed on `local`, 0.586x on `uniform`. Not

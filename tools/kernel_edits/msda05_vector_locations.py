@@ -1,8 +1,8 @@
 """msda 05 with each level's sampling locations and attention weights loaded 16 bytes at a time.
 
 Rung 05 loads each sample's location (8 bytes) and weight (4 bytes) with a load of its own: 64 such loads a lane
-an item beside its 128 corner loads. The G lanes of an item read the same address, and the warp's 8 items sit a
-line apart (256 bytes of locations, 128 of weights an item), all at the same place of their lines, so each such
+an item beside its 128 corner loads. The G lanes of an item read the same address, and the warp's 8 items sit in
+lines of their own (256 bytes of locations, 128 of weights an item), all at the same place of them, so each such
 load costs the L1 a cycle a line (tools/probe_l1_gather.py: pieces at the same place of different lines share
 the L1's banks, a line a cycle), as much as the corners cost in all (two a cycle: first and second halves). Here
 each level's P locations arrive in P / 2 16-byte loads and its P weights in P / 4: 24 loads a lane an item in
