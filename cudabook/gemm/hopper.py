@@ -51,7 +51,8 @@ def pointer(array) -> int:
 
 def launch_registers(threads: int) -> int:
     """The registers a thread of a block of `threads` starts with under __launch_bounds__(threads, 1): the
-    register file (65,536) shared out, in steps of 8, at most 255 (168 for 384 threads)."""
+    register file (65,536) shared out, capped at 255 and rounded down to a step of 8, so at most 248 (168 for 384
+    threads)."""
     return min(255, 65536 // threads) // 8 * 8
 
 
