@@ -2,12 +2,13 @@
 tools/probe_tma_rate.cu).
 
 Deformable attention's rung 04 loads every sample's four corners as one 256-byte TMA box, four 64-byte pieces,
-and spends about 16 SM cycles a box on an H200 (lesson 04's arithmetic from its profile). Is that the TMA unit's
-own rate for such boxes, or something else in the kernel? This probe issues nothing but boxes: one warp a block,
-ISSUERS lanes each keeping RING boxes in flight, every box at a random place of a 2-D bf16 tensor, nothing
-reading them, and reports the cycles a box costs an SM (each block's clock64) and the nanoseconds (the wall
-time of the whole grid, by CUDA events), for each box shape, count of issuers and blocks an SM. The tensor is
-small enough to stay in the L2 (16 MB: the rate of the unit, not of DRAM) or, with --span dram, 1 GB.
+and spends about 8 ns an SM a sample on an H200 (lesson 04 prints it from the record; at most one box a sample),
+some 16 SM cycles at a 2 GHz clock. Is that the TMA unit's own rate for such boxes, or something else in the
+kernel? This probe issues nothing but boxes: one warp a block, ISSUERS lanes each keeping RING boxes in flight,
+every box at a random place of a 2-D bf16 tensor, nothing reading them, and reports the cycles a box costs an
+SM (each block's clock64) and the nanoseconds (the wall time of the whole grid, by CUDA events), for each box
+shape, count of issuers and blocks an SM. The tensor is small enough to stay in the L2 (16 MB: the rate of the
+unit, not of DRAM) or, with --span dram, 1 GB.
 
     python tools/probe_tma_rate.py                                   # the default grid of settings, on a GPU
     python tools/probe_tma_rate.py --boxes 32x4 128x1 --issuers 1 32 --ring 4 8 --per-sm 1 2

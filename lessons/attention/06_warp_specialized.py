@@ -798,10 +798,10 @@ else:
 #
 # The remedy is a **persistent grid** (`persistent=True`): at most one block an SM, each walking work tiles
 # w = blockIdx.x, + gridDim.x, … The K and V rings run on from one tile to the next, so the producer loads the
-# next tile's first K as soon as a stage is free, and its Q as soon as every consumer's last Q Kᵀ of the tile
-# has completed (one more mbarrier, "Q empty": each consumer arrives after the `wait<1>` that brings its last
-# S in, since the tensor cores read Q until then). Both loads then land under the last P V and the stores of
-# the tile before. The consumers run the same loop; the ping-pong's
+# next tile's first K as soon as a stage is free, and its Q once every consumer has done the softmax of its
+# last S of the tile (one more mbarrier, "Q empty": each consumer arrives after that softmax and the wait for
+# the P V beside it, though the tensor cores stop reading Q at the wait that brings that S in). Both loads then
+# land under the last P V and the stores of the tile before. The consumers run the same loop; the ping-pong's
 # named barriers balance inside each tile, so the hand-over simply starts again.
 #
 # Causal tiles differ in length. Walked head by head, a block meets the same query block every round whenever

@@ -23,8 +23,8 @@
 //     rings run on from one tile to the next. A block costs more than its key tiles: the Q load and the first
 //     K tile, S_0 with no P V beside it, the last P V with no S beside it, the stores and the block's own
 //     launch; with a block per tile those are paid in series every time. Here the producer loads the next
-//     tile's first K as soon as a stage is free and its Q as soon as every consumer's last Q Kᵀ of the tile
-//     has completed (the "Q empty" mbarrier), under the last P V and the stores.
+//     tile's first K as soon as a stage is free and its Q once every consumer has done the softmax of its
+//     last S of the tile (the "Q empty" mbarrier), under the last P V and the stores.
 //   dynamic schedule (DYNAMIC, persistent only): a block's producer claims its next work tile from a counter
 //     in global memory (atomicAdd) as it finishes issuing the loads of the last one, and hands its number to the
 //     consumers in shared memory, published by Q's mbarrier (-1: no more work). The tiles go in rank order
