@@ -486,6 +486,8 @@ _ = timeline.show("resample", "07_tma")
 # A TMA copy is not a load instruction: the copy engine moves each box from L2 to shared memory past the
 # load/store pipeline, so the count of global load requests does not see it. DRAM does: below, the bytes it
 # moved for each stage's kernels against the fewest the problem needs (inputs read once, output written once).
+# Both come in under that: stage 05 never reads the rows no target uses, and when a kernel ends part of its
+# output is still only in L2, not yet written to DRAM (lesson 08's profile).
 
 # %%
 from cudabook import profile
