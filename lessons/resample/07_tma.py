@@ -334,9 +334,9 @@ for record in results.load_all():
 
 # %% [markdown]
 # Honest reading of these records: `torch.compile`'s fused gather reaches the copy ceiling on this problem, or
-# nearly (the L2 cache absorbs its re-reads of neighbouring rows; each record above gives its % of copy). Stage
-# 07 is a few percent ahead of stage 05's Numba gather, which pays the same kind of prepass: the last line of
-# each record gives the gap and which is ahead (a 07 line marked "before pdl" comes from a record taken before stage 07
+# nearly (the L2 cache absorbs its re-reads of neighbouring rows; each record above gives its % of copy). Stage 07
+# is a few percent ahead of stage 05's Numba gather, which pays the same kind of prepass: the last line of each
+# record gives the gap and which is ahead (a 07 line marked "before pdl" comes from a record taken before stage 07
 # launched its main kernel with programmatic dependent launch).
 #
 # The prepass is not what separates 07 from `torch.compile`. Timed apart on an H100 at the benchmark size (one run
@@ -344,17 +344,17 @@ for record in results.load_all():
 # one after the other, and 99.5 µs with programmatic dependent launch, which hides the launch and the barriers'
 # set-up but cannot start a block's copies before its pairs exist. `torch.compile`'s whole call, in the H100 record
 # above, takes less than 07's main kernel alone: the difference is in the streaming kernel, and lesson 08 finds it.
-# An H200 tells the same story (one run at commit 98b206c, not a results/ record): prepass 5.0 µs, main kernel
-# 69.6, both 77.5, with programmatic dependent launch 75.6 (readings taken before the fourth try below). In the
-# H200 record above, `torch.compile`'s default mode takes about as long as 07's main kernel alone, and its fastest
-# mode (printed above: max-autotune with inductor's PDL option) clearly less. Two tries at hiding more of the
-# prepass on that H200, one run each at commit e88ad0a: a prepass in which each warp searches a window of source
-# times around an interpolation guess (stage 08's search) took 6.6 µs against this stage's 4.8; and having the
-# first wave of the streaming kernel's blocks prefetch their guessed window into L2 before they wait for the pairs
-# (`cp.async.bulk.prefetch.tensor`) took 74.6 µs in all against 75.2, and more time than without it once every
-# block did it. A third, one run on the same H200 at commit d33347d: per-chunk ready flags, so that each streaming
-# block waits only for the prepass block that writes its pairs (`st.release` there, `ld.acquire` here) instead of
-# the whole prepass grid: 76.0 µs against 75.2. The prepass's blocks all run at once and finish at about the same
+# An H200 tells the same story (one run at commit 98b206c, not a results/ record): prepass 5.0 µs, main kernel 69.6,
+# both 77.5, with programmatic dependent launch 75.6 (readings taken before the fourth try below). In the H200
+# record above, `torch.compile`'s default mode takes about as long as 07's main kernel alone, and its fastest mode
+# (printed above: max-autotune-no-cudagraphs with inductor's PDL option) clearly less. Two tries at hiding more of
+# the prepass on that H200, one run each at commit e88ad0a: a prepass in which each warp searches a window of source
+# times around an interpolation guess (stage 08's search) took 6.6 µs against this stage's 4.8; and having the first
+# wave of the streaming kernel's blocks prefetch their guessed window into L2 before they wait for the pairs
+# (`cp.async.bulk.prefetch.tensor`) took 74.6 µs in all against 75.2, and more time than without it once every block
+# did it. A third, one run on the same H200 at commit d33347d: per-chunk ready flags, so that each streaming block
+# waits only for the prepass block that writes its pairs (`st.release` there, `ld.acquire` here) instead of the
+# whole prepass grid: 76.0 µs against 75.2. The prepass's blocks all run at once and finish at about the same
 # moment, so there is little to win, and the polling costs more. None of the three is in the code.
 #
 # The fourth try is in the code: give the early blocks work that does not need the prepass. A block whose
@@ -436,15 +436,15 @@ from cudabook import timeline
 _ = timeline.show("resample", "07_tma")
 
 # %% [markdown]
-# Read the two panels. Launched the ordinary way, each kernel starts one to a little over two microseconds after
-# the one before it has ended, twice a call, and the prepass runs alone in between. With PDL, the prepass starts a fraction of a
-# microsecond before the last main kernel's recorded end, and this call's main kernel starts within a microsecond
-# after it, long before the prepass ends: the two run side by side (the prepass takes longer so, sharing the SMs
-# with the first wave). The negative gap is the likely sign that CUPTI's end of a kernel comes a little after its
-# last block exits, once its completion is seen, and that the prepass's blocks start in between and wait (an
-# inference: CUPTI does not say at what granularity it stamps a kernel's end). Neither panel overlaps a main
-# kernel's tail: the main kernel never runs `launch_dependents`, so the next prepass is launched only when its
-# last block exits.
+# Read the two panels. Launched the ordinary way, each kernel starts one to a little over two microseconds after the
+# one before it has ended, twice a call, and the prepass runs alone in between. With PDL, the prepass starts a
+# fraction of a microsecond before the last main kernel's recorded end, and this call's main kernel starts within a
+# microsecond after it, long before the prepass ends: the two run side by side (the prepass takes longer so, sharing
+# the SMs with the first wave). The negative gap is the likely sign that CUPTI's end of a kernel comes a little
+# after its last block exits, once its completion is seen, and that the prepass's blocks start in between and wait
+# (an inference: CUPTI does not say at what granularity it stamps a kernel's end). Neither panel overlaps a main
+# kernel's tail: the main kernel never runs `launch_dependents`, so the next prepass is launched only when its last
+# block exits.
 #
 # So the fifth try, now in the code, launches the prepass with programmatic dependent launch too. It is launched
 # as soon as the last block of the kernel before it (the previous call's main kernel, when calls follow each
@@ -550,11 +550,11 @@ lesson.recorded_against("resample", "07_tma", "window_rows", 40)
 # %% [markdown]
 # ## Across problem sizes
 #
-# The ladder above is one size. Across the channel count D (B, S and T as the benchmark's), recorded on a GPU
-# with `tools/sweep_sizes.py`: three of the fast stages, 07 and 08 (the next lesson's) among them (the panels
-# name them: 05 beside them on the H100, 06 on the H200), and PyTorch (on the H200 `torch.compile` in every
-# mode), each point checked against the reference. Where the lines cross says more than one size does: a fixed cost (the prepass, a launch)
-# weighs most on the smallest D.
+# The ladder above is one size. Across the channel count D (B, S and T as the benchmark's), recorded on a GPU with
+# `tools/sweep_sizes.py`: three of the fast stages, 07 and 08 (the next lesson's) among them (the panels name them:
+# 05 beside them on the H100, 06 on the H200), and PyTorch (on the H200 `torch.compile` in each mode the benchmark
+# times), each point checked against the reference. Where the lines cross says more than one size does: a fixed cost
+# (the prepass, a launch) weighs most on the smallest D.
 
 # %%
 from cudabook import sizes

@@ -747,24 +747,23 @@ for record in results.load_all():
             print(f"  the aim: {aim:.1f} µs{at}; 08 is {there} ({us['08_fused_gather'] - aim:+.1f} µs)")
 
 # %% [markdown]
-# In both records stage 08 is the fastest resampler of this workbook, and the only rung of the ladder that
-# takes less time than `torch.compile` in the same run. Both records also have `max-autotune-no-cudagraphs`, which
-# tried its Triton configurations: in the H100 record it came out a little faster than the default mode, in the
-# H200 record a little slower (both printed above). The H200 record also has max-autotune with inductor's PDL
-# option on, its fastest mode. The lead holds against every mode. Against the fastest mode of each record, the
-# strongest peer in that run (max-autotune with PDL on the H200; max-autotune-no-cudagraphs on the H100, whose
-# record predates the PDL option), the ladder's medians fall short of the 5 % this workbook aims for in both
-# records (the lines "the aim" above). These are medians of one benchmark run, each kernel timed in its own turn,
-# so a margin this size is one draw of the card's state as well as of the compiler's. The H200 record also times
-# stage 08 and that mode again, side by side in interleaved rounds that share the card's clock (the comparison to
-# quote; the README's lead block prints it), and there stage 08 does reach the aim; the H100 record has no such
+# In both records stage 08 is the fastest resampler of this workbook, and the only rung of the ladder that takes
+# less time than `torch.compile` in the same run. Both records also have `max-autotune-no-cudagraphs`, which tried
+# its Triton configurations: in the H100 record it came out a little faster than the default mode, in the H200
+# record a little slower (both printed above). The H200 record also has max-autotune-no-cudagraphs with inductor's
+# PDL option on, its fastest mode. The lead holds against every mode. Against the fastest mode of each record, the
+# strongest peer in that run (max-autotune-no-cudagraphs with PDL on the H200; max-autotune-no-cudagraphs on the
+# H100, whose record predates the PDL option), the ladder's medians fall short of the 5 % this workbook aims for in
+# both records (the lines "the aim" above). These are medians of one benchmark run, each kernel timed in its own
+# turn, so a margin this size is one draw of the card's state as well as of the compiler's. The H200 record also
+# times stage 08 and that mode again, side by side in interleaved rounds that share the card's clock (the comparison
+# to quote; the README's lead block prints it), and there stage 08 does reach the aim; the H100 record has no such
 # rounds. The last step toward the aim was not in the kernel at all: launching the gather with programmatic
 # dependent launch (above; the `pdl` sweep at the end gives its gain). The compiler's draw counts too: earlier H100
-# records caught other draws of its time, about a microsecond apart (the readings linked below), several times
-# stage 08's distance from the aim in the H100 record (the line "the aim" above).
-# The aim is close to the wall: the line "the aim" above gives 5 % under the compiler's time as a share of the
-# needed-bytes ceiling (printed above), and the profile below shows that stage 08 moves within a few percent of
-# the bytes it must.
+# records caught other draws of its time, about a microsecond apart (the readings linked below), several times stage
+# 08's distance from the aim in the H100 record (the line "the aim" above). The aim is close to the wall: the line
+# "the aim" above gives 5 % under the compiler's time as a share of the needed-bytes ceiling (printed above), and
+# the profile below shows that stage 08 moves within a few percent of the bytes it must.
 #
 # How far ahead also depends on the compiler's run. Inductor's autotuner times a few tile shapes for the gather
 # when it first compiles and keeps the fastest, and which one wins changes from process to process: in fresh
@@ -878,12 +877,11 @@ for param, default, fixed in (("targets_per_warp", 4, None), ("vectors_per_lane"
 # %% [markdown]
 # ## Across problem sizes
 #
-# Every record above is at the benchmark's D = 256, where stage 08 was tuned. Across the channel count D (B, S
-# and T as the benchmark's), recorded on a GPU with `tools/sweep_sizes.py`: three of the fast stages (the
-# panels name them) and PyTorch, each point checked against the reference. The H100's sweep times
-# `torch.compile` in its default mode only; the H200's times every mode, max-autotune with inductor's PDL option
-# among them. Prediction to test: a kernel tuned at one size keeps its lead at
-# the others.
+# Every record above is at the benchmark's D = 256, where stage 08 was tuned. Across the channel count D (B, S and T
+# as the benchmark's), recorded on a GPU with `tools/sweep_sizes.py`: three of the fast stages (the panels name
+# them) and PyTorch, each point checked against the reference. The H100's sweep times `torch.compile` in its default
+# mode only; the H200's times each mode the benchmark times, max-autotune-no-cudagraphs with inductor's PDL option
+# among them. Prediction to test: a kernel tuned at one size keeps its lead at the others.
 
 # %%
 from cudabook import sizes
@@ -891,18 +889,18 @@ from cudabook import sizes
 sizes.show("resample")
 
 # %% [markdown]
-# With today's defaults stage 08 takes less time than `torch.compile` at every D in both records, and on the
-# H200 than every mode of it; against the fastest mode, max-autotune with PDL, the margin is widest at D = 64
-# and a few percent at D = 256 and 512 (the panels' points, one timing each). It did not
-# always, and how it got there is the point of this section. The first version of this stage gave every warp 4
-# targets and every lane one vector, at every D. Its H100 size sweep (commit b18f03b) refuted the prediction:
-# level with the compiler at D = 128, and behind it (and behind stage 07) at D = 64 and 512. The machine code
-# ruled out spills at D = 512. What changes with D is how long a warp lives. Four targets of D = 512 are eight
-# load-then-store rounds a lane where D = 256 is four, and four targets of D = 64 are a single round, so the search
-# weighs four times as much. A run of `targets_per_warp` at each D found the best count was the one that keeps a
-# warp's work at 128 output vectors at every D (fewer targets at D = 512, more at D = 64), and that is the rule
-# `targets_per_warp="auto"` follows now. Two vectors a lane then took a little more off, more at the other D than
-# at D = 256. (That first sweep's and these runs' timings are in the readings.)
+# With today's defaults stage 08 takes less time than `torch.compile` at every D in both records, and on the H200
+# than each mode of it the sweep times; against the fastest mode, max-autotune-no-cudagraphs with PDL, the margin is
+# widest at D = 64 and a few percent at D = 256 and 512 (the panels' points, one timing each). It did not always,
+# and how it got there is the point of this section. The first version of this stage gave every warp 4 targets and
+# every lane one vector, at every D. Its H100 size sweep (commit b18f03b) refuted the prediction: level with the
+# compiler at D = 128, and behind it (and behind stage 07) at D = 64 and 512. The machine code ruled out spills at D
+# = 512. What changes with D is how long a warp lives. Four targets of D = 512 are eight load-then-store rounds a
+# lane where D = 256 is four, and four targets of D = 64 are a single round, so the search weighs four times as
+# much. A run of `targets_per_warp` at each D found the best count was the one that keeps a warp's work at 128
+# output vectors at every D (fewer targets at D = 512, more at D = 64), and that is the rule
+# `targets_per_warp="auto"` follows now. Two vectors a lane then took a little more off, more at the other D than at
+# D = 256. (That first sweep's and these runs' timings are in the readings.)
 #
 # A lesson for any kernel: a parameter tuned at one size is a guess at the others. The rule behind the best
 # value (here, a warp's work held constant) is what carries over.
@@ -972,10 +970,9 @@ for rec in results.load_all():
 # %% [markdown]
 # ## Against the compiler's fastest mode at D = 512
 #
-# Across the sizes above, the lead over max-autotune with PDL is thin at D = 256 and 512 alike. Can a setting
-# widen it at D = 512?
-# Every lever this stage has, moved one at a time at D = 512 and timed in the same interleaved rounds as that
-# mode of the compiler (a reading on the H200):
+# Across the sizes above, the lead over max-autotune-no-cudagraphs with PDL is thin at D = 256 and 512 alike. Can a
+# setting widen it at D = 512? Every lever this stage has, moved one at a time at D = 512 and timed in the same
+# interleaved rounds as that mode of the compiler (a reading on the H200):
 
 # %%
 head_to_head_reading("d512_settings")
@@ -983,8 +980,8 @@ head_to_head_reading("d512_settings")
 # %% [markdown]
 # The defaults stay ahead, by about a percent here, and no lever adds to it: three of them (256 threads, the early
 # trigger, streaming stores) come within a percent of the defaults, a shade slower, and every other one is clearly
-# slower, `unroll=2` by far. That one is most likely the compiler's doing: with two pieces of loads in flight a lane no
-# longer fits the 32 registers that `min_blocks=16` leaves a thread at D = 512, and it spills (the stack the
+# slower, `unroll=2` by far. That one is most likely the compiler's doing: with two pieces of loads in flight a lane
+# no longer fits the 32 registers that `min_blocks=16` leaves a thread at D = 512, and it spills (the stack the
 # compiler reports):
 
 # %%
@@ -1025,4 +1022,5 @@ against_the_copy_rate()
 
 # %% [markdown]
 # Write this stage's gather yourself: [lab 08](../../labs/resample/08_fused_gather.ipynb) (the completed version:
-# [solution](../../solutions/resample/08_fused_gather_SOLUTION.ipynb)). The previous lesson: [07 · TMA](07_tma.ipynb).
+# [solution](../../solutions/resample/08_fused_gather_SOLUTION.ipynb)). The previous lesson: [07 ·
+# TMA](07_tma.ipynb).
