@@ -410,14 +410,14 @@ for kind in ("sorted, T = S", "uneven, sorted, T = S"):          # how far a row
 
 # %% [markdown]
 # On the benchmark's kind of inputs (sorted, T = S) the guess is off by fewer rows than the 56 that the window
-# reaches below it, even at its worst (the last lines above), so nearly every warp stops after one window.
-# Sparser targets spread a warp's targets over more rows: at T = S / 4 the larger TPW outgrow the 128-row
-# window, and some targets outgrow the probes' window too. Unsorted targets spread a warp over the whole row once
-# it owns more than one. Then the guess almost never holds, most targets search the whole row after three rounds
-# of loads that did not find them, and `search="lane"` or `"prepass"` is the better choice. On uneven times the
-# guess misses for about half the warps, at every TPW: it is often off by more rows than the window reaches. The
-# probes' window catches all of those, so they pay three rounds of loads instead of one, and no target pays a
-# whole-row search.
+# reaches below it, even at its worst (the last lines above), so nearly every warp stops after one window. Sparser
+# targets spread a warp's targets over more rows: at T = S / 4 the larger TPW outgrow the 128-row window, and some
+# targets outgrow the probes' window too. Unsorted targets spread a warp over the whole row once it owns more than
+# one. Then the guess almost never holds, and about half the targets (at two a warp) to most of them (at four or
+# more) search the whole row after three rounds of loads that did not find them, and `search="lane"` or `"prepass"`
+# is the better choice. On uneven times the guess misses for about half the warps, at every TPW: it is often off by
+# more rows than the window reaches. The probes' window catches all of those, so they pay three rounds of loads
+# instead of one, and no target pays a whole-row search.
 #
 # ### Why only a few targets a warp
 #
@@ -920,7 +920,7 @@ sizes.show("resample")
 #   between one call's gather and the next (not the last gather's tail).
 # - **L1 earns its keep.** The same loads with `ld.global.nc.L1::no_allocate` (not kept in L1) were much slower:
 #   neighbouring targets in one warp share rows, and L1 serves the second read. Hints for a larger L2 fetch
-#   (`.L2::128B`, `.L2::256B`) changed nothing.
+#   (`.L2::128B`, `.L2::256B`) changed nothing (not written down with timings).
 # - **Tried and dropped: an L2 prefetch of the guessed rows** (on an H200, the earlier version). Each lane
 #   computes where its own target's guess falls and prefetches that row pair into L2
 #   (`cp.async.bulk.prefetch.L2`, or `prefetch.global.L2` line by line) before the window search, so that the
