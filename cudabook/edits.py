@@ -29,6 +29,13 @@ def load(edit):
     return module
 
 
+def swap(text: str, old: str, new: str) -> str:
+    """`text` with its one `old` replaced by `new`: an edit's replacement, failing loudly (AssertionError naming
+    `old`) when the kernel no longer has exactly one, so an edit that no longer fits its kernel says so."""
+    assert text.count(old) == 1, f"the kernel no longer has exactly one {old!r}"
+    return text.replace(old, new)
+
+
 def edited_source(edit) -> str:
     """The text of the edit's rung's kernel with the edit applied."""
     from . import track as tracks

@@ -17,9 +17,7 @@ spills. gemm07_deferred_consumers_first.py puts the consumers' branch first, and
 TRACK, STAGE = "gemm", "07_clusters"          # the rung whose kernel this edits
 
 
-def _swap(text: str, old: str, new: str) -> str:
-    assert text.count(old) == 1, f"the kernel no longer has exactly one {old!r}"
-    return text.replace(old, new)
+from cudabook.edits import swap as _swap  # noqa: E402  (one match, or the edit no longer fits)
 
 
 STORE_BOX = r"""

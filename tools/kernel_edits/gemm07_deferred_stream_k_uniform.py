@@ -48,9 +48,7 @@ __device__ __forceinline__ void mbar_wait_warp(uint32_t bar, uint32_t parity) {
 ANCHOR = "// A consumer warpgroup is done with stage"
 
 
-def _swap(text: str, old: str, new: str) -> str:
-    assert text.count(old) == 1, f"the kernel no longer has exactly one {old!r}"
-    return text.replace(old, new)
+from cudabook.edits import swap as _swap  # noqa: E402  (one match, or the edit no longer fits)
 
 
 def edit(text: str) -> str:

@@ -17,9 +17,7 @@ MARK = "// ping-pong edit (tools/kernel_edits/gemm07_pingpong.py)"
 PARAMS = {"stream_k": False}                  # whole units only: the turns are counted in whole tiles
 
 
-def _swap(text: str, old: str, new: str) -> str:
-    assert text.count(old) == 1, f"the kernel no longer has exactly one {old!r}"
-    return text.replace(old, new)
+from cudabook.edits import swap as _swap  # noqa: E402  (one match, or the edit no longer fits)
 
 
 def edit(text: str) -> str:

@@ -14,9 +14,7 @@ TRACK, STAGE = "gemm", "07_clusters"          # the rung whose kernel this edits
 PARAMS = {"stream_k": True}                   # both with Stream-K: which units it shares is the difference
 
 
-def _swap(text: str, old: str, new: str) -> str:
-    assert text.count(old) == 1, f"the kernel no longer has exactly one {old!r}"
-    return text.replace(old, new)
+from cudabook.edits import swap as _swap  # noqa: E402  (one match, or the edit no longer fits)
 
 
 def edit(text: str) -> str:

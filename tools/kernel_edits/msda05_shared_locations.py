@@ -15,9 +15,7 @@ workloads; 0.961x the rung's speed on `local`, 1.028x on `uniform`. Not adopted.
 TRACK, STAGE = "msda", "05_lane_groups"       # the rung whose kernel this edits
 
 
-def _swap(text: str, old: str, new: str) -> str:
-    assert text.count(old) == 1, f"the kernel no longer has exactly one {old!r}"
-    return text.replace(old, new)
+from cudabook.edits import swap as _swap  # noqa: E402  (one match, or the edit no longer fits)
 
 
 def edit(text: str) -> str:
