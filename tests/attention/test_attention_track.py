@@ -168,13 +168,20 @@ def test_random_problems(rng):
 
 @pytest.mark.parametrize("d", [64, 128])
 def test_spread_4_overflows_exp_without_the_max(d, rng):
-    """spread = 4: float32's exp(s) overflows on the raw scores of every row; spread = 1 stays far from it."""
+    """spread = 4: float32's exp(s) overflows on the raw scores of nearly every row; spread = 1 stays far from it.
+    Not every row: a row's scores centre on spread * sum(q)/sqrt(d), and a query whose channels happen to sum
+    far below their mean can keep all its scores below 88.7 (seed 2523226769 drew one at d = 64, its channels
+    summing four standard deviations low). It is rare: 1 row of 80,000 at d = 64, none of 80,000 at d = 128, in
+    a trial with 30 keys a row. The checker's overflow hint works row by row for that reason."""
     for spread, over in ((1.0, False), (4.0, True)):
         q, k, v, _ = attention.random_problem(1, 2, 30, 30, d, spread=spread, rng=rng)
         s = np.einsum("bhid,bhjd->bhij", q.astype(F32), k.astype(F32)) * F32(1 / math.sqrt(d))
         with np.errstate(over="ignore"):
             l = np.exp(s).sum(axis=-1, dtype=F32)
-        assert np.isinf(l).all() if over else np.isfinite(l).all() and s.max() < 40, spread
+        if over:
+            assert np.isinf(l).mean() >= 0.9, (spread, np.isinf(l).mean())
+        else:
+            assert np.isfinite(l).all() and s.max() < 40, spread
 
 
 # ------------------------------------------------------------------------------------ honest and wrong kernels
