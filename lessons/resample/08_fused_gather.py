@@ -878,10 +878,11 @@ for param, default, fixed in (("targets_per_warp", 4, None), ("vectors_per_lane"
 # ## Across problem sizes
 #
 # Every record above is at the benchmark's D = 256, where stage 08 was tuned. Across the channel count D (B, S and T
-# as the benchmark's), recorded on a GPU with `tools/sweep_sizes.py`: three of the fast stages (the panels name
-# them) and PyTorch, each point checked against the reference. The H100's sweep times `torch.compile` in its default
-# mode only; the H200's times each mode the benchmark times, max-autotune-no-cudagraphs with inductor's PDL option
-# among them. Prediction to test: a kernel tuned at one size keeps its lead at the others.
+# as the benchmark's), recorded on a GPU with `tools/sweep_sizes.py`: three of the later stages (the panels name
+# them: 05, 07 and 08 on the H100, 06, 07 and 08 on the H200) and PyTorch, each point checked against the reference.
+# The H100's sweep times `torch.compile` in its default mode only; the H200's times each mode the benchmark times,
+# max-autotune-no-cudagraphs with inductor's PDL option among them. Prediction to test: a kernel tuned at one size
+# keeps its lead at the others.
 
 # %%
 from cudabook import sizes
