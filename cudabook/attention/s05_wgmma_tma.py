@@ -22,7 +22,9 @@ TITLE = "TMA tiles and wgmma for both products (C++, sm_90a)"
 PARAMS = {
     "warpgroups": 2,   # warpgroups a block; each owns 64 query rows
     "bkv": None,       # keys a tile: 64 or 128 (the N of the QKᵀ wgmma); None: 128 at d = 128, 64 at d = 64
-                       # (H100, B=4 H=16 N=4096: d=128 64 -> 467, 128 -> 521 TFLOP/s; d=64 397 and 363)
+                       # (B=4 H=16 N=4096 d=128, lesson 05's recorded sweep: 64 -> 472, 128 -> 519 TFLOP/s on
+                       # the H100 at e91ef37, 467 and 519 on the H200 at 1f81ea4; d=64 has no recorded sweep:
+                       # 397 and 363 on the H100 while the rung was built, with no commit)
     "stages": 2,       # K/V tiles in the TMA ring
 }
 HEAD_DIMS = (64, 128)
