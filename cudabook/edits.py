@@ -1,8 +1,9 @@
 """Edited copies of a rung's kernel (tools/kernel_edits/): ideas measured before they become settings.
 
 An edit is a Python file with TRACK and STAGE (the rung it edits), `edit(text) -> text`, a docstring saying what
-it tries, and optionally PARAMS (the settings it is meant for) and `host(stage_module)` (a host change for the
-edited text alone). tools/probe_kernel_edit.py times one against its rung on a GPU; a lesson may compile one
+it tries, and optionally PARAMS (the settings it is meant for), `host(stage_module)` (a host change for the
+edited text alone) and BASE (for an edit the rung has adopted since: the last commit before it did, whose kernel
+the edit still applies to, so its reading can be taken again). tools/probe_kernel_edit.py times one against its rung on a GPU; a lesson may compile one
 to show what the compiler made of it.
 """
 from __future__ import annotations
@@ -36,9 +37,25 @@ def swap(text: str, old: str, new: str) -> str:
     return text.replace(old, new)
 
 
+def rung_text(edit, stage) -> str:
+    """The kernel text the edit applies to: the rung's source now, or, for an edit the rung has since adopted
+    (BASE = the last commit before it did), the source at BASE, read from git (a checkout with its history)."""
+    path = pathlib.Path(stage.SOURCE)
+    base = getattr(edit, "BASE", None)
+    if base is None:
+        return path.read_text()
+    import subprocess
+    done = subprocess.run(["git", "-C", str(ROOT), "show", f"{base}:{path.relative_to(ROOT).as_posix()}"],
+                          capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"the edit {edit.__name__} applies to {path.name} at commit {base}, which git cannot show "
+                           f"here ({done.stderr.strip()}): this needs a checkout with the project's history")
+    return done.stdout
+
+
 def edited_source(edit) -> str:
     """The text of the edit's rung's kernel with the edit applied."""
     from . import track as tracks
     module = load(edit) if not hasattr(edit, "edit") else edit
     stage = tracks.get(module.TRACK).stage(module.STAGE)
-    return module.edit(pathlib.Path(stage.SOURCE).read_text())
+    return module.edit(rung_text(module, stage))

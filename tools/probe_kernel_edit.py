@@ -49,7 +49,10 @@ def main(argv=None) -> int:
     edit = load_edit(a.edit)
     t, stage = tracks.get(edit.TRACK), edit.STAGE
     module, judge = t.stage(stage), tracks.judge_of(t, stage)
-    edited = edit.edit(pathlib.Path(module.SOURCE).read_text())
+    from cudabook import edits
+    base = edits.rung_text(edit, module)             # the rung's kernel now, or at the edit's BASE if adopted
+    edited = edit.edit(base)
+    rung = base if hasattr(edit, "BASE") else None
     if hasattr(edit, "host"):
         edit.host(module)
     why = t.unavailable(stage)
@@ -63,16 +66,18 @@ def main(argv=None) -> int:
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "edit": pathlib.Path(a.edit).name, "what": (edit.__doc__ or "").strip(), "params": params,
               "gpu": device.gpu().name, "commit": results._commit(), "cases": []}
+    if hasattr(edit, "BASE"):
+        record["rung_at"] = edit.BASE                # an adopted edit: "rung" is the kernel before it
     sizes = t.bench.WORKLOADS if a.workloads == "all" else t.bench.WORKLOADS[:1]
     for size in sizes:
         name = t.bench.workload_name(**size)
         args, problem = t.bench.prepare(size)
         correct = {}
-        for which, kernel in (("rung", None), ("edited", edited)):
+        for which, kernel in (("rung", rung), ("edited", edited)):
             problem.poison()
             module.launch(problem, kernel=kernel, **params)
             correct[which] = bool(judge(problem.result(), *args).ok)
-        got = bench.head_to_head({"rung": lambda: module.launch(problem, **params),
+        got = bench.head_to_head({"rung": lambda: module.launch(problem, kernel=rung, **params),
                                   "edited": lambda: module.launch(problem, kernel=edited, **params)},
                                  rounds=a.rounds)
         ratio = statistics.median(r / e for r, e in zip(got["rung"], got["edited"]))

@@ -40,11 +40,13 @@ L = len(levels)
 # One thread per `(item, lane g)`, items `(n, q, m)` flattened with heads fastest. `base` points at channels
 # `8g .. 8g+7` of head m of pixel row 0 of image n, as 16-byte vectors (`uint4`); pixel row `r` of `value` is
 # `base[r * pitch]`. The item's L·P locations and weights are contiguous, and the G lanes of a group load the
-# same addresses (one request serves them all).
+# same addresses (one request serves them all). Each level's P locations and P weights arrive before its samples,
+# in as few loads as P allows (`load_floats`): at the benchmark's P = 8, four 16-byte loads of locations and two
+# of weights, where one load a value would take sixteen.
 
 # %%
 source = s05.source()
-lesson.show_region(source, start='extern "C" __global__', end="const int H = __ldg")
+lesson.show_region(source, start='extern "C" __global__', end="load_floats(law")
 
 # %% [markdown]
 # A level's P samples, branch-free (the part between the markers in `kernels/lane_groups.cu` is lab 05's):
@@ -131,8 +133,8 @@ for what, a, b in rows:
 # ## In SASS: the loads, and how many are in flight
 #
 # No GPU needed: NVRTC compiles the kernel for sm_90a at the benchmark's sizes, with and without branches.
-# Both have one `LDG.E.128` (a 16-byte load) per corner of each of the L·P samples. The difference is what
-# lies between them. `loads_in_flight` walks the SASS in program order and, at each 16-byte load, counts the
+# Both have one `LDG.E.128` (a 16-byte load) per corner of each of the L·P samples, and per level P/2 more for
+# the locations and P/4 for the weights (at L = 4, P = 8: 128 and 24). The difference is what lies between them. `loads_in_flight` walks the SASS in program order and, at each 16-byte load, counts the
 # 16-byte loads issued whose registers no instruction has touched since: requested and not yet needed. A warp
 # issues in order, so that is how many of a lane's loads the memory system can be working on at that moment.
 

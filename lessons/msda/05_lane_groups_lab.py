@@ -4,8 +4,9 @@
 # In stage 05 a group of G lanes serves one `(image n, query q, head m)`, and lane `g` owns channels
 # `8g .. 8g+7` of the head: one 16-byte vector (`Vec`, a `uint4` of four words, two bf16 channels each). Inside
 # the loop over levels `l`, the lines before your region have loaded the level's `H`, `W` and `start` (its
-# first row of `value`); `base + r * pitch` is this lane's vector of pixel row `r`; `xy[l * PV + p]` is sample
-# `p`'s normalized location (a `float2`: `.x` along W, `.y` along H) and `aw[l * PV + p]` its attention weight.
+# first row of `value`) and its `PV` samples: `lxy[2 * p]` and `lxy[2 * p + 1]` are sample `p`'s normalized
+# location (`x` along W, `y` along H) and `law[p]` its attention weight; `base + r * pitch` is this lane's vector of
+# pixel row `r`.
 # `acc` holds the lane's float32 sums, `load_corner(base + row * pitch, g)` loads the lane's part of a pixel's
 # row (a `Corner`: one 16-byte vector, or `VPL` of them with `vectors=2`), and `add_corner(acc, c, w)` adds a
 # corner `c` to the sums times `w`. After your region the next level begins, and at the end the sums are rounded and stored.
@@ -13,7 +14,7 @@
 # Write the loop over the level's points, `#pragma unroll` then `for (int p = 0; p < PV; ++p)`. For each:
 #
 # 1. **the position**, as grid_sample with `align_corners=False`: `x = s.x * W - 0.5f`, `y = s.y * H - 0.5f`,
-#    with `s = __ldg(xy + l * PV + p)` and the weight `a = __ldg(aw + l * PV + p)`;
+#    with `s = make_float2(lxy[2 * p], lxy[2 * p + 1])` and the weight `a = law[p]`;
 # 2. **the corner and the fractions**: `floorf(x)`, `floorf(y)`, `fx = x - floorf(x)`, likewise `fy`; the sample
 #    touches the map (`on`) when `x > -1`, `y > -1`, `x < W`, `y < H`. When it does not, use `x0 = y0 = 0`:
 #    `(int)floorf(x)` of a location far outside overflows;

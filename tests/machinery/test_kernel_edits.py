@@ -16,12 +16,16 @@ EDITS = sorted((ROOT / "tools" / "kernel_edits").glob("*.py"))
 
 @pytest.mark.parametrize("path", EDITS, ids=[p.stem for p in EDITS])
 def test_an_edit_fits_its_kernel_and_compiles(path):
+    from cudabook import edits
     edit = _load(path)
     module = tracks.get(edit.TRACK).stage(edit.STAGE)
-    text = pathlib.Path(module.SOURCE).read_text()
+    text = edits.rung_text(edit, module)                  # at the edit's BASE for one the rung has adopted
     edited = edit.edit(text)
     assert edited != text and edit.__doc__
     assert module.compile_cubin(source_text=edited, **getattr(edit, "PARAMS", {}))
+    if hasattr(edit, "BASE"):                             # adopted: the rung's kernel now has the edit's lines
+        with pytest.raises(AssertionError, match="no longer has"):
+            edit.edit(pathlib.Path(module.SOURCE).read_text())
 
 
 def test_an_edit_that_no_longer_fits_fails_loudly():

@@ -37,6 +37,8 @@ def edit(text: str) -> str:
     __syncthreads();
     const int li = threadIdx.x / G;                           // this lane's item in the block
     if (item >= (long long)N * Lq * M || g >= VECS) return;""")
-    text = _swap(text, "const float2 s = __ldg(xy + l * PV + p);", "const float2 s = sxy[li][(l * PV + p) ^ (li & 7)];")
-    text = _swap(text, "const float a = __ldg(aw + l * PV + p);", "const float a = saw[li][(l * PV + p) ^ (li & 7)];")
+    # (the rung's own loads of the level's locations and weights into lxy, law go unused, and the compiler drops them)
+    text = _swap(text, "const float2 s = make_float2(lxy[2 * p], lxy[2 * p + 1]);",
+                 "const float2 s = sxy[li][(l * PV + p) ^ (li & 7)];")
+    text = _swap(text, "const float a = law[p];", "const float a = saw[li][(l * PV + p) ^ (li & 7)];")
     return text

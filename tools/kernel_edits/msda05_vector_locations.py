@@ -7,8 +7,12 @@ load costs the L1 a cycle a line (tools/probe_l1_gather.py: pieces at the same p
 the L1's banks, a line a cycle), as much as the corners cost in all (two a cycle: first and second halves). Here
 each level's P locations arrive in P / 2 16-byte loads and its P weights in P / 4: 24 loads a lane an item in
 place of 64, the same lines each, at the price of the level's values held in registers before its samples.
+
+Adopted: rung 05 has loaded them this way (load_floats) since the commit after BASE, so the edit applies to the
+kernel at BASE, and a probe taken again times the rung as it was against this edit.
 """
 TRACK, STAGE = "msda", "05_lane_groups"       # the rung whose kernel this edits
+BASE = "a1af15e"                               # the last commit whose rung 05 loads them one at a time
 
 
 from cudabook.edits import swap as _swap  # noqa: E402  (one match, or the edit no longer fits)

@@ -5,7 +5,8 @@
 // its position and weights and hand them to the group with shuffles; here every lane of the group computes
 // every sample itself. That is G times the arithmetic of the positions (a few dozen instructions a sample) but
 // no shuffles, no waiting on another lane, and the locations and weights are one load instruction a warp (a
-// group's lanes read the same address, each of the warp's items its own line). The sizes are compile-time
+// group's lanes read the same address, each of the warp's items its own line), each level's in as few loads as
+// their count allows: 16 bytes at a time when P is a multiple of 4 (load_floats). The sizes are compile-time
 // constants (D, L, P), so the loop over a level's P points is unrolled: the compiler may start later samples'
 // loads before the first ones are used, as far as registers allow (bytes in flight are what a gather needs;
 // lesson 05 counts in the SASS how many loads it keeps in flight), and the blend is 8 FMAs per corner on values
@@ -81,6 +82,27 @@ __device__ __forceinline__ void add_corner(float (&acc)[8 * VPL], const Corner& 
     for (int i = 0; i < VPL; ++i) add_vec(acc + 8 * i, c.v[i], w);
 }
 
+// N consecutive floats from src into dst, in the widest loads N allows: 16 bytes when N is a multiple of 4, else
+// 8 when it is even, else 4. A level's locations (2 P floats) and weights (P floats) start a whole number of such
+// pieces into their arrays (item * L + l of them), so each load is aligned to its width. The G lanes of a group
+// read the same address: one wide load a warp in place of one a float2 or float.
+template <int N>
+__device__ __forceinline__ void load_floats(float (&dst)[N], const float* src) {
+    constexpr int WIDTH = N % 4 == 0 ? 4 : N % 2 == 0 ? 2 : 1;
+#pragma unroll
+    for (int i = 0; i < N / WIDTH; ++i) {
+        if constexpr (WIDTH == 4) {
+            const float4 v = __ldg((const float4*)src + i);
+            dst[4 * i] = v.x, dst[4 * i + 1] = v.y, dst[4 * i + 2] = v.z, dst[4 * i + 3] = v.w;
+        } else if constexpr (WIDTH == 2) {
+            const float2 v = __ldg((const float2*)src + i);
+            dst[2 * i] = v.x, dst[2 * i + 1] = v.y;
+        } else {
+            dst[i] = __ldg(src + i);
+        }
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(NT)
 msda_lane_groups(const Vec* __restrict__ value, const int* __restrict__ shapes, const int* __restrict__ starts,
                  const float2* __restrict__ loc, const float* __restrict__ attn, Vec* __restrict__ out, int N, int S,
@@ -103,11 +125,14 @@ msda_lane_groups(const Vec* __restrict__ value, const int* __restrict__ shapes, 
 #pragma unroll
     for (int l = 0; l < LV; ++l) {
         const int H = __ldg(shapes + 2 * l), W = __ldg(shapes + 2 * l + 1), start = __ldg(starts + l);
+        float lxy[2 * PV], law[PV];        // the level's P locations (x, y, x, y, ...) and P attention weights
+        load_floats(lxy, (const float*)(xy + l * PV));
+        load_floats(law, aw + l * PV);
         // >>> lab: each of the level's P samples: its position, corner weights (attention folded in), four corner loads, the blend
 #pragma unroll
         for (int p = 0; p < PV; ++p) {
-            const float2 s = __ldg(xy + l * PV + p);
-            const float a = __ldg(aw + l * PV + p);
+            const float2 s = make_float2(lxy[2 * p], lxy[2 * p + 1]);
+            const float a = law[p];
             const float x = s.x * W - 0.5f, y = s.y * H - 0.5f;
 #if BRANCHLESS
             // every corner is loaded (an off-map corner from the level's first pixel, with weight 0), so no
