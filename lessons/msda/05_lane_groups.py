@@ -134,44 +134,68 @@ for what, a, b in rows:
 #
 # No GPU needed: NVRTC compiles the kernel for sm_90a at the benchmark's sizes, with and without branches.
 # Both have one `LDG.E.128` (a 16-byte load) per corner of each of the L·P samples, and per level P/2 more for
-# the locations and P/4 for the weights (at L = 4, P = 8: 128 and 24). The difference is what lies between them. `loads_in_flight` walks the SASS in program order and, at each 16-byte load, counts the
-# 16-byte loads issued whose registers no instruction has touched since: requested and not yet needed. A warp
-# issues in order, so that is how many of a lane's loads the memory system can be working on at that moment.
+# the locations and P/4 for the weights (at L = 4, P = 8: 128 and 24). The difference is what lies between them.
+# `loads_in_flight` tells the two kinds apart by what first reads a load's registers (integer instructions widen
+# a corner's bf16 channels; float ones use a location or a weight), then walks the SASS in program order and, at
+# each corner load, counts the corner loads issued whose registers no instruction has touched since: requested
+# and not yet needed. A warp issues in order, so that is how many of a lane's corner loads the memory system can
+# be working on at that moment.
 
 # %%
+def corner_loads(lines):
+    """{index of a 16-byte load: True if it loads corners, False if locations or weights}, by the first
+    instruction that reads its four registers."""
+    kinds = {}
+    for i, ins in enumerate(lines):
+        if "LDG" in ins and ".128" in ins:
+            first = int(re.findall(r"\bR(\d+)\b", ins)[0])
+            mine = {f"R{first + k}" for k in range(4)}
+            for later in lines[i + 1:]:
+                op = re.sub(r"^@!?U?P\w+\s+", "", later).split()[0]
+                if mine & set(re.findall(r"\bR\d+\b", later)[1:]):
+                    kinds[i] = not op.startswith("F")
+                    break
+    return kinds
+
+
 def loads_in_flight(cubin):
-    pending, counts = {}, []                       # register -> the load that writes it
-    for ins in nvrtc.sass_lines(cubin, ".", kernel=s05.KERNEL):
+    lines = nvrtc.sass_lines(cubin, ".", kernel=s05.KERNEL)
+    corner = corner_loads(lines)
+    pending, counts = {}, []                       # register -> the corner load that writes it
+    for i, ins in enumerate(lines):
         regs = [int(r) for r in re.findall(r"\bR(\d+)\b", ins)]
-        load = "LDG" in ins and ".128" in ins
+        load = corner.get(i, False)
         for r in regs[1:] if load else regs:       # a register read or overwritten: its load is needed now
             if r in pending:
                 done = pending[r]
                 pending = {k: v for k, v in pending.items() if v != done}
         if load:
-            pending.update({regs[0] + i: len(counts) for i in range(4)})
+            pending.update({regs[0] + k: len(counts) for k in range(4)})
             counts.append(len(set(pending.values())))
     return counts
 
 
 cubins = {}
 print(f"NVRTC {nvrtc.nvrtc_version()}, sm_90a, D={D} L={L} P={P}, {s05.PARAMS['threads']} threads a block")
-print(f"{'':12s} {'16-B loads':>10s} {'branches':>9s} {'instructions':>13s} {'registers':>10s}   loads in flight a lane")
+print(f"{'':12s} {'16-B loads of corners':>21s} {'of locations':>12s} {'branches':>9s} {'instructions':>13s} "
+      f"{'registers':>10s}   corner loads in flight a lane")
 for branchless in (True, False):
     cubin = cubins[branchless] = s05.compile_cubin(D=D, L=L, P=P, branchless=branchless)
     ins = [i for i in nvrtc.sass_lines(cubin, ".", kernel=s05.KERNEL) if not i.startswith("NOP")]
-    loads = nvrtc.sass_lines(cubin, r"LDG.*\.128", kernel=s05.KERNEL)
+    kinds = corner_loads(nvrtc.sass_lines(cubin, ".", kernel=s05.KERNEL))
     flight = loads_in_flight(cubin)
     regs = nvrtc.resource_usage(cubin)[s05.KERNEL]["registers"]
-    print(f"{'branchless' if branchless else 'branches':12s} {len(loads):10d} {sum('BRA' in i for i in ins):9d} "
-          f"{len(ins):13,d} {regs:10d}   at most {max(flight)}, on average {np.mean(flight):.1f}")
+    corners = sum(kinds.values())
+    print(f"{'branchless' if branchless else 'branches':12s} {corners:21d} {len(kinds) - corners:12d} "
+          f"{sum('BRA' in i for i in ins):9d} {len(ins):13,d} {regs:10d}   at most {max(flight)}, "
+          f"on average {np.mean(flight):.1f}")
 print("e.g.", nvrtc.sass_lines(cubins[True], r"LDG.*\.128", kernel=s05.KERNEL)[0])
 
 # %% [markdown]
 # With branches each sample is a branch (`@P0 BRA` jumps over it when it is off the map) and its four loads are
 # predicated: the compiler keeps at most one sample's loads in flight. Branch-free, the loads of neighbouring
-# samples can overlap, and at times do, but on average a lane keeps barely more loads in flight than with
-# branches (the counts above), far from a level's 4 P. Unrolled does not mean all 4 P loads at once: the
+# samples can overlap, and at times do (more at once than one sample's four), but on average a lane keeps about
+# as many loads in flight as with branches (the counts above: a few, either way), far from a level's 4 P. Unrolled does not mean all 4 P loads at once: the
 # compiler weighs loads in flight against registers (each 16-byte load needs four), and more registers a
 # thread means fewer threads an SM.
 #
@@ -434,8 +458,9 @@ if not results.readings("msda", "05_lane_groups", "l1_gather"):
 # Spread 16- and 32-byte pieces arrive at about three lines a cycle, short of those bytes and of what the banks
 # allow (a warp's pieces sit four to a set of banks): something else caps the lines a cycle there, which this probe
 # does not name. (From the L2 an SM receives fewer lines a cycle, wherever the pieces sit, and a 64-byte piece
-# brings as many bytes a nanosecond as a whole line: there the bytes limit it.) Rung 05's own count, printed next,
-# fits this without singling it out: its locations and weights are the same-bank case (a line a cycle each), its
+# brings as many bytes a nanosecond as a whole line: there the bytes limit it.) Rung 05's own count, printed next
+# (taken before the rung loaded its locations and weights 16 bytes at a time, one load each then), fits this
+# without singling it out: its locations and weights are the same-bank case (a line a cycle each), its
 # corners the spread case (two a cycle), and at those rates the two come to fewer wavefronts than it counts, where a
 # wavefront a corner would come to more. So each corner costs at least half a cycle of its SM's L1 even when it
 # hits: half a cycle for each of the N x Lq x M x L x P x 4 corners, spread over the SMs, is a floor for every
@@ -468,18 +493,20 @@ for rd in results.readings("msda", "05_lane_groups", "l1"):
 # near two throughput limits at once. What is left above the floor is
 #
 # - **the locations and weights**, the wavefronts that are not corners: the G lanes of an item read the same
-#   8-byte location and 4-byte weight, and the warp's 8 items are 256 bytes apart in the locations and 128 in
-#   the weights, a line each, all at the same place of their lines: the probe's same-bank case, a cycle a line.
-#   A warp issues 64 such loads beside its 128 corner loads, so they cost the L1 about as many cycles as the
-#   corners (which take half a cycle each). Two ways to cut them were tried, each a kernel edit timed by
-#   `tools/probe_kernel_edit.py` on the H200 in interleaved rounds (readings, printed below). Loading a level's
-#   locations two a load and its weights four a load (`tools/kernel_edits/msda05_vector_locations.py`: 24 such
-#   loads a lane an item in place of 64) is right and a few percent faster on `local`, level on `uniform`: the L1
-#   is not the only limit (the other is most likely the issue slots; the edit was not profiled). Copying a block's
-#   locations and weights into shared memory first, coalesced, with the columns swizzled so that 8 items' words
-#   sit in distinct banks (`tools/kernel_edits/msda05_shared_locations.py`) is right, but the copy, its barrier
-#   and the shared-memory reads cost about what they save (slower on `local`, a little faster on `uniform`).
-#   Neither is in the rung yet: the first is the candidate;
+#   locations and weights, and the warp's 8 items are 256 bytes apart in the locations and 128 in the weights,
+#   a line each, all at the same place of their lines: the probe's same-bank case, a cycle a line. When this
+#   reading was taken, each was a load of its own (8 bytes or 4): a warp issued 64 of them beside its 128 corner
+#   loads, so they cost the L1 about as many cycles as the corners (which take half a cycle each). Two ways to
+#   cut them were tried, each a kernel edit timed by `tools/probe_kernel_edit.py` on the H200 in interleaved
+#   rounds (readings, printed below). Loading a level's locations two a load and its weights four a load
+#   (`tools/kernel_edits/msda05_vector_locations.py`: 24 such loads a lane an item in place of 64) was right and a
+#   few percent faster on `local`, level on `uniform`: the L1 is not the only limit (the other is most likely the
+#   issue slots; the edit was not profiled). That is how the rung loads them now (`load_floats`), and the
+#   records above are of it. Copying a block's locations and weights into shared memory first, coalesced, with
+#   the columns swizzled so that 8 items' words sit in distinct banks
+#   (`tools/kernel_edits/msda05_shared_locations.py`) is right, but the copy, its barrier and the shared-memory
+#   reads cost about what they save (slower on `local`, a little faster on `uniform`: timed against the rung
+#   before `load_floats`);
 # - **the instructions**: every lane of a group computes every sample's position and weights (G times the
 #   arithmetic; computing each once and handing it over is what rung 02 did, and it brought the waits back),
 #   widens each 32-bit offset to a 64-bit pointer and selects the corners, and blends in float32 (8 FFMAs and 8
@@ -552,7 +579,7 @@ lesson.recorded_against("msda", "05_lane_groups", "branchless", True)
 #
 # Why? The SASS does not explain it by threads or by loads in flight. Compiled for smaller blocks, the
 # kernel needs fewer registers (`__launch_bounds__` tells the compiler the block size), so an SM holds more of
-# its threads, while it keeps a few fewer loads in flight a lane (counted as above, for each build):
+# its threads, while it keeps about as many loads in flight a lane (counted as above, for each build):
 
 # %%
 print(f"{'threads a block':>15s} {'registers':>9s} {'threads an SM':>13s}   loads in flight a lane (mean)   per SM")
