@@ -805,9 +805,9 @@ def _regenerate_rungs(text, records) -> str:
     return _regenerate(text, LEAD_BEGIN, LEAD_END, lambda name: lead_lines(name, records))
 
 
-def update_readme(readme=README, folder=RESULTS) -> bool:
-    """Rewrite the README's results section, and each track section's rung table and lead lines, from the records;
-    returns True if it changed."""
+def update_readme(readme=README, folder=RESULTS, plots=True) -> bool:
+    """Rewrite the README's results section, and each track section's rung table and lead lines, from the records,
+    and (plots=True) draw each record's figures again; returns True if the README's text changed."""
     records = load_all(folder)
     parts = []
     for r in records:
@@ -820,7 +820,7 @@ def update_readme(readme=README, folder=RESULTS) -> bool:
         raise RecordError(f"{readme.name} has no results markers ({BEGIN} ... {END})")
     new = text[:text.index(BEGIN) + len(BEGIN)] + "\n" + body + "\n" + text[text.index(END):]
     new = _regenerate_rungs(new, records)
-    for r in records:
+    for r in records if plots else ():
         save_plot(r, folder)
     if new != text:
         readme.write_text(new)
