@@ -16,10 +16,13 @@ workbook: $(STAMP)            ## run every lesson headlessly; executed notebooks
 # test processes (pytest-xdist; each test file or notebook stays in one process): `make test WORKERS=8`. Three on
 # CI's two cores: the simulator's threads spend much of their time handing the interpreter lock to each other, and
 # a third process fills the core that leaves idle (the whole suite in a fresh clone: 574 s with 2, 433 s with 3).
+# OpenBLAS runs one thread in each: its threads spin while they wait for work, and beside the other processes they
+# only slow the float64 references' matrix products (a batched matmul: 3.7x slower with 2 threads on an idle
+# 2-core machine, about 100x beside a busy test run).
 WORKERS ?= 3
 test: $(STAMP)                ## unit tests + every lesson, solution and lab through nbval (what CI runs)
 	$(BIN)/python -m compileall -q cudabook tests tools > /dev/null
-	$(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile tests --nbval-lax notebooks solutions labs
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile tests --nbval-lax notebooks solutions labs
 
 gpu-test: $(STAMP)            ## only the GPU tests (marked gpu / hopper); without a GPU they skip, saying why
 	$(BIN)/python -m pytest -q -rs -m "gpu or hopper" tests
