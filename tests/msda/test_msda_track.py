@@ -107,7 +107,7 @@ def test_random_problems(rng):
     # local: query 31 is pixel 1 of level 1 (row 0, column 1 of a 3 x 3 map): its samples on level 1 sit near
     # ((1 + 0.5) / 3, 0.5 / 3), two pixels of spread
     near = loc[:, 31, :, 1].reshape(-1, 2) - [1.5 / 3, 0.5 / 3]
-    assert np.abs(near).mean() < 2.5 / 3
+    assert np.abs(near).mean() < 1.0      # 48 half-normal offsets of sigma 2/3: mean 0.53 (2.5/3 failed 1 run in 860,000)
     edges = problem(N=1, Lq=50, M=2, levels=((4, 4),), P=4, D=8, borders=1.0, rng=rng)[3]
     assert set(np.unique(edges[..., 0])) <= set(inputs.border_positions(4).astype(np.float32))
 
