@@ -21,7 +21,16 @@ METRICS = {
     "occupancy": ["sm__warps_active.avg.pct_of_peak_sustained_active"],
     "theoretical_occupancy": ["sm__maximum_warps_per_active_cycle_pct"],
     "registers": ["launch__registers_per_thread"],
+    # how busy the schedulers' issue slots were, and each pipe (warp instructions executed on it, % of its peak):
+    # a kernel that computes more than it moves runs into one of these before any memory limit
+    "issue": ["smsp__issue_active.avg.pct_of_peak_sustained_active"],
+    "pipe_alu": ["sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active"],
+    "pipe_fma": ["sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active"],
+    "pipe_fmaheavy": ["sm__inst_executed_pipe_fmaheavy.avg.pct_of_peak_sustained_active"],
+    "pipe_lsu": ["sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active"],
+    "pipe_xu": ["sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active"],
 }
+PIPES = ("alu", "fma", "fmaheavy", "lsu", "xu")     # the pipes whose share the table's "busiest pipe" compares
 
 # The stall breakdown: one metric per reason. The first family gives the share of the warps' cycles spent
 # stalled for each reason; the second (older Nsight Compute) the cycles per issued instruction.
@@ -61,10 +70,14 @@ COLUMNS = [  # (heading, row key, format)
     ("load requests", "load_requests", "{:,.0f}"), ("sectors/request", "sectors_per_request", "{:.2f}"),
     ("L2 hit %", "l2_hit_pct", "{:.1f}"), ("occupancy %", "occupancy_pct", "{:.1f}"),
     ("limit %", "theoretical_occupancy_pct", "{:.0f}"), ("registers", "registers", "{:.0f}"),
+    ("issue %", "issue_pct", "{:.1f}"), ("busiest pipe %", "busiest_pipe", "{}"),
 ]
 COLUMN_NOTES = ("MB read, MB written: DRAM traffic. Load requests: warp-wide global load instructions at L1; "
                 "sectors/request: 32-byte sectors each one touches at L1 (hits included). Occupancy: warp slots "
                 "filled on average (achieved) and at most (limit).")
+PIPE_NOTES = ("Issue: the schedulers' issue slots busy; busiest pipe: the arithmetic or load/store pipe with the "
+              "largest share of its peak (alu: integer and logic; fma, fmaheavy: float multiply-adds and integer "
+              "multiplies; lsu: memory; xu: special functions, conversions).")
 
 
 def _base(metric: str) -> str:

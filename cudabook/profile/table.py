@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from .metrics import COLUMN_NOTES, COLUMNS, METRICS, STALL_FAMILIES
+from .metrics import COLUMN_NOTES, COLUMNS, METRICS, PIPE_NOTES, PIPES, STALL_FAMILIES
 from .parsing import short_name
 
 
@@ -41,6 +41,11 @@ def derive(kernel: dict, stage: str | None = None) -> dict:
     row["occupancy_pct"] = get("occupancy")
     row["theoretical_occupancy_pct"] = get("theoretical_occupancy")
     row["registers"] = get("registers")
+    row["issue_pct"] = get("issue")
+    pipes = {p: get(f"pipe_{p}") for p in PIPES}
+    row["pipes_pct"] = {p: v for p, v in pipes.items() if v is not None}
+    top = max(row["pipes_pct"].items(), key=lambda kv: kv[1], default=None)
+    row["busiest_pipe"] = f"{top[0]} {top[1]:.1f}" if top else None
     stalls, unit = {}, None
     for family, label in STALL_FAMILIES:
         pattern = re.compile("^" + re.escape(family).replace(r"\{\}", r"([a-z_]+?)") + "$")
@@ -97,6 +102,11 @@ class Profile(list):
         heads = [h for h, _, _ in cols] + [f"top stalls ({unit})" if unit else "top stalls"]
         return heads, body
 
+    def notes(self) -> str:
+        """What the columns mean: the pipes' note only where a row has them."""
+        return COLUMN_NOTES + (" " + PIPE_NOTES if any(r.get("issue_pct") is not None or r.get("busiest_pipe")
+                                                       for r in self) else "")
+
     def caption(self) -> str:
         parts = [self.label]
         if self.workload:
@@ -113,7 +123,7 @@ class Profile(list):
         for b in body:
             lines.append("  ".join(c.rjust(w) if i > 1 and i < len(b) - 1 else c.ljust(w)
                                    for i, (c, w) in enumerate(zip(b, widths))).rstrip())
-        return "\n".join(lines + [COLUMN_NOTES])
+        return "\n".join(lines + [self.notes()])
 
     def _repr_pretty_(self, p, cycle):
         p.text(repr(self))
@@ -125,4 +135,4 @@ class Profile(list):
         rows = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in b) + "</tr>" for b in body)
         return (f"<table><caption style='text-align:left'>{html.escape(self.caption())}</caption>"
                 f"<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
-                f"<p style='font-size:smaller'>{html.escape(COLUMN_NOTES)}</p>")
+                f"<p style='font-size:smaller'>{html.escape(self.notes())}</p>")

@@ -91,6 +91,24 @@ def test_the_wide_form_with_two_kernels_gives_a_row_each():
     assert "resample_in_flight" in repr(p) and "<table>" in p._repr_html_()
 
 
+def test_issue_slots_and_the_busiest_pipe_are_shown_where_the_profile_has_them():
+    """A compute-bound kernel runs into its issue slots or a pipe before any memory limit: the table shows the
+    issue slots' share and the busiest pipe; a record taken before those metrics were asked for hides the columns."""
+    m = {"gpu__time_duration.sum": 1000.0, "smsp__issue_active.avg.pct_of_peak_sustained_active": 78.4,
+         "sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active": 91.25,
+         "sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active": 60.0,
+         "sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active": 12.0}
+    row = profile.derive({"kernel": "k", "metrics": m}, "05_lane_groups")
+    assert row["issue_pct"] == 78.4 and row["busiest_pipe"] == "alu 91.2"
+    assert row["pipes_pct"] == {"alu": 91.25, "fma": 60.0, "lsu": 12.0}
+    shown = repr(profile.Profile([row], label="synthetic"))
+    assert "issue %" in shown and "busiest pipe %" in shown and "alu 91.2" in shown
+    old = profile.derive({"kernel": "k", "metrics": {"gpu__time_duration.sum": 1000.0}}, "05_lane_groups")
+    assert old["issue_pct"] is None and old["busiest_pipe"] is None and old["pipes_pct"] == {}
+    assert "busiest pipe" not in repr(profile.Profile([old], label="older record"))
+    assert "sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active" in profile.metric_names()
+
+
 def test_output_without_csv_gives_no_kernels():
     assert profile.parse_csv("==PROF== Connected\n==WARNING== No kernels were profiled.\n") == []
 
