@@ -10,6 +10,7 @@
 // L1) or inside one region all blocks share (block_stride = 0, a region larger than the L1: the L2 serves it).
 // UNROLL independent loads a lane a round. The block's clock64() around the rounds goes to cycles[block]; the XOR
 // of every word a thread loaded goes to sums[thread], which the host recomputes (the probe measured the loads it meant to).
+// SHARED = 1 gathers the same pieces from a copy of the block's region in shared memory (the smem span).
 #ifndef PIECE
 #define PIECE 64          // bytes a group reads from one line: 16, 32, 64 or 128
 #endif
@@ -24,6 +25,10 @@
 #ifndef UNROLL
 #define UNROLL 8          // independent loads a lane keeps in flight a round
 #endif
+#ifndef SHARED
+#define SHARED 0          // 1: the block copies its region (at most 256 lines, 32 KiB) into shared memory first and
+                          // gathers from there (LDS.128): the same pieces, from the shared memory's 32 banks
+#endif
 constexpr int G = PIECE / 16;
 static_assert(PIECE == 16 || PIECE == 32 || PIECE == 64 || PIECE == 128, "PIECE: 16, 32, 64 or 128 bytes");
 static_assert(!PAIRED || PIECE == 64, "PAIRED: two 64-byte halves of one line");
@@ -36,6 +41,13 @@ extern "C" __global__ void l1_gather(const uint4* __restrict__ data, unsigned re
                                      unsigned* __restrict__ sums) {
     const int lane = threadIdx.x & 31, group = lane / G;
     const unsigned warp = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+#if SHARED
+    __shared__ uint4 tile[256 * 8];                     // the block's region, copied: region_lines <= 256
+    const uint4* global_region = data + (size_t)blockIdx.x * block_stride * 8;
+    unsigned acc = 0;
+    for (unsigned i = threadIdx.x; i < region_lines * 8; i += blockDim.x) tile[i] = __ldg(global_region + i);
+    const uint4* region = tile;
+#else
     const uint4* region = data + (size_t)blockIdx.x * block_stride * 8;
     unsigned acc = 0;
     if (block_stride)                                   // bring the block's own region into the L1 first
@@ -43,6 +55,7 @@ extern "C" __global__ void l1_gather(const uint4* __restrict__ data, unsigned re
             const uint4 v = __ldg(region + i);
             acc ^= v.x ^ v.y ^ v.z ^ v.w;
         }
+#endif
     __syncthreads();
     const long long t0 = clock64();
     unsigned state = seed ^ (warp * 0x9E3779B9u) ^ ((unsigned)(group >> PAIRED) * 0x85EBCA6Bu);
@@ -53,7 +66,11 @@ extern "C" __global__ void l1_gather(const uint4* __restrict__ data, unsigned re
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
             state = lcg(state);
+#if SHARED
+            v[u] = region[((state >> 8) & (region_lines - 1)) * 8 + within];
+#else
             v[u] = __ldg(region + (size_t)((state >> 8) & (region_lines - 1)) * 8 + within);
+#endif
         }
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) sum ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;

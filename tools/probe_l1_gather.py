@@ -8,7 +8,9 @@ that bound is twice or once the corners' bytes; the lesson's Nsight Compute coun
 measures it: lanes load 16 bytes each, G = piece / 16 lanes read one piece of a 128-byte line (by default at the
 line's first byte; `16s`, `32s`, `64s`: each group's piece at another place of its line, as rung 05's corners of
 heads 2k and 2k + 1 sit in the first and second half of theirs), every piece at a random line of a region that sits in the L1 (`l1`: each block its own region, read once first) or that only the
-L2 holds (`l2`: one region for all blocks, larger than the L1). For each piece size (`64p`: two groups read the
+L2 holds (`l2`: one region for all blocks, larger than the L1), or of the block's own region copied into its
+shared memory (`smem`: the same pieces with 16-byte shared loads, from 32 banks of 4 bytes; what a kernel that
+stages its corners in shared memory pays to read them). For each piece size (`64p`: two groups read the
 two 64-byte halves of one line) it reports the bytes an SM receives a cycle (the blocks' own clock64) and a
 nanosecond (the wall time of the grid, by CUDA events), and the cycles a warp's load instruction costs an SM.
 
@@ -43,7 +45,9 @@ KERNEL = "l1_gather"
 TYPES = (ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p,
          ctypes.c_void_p)
 PIECES = ("16", "16s", "32", "32s", "64", "64s", "64p", "128")
-SPANS = {"l1": 256, "l2": 1 << 17}      # lines a region: 32 KiB a block (in the L1), or 16 MiB shared (the L2's)
+SPANS = {"l1": 256, "l2": 1 << 17,      # lines a region: 32 KiB a block (in the L1), or 16 MiB shared (the L2's),
+         "smem": 256}                   # or the block's 32 KiB copied into its shared memory (LDS, 32 banks)
+OWN_REGION = ("l1", "smem")             # the spans where each block reads a region of its own
 LINE = 128
 SEED = 0x2545F491
 
@@ -97,9 +101,10 @@ def run_setting(d_data, host_data, size, paired, span, threads, blocks, rounds, 
 
     from cudabook import bench
     region = SPANS[span]
-    stride = region if span == "l1" else 0
+    stride = region if span in OWN_REGION else 0
     kernel = nvrtc.load(nvrtc.compile(SOURCE.read_text(), name=SOURCE.name,
-                                      defines=dict(PIECE=size, PAIRED=paired, SPREAD=spread, UNROLL=unroll)),
+                                      defines=dict(PIECE=size, PAIRED=paired, SPREAD=spread, UNROLL=unroll,
+                                                   SHARED=int(span == "smem"))),
                          KERNEL)
     cycles = cuda.to_device(np.zeros(blocks, np.int64))
     sums = cuda.to_device(np.zeros(2 * blocks * threads, np.uint32))
@@ -148,7 +153,7 @@ def emulate_all(a) -> int:
     failed = 0
     with emulate.emulating():
         for (size, paired, spread), span in settings(a):
-            region = SPANS[span] if span == "l1" else 512          # a small shared region stands in for the L2's
+            region = SPANS[span] if span in OWN_REGION else 512    # a small shared region stands in for the L2's
             saved = SPANS[span]
             SPANS[span] = region
             try:
@@ -165,7 +170,7 @@ def emulate_all(a) -> int:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pieces", nargs="+", default=list(PIECES), help="bytes a group reads from one line (64p: paired; 16s, 32s, 64s: spread)")
-    ap.add_argument("--span", nargs="+", choices=sorted(SPANS), default=["l1", "l2"])
+    ap.add_argument("--span", nargs="+", choices=sorted(SPANS), default=["l1", "l2", "smem"])
     ap.add_argument("--threads", type=int, default=1024, help="threads a block")
     ap.add_argument("--per-sm", type=int, default=1, help="blocks an SM (one: its clock is the SM's)")
     ap.add_argument("--rounds", type=int, default=512, help="rounds of UNROLL loads a lane")

@@ -75,7 +75,7 @@ def test_the_l1_gather_probe_checks_its_loads_and_catches_a_piece_from_the_wrong
                                                                                         capsys):
     """In the CPU emulator (no GPU): each thread's XOR of the words it loaded matches the host's replay of the same
     random lines, for a piece in a line of its own, two groups sharing a line, and pieces spread over their lines'
-    places; a kernel whose lanes read
+    places, from the L1, the L2 and a shared-memory copy; a kernel whose lanes read
     the wrong 16 bytes of their piece is caught, so a timed setting is a checked one."""
     import shutil
 
@@ -85,15 +85,22 @@ def test_the_l1_gather_probe_checks_its_loads_and_catches_a_piece_from_the_wrong
     from tools import probe_l1_gather
     if not SIMULATOR or not (shutil.which("g++") or shutil.which("clang++")):
         pytest.skip("the emulator runs where Numba runs in its simulator, with a host C++ compiler")
-    args = ["--emulate", "--pieces", "64", "64p", "16s", "--span", "l1", "l2"]
+    args = ["--emulate", "--pieces", "64", "64p", "16s", "--span", "l1", "l2", "smem"]
     assert probe_l1_gather.main(args) == 0
-    assert capsys.readouterr().out.count("every thread loaded its words") == 6
+    assert capsys.readouterr().out.count("every thread loaded its words") == 9
     wrong = tmp_path / "probe_l1_gather.cu"
     text = probe_l1_gather.SOURCE.read_text()
     assert text.count("+ lane % G;") == 1
     wrong.write_text(text.replace("+ lane % G;", "+ (lane + 1) % G;"))
     monkeypatch.setattr(probe_l1_gather, "SOURCE", wrong)
     assert probe_l1_gather.main(["--emulate", "--pieces", "64", "--span", "l1"]) == 1
+    assert "threads loaded other words than the replay" in capsys.readouterr().out
+    # the smem span reads the shared copy, not the global region: a copy that puts each vector in its neighbour's
+    # place fails there, and only there
+    assert text.count("tile[i] = __ldg(global_region + i);") == 1
+    wrong.write_text(text.replace("tile[i] = __ldg(global_region + i);", "tile[i] = __ldg(global_region + (i ^ 1));"))
+    assert probe_l1_gather.main(["--emulate", "--pieces", "64s", "--span", "l1"]) == 0
+    assert probe_l1_gather.main(["--emulate", "--pieces", "64s", "--span", "smem"]) == 1
     assert "threads loaded other words than the replay" in capsys.readouterr().out
 
 
