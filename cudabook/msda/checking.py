@@ -85,9 +85,9 @@ def _clear(shapes, starts, S, xy) -> bool:
 def enough_items_clear(inputs, want=CLEAR_ITEMS, rng=None):
     """The inputs with at least `want` items (n, q, m) whose samples all lie clear of the map's edges, where they
     are fewer: that many others get fresh locations, uniform over the map. The hint that names a corner a lane
-    weighs wrong (_one_corner_weighed_wrong) can tell only on such items, and with three to five of them it
-    missed about one draw in ten (the small second case, 15 items at 15 % edges, drew five or fewer in 2 % of
-    3,000 draws: a planted mistake's hint went missing in about 0.5 % of runs)."""
+    weighs wrong (_one_corner_weighed_wrong) can tell only on such items: with three of them it missed 3 of 15
+    draws, with four or five 2 of 30 each (the small second case, 15 items at 15 % edges, drew five or fewer in
+    2 % of 3,000 draws: a planted mistake's hint went missing in about 0.5 % of runs)."""
     value, shapes, starts, loc, attn = inputs
     hw, first = np.asarray(shapes), np.asarray(starts)
     S = np.shape(value)[1]
