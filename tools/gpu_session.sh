@@ -18,6 +18,9 @@
 #               then the occupancy test of the odd-warp blocks
 #   readings    the clocks under cuBLAS, the resampling timelines, the TMA unit's box rate, the attention grid
 #               probe
+#   msda        the deformable-attention readings lesson 05 reads, in about 4 minutes: every msda stage's profile
+#               (with its issue slots and pipes), rung 04's strided variant, and the L1 gather probe (from the
+#               L1, the L2 and shared memory)
 #   timings     the lab solutions and the lessons the guide's table needs, timed (tools/time_lessons.py)
 #   timings-1, timings-2, timings-3
 #               every notebook timed, in three calls of at most 9 minutes each (the whole guide's table on a
@@ -29,7 +32,7 @@
 #               the run was spread
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-phase=${1:?"usage: bash tools/gpu_session.sh stale|bench-a|bench-b|records|readings|timings|timings-1|timings-2|timings-3|timings-spread"}
+phase=${1:?"usage: bash tools/gpu_session.sh stale|bench-a|bench-b|records|readings|msda|timings|timings-1|timings-2|timings-3|timings-spread"}
 step() {                       # step SECONDS NAME COMMAND...: run with a limit, log to $OUT/NAME.log, say how it went
   local limit=$1 name=$2; shift 2
   local t0=$(date +%s)
@@ -65,6 +68,10 @@ case "$phase" in
           --d $d $c --heads 64 --params "$p" --out "$OUT/attention_grid_d$d${c#--}_$(echo "$p" | tr -dc 'a-z').json"
       done
     done; done ;;
+  msda)
+    step 200 profile_msda python3 -m cudabook.profile --record msda
+    step 90 variant_msda04_strided python3 -m cudabook.profile --record msda 04 --params '{"strided": true}'
+    step 200 l1_gather python3 tools/probe_l1_gather.py ;;
   timings)
     step 540 timings python3 tools/time_lessons.py --runner exec --out "$OUT/timings" solutions \
       notebooks/gemm/09_sizes.ipynb notebooks/msda ;;

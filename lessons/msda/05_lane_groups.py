@@ -194,10 +194,10 @@ print("e.g.", nvrtc.sass_lines(cubins[True], r"LDG.*\.128", kernel=s05.KERNEL)[0
 # %% [markdown]
 # With branches each sample is a branch (`@P0 BRA` jumps over it when it is off the map) and its four loads are
 # predicated: the compiler keeps at most one sample's loads in flight. Branch-free, the loads of neighbouring
-# samples can overlap, and at times do (more at once than one sample's four), but on average a lane keeps about
-# as many loads in flight as with branches (the counts above: a few, either way), far from a level's 4 P. Unrolled does not mean all 4 P loads at once: the
-# compiler weighs loads in flight against registers (each 16-byte load needs four), and more registers a
-# thread means fewer threads an SM.
+# samples can overlap, and at times do (more at once than one sample's four), but on average a lane keeps about as
+# many loads in flight as with branches (the counts above: a few, either way), far from a level's 4 P. Unrolled does
+# not mean all 4 P loads at once: the compiler weighs loads in flight against registers (each 16-byte load needs
+# four), and more registers a thread means fewer threads an SM.
 #
 # ## Is it right?
 #
@@ -493,20 +493,20 @@ for rd in results.readings("msda", "05_lane_groups", "l1"):
 # near two throughput limits at once. What is left above the floor is
 #
 # - **the locations and weights**, the wavefronts that are not corners: the G lanes of an item read the same
-#   locations and weights, and the warp's 8 items are 256 bytes apart in the locations and 128 in the weights,
-#   a line each, all at the same place of their lines: the probe's same-bank case, a cycle a line. When this
-#   reading was taken, each was a load of its own (8 bytes or 4): a warp issued 64 of them beside its 128 corner
-#   loads, so they cost the L1 about as many cycles as the corners (which take half a cycle each). Two ways to
-#   cut them were tried, each a kernel edit timed by `tools/probe_kernel_edit.py` on the H200 in interleaved
-#   rounds (readings, printed below). Loading a level's locations two a load and its weights four a load
+#   locations and weights, and the warp's 8 items are 256 bytes apart in the locations and 128 in the weights, a
+#   line each, all at the same place of their lines: the probe's same-bank case, a cycle a line. When this reading
+#   was taken, each was a load of its own (8 bytes or 4): a warp issued 64 of them beside its 128 corner loads, so
+#   they cost the L1 about as many cycles as the corners (which take half a cycle each). Two ways to cut them were
+#   tried, each a kernel edit timed by `tools/probe_kernel_edit.py` on the H200 in interleaved rounds (readings,
+#   printed below). Loading a level's locations two a load and its weights four a load
 #   (`tools/kernel_edits/msda05_vector_locations.py`: 24 such loads a lane an item in place of 64) was right and a
 #   few percent faster on `local`, level on `uniform`: the L1 is not the only limit (the other is most likely the
-#   issue slots; the edit was not profiled). That is how the rung loads them now (`load_floats`), and the
-#   records above are of it. Copying a block's locations and weights into shared memory first, coalesced, with
-#   the columns swizzled so that 8 items' words sit in distinct banks
+#   issue slots; the edit was not profiled). That is how the rung loads them now (`load_floats`), and the H200's
+#   record above is of it (the H100's, at d802262, is of the rung before). Copying a block's locations and weights
+#   into shared memory first, coalesced, with the columns swizzled so that 8 items' words sit in distinct banks
 #   (`tools/kernel_edits/msda05_shared_locations.py`) is right, but the copy, its barrier and the shared-memory
-#   reads cost about what they save (slower on `local`, a little faster on `uniform`: timed against the rung
-#   before `load_floats`);
+#   reads cost about what they save (slower on `local`, a little faster on `uniform`: timed against the rung before
+#   `load_floats`);
 # - **the instructions**: every lane of a group computes every sample's position and weights (G times the
 #   arithmetic; computing each once and handing it over is what rung 02 did, and it brought the waits back),
 #   widens each 32-bit offset to a 64-bit pointer and selects the corners, and blends in float32 (8 FFMAs and 8
