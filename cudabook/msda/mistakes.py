@@ -142,7 +142,8 @@ _LAB05 = [  # (what, old, new): edits of the branchless path (the default), whic
      "top && left ? (1.f - fy) * (1.f - fx) : 0.f"),
     ("a corner off the map read anyway (clamping, not zero padding)", "top && right ? a * (1.f - fy) * fx : 0.f",
      "a * (1.f - fy) * fx"),
-    ("a sample's x and y taken from two samples (lxy[p], lxy[p + 1]: sample p's pair is 2p, 2p + 1)",
+    ("a sample's location read as lxy[p], lxy[p + 1] (sample p's pair is 2p, 2p + 1): another sample's pair "
+     "for even p, x and y of two samples for odd p",
      "make_float2(lxy[2 * p], lxy[2 * p + 1])", "make_float2(lxy[p], lxy[p + 1])"),
 ]
 _LAB05_BRANCHES = [  # (what, old, new, words): edits of the path with branches (branchless=False), graded too

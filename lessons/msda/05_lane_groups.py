@@ -177,7 +177,7 @@ def loads_in_flight(cubin):
 
 cubins = {}
 print(f"NVRTC {nvrtc.nvrtc_version()}, sm_90a, D={D} L={L} P={P}, {s05.PARAMS['threads']} threads a block")
-print(f"{'':12s} {'16-B loads of corners':>21s} {'of locations':>12s} {'branches':>9s} {'instructions':>13s} "
+print(f"{'':12s} {'16-B loads of corners':>21s} {'of locations, weights':>21s} {'branches':>9s} {'instructions':>13s} "
       f"{'registers':>10s}   corner loads in flight a lane")
 for branchless in (True, False):
     cubin = cubins[branchless] = s05.compile_cubin(D=D, L=L, P=P, branchless=branchless)
@@ -186,7 +186,7 @@ for branchless in (True, False):
     flight = loads_in_flight(cubin)
     regs = nvrtc.resource_usage(cubin)[s05.KERNEL]["registers"]
     corners = sum(kinds.values())
-    print(f"{'branchless' if branchless else 'branches':12s} {corners:21d} {len(kinds) - corners:12d} "
+    print(f"{'branchless' if branchless else 'branches':12s} {corners:21d} {len(kinds) - corners:21d} "
           f"{sum('BRA' in i for i in ins):9d} {len(ins):13,d} {regs:10d}   at most {max(flight)}, "
           f"on average {np.mean(flight):.1f}")
 print("e.g.", nvrtc.sass_lines(cubins[True], r"LDG.*\.128", kernel=s05.KERNEL)[0])
@@ -194,8 +194,8 @@ print("e.g.", nvrtc.sass_lines(cubins[True], r"LDG.*\.128", kernel=s05.KERNEL)[0
 # %% [markdown]
 # With branches each sample is a branch (`@P0 BRA` jumps over it when it is off the map) and its four loads are
 # predicated: the compiler keeps at most one sample's loads in flight. Branch-free, the loads of neighbouring
-# samples can overlap, and at times do (more at once than one sample's four), but on average a lane keeps about as
-# many loads in flight as with branches (the counts above: a few, either way), far from a level's 4 P. Unrolled does
+# samples can overlap, and at times do (more at once than one sample's four), but on average a lane keeps no more
+# loads in flight than with branches (the counts above: a few, either way), far from a level's 4 P. Unrolled does
 # not mean all 4 P loads at once: the compiler weighs loads in flight against registers (each 16-byte load needs
 # four), and more registers a thread means fewer threads an SM.
 #
@@ -578,8 +578,9 @@ lesson.recorded_against("msda", "05_lane_groups", "branchless", True)
 # threads take longer than 512, the default, by more than the branches cost.
 #
 # Why? The SASS does not explain it by threads or by loads in flight. Compiled for smaller blocks, the
-# kernel needs fewer registers (`__launch_bounds__` tells the compiler the block size), so an SM holds more of
-# its threads, while it keeps about as many loads in flight a lane (counted as above, for each build):
+# kernel needs fewer registers (`__launch_bounds__` tells the compiler the block size), so an SM may hold more of
+# its threads (where the registers, rounded up to 8 a thread, leave room for another block), while it keeps about
+# as many loads in flight a lane (counted as above, for each build):
 
 # %%
 print(f"{'threads a block':>15s} {'registers':>9s} {'threads an SM':>13s}   loads in flight a lane (mean)   per SM")
@@ -592,8 +593,8 @@ for nt in (128, 256, 512):
     print(f"{nt:15d} {regs:9d} {threads:13,d}   {flight:30.2f}   {threads * flight:6,.0f}")
 
 # %% [markdown]
-# By this count the smaller blocks have more loads in flight on an SM than 512 threads a block, not fewer, and
-# they are still slower: what the 512-thread build does better is not in the count (loads counted at issue, in
+# By this count the smaller blocks have at least as many loads in flight on an SM as 512 threads a block, not fewer,
+# and they are still slower: what the 512-thread build does better is not in the count (loads counted at issue, in
 # program order, say nothing of when the warps issue them). Nsight Compute, the three builds side by side on the
 # `local` workload (an H200 reading, in results/readings/ with its commit):
 

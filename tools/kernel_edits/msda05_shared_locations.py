@@ -1,16 +1,17 @@
 """msda 05 with each block's sampling locations and attention weights read once, coalesced, into shared memory.
 
-Rung 05 has every lane of a group load each sample's location (8 bytes) and weight (4 bytes) itself: the G
-lanes of an item read the same address, and a warp's 8 items are 256 bytes apart in the locations and 128 in
-the weights, so each such load touches a line per item, all at the same place of their lines: the same banks of
-the L1, which serves such lines one a cycle (tools/probe_l1_gather.py, measured after this edit was timed). Here
-the block first copies its items' locations and weights,
-contiguous in global memory, into shared memory with consecutive threads on consecutive words, then each lane
-reads them from there: 8 items' words in distinct banks (the column XOR-swizzled by the item), one wavefront.
-Shared memory: NT / G items x LV * PV samples x 12 bytes (48 KiB at 512 threads, D = 32, L = 4, P = 8).
+Rung 05, when this edit was timed (before load_floats), had every lane of a group load each sample's location (8
+bytes) and weight (4 bytes) itself: the G lanes of an item read the same address, and a warp's 8 items are 256
+bytes apart in the locations and 128 in the weights, so each such load touches a line per item, all at the same
+place of their lines: the same banks of the L1, which serves such lines one a cycle (tools/probe_l1_gather.py,
+measured after this edit was timed). Here the block first copies its items' locations and weights, contiguous in
+global memory, into shared memory with consecutive threads on consecutive words, then each lane reads them from
+there: 8 items' words in distinct banks (the column XOR-swizzled by the item), one wavefront. Shared memory: NT /
+G items x LV * PV samples x 12 bytes (48 KiB at 512 threads, D = 32, L = 4, P = 8).
 
 Measured (results/readings/H200_msda_05_lane_groups_edit_msda05_shared_locations.json, H200, interleaved rounds): right on both
-workloads; 0.961x the rung's speed on `local`, 1.028x on `uniform`. Not adopted.
+workloads; 0.961x the speed of the rung before load_floats on `local`, 1.028x on `uniform`. Not adopted. (On
+today's rung the edit still fits: the rung's own lxy, law loads go unused and the compiler drops them.)
 """
 TRACK, STAGE = "msda", "05_lane_groups"       # the rung whose kernel this edits
 

@@ -6,7 +6,8 @@
 // every sample itself. That is G times the arithmetic of the positions (a few dozen instructions a sample) but
 // no shuffles, no waiting on another lane, and the locations and weights are one load instruction a warp (a
 // group's lanes read the same address, each of the warp's items its own line), each level's in as few loads as
-// their count allows: 16 bytes at a time when P is a multiple of 4 (load_floats). The sizes are compile-time
+// their count allows (load_floats): the locations 16 bytes at a time when P is even, the weights when P is a
+// multiple of 4. The sizes are compile-time
 // constants (D, L, P), so the loop over a level's P points is unrolled: the compiler may start later samples'
 // loads before the first ones are used, as far as registers allow (bytes in flight are what a gather needs;
 // lesson 05 counts in the SASS how many loads it keeps in flight), and the blend is 8 FMAs per corner on values
