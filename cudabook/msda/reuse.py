@@ -52,3 +52,20 @@ def distinct_share(shapes, starts, loc, queries: int, blocks: int | None = None)
             distinct += np.unique(on).size
             corners += on.size
     return distinct / corners if corners else 1.0
+
+
+def distinct_per_block_head(shapes, starts, loc, queries: int, blocks: int | None = None) -> np.ndarray:
+    """[runs, M]: how many distinct pixels each run of `queries` consecutive queries of one image reads for each
+    head (on-map corners only): the rows a kernel that loads each (pixel, head) of a block once would stage, per
+    head, and the K of its weights-times-pixels product. `blocks`: only the first that many runs of each image;
+    the images' runs one after another."""
+    keys = corner_keys(shapes, starts, loc)
+    N, Lq, M = keys.shape[:3]
+    runs = Lq // queries
+    if runs == 0:
+        raise ValueError(f"queries: a run of {queries} queries is longer than the {Lq} queries of an image")
+    out = []
+    for n in range(N):
+        per_run = keys[n, :runs * queries].reshape(runs, queries, M, -1)[:blocks]
+        out.extend([[np.unique(k[k >= 0]).size for k in (run[:, m].ravel() for m in range(M))] for run in per_run])
+    return np.array(out, np.int64).reshape(-1, M)

@@ -32,6 +32,16 @@ def test_heads_never_share_a_corner():
     assert reuse.distinct_share(SHAPES, STARTS, loc, queries=1) == 1.0
 
 
+def test_distinct_pixels_are_counted_per_run_and_head():
+    loc = np.repeat(loc_at([[(1, 1)], [(1, 1)], [(0, 0)], [(3, 3)]]), 2, axis=2)     # two heads, four queries
+    loc[0, 1, 1] = loc_at([[(2, 2)]])[0, 0, 0]                    # head 1 of query 1 moves one pixel on
+    got = reuse.distinct_per_block_head(SHAPES, STARTS, loc, queries=2)
+    assert got.tolist() == [[4, 7], [5, 5]]     # run 0: head 0 one 2x2 block twice, head 1 two blocks sharing (2,2)
+    assert reuse.distinct_per_block_head(SHAPES, STARTS, loc, queries=2, blocks=1).tolist() == [[4, 7]]
+    with pytest.raises(ValueError, match="longer than the 4 queries"):
+        reuse.distinct_per_block_head(SHAPES, STARTS, loc, queries=5)
+
+
 def test_a_run_longer_than_an_image_is_refused():
     with pytest.raises(ValueError, match="longer than the 2 queries"):
         reuse.distinct_share(SHAPES, STARTS, loc_at([[(1, 1)], [(1, 1)]]), queries=3)
