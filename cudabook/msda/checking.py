@@ -70,16 +70,18 @@ def grading_cases(stage_name=None):
 CLEAR_ITEMS = 10    # items a case has whose every sample lies clear of the map's edges (see enough_items_clear)
 
 
-def _clear(shapes, starts, S, xy) -> bool:
-    """Whether every sample of one item (xy [L, P, 2]) is one _one_corner_weighed_wrong can test."""
-    combos = 1
+def _item_choices(shapes, starts, S, xy):
+    """Each sample's possible corner sets (_sample_choices) for one item (xy [L, P, 2], samples in (l, p) order),
+    or None where _one_corner_weighed_wrong cannot test the item: a sample on the edge of touching the map or
+    off it, or more than 16 ways the item's samples may floor."""
+    samples = []
     for l, p in np.ndindex(xy.shape[:2]):
         H, W = int(shapes[l, 0]), int(shapes[l, 1])
         each = _sample_choices(float(xy[l, p, 0]) * W - 0.5, float(xy[l, p, 1]) * H - 0.5, W, H, int(starts[l]), S)
         if each is None:
-            return False
-        combos *= len(each)
-    return combos <= 16
+            return None
+        samples.append(each)
+    return samples if np.prod([len(each) for each in samples]) <= 16 else None
 
 
 def enough_items_clear(inputs, want=CLEAR_ITEMS, rng=None):
@@ -91,15 +93,16 @@ def enough_items_clear(inputs, want=CLEAR_ITEMS, rng=None):
     value, shapes, starts, loc, attn = inputs
     hw, first = np.asarray(shapes), np.asarray(starts)
     S = np.shape(value)[1]
-    items = list(np.ndindex(np.shape(loc)[:3]))
-    clear = 0
-    for k in items:
-        clear += _clear(hw, first, S, loc[k])
-        if clear >= want:
-            return inputs
+    clear, muddy = 0, []
+    for k in np.ndindex(np.shape(loc)[:3]):
+        if _item_choices(hw, first, S, loc[k]) is None:
+            muddy.append(k)
+        else:
+            clear += 1
+            if clear >= want:
+                return inputs
     rng = rng if rng is not None else np.random.default_rng()
     loc = loc.copy()
-    muddy = [k for k in items if not _clear(hw, first, S, loc[k])]
     for i in rng.permutation(len(muddy))[:want - clear]:
         loc[muddy[i]] = rng.random(np.shape(loc)[3:], dtype=np.float32)
     return value, shapes, starts, loc, attn
@@ -603,48 +606,40 @@ def _one_corner_weighed_wrong(got, ref, bound, D, inputs) -> str | None:
     got4 = got.reshape(N, Lq, M, D)
     off = np.abs(got4 - ref.reshape(N, Lq, M, D))
     for n, q, m in list(zip(*np.nonzero(wrong.any(axis=-1))))[:_ONE_CORNER_ITEMS]:
-        choices = []
-        for l, p in np.ndindex(L, P):
-            H, W = int(shapes[l, 0]), int(shapes[l, 1])
-            px = float(loc[n, q, m, l, p, 0]) * W - 0.5
-            py = float(loc[n, q, m, l, p, 1]) * H - 0.5
-            each = _sample_choices(px, py, W, H, int(starts[l]), S)
-            if each is None:
-                break
-            a = float(attn[n, q, m, l, p])
-            choices.append([([a * w for w in weights], rows) for weights, rows in each])
-        else:
-            if np.prod([len(c) for c in choices]) > 16:
-                continue
-            tells = {(b, b0): np.linalg.norm(off[n, q, m, b0:b0 + b])        # wrong enough to tell corners apart
-                         > _TELLS * np.linalg.norm(tol[n, q, m, b0:b0 + b]) for b in sizes for b0 in range(0, D, b)}
-            item_fits, item_seen = [], []
-            for c in range(4):
-                fits = np.zeros((len(sizes), D), bool)          # per size: the vectors (by first channel) that fit
-                seen = np.zeros((len(sizes), D), bool)
-                item_fits.append(fits)
-                item_seen.append(seen)
-                for combo in itertools.product(*choices):
-                    if any(rows[k] is None for w, rows in combo for k in range(4) if w[k] or k == c):
-                        continue
-                    others = sum(w[k] * value[n, rows[k], m].astype(np.float64) for w, rows in combo
-                                 for k in range(4) if k != c and w[k])
-                    err = got4[n, q, m] - others                              # what corner c added
-                    X = np.array([value[n, rows[c], m] for _, rows in combo], np.float64)   # [L * P, D]
-                    for s, b in enumerate(sizes):
-                        for b0 in range(0, D, b):
-                            if not tells[b, b0]:
-                                continue        # barely wrong: any corner's span fits it within the tolerance
-                            A = X[:, b0:b0 + b].T
-                            coef, _, rank, _ = np.linalg.lstsq(A, err[b0:b0 + b], rcond=None)
-                            if rank < b:
-                                seen[s, b0] = True
-                                fits[s, b0] |= (np.linalg.norm(A @ coef - err[b0:b0 + b])
-                                                <= 1.5 * np.linalg.norm(tol[n, q, m, b0:b0 + b]))
-                tested[c] += seen.sum(axis=1)
-                fitted[c] += fits.sum(axis=1)
-            F, Sn = np.array(item_fits), np.array(item_seen)            # [4, sizes, D]
-            beats += (F[:, None] & Sn[None, :] & ~F[None, :]).sum(axis=-1)
+        samples = _item_choices(shapes, starts, S, loc[n, q, m])
+        if samples is None:
+            continue
+        choices = [[([a * w for w in weights], rows) for weights, rows in each]
+                   for each, a in zip(samples, np.asarray(attn[n, q, m], np.float64).ravel().tolist())]
+        tells = {(b, b0): np.linalg.norm(off[n, q, m, b0:b0 + b])        # wrong enough to tell corners apart
+                     > _TELLS * np.linalg.norm(tol[n, q, m, b0:b0 + b]) for b in sizes for b0 in range(0, D, b)}
+        item_fits, item_seen = [], []
+        for c in range(4):
+            fits = np.zeros((len(sizes), D), bool)          # per size: the vectors (by first channel) that fit
+            seen = np.zeros((len(sizes), D), bool)
+            item_fits.append(fits)
+            item_seen.append(seen)
+            for combo in itertools.product(*choices):
+                if any(rows[k] is None for w, rows in combo for k in range(4) if w[k] or k == c):
+                    continue
+                others = sum(w[k] * value[n, rows[k], m].astype(np.float64) for w, rows in combo
+                             for k in range(4) if k != c and w[k])
+                err = got4[n, q, m] - others                              # what corner c added
+                X = np.array([value[n, rows[c], m] for _, rows in combo], np.float64)   # [L * P, D]
+                for s, b in enumerate(sizes):
+                    for b0 in range(0, D, b):
+                        if not tells[b, b0]:
+                            continue        # barely wrong: any corner's span fits it within the tolerance
+                        A = X[:, b0:b0 + b].T
+                        coef, _, rank, _ = np.linalg.lstsq(A, err[b0:b0 + b], rcond=None)
+                        if rank < b:
+                            seen[s, b0] = True
+                            fits[s, b0] |= (np.linalg.norm(A @ coef - err[b0:b0 + b])
+                                            <= 1.5 * np.linalg.norm(tol[n, q, m, b0:b0 + b]))
+            tested[c] += seen.sum(axis=1)
+            fitted[c] += fits.sum(axis=1)
+        F, Sn = np.array(item_fits), np.array(item_seen)            # [4, sizes, D]
+        beats += (F[:, None] & Sn[None, :] & ~F[None, :]).sum(axis=-1)
     for s, b in enumerate(sizes):
         def set_aside(c, g):      # corner c's fits are no rival to corner g's (at most one g sets every c aside)
             return (fitted[c, s] <= 0.5 * tested[c, s]

@@ -35,19 +35,24 @@ def corner_keys(shapes, starts, loc) -> np.ndarray:
     return np.stack(keys, axis=-1)
 
 
+def _runs(shapes, starts, loc, queries: int, blocks: int | None):
+    """Each image's runs of `queries` consecutive queries, as corner keys [runs, queries, M, L * P * 4] (at most
+    `blocks` runs an image), one image after another; a run longer than an image is refused."""
+    keys = corner_keys(shapes, starts, loc)
+    N, Lq, M = keys.shape[:3]
+    runs = Lq // queries
+    if runs == 0:
+        raise ValueError(f"queries: a run of {queries} queries is longer than the {Lq} queries of an image")
+    return [keys[n, :runs * queries].reshape(runs, queries, M, -1)[:blocks] for n in range(N)]
+
+
 def distinct_share(shapes, starts, loc, queries: int, blocks: int | None = None) -> float:
     """Of the on-map corners that runs of `queries` consecutive queries of one image read (all heads), the share
     that are distinct (pixel, head): 1.0 when no two samples of a run share a corner. `blocks`: only the first
     that many runs of each image. The share pools the runs: their distinct corners over all their corners."""
-    keys = corner_keys(shapes, starts, loc)
-    N, Lq = keys.shape[:2]
-    runs = Lq // queries
-    if runs == 0:
-        raise ValueError(f"queries: a run of {queries} queries is longer than the {Lq} queries of an image")
     distinct = corners = 0
-    for n in range(N):
-        per_run = keys[n, :runs * queries].reshape(runs, -1)
-        for run in per_run[:blocks]:
+    for image in _runs(shapes, starts, loc, queries, blocks):
+        for run in image:
             on = run[run >= 0]
             distinct += np.unique(on).size
             corners += on.size
@@ -59,13 +64,7 @@ def distinct_per_block_head(shapes, starts, loc, queries: int, blocks: int | Non
     head (on-map corners only): the rows a kernel that loads each (pixel, head) of a block once would stage, per
     head, and the K of its weights-times-pixels product. `blocks`: only the first that many runs of each image;
     the images' runs one after another."""
-    keys = corner_keys(shapes, starts, loc)
-    N, Lq, M = keys.shape[:3]
-    runs = Lq // queries
-    if runs == 0:
-        raise ValueError(f"queries: a run of {queries} queries is longer than the {Lq} queries of an image")
-    out = []
-    for n in range(N):
-        per_run = keys[n, :runs * queries].reshape(runs, queries, M, -1)[:blocks]
-        out.extend([[np.unique(k[k >= 0]).size for k in (run[:, m].ravel() for m in range(M))] for run in per_run])
+    M = np.shape(loc)[2]
+    out = [[np.unique(head[head >= 0]).size for head in run.transpose(1, 0, 2).reshape(M, -1)]
+           for image in _runs(shapes, starts, loc, queries, blocks) for run in image]
     return np.array(out, np.int64).reshape(-1, M)

@@ -34,6 +34,20 @@ def test_an_edit_that_no_longer_fits_fails_loudly():
         edit.edit("// a kernel without the lines the edit replaces\n")
 
 
+def test_an_adopted_edit_whose_base_git_cannot_show_says_so():
+    """An edit the rung has adopted reads the kernel at its BASE from git: a commit this checkout lacks (a copy
+    made with git archive, or a shallow clone) is an error that names the edit, the file and the commit."""
+    import types
+
+    from cudabook import edits
+    edit = _load(ROOT / "tools" / "kernel_edits" / "msda05_vector_locations.py")
+    module = tracks.get(edit.TRACK).stage(edit.STAGE)
+    missing = types.SimpleNamespace(__name__="msda05_nowhere", BASE="0" * 40)
+    with pytest.raises(RuntimeError, match=r"msda05_nowhere applies to lane_groups.cu at commit 0{40}.*history"):
+        edits.rung_text(missing, module)
+    assert edits.rung_text(types.SimpleNamespace(), module) == pathlib.Path(module.SOURCE).read_text()
+
+
 def test_every_probe_of_an_edit_names_an_edit_of_that_rung():
     """results/readings/*_edit_<name>.json (tools/probe_kernel_edit.py) comes from tools/kernel_edits/<name>.py,
     which edits the rung the reading is filed under: a renamed or deleted edit leaves no orphan reading."""
