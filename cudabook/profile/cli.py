@@ -10,9 +10,10 @@ from .ncu import ROOT, ProfileUnavailable
 from .records import _stage_name, variant_folder
 
 
-def _drive(track, stage, info_path, size=None, params=None) -> int:
+def _drive(track, stage, info_path, size=None, params=None, edit=None) -> int:
     """Inside ncu: upload the problem, launch once (compile, warm up), then once between cuProfilerStart and
-    cuProfilerStop. Writes what it ran (workload, size, minimum traffic) or why it could not to info_path."""
+    cuProfilerStop. Writes what it ran (workload, size, minimum traffic) or why it could not to info_path.
+    `edit`: a kernel edit's path (tools/kernel_edits/): the stage launches the edited copy of its kernel."""
     info = {}
     try:
         from .. import SIMULATOR          # (the package, imported first, chose GPU or simulator)
@@ -27,7 +28,13 @@ def _drive(track, stage, info_path, size=None, params=None) -> int:
         size = size if size is not None else dict(t.bench.WORKLOADS[0])
         args, problem = t.bench.prepare(dict(size))
         module = t.stage(stage)
-        params = params or {}
+        params = dict(params or {})
+        if edit:
+            from .. import edits
+            change = edits.load(edit)
+            params["kernel"] = edits.edited_source(change)
+            if hasattr(change, "host"):                  # a host change the edited text needs
+                change.host(module)
         problem.poison()
         module.launch(problem, **params)
         cuda.synchronize()
@@ -35,8 +42,9 @@ def _drive(track, stage, info_path, size=None, params=None) -> int:
         module.launch(problem, **params)
         cuda.synchronize()
         cuda.profile_stop()
+        params.pop("kernel", None)
         info = {"workload": t.bench.workload_name(**size), "size": size,
-                "min_bytes": getattr(problem, "min_bytes", None), "params": params}
+                "min_bytes": getattr(problem, "min_bytes", None), "params": params, "edit": edit}
         code = 0
     except Exception as e:  # reported through the info file, read by the parent
         info = {"error": f"{type(e).__name__}: {e}"}
@@ -51,6 +59,8 @@ def main(argv=None) -> int:
     python -m cudabook.profile --show TRACK [STAGE...]     the recorded profile
     --params JSON: the stages' launch settings (a variant: recorded in results/profiles/variants/, a folder for
     each stage and settings); --folder DIR: the records' folder instead
+    python -m cudabook.profile --edit EDIT TRACK [STAGE]  profile now the edited copy of a rung's kernel (a file
+    of tools/kernel_edits/, or its name), printed beside the rung's own profile
     (--run TRACK STAGE --info PATH [--size JSON] [--params JSON] is the driver ncu runs.)"""
     import argparse
     ap = argparse.ArgumentParser(prog="python -m cudabook.profile", description=main.__doc__,
@@ -62,11 +72,12 @@ def main(argv=None) -> int:
     ap.add_argument("--size", type=json.loads, help="the problem's size as JSON, e.g. '{\"B\": 8, ...}'")
     ap.add_argument("--params", type=json.loads, help="the stage's launch parameters as JSON")
     ap.add_argument("--folder", help="the records' folder (default results/profiles/)")
+    ap.add_argument("--edit", help="a kernel edit (tools/kernel_edits/): profile its edited copy of the rung")
     ap.add_argument("track")
     ap.add_argument("stages", nargs="*")
     a = ap.parse_args(argv)
     if a.run:
-        return _drive(a.track, a.stages[0], a.info, a.size, a.params)
+        return _drive(a.track, a.stages[0], a.info, a.size, a.params, a.edit)
     if argv is None:                   # from the shell: `timeout` sends SIGTERM; end ncu and its program too
         import signal
 
@@ -77,6 +88,19 @@ def main(argv=None) -> int:
         ap.error(f"--params: a JSON object of settings, e.g. '{{\"threads\": 128}}', got {a.params!r}")
     if a.params and not a.stages:
         ap.error("--params needs the stages it applies to")
+    if a.edit:
+        if a.record or a.show:
+            ap.error("--edit profiles now: a record describes the rungs as they are")
+        from .. import edits
+        from .. import track as tracks
+        e = edits.load(a.edit)
+        t = tracks.get(a.track)
+        if t.NAME != e.TRACK or any(_stage_name(t, s) != e.STAGE for s in a.stages):
+            ap.error(f"the edit {a.edit} edits {e.TRACK} {e.STAGE}, not {a.track} {' '.join(a.stages)}")
+        if getattr(e, "BASE", None):
+            ap.error(f"the edit {a.edit} has been adopted by its rung (at {e.BASE}): profile the rung itself")
+        a.params = {**getattr(e, "PARAMS", {}), **(a.params or {})}
+        a.stages = [e.STAGE]
     try:
         if a.record:
             from .. import track as tracks
@@ -96,7 +120,12 @@ def main(argv=None) -> int:
             show(a.track, *a.stages, live=False, folder=a.folder, **(a.params or {}))
         else:
             for s in a.stages:
-                print(repr(profile(a.track, s, a.size, **(a.params or {}))), "\n")
+                if a.edit:
+                    print(repr(profile(a.track, s, a.size, **(a.params or {}))), "\n")
+                    print(repr(profile(a.track, s, a.size, edit=str(edits.load(a.edit).__file__),
+                                       **(a.params or {}))), "\n")
+                else:
+                    print(repr(profile(a.track, s, a.size, **(a.params or {}))), "\n")
     except ProfileUnavailable as e:
         print(e, file=sys.stderr)
         return 2

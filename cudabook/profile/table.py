@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from .metrics import COLUMN_NOTES, COLUMNS, METRICS, PIPE_NOTES, PIPES, STALL_FAMILIES
+from .metrics import COLUMN_NOTES, COLUMNS, L1_NOTES, METRICS, PIPE_NOTES, PIPES, STALL_FAMILIES
 from .parsing import short_name
 
 
@@ -37,6 +37,7 @@ def derive(kernel: dict, stage: str | None = None) -> dict:
     sectors, requests = get("load_sectors"), get("load_requests")
     row["load_sectors"], row["load_requests"] = sectors, requests
     row["sectors_per_request"] = sectors / requests if sectors is not None and requests else None
+    row["l1_hit_pct"] = get("l1_hit")
     row["l2_hit_pct"] = get("l2_hit")
     row["occupancy_pct"] = get("occupancy")
     row["theoretical_occupancy_pct"] = get("theoretical_occupancy")
@@ -103,9 +104,10 @@ class Profile(list):
         return heads, body
 
     def notes(self) -> str:
-        """What the columns mean: the pipes' note only where a row has them."""
-        return COLUMN_NOTES + (" " + PIPE_NOTES if any(r.get("issue_pct") is not None or r.get("busiest_pipe")
-                                                       for r in self) else "")
+        """What the columns mean: the L1's and the pipes' notes only where a row has them."""
+        l1 = " " + L1_NOTES if any(r.get("l1_hit_pct") is not None for r in self) else ""
+        return COLUMN_NOTES + l1 + (" " + PIPE_NOTES if any(r.get("issue_pct") is not None or r.get("busiest_pipe")
+                                                            for r in self) else "")
 
     def caption(self) -> str:
         parts = [self.label]

@@ -109,6 +109,19 @@ def test_issue_slots_and_the_busiest_pipe_are_shown_where_the_profile_has_them()
     assert "sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active" in profile.metric_names()
 
 
+def test_the_l1_hit_rate_is_shown_where_the_profile_has_it():
+    """A gather's pace is set by how often L1 already holds a sector: the table shows the global loads' L1 hit
+    rate, and its note says what it is; an older record, without the metric, hides both."""
+    m = {"gpu__time_duration.sum": 1000.0, "l1tex__t_sector_pipe_lsu_mem_global_op_ld_hit_rate.pct": 63.25}
+    row = profile.derive({"kernel": "k", "metrics": m}, "05_lane_groups")
+    assert row["l1_hit_pct"] == 63.25
+    shown = profile.Profile([row], label="synthetic")
+    assert "L1 hit %" in repr(shown) and "63.2" in repr(shown) and "L1 already held" in shown.notes()
+    old = profile.Profile([profile.derive({"kernel": "k", "metrics": {"gpu__time_duration.sum": 1.0}}, "01")])
+    assert "L1 hit" not in repr(old) and "L1 already held" not in old.notes()
+    assert "l1tex__t_sector_pipe_lsu_mem_global_op_ld_hit_rate.pct" in profile.metric_names()
+
+
 def test_output_without_csv_gives_no_kernels():
     assert profile.parse_csv("==PROF== Connected\n==WARNING== No kernels were profiled.\n") == []
 
@@ -569,3 +582,28 @@ def test_cxx_code_drops_comments_but_not_what_looks_like_them_in_literals():
                                     'const char* s = "a // not a comment", *t = "/* nor this */";   int x = \'/\';\n'
                                     'asm volatile("mov.u32 %0, %1;" : "=r"(x) : "r"(1));')
     assert nvrtc.cxx_code('char q = \'"\'; // "quoted"\nint y;') == "char q = '\"';\nint y;"
+
+
+def test_an_edit_is_profiled_beside_its_rung(no_ncu_anywhere, monkeypatch, tmp_path, capsys):
+    """--edit: the rung's profile, then its edited copy's (the driver is told the edit's file, and launches the
+    edited text); the edit must be of the stage asked for, not one the rung has adopted, and is never recorded."""
+    from cudabook.profile import cli
+    calls = tmp_path / "calls.txt"
+    log = f"open({str(calls)!r}, 'a').write(' '.join(args) + '\\n')\ninfo = args"
+    fake_ncu(tmp_path / "bin", FAKE_NCU.replace("info = args", log))
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    monkeypatch.setattr("cudabook.SIMULATOR", False)
+    monkeypatch.setattr("cudabook.profile.measure._gpu_name", lambda: "NVIDIA H200")
+    from cudabook import track as tracks
+    monkeypatch.setattr(tracks.get("msda"), "unavailable", lambda stage: None)     # (as on a GPU)
+    assert cli.main(["--edit", "msda05_heads_outer", "msda", "05"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("measured now on NVIDIA H200") == 2 and "edited by msda05_heads_outer" in out
+    runs = [line for line in calls.read_text().splitlines() if "--run" in line]
+    assert len(runs) == 2 and "--edit" not in runs[0] and runs[1].endswith("msda05_heads_outer.py")
+    for argv, says in ((["--edit", "msda05_heads_outer", "msda", "04"], "edits msda 05_lane_groups"),
+                       (["--edit", "msda05_heads_outer", "--record", "msda"], "a record describes"),
+                       (["--edit", "msda05_vector_locations", "msda"], "adopted")):
+        with pytest.raises(SystemExit):
+            cli.main(argv)
+        assert says in capsys.readouterr().err
