@@ -2,8 +2,9 @@
 
 An edit is a Python file with TRACK and STAGE (the rung it edits), `edit(text) -> text`, a docstring saying what
 it tries, and optionally PARAMS (the settings it is meant for), `host(stage_module)` (a host change for the
-edited text alone) and BASE (for an edit the rung has adopted since: the last commit before it did, whose kernel
-the edit still applies to, so its reading can be taken again). tools/probe_kernel_edit.py times one against its rung on a GPU; a lesson may compile one
+edited text alone) and BASE: the last commit whose kernel the edit fits, for an edit the rung has adopted since
+or one written for the rung before it changed, so that its reading can be taken again (against the kernel at
+BASE). tools/probe_kernel_edit.py times one against its rung on a GPU; a lesson may compile one
 to show what the compiler made of it.
 """
 from __future__ import annotations
@@ -38,8 +39,9 @@ def swap(text: str, old: str, new: str) -> str:
 
 
 def rung_text(edit, stage) -> str:
-    """The kernel text the edit applies to: the rung's source now, or, for an edit the rung has since adopted
-    (BASE = the last commit before it did), the source at BASE, read from git (a checkout with its history)."""
+    """The kernel text the edit applies to: the rung's source now, or, for an edit with a BASE (one the rung has
+    adopted since, or one written for the rung before it changed), the source at BASE, read from git (a checkout
+    with its history)."""
     path = pathlib.Path(stage.SOURCE)
     base = getattr(edit, "BASE", None)
     if base is None:

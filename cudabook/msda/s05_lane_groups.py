@@ -72,9 +72,6 @@ def launch(p, kernel=None, **params):
     """Enqueue 05 on the legacy default stream. `kernel`: CUDA C++ source text to use instead of
     kernels/lane_groups.cu (a learner's version with the same kernel name)."""
     N, S, M, D, Lq, L, P = p.shape
-    if S * M * -(-D // 8) >= 2 ** 31:
-        raise ValueError(f"{NAME}: value holds S * M = {S * M:,} rows of {-(-D // 8)} 16-byte vectors in one image; "
-                         f"the kernel's offsets inside an image are 32-bit, so S * M * ceil(D / 8) must stay below 2**31")
     params = start_launch(p, NAME, PARAMS, params, unavailable())
     if params is None:
         return

@@ -26,13 +26,14 @@ Where ncu is: CUDABOOK_NCU, else `ncu` on PATH, else the usual install places (/
 
 The package, one module a purpose: metrics (what to read), ncu (finding and running Nsight Compute), parsing
 (its CSV), table (derived quantities, the Profile table), records (results/profiles/), measure (profile, record),
-display (show) and cli (python -m cudabook.profile).
+display (show), edits (profiles of kernel edits, kept as readings) and cli (python -m cudabook.profile).
 """
 from __future__ import annotations
 
 from ..results import RecordError, read_record, require_field  # noqa: F401  (as before the split)
 from .cli import main
 from .display import show, variants
+from .edits import profile_edit, show_edits
 from .measure import profile, record
 from .metrics import COLUMN_NOTES, COLUMNS, METRICS, STALL_FAMILIES, STALL_REASONS, STALLS, metric_names
 from .ncu import (OPTIONAL, PERMISSION_HELP, PLACES, ROOT, NcuForbidden, NcuMissing, ProfileUnavailable,

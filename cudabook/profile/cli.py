@@ -10,10 +10,11 @@ from .ncu import ROOT, ProfileUnavailable
 from .records import _stage_name, variant_folder
 
 
-def _drive(track, stage, info_path, size=None, params=None, edit=None) -> int:
+def _drive(track, stage, info_path, size=None, params=None, edit=None, side="edited") -> int:
     """Inside ncu: upload the problem, launch once (compile, warm up), then once between cuProfilerStart and
     cuProfilerStop. Writes what it ran (workload, size, minimum traffic) or why it could not to info_path.
-    `edit`: a kernel edit's path (tools/kernel_edits/): the stage launches the edited copy of its kernel."""
+    `edit`: a kernel edit's path (tools/kernel_edits/): the stage launches the edited copy of its kernel, or with
+    `side` "rung" the kernel the edit applies to (for an edit with a BASE, the one at BASE)."""
     info = {}
     try:
         from .. import SIMULATOR          # (the package, imported first, chose GPU or simulator)
@@ -32,9 +33,12 @@ def _drive(track, stage, info_path, size=None, params=None, edit=None) -> int:
         if edit:
             from .. import edits
             change = edits.load(edit)
-            params["kernel"] = edits.edited_source(change)
-            if hasattr(change, "host"):                  # a host change the edited text needs
-                change.host(module)
+            if side == "edited":
+                params["kernel"] = edits.edited_source(change)
+                if hasattr(change, "host"):              # a host change the edited text needs
+                    change.host(module)
+            elif hasattr(change, "BASE"):
+                params["kernel"] = edits.rung_text(change, module)
         problem.poison()
         module.launch(problem, **params)
         cuda.synchronize()
@@ -44,7 +48,8 @@ def _drive(track, stage, info_path, size=None, params=None, edit=None) -> int:
         cuda.profile_stop()
         params.pop("kernel", None)
         info = {"workload": t.bench.workload_name(**size), "size": size,
-                "min_bytes": getattr(problem, "min_bytes", None), "params": params, "edit": edit}
+                "min_bytes": getattr(problem, "min_bytes", None), "params": params, "edit": edit,
+                "side": side if edit else None}
         code = 0
     except Exception as e:  # reported through the info file, read by the parent
         info = {"error": f"{type(e).__name__}: {e}"}
@@ -60,7 +65,8 @@ def main(argv=None) -> int:
     --params JSON: the stages' launch settings (a variant: recorded in results/profiles/variants/, a folder for
     each stage and settings); --folder DIR: the records' folder instead
     python -m cudabook.profile --edit EDIT TRACK [STAGE]  profile now the edited copy of a rung's kernel (a file
-    of tools/kernel_edits/, or its name), printed beside the rung's own profile
+    of tools/kernel_edits/, or its name) and the kernel it edits (for an adopted edit, the rung at its BASE),
+    and write both to results/readings/<gpu>_<track>_<stage>_profile_edit_<edit>.json (--folder: elsewhere)
     (--run TRACK STAGE --info PATH [--size JSON] [--params JSON] is the driver ncu runs.)"""
     import argparse
     ap = argparse.ArgumentParser(prog="python -m cudabook.profile", description=main.__doc__,
@@ -73,11 +79,12 @@ def main(argv=None) -> int:
     ap.add_argument("--params", type=json.loads, help="the stage's launch parameters as JSON")
     ap.add_argument("--folder", help="the records' folder (default results/profiles/)")
     ap.add_argument("--edit", help="a kernel edit (tools/kernel_edits/): profile its edited copy of the rung")
+    ap.add_argument("--side", choices=("rung", "edited"), default="edited", help=argparse.SUPPRESS)
     ap.add_argument("track")
     ap.add_argument("stages", nargs="*")
     a = ap.parse_args(argv)
     if a.run:
-        return _drive(a.track, a.stages[0], a.info, a.size, a.params, a.edit)
+        return _drive(a.track, a.stages[0], a.info, a.size, a.params, a.edit, a.side)
     if argv is None:                   # from the shell: `timeout` sends SIGTERM; end ncu and its program too
         import signal
 
@@ -97,8 +104,6 @@ def main(argv=None) -> int:
         t = tracks.get(a.track)
         if t.NAME != e.TRACK or any(_stage_name(t, s) != e.STAGE for s in a.stages):
             ap.error(f"the edit {a.edit} edits {e.TRACK} {e.STAGE}, not {a.track} {' '.join(a.stages)}")
-        if getattr(e, "BASE", None):
-            ap.error(f"the edit {a.edit} has been adopted by its rung (at {e.BASE}): profile the rung itself")
         a.params = {**getattr(e, "PARAMS", {}), **(a.params or {})}
         a.stages = [e.STAGE]
     try:
@@ -119,13 +124,12 @@ def main(argv=None) -> int:
             from .display import show
             show(a.track, *a.stages, live=False, folder=a.folder, **(a.params or {}))
         else:
-            for s in a.stages:
-                if a.edit:
-                    print(repr(profile(a.track, s, a.size, **(a.params or {}))), "\n")
-                    print(repr(profile(a.track, s, a.size, edit=str(edits.load(a.edit).__file__),
-                                       **(a.params or {}))), "\n")
-                else:
-                    print(repr(profile(a.track, s, a.size, **(a.params or {}))), "\n")
+            if a.edit:
+                from .edits import profile_edit
+                path = profile_edit(a.track, a.edit, a.size, folder=a.folder, **(a.params or {}))
+                print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+            for s in [] if a.edit else a.stages:
+                print(repr(profile(a.track, s, a.size, **(a.params or {}))), "\n")
     except ProfileUnavailable as e:
         print(e, file=sys.stderr)
         return 2

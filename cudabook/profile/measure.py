@@ -9,11 +9,12 @@ from .records import _gpu_name, _stage_name, new_record, save_record, stage_dige
 from .table import Profile, derive
 
 
-def profile(track, stage, size=None, *, edit=None, **params) -> Profile:
+def profile(track, stage, size=None, *, edit=None, side="edited", **params) -> Profile:
     """Profile one stage now with Nsight Compute: a GPU and ncu are needed (else ProfileUnavailable, saying
     why). `size`: the problem's size as the track's benchmark names it (dict(B=..., S=..., T=..., D=...) for
     resampling); by default the track's first benchmark workload. `params`: the stage's launch parameters.
-    `edit`: the path of a kernel edit (tools/kernel_edits/) of this stage: its edited copy is profiled."""
+    `edit`: the path of a kernel edit (tools/kernel_edits/) of this stage: its edited copy is profiled (`side`
+    "edited"), or the kernel the edit applies to ("rung": today's, or for an edit with a BASE the one there)."""
     from .. import SIMULATOR
     from .. import track as tracks
     t = tracks.get(track)
@@ -25,14 +26,15 @@ def profile(track, stage, size=None, *, edit=None, **params) -> Profile:
     if why:
         raise ProfileUnavailable(why)
     ncu = require_ncu()
-    got = collect(ncu, t.NAME, name, size=size, params=params, edit=edit)
+    got = collect(ncu, t.NAME, name, size=size, params=params, edit=edit, side=side)
     version = ncu_version(ncu)
     rows = [derive(k, name) for k in got["kernels"]]
     info = got["info"]
     stages = {name: {"workload": info.get("workload"), "size": info.get("size"), "min_bytes": info.get("min_bytes"),
                      "params": params}}
     gpu = _gpu_name()
-    edited = f", edited by {pathlib.Path(edit).stem}" if edit else ""
+    edited = (f", edited by {pathlib.Path(edit).stem}" if side == "edited" else
+              f", the kernel {pathlib.Path(edit).stem} edits") if edit else ""
     p = Profile(rows, track=t.NAME, gpu=gpu, ncu=version, stages=stages,
                 label=f"measured now on {gpu} with ncu {version or '?'}{edited}",
                 date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))

@@ -124,7 +124,8 @@ def available_metrics(ncu: str) -> set | None:
 OPTIONAL = {"--print-units": "base", "--clock-control": "none"}
 
 
-def _command(ncu, metrics, track, stage, info, size=None, params=None, options=None, edit=None) -> list[str]:
+def _command(ncu, metrics, track, stage, info, size=None, params=None, options=None, edit=None,
+             side="edited") -> list[str]:
     options = OPTIONAL if options is None else options
     cmd = [ncu, "--csv", "--profile-from-start", "off", *[x for kv in options.items() for x in kv],
            "--metrics", ",".join(metrics), *shlex.split(os.environ.get("CUDABOOK_NCU_ARGS", "")),
@@ -134,7 +135,7 @@ def _command(ncu, metrics, track, stage, info, size=None, params=None, options=N
     if params:
         cmd += ["--params", json.dumps(params)]
     if edit:
-        cmd += ["--edit", str(edit)]
+        cmd += ["--edit", str(edit), "--side", side]
     return cmd
 
 
@@ -170,7 +171,7 @@ def _run(cmd, timeout, what) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
-def collect(ncu, track, stage, *, size=None, params=None, edit=None, timeout=600) -> dict:
+def collect(ncu, track, stage, *, size=None, params=None, edit=None, side="edited", timeout=600) -> dict:
     """Run ncu on the driver for one stage. Returns {"kernels": [...], "info": {...}, "metrics": [...asked],
     "missing": [...names this ncu does not know], "ncu_args": [...]}; raises ProfileUnavailable saying why."""
     metrics = metric_names(available_metrics(ncu))
@@ -179,7 +180,7 @@ def collect(ncu, track, stage, *, size=None, params=None, edit=None, timeout=600
         info_path = pathlib.Path(tmp) / "info.json"
         for _ in range(8):           # a metric or an option this ncu does not know: drop it and try again
             info_path.unlink(missing_ok=True)
-            cmd = _command(ncu, metrics, track, stage, info_path, size, params, options, edit)
+            cmd = _command(ncu, metrics, track, stage, info_path, size, params, options, edit, side)
             done = _run(cmd, timeout, f"{track} {stage}")
             output = done.stdout + "\n" + done.stderr
             _diagnose(output, done.returncode)

@@ -585,8 +585,9 @@ def test_cxx_code_drops_comments_but_not_what_looks_like_them_in_literals():
 
 
 def test_an_edit_is_profiled_beside_its_rung(no_ncu_anywhere, monkeypatch, tmp_path, capsys):
-    """--edit: the rung's profile, then its edited copy's (the driver is told the edit's file, and launches the
-    edited text); the edit must be of the stage asked for, not one the rung has adopted, and is never recorded."""
+    """--edit: the kernel the edit applies to, then its edited copy (the driver is told the edit's file and which
+    side to launch), both kept as a reading that show_edits prints; an adopted edit's "rung" is the kernel at its
+    BASE. The edit must be of the stage asked for, and is never a record."""
     from cudabook.profile import cli
     calls = tmp_path / "calls.txt"
     log = f"open({str(calls)!r}, 'a').write(' '.join(args) + '\\n')\ninfo = args"
@@ -594,16 +595,27 @@ def test_an_edit_is_profiled_beside_its_rung(no_ncu_anywhere, monkeypatch, tmp_p
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     monkeypatch.setattr("cudabook.SIMULATOR", False)
     monkeypatch.setattr("cudabook.profile.measure._gpu_name", lambda: "NVIDIA H200")
+    monkeypatch.setattr("cudabook.profile.edits._gpu_name", lambda: "NVIDIA H200")
+    from cudabook import results
     from cudabook import track as tracks
     monkeypatch.setattr(tracks.get("msda"), "unavailable", lambda stage: None)     # (as on a GPU)
-    assert cli.main(["--edit", "msda05_heads_outer", "msda", "05"]) == 0
+    readings = tmp_path / "results" / "readings"
+    assert cli.main(["--edit", "msda05_heads_outer_wide", "--folder", str(readings), "msda", "05"]) == 0
     out = capsys.readouterr().out
-    assert out.count("measured now on NVIDIA H200") == 2 and "edited by msda05_heads_outer" in out
+    assert out.count("measured now on NVIDIA H200") == 2 and "edited by msda05_heads_outer_wide" in out
     runs = [line for line in calls.read_text().splitlines() if "--run" in line]
-    assert len(runs) == 2 and "--edit" not in runs[0] and runs[1].endswith("msda05_heads_outer.py")
+    assert len(runs) == 2 and runs[0].endswith("msda05_heads_outer_wide.py --side rung")
+    assert runs[1].endswith("msda05_heads_outer_wide.py --side edited")
+    path = readings / "H200_msda_05_lane_groups_profile_edit_msda05_heads_outer_wide.json"
+    reading = json.loads(path.read_text())
+    assert reading["rung_at"] == "072c6ff" and len(reading["cases"]) == 1
+    assert reading["cases"][0]["rung"][0]["kernel"] == "resample_naive"       # (the fake ncu's fixture)
+    monkeypatch.setattr(results, "RESULTS", tmp_path / "results")
+    shown = []
+    assert profile.show_edits("msda", "05", out=shown.append) == 1
+    assert "the rung at 072c6ff, before it adopted the edit" in "\n".join(shown)
     for argv, says in ((["--edit", "msda05_heads_outer", "msda", "04"], "edits msda 05_lane_groups"),
-                       (["--edit", "msda05_heads_outer", "--record", "msda"], "a record describes"),
-                       (["--edit", "msda05_vector_locations", "msda"], "adopted")):
+                       (["--edit", "msda05_heads_outer", "--record", "msda"], "a record describes")):
         with pytest.raises(SystemExit):
             cli.main(argv)
         assert says in capsys.readouterr().err

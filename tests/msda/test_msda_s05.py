@@ -60,10 +60,3 @@ def test_bad_sizes_are_refused_with_the_rule():
     with pytest.raises(ValueError, match="vectors .16-byte vectors a lane. must be 1, 2 or 4, got 3"):
         s05.config(32, 4, 4, vectors=3)
     assert s05.group_lanes(32, 2) == 2 and s05.group_lanes(40, 2) == 4 and s05.group_lanes(128, 4) == 4
-
-
-def test_an_image_too_large_for_32_bit_offsets_is_refused():
-    class Huge:                     # only the shape is read before the refusal
-        shape = (1, 2 ** 26, 8, 32, 1, 1, 1)
-    with pytest.raises(ValueError, match=r"value holds S \* M = 536,870,912 rows.*below 2\*\*31"):
-        s05.launch(Huge())

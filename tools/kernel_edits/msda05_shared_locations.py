@@ -12,8 +12,12 @@ G items x LV * PV samples x 12 bytes (48 KiB at 512 threads, D = 32, L = 4, P = 
 Measured (results/readings/H200_msda_05_lane_groups_edit_msda05_shared_locations.json, H200, interleaved rounds): right on both
 workloads; 0.961x the speed of the rung before load_floats on `local`, 1.028x on `uniform`. Not adopted. (On
 today's rung the edit still fits: the rung's own lxy, law loads go unused and the compiler drops them.)
+
+Not adopted; written for rung 05 as it was at BASE (before the rung took its items head by head, with one
+multiply-add an address), and probed against that kernel.
 """
 TRACK, STAGE = "msda", "05_lane_groups"       # the rung whose kernel this edits
+BASE = "072c6ff"                              # the kernel it fits: the rung before its items went head by head
 
 
 from cudabook.edits import swap as _swap  # noqa: E402  (one match, or the edit no longer fits)

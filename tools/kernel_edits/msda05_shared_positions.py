@@ -12,8 +12,12 @@ loads and blends as the rung does. Shared memory: NT / G items x (PV + 1) x 32 b
 D = 32, P = 8). No lane returns early (a __syncwarp needs the whole warp): lanes past the items or past the row
 still work out their share of samples, and only skip the loads (load_corner) and the store. Only the
 branch-free path (the default) is edited.
+
+Not adopted; written for rung 05 as it was at BASE (before the rung took its items head by head, with one
+multiply-add an address), and probed against that kernel.
 """
 TRACK, STAGE = "msda", "05_lane_groups"       # the rung whose kernel this edits
+BASE = "072c6ff"                              # the kernel it fits: the rung before its items went head by head
 BLOCK = """
     constexpr int BI = NT / G;                         // items a block
     __shared__ int4 srow[BI][PV + 1];                  // a sample's four corner rows (+1: a warp's items' banks)

@@ -7,11 +7,18 @@
 // no shuffles, no waiting on another lane, and the locations and weights are one load instruction a warp (a
 // group's lanes read the same address, each of the warp's items its own line), each level's in as few loads as
 // their count allows (load_floats): the locations 16 bytes at a time when P is even, the weights when P is a
-// multiple of 4. The sizes are compile-time
-// constants (D, L, P), so the loop over a level's P points is unrolled: the compiler may start later samples'
-// loads before the first ones are used, as far as registers allow (bytes in flight are what a gather needs;
-// lesson 05 counts in the SASS how many loads it keeps in flight), and the blend is 8 FMAs per corner on values
-// widened from bf16 with one shift or mask each.
+// multiple of 4. The sizes are compile-time constants (D, L, P), so the loop over a level's P points is
+// unrolled: the compiler may start later samples' loads before the first ones are used, as far as registers
+// allow (bytes in flight are what a gather needs; lesson 05 counts in the SASS how many loads it keeps in
+// flight), and the blend is 8 FMAs per corner on values widened from bf16 with one shift or mask each.
+//
+// The items are taken head by head: numbered (n, m, q), queries fastest, so a warp serves 8 neighbouring
+// queries of one head and the blocks an SM holds read one or two heads' maps at a time (987 KB a head at the
+// benchmark's size, against 7.9 MB for all eight): on `uniform` locations L1 then holds about half the corner
+// sectors a warp asks for, not a quarter (lesson 05's profiles). Each item still reads and writes its own
+// (n, q, m) row. A corner's address is base + row * pitch in bytes, with a 64-bit pitch: one multiply-add
+// (IMAD.WIDE) a corner. __launch_bounds__(NT, 1024 / NT) holds the registers to 64 a thread, so that an SM
+// still holds two blocks of 512 threads.
 //
 // By default (BRANCHLESS=1) every corner is loaded: a corner off the map from the level's first pixel, with
 // weight 0, so no branch separates one sample's loads from the next. With BRANCHLESS=0 corners off the map are
@@ -71,7 +78,8 @@ __device__ __forceinline__ void add_vec(float* acc, const Vec& v, float w) {
 // A corner: the lane's VPL vectors of one pixel (those past the row's end, when G * VPL > VECS, are left out).
 struct Corner { Vec v[VPL]; };
 
-__device__ __forceinline__ Corner load_corner(const Vec* at, int g) {
+__device__ __forceinline__ Corner load_corner(const char* bytes, int g) {   // `bytes`: the lane's first vector
+    const Vec* at = (const Vec*)bytes;
     Corner c;
 #pragma unroll
     for (int i = 0; i < VPL; ++i) c.v[i] = g + i * G < VECS ? __ldg(at + i * G) : make_uint4(0u, 0u, 0u, 0u);
@@ -104,20 +112,24 @@ __device__ __forceinline__ void load_floats(float (&dst)[N], const float* src) {
     }
 }
 
-extern "C" __global__ void __launch_bounds__(NT)
+// (NT, 1024 / NT): registers held to 64 a thread, so an SM holds at least 1024 threads (two blocks of 512)
+extern "C" __global__ void __launch_bounds__(NT, 1024 / NT)
 msda_lane_groups(const Vec* __restrict__ value, const int* __restrict__ shapes, const int* __restrict__ starts,
                  const float2* __restrict__ loc, const float* __restrict__ attn, Vec* __restrict__ out, int N, int S,
                  int Lq, int M) {
     const long long t = (long long)blockIdx.x * NT + threadIdx.x;
-    const long long item = t / G;                      // (n, q, m) flattened, heads fastest
+    const long long order = t / G;                     // (n, m, q) flattened, queries fastest: head by head
     const int g = (int)(t % G);
-    if (item >= (long long)N * Lq * M || g >= VECS) return;    // (lanes past the row: when G > VECS)
-    const int m = (int)(item % M);
-    const long long nq = item / M;
-    const int n = (int)(nq / Lq);
-    const Vec* base = value + ((long long)n * S * M + m) * VECS + g;   // value[n, row, m, 8g ..] = base[row * M * VECS]
-    const int pitch = M * VECS;     // vectors from one pixel to the next. Offsets inside an image are 32-bit
-                                    // (the host checks S * M * VECS < 2**31): fewer instructions than 64-bit
+    if (order >= (long long)N * Lq * M || g >= VECS) return;   // (lanes past the row: when G > VECS)
+    const int q = (int)(order % Lq);
+    const long long nm = order / Lq;
+    const int m = (int)(nm % M);
+    const int n = (int)(nm / M);
+    const long long item = ((long long)n * Lq + q) * M + m;   // the (n, q, m) row it reads and writes
+    // value[n, row, m, 8g ..] is at base + row * pitch, in bytes: with a 64-bit pitch the compiler makes each
+    // corner's address one 32 x 32 -> 64-bit multiply-add (IMAD.WIDE) of its row
+    const char* base = (const char*)(value + ((long long)n * S * M + m) * VECS + g);
+    const long long pitch = (long long)M * VECS * sizeof(Vec);
     const float2* xy = loc + item * (LV * PV);
     const float* aw = attn + item * (LV * PV);
     float acc[8 * VPL];
