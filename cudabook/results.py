@@ -95,6 +95,10 @@ def show_edits(track: str, stage: str, out=print) -> int:
             wrong = [k for k, ok in case["correct"].items() if not ok]
             out(f"   {case['workload']}: rung {med['rung']:,.1f} µs, edited {med['edited']:,.1f} µs, "
                 f"rung / edited {case['rung / edited']:.3f}x" + (f"  WRONG: {', '.join(wrong)}" if wrong else ""))
+            if "sustained" in case:
+                long = {k: statistics.mean(v) for k, v in case["sustained"]["us"].items()}
+                out(f"      back to back, {case['sustained']['seconds']:g} s each: rung {long['rung']:,.1f} µs, "
+                    f"edited {long['edited']:,.1f} µs, rung / edited {case['sustained']['rung / edited']:.3f}x")
     if not found:
         out(f"no probes of an edited {track} {stage} kernel in results/readings/")
     return len(found)

@@ -44,6 +44,9 @@ def main(argv=None) -> int:
     ap.add_argument("--params", default="{}", help="the rung's parameters for both (JSON; added to the edit's PARAMS)")
     ap.add_argument("--workloads", choices=("first", "all"), default="first")
     ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--sustained", type=float, default=0.0, metavar="SECONDS",
+                    help="also run each back to back for SECONDS, in the order rung, edited, edited, rung "
+                         "(bench.sustained: what a long job sees, once the card's power cap holds its clock)")
     ap.add_argument("--out", help="the folder to write to (default results/readings/)")
     a = ap.parse_args(argv)
     edit = load_edit(a.edit)
@@ -82,10 +85,22 @@ def main(argv=None) -> int:
                                  rounds=a.rounds)
         ratio = statistics.median(r / e for r, e in zip(got["rung"], got["edited"]))
         us = {k: [round(ms * 1e3, 2) for ms in v] for k, v in got.items()}
-        record["cases"].append({"workload": name, "correct": correct, "us": us, "rung / edited": round(ratio, 4)})
+        case = {"workload": name, "correct": correct, "us": us, "rung / edited": round(ratio, 4)}
         print(f"{name}: rung / edited = {ratio:.3f}x (median of {a.rounds} rounds; rung "
               f"{statistics.median(us['rung']):,.1f} µs, edited {statistics.median(us['edited']):,.1f} µs), "
               f"correct: {correct}", flush=True)
+        if a.sustained > 0:
+            long = bench.sustained({"rung": lambda: module.launch(problem, kernel=rung, **params),
+                                    "edited": lambda: module.launch(problem, kernel=edited, **params)},
+                                   seconds=a.sustained)
+            case["sustained"] = {"seconds": a.sustained, "us": {k: [round(ms * 1e3, 2) for ms in v]
+                                                                for k, v in long.items()}}
+            mean = {k: statistics.mean(v) for k, v in long.items()}
+            case["sustained"]["rung / edited"] = round(mean["rung"] / mean["edited"], 4)
+            print(f"   back to back, {a.sustained:g} s each (rung, edited, edited, rung): rung / edited = "
+                  f"{mean['rung'] / mean['edited']:.3f}x (rung {mean['rung'] * 1e3:,.1f} µs, edited "
+                  f"{mean['edited'] * 1e3:,.1f} µs)", flush=True)
+        record["cases"].append(case)
         del problem
     print(f"wrote {results.write_reading(record, f'edit_{pathlib.Path(a.edit).stem}', a.out)}")
     return 0

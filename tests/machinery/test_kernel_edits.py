@@ -58,10 +58,13 @@ def test_every_probe_of_an_edit_names_an_edit_of_that_rung():
     for path in readings:
         record = json.loads(path.read_text())
         name = path.stem.split("_edit_", 1)[1]
-        assert record["edit"] == f"{name}.py", path.name
+        profiled = "_profile_edit_" in path.name           # (cudabook.profile.profile_edit's readings)
+        assert record["edit"] == (name if profiled else f"{name}.py"), path.name
+        if profiled:
+            record["edit"] += ".py"
         edit = _load(ROOT / "tools" / "kernel_edits" / record["edit"])
         assert (edit.TRACK, edit.STAGE) == (record["track"], record["stage"]), path.name
-        assert path.name.endswith(f"_{edit.TRACK}_{edit.STAGE}_edit_{name}.json")
+        assert path.name.endswith(f"_{edit.TRACK}_{edit.STAGE}_{'profile_' if profiled else ''}edit_{name}.json")
 
 
 def test_show_edits_prints_each_probe_and_says_when_there_is_none():
@@ -73,6 +76,24 @@ def test_show_edits_prints_each_probe_and_says_when_there_is_none():
     lines.clear()
     assert results.show_edits("gemm", "01_naive", out=lines.append) == 0
     assert lines == ["no probes of an edited gemm 01_naive kernel in results/readings/"]
+
+
+def test_show_edits_prints_the_back_to_back_runs_where_a_probe_has_them(monkeypatch, tmp_path):
+    """probe_kernel_edit.py --sustained adds each kernel run back to back for some seconds (what a long job sees):
+    show_edits prints it under the rounds."""
+    import json
+    from cudabook import results
+    (tmp_path / "readings").mkdir()
+    case = {"workload": "w", "correct": {"rung": True, "edited": True}, "us": {"rung": [10.0], "edited": [8.0]},
+            "rung / edited": 1.25, "sustained": {"seconds": 2.0, "us": {"rung": [11.0, 11.0], "edited": [10.0, 10.0]},
+                                                  "rung / edited": 1.1}}
+    (tmp_path / "readings" / "H200_msda_05_lane_groups_edit_x.json").write_text(json.dumps(
+        {"track": "msda", "stage": "05_lane_groups", "edit": "x.py", "gpu": "NVIDIA H200", "commit": "c",
+         "what": "x", "cases": [case]}))
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    lines = []
+    assert results.show_edits("msda", "05_lane_groups", out=lines.append) == 1
+    assert lines[-1].strip() == ("back to back, 2 s each: rung 11.0 µs, edited 10.0 µs, rung / edited 1.100x")
 
 
 def test_an_unknown_edit_is_refused_with_the_edits_there_are():
