@@ -72,6 +72,9 @@ def launch(p, kernel=None, **params):
     """Enqueue 05 on the legacy default stream. `kernel`: CUDA C++ source text to use instead of
     kernels/lane_groups.cu (a learner's version with the same kernel name)."""
     N, S, M, D, Lq, L, P = p.shape
+    if M * -(-D // 8) * 16 >= 2 ** 31:
+        raise ValueError(f"{NAME}: value's pixel rows are M * D = {M} x {D} bf16 ({M * -(-D // 8) * 16:,} bytes in "
+                         f"16-byte vectors); the kernel keeps a row's byte pitch in 32 bits, so it must stay below 2**31")
     params = start_launch(p, NAME, PARAMS, params, unavailable())
     if params is None:
         return

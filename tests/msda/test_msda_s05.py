@@ -60,3 +60,27 @@ def test_bad_sizes_are_refused_with_the_rule():
     with pytest.raises(ValueError, match="vectors .16-byte vectors a lane. must be 1, 2 or 4, got 3"):
         s05.config(32, 4, 4, vectors=3)
     assert s05.group_lanes(32, 2) == 2 and s05.group_lanes(40, 2) == 4 and s05.group_lanes(128, 4) == 4
+
+
+def test_a_pixel_row_too_wide_for_a_32_bit_pitch_is_refused():
+    class Huge:                     # only the shape is read before the refusal
+        shape = (1, 4, 2 ** 24, 128, 1, 1, 1)
+    with pytest.raises(ValueError, match=r"M \* D = 16777216 x 128 bf16 \(4,294,967,296 bytes.*below 2\*\*31"):
+        s05.launch(Huge())
+
+
+def test_the_rung_is_the_edit_it_adopted():
+    """Rung 05 took heads_outer_wide's three edits by hand (items head by head, one multiply-add an address,
+    registers held to 64): its SASS is the edit's, applied to the kernel at the edit's BASE, opcode for
+    opcode. (A 64-bit pitch product once slipped in: 528 more instructions a lane, timed and recorded
+    before it was seen.)"""
+    from cudabook import edits
+    edit = edits.load("msda05_heads_outer_wide")
+    try:
+        edited = edits.edited_source(edit)
+    except RuntimeError as e:                   # a copy without the project's history
+        pytest.skip(str(e))
+    def strip(cubin):                           # the opcodes (a multiply's operands may come in either order)
+        return [i.split()[0] for i in nvrtc.sass_lines(cubin, ".", kernel=s05.KERNEL) if not i.startswith("NOP")]
+    assert strip(s05.compile_cubin(threads=512, source_text=edited)) == strip(s05.compile_cubin(threads=512))
+

@@ -126,10 +126,11 @@ msda_lane_groups(const Vec* __restrict__ value, const int* __restrict__ shapes, 
     const int m = (int)(nm % M);
     const int n = (int)(nm / M);
     const long long item = ((long long)n * Lq + q) * M + m;   // the (n, q, m) row it reads and writes
-    // value[n, row, m, 8g ..] is at base + row * pitch, in bytes: with a 64-bit pitch the compiler makes each
-    // corner's address one 32 x 32 -> 64-bit multiply-add (IMAD.WIDE) of its row
+    // value[n, row, m, 8g ..] is at base + row * pitch, in bytes. The pitch is a 64-bit variable holding a 32-bit
+    // product (the host checks M * VECS * 16 < 2**31), so each corner's address is one 32 x 32 -> 64-bit
+    // multiply-add (IMAD.WIDE) of its row; a 64-bit product there would cost a wider multiply and more adds
     const char* base = (const char*)(value + ((long long)n * S * M + m) * VECS + g);
-    const long long pitch = (long long)M * VECS * sizeof(Vec);
+    const long long pitch = M * VECS * (int)sizeof(Vec);
     const float2* xy = loc + item * (LV * PV);
     const float* aw = attn + item * (LV * PV);
     float acc[8 * VPL];
