@@ -17,8 +17,8 @@
 // benchmark's size, against 7.9 MB for all eight): on `uniform` locations L1 then holds about half the corner
 // sectors a warp asks for, not a quarter (lesson 05's profiles). Each item still reads and writes its own
 // (n, q, m) row. A corner's address is base + row * pitch in bytes, with a 64-bit pitch: one multiply-add
-// (IMAD.WIDE) a corner. __launch_bounds__(NT, 1024 / NT) holds the registers to 64 a thread, so that an SM
-// still holds two blocks of 512 threads.
+// (IMAD.WIDE) a corner. At one vector a lane, __launch_bounds__(NT, 1024 / NT) holds the registers to 64 a
+// thread, so that an SM still holds two blocks of 512 threads.
 //
 // By default (BRANCHLESS=1) every corner is loaded: a corner off the map from the level's first pixel, with
 // weight 0, so no branch separates one sample's loads from the next. With BRANCHLESS=0 corners off the map are
@@ -112,8 +112,10 @@ __device__ __forceinline__ void load_floats(float (&dst)[N], const float* src) {
     }
 }
 
-// (NT, 1024 / NT): registers held to 64 a thread, so an SM holds at least 1024 threads (two blocks of 512)
-extern "C" __global__ void __launch_bounds__(NT, 1024 / NT)
+// (NT, 1024 / NT) at one vector a lane: registers held to 64 a thread, so an SM holds at least 1024 threads (two
+// blocks of 512). More vectors a lane need more registers than that: held to 64 they would spill
+#define MIN_BLOCKS (VPL == 1 ? 1024 / NT : 1)
+extern "C" __global__ void __launch_bounds__(NT, MIN_BLOCKS)
 msda_lane_groups(const Vec* __restrict__ value, const int* __restrict__ shapes, const int* __restrict__ starts,
                  const float2* __restrict__ loc, const float* __restrict__ attn, Vec* __restrict__ out, int N, int S,
                  int Lq, int M) {
