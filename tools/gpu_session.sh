@@ -2,7 +2,7 @@
 # What a session's GPU time does on a card, in phases that each fit one device call (600 s, the machine's start
 # included). Run from the repository root on the GPU machine (device tool), with the clean tree made here and
 # carried (see tools/gpu_env.sh):
-#     rm -rf .clean && mkdir .clean && git archive HEAD | tar -x -C .clean       # here, then carry [".whl", ".clean"]
+#     rm -rf .clean && git clone -q . .clean                  # here (history included), then carry [".whl", ".clean"]
 #     source tools/gpu_env.sh; cd .clean && export PYTHONPATH=$PWD/../.site:$PWD CUDABOOK_COMMIT=<hash>
 #     bash tools/gpu_session.sh PHASE
 # First, here (no GPU): `python tools/stale_records.py --gpu <card>` lists the profiles and lesson sweeps of that
@@ -18,9 +18,11 @@
 #               then the occupancy test of the odd-warp blocks
 #   readings    the clocks under cuBLAS, the resampling timelines, the TMA unit's box rate, the attention grid
 #               probe
-#   msda        the deformable-attention readings lesson 05 reads, in about 4 minutes: every msda stage's profile
-#               (with its issue slots and pipes), rung 04's strided variant, and the L1 gather probe (from the
-#               L1, the L2 and shared memory)
+#   msda        the deformable-attention readings lesson 05 reads, in about 5 minutes: every msda stage's profile
+#               (with its issue slots, pipes and L1 hit rate), rung 04's strided variant, rung 05's lesson sweeps,
+#               and the L1 gather probe (from the L1, the L2 and shared memory). Its kernel edits' profiles
+#               (python -m cudabook.profile --edit EDIT msda [--size ...]) need a copy with git history when the
+#               edit names a BASE: carry a clone (git clone -q . .clean), not a git archive
 #   timings     the lab solutions and the lessons the guide's table needs, timed (tools/time_lessons.py)
 #   timings-1, timings-2, timings-3
 #               every notebook timed, in three calls of at most 9 minutes each (the whole guide's table on a
@@ -71,6 +73,7 @@ case "$phase" in
   msda)
     step 200 profile_msda python3 -m cudabook.profile --record msda
     step 90 variant_msda04_strided python3 -m cudabook.profile --record msda 04 --params '{"strided": true}'
+    step 120 sweeps_msda05 python3 tools/record_sweeps.py --track msda --only 05
     step 200 l1_gather python3 tools/probe_l1_gather.py ;;
   timings)
     step 540 timings python3 tools/time_lessons.py --runner exec --out "$OUT/timings" solutions \

@@ -3,7 +3,7 @@
 #
 # Rung 02's layout was right: a group of G lanes per `(image, query, head)`, each lane one 16-byte vector of the
 # head's channels, every corner one 16-byte load a lane. What held it back is **when** the loads can start.
-# This rung keeps the layout and changes three things:
+# This rung keeps the layout and changes four things:
 #
 # - **No shuffles.** Every lane of a group computes every sample's position and weights itself. That is G
 #   times the arithmetic of the positions, but a lane's loads now depend only on its own arithmetic: no lane
@@ -13,6 +13,9 @@
 #   and the compiler can issue loads of later samples before the first ones are used.
 # - **Branch-free corners.** Every corner is loaded; a corner off the map is loaded from a pixel on the map
 #   (the level's first) and gets weight 0. No branch separates one sample's loads from the next sample's.
+# - **Head by head.** Rung 02 took its items heads fastest: a warp served the 8 heads of one query. Here a warp
+#   serves 8 neighbouring queries of one head, and the blocks an SM holds read one or two heads' maps, not all
+#   eight, so the L1 already holds more of the corners they ask for (measured below).
 #
 # PTX ISA: [ld.global.nc](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-ld-global-nc)
 # (`__ldg`), [cvt (bf16x2 packing)](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-cvt);
@@ -37,10 +40,14 @@ L = len(levels)
 # %% [markdown]
 # ## The kernel
 #
-# One thread per `(item, lane g)`, items `(n, q, m)` flattened with heads fastest. `base` points at channels
-# `8g .. 8g+7` of head m of pixel row 0 of image n, as 16-byte vectors (`uint4`); pixel row `r` of `value` is
-# `base[r * pitch]`. The item's L·P locations and weights are contiguous, and the G lanes of a group load the
-# same addresses (one request serves them all). Each level's P locations and P weights arrive before its samples,
+# One thread per `(item, lane g)`. The items are numbered `(n, m, q)`, queries fastest: head by head. Each
+# still reads its own locations and weights and writes its own row of `out`, both laid out `(n, q, m)`. `base`
+# is the byte address of channels `8g .. 8g+7` (one 16-byte `uint4`) of head m of pixel row 0 of image n, and
+# pixel row `r` is at `base + r * pitch`, `pitch` being the bytes from one pixel to the next. `pitch` is a 64-bit
+# variable that holds a 32-bit product, so the compiler makes each corner's address one 32 x 32 → 64-bit
+# multiply-add (`IMAD.WIDE`); computed as a 64-bit product it cost this kernel 528 more instructions a lane (one
+# H200 record timed that build, and it was slower than the rung before). The item's L·P locations and weights
+# are contiguous, and the G lanes of a group load the same addresses (one request serves them all). Each level's P locations and P weights arrive before its samples,
 # in as few loads as P allows (`load_floats`): at the benchmark's P = 8, four 16-byte loads of locations and two
 # of weights, where one load a value would take sixteen.
 
@@ -194,10 +201,13 @@ print("e.g.", nvrtc.sass_lines(cubins[True], r"LDG.*\.128", kernel=s05.KERNEL)[0
 # %% [markdown]
 # With branches each sample is a branch (`@P0 BRA` jumps over it when it is off the map) and its four loads are
 # predicated: the compiler keeps at most one sample's loads in flight. Branch-free, the loads of neighbouring
-# samples can overlap, and at times do (more at once than one sample's four), but on average a lane keeps no more
-# loads in flight than with branches (the counts above: a few, either way), far from a level's 4 P. Unrolled does
-# not mean all 4 P loads at once: the compiler weighs loads in flight against registers (each 16-byte load needs
-# four), and more registers a thread means fewer threads an SM.
+# samples overlap: about twice as many in flight on average (the counts above), though far from a level's 4 P.
+# Unrolled does not mean all 4 P loads at once: the compiler weighs loads in flight against registers (each
+# 16-byte load needs four), and more registers a thread means fewer threads an SM. Here it is told how many:
+# `__launch_bounds__(NT, 1024 / NT)` asks for 1,024 threads an SM, so at most 64 registers a thread. Without
+# that bound NVRTC 13.0 gave the one-multiply-add addresses 72 registers (the kernel edit `msda05_wide_addresses`,
+# profiled on the H200), so an SM held one block of 512 threads, not two, and the edit was slower than the rung
+# it edited on `local` (its reading is printed further down).
 #
 # ## Is it right?
 #
@@ -301,12 +311,19 @@ for rec in results.load_all():
 # that much: each lane has one load out at a time (each corner's load sits in its own branch, skipped for a
 # zero weight, and is used by the next instruction: one in flight, counted in its SASS as above, compiled with
 # CUDA 13.5 without a GPU), and before each sample it waits for shuffles that wait for another lane's
-# arithmetic. On the `uniform` workload the reference gather slows down, and so do rungs 04 and 05; rungs 02 and
-# 03 hardly move (the records above, card by card). Had rung 02 been held by its bytes in flight over the same
-# T, it would have slowed as much as rung 05. Something else sets its pace, which fits its dependency chain
-# (location load, arithmetic, shuffles, corner load) better than its bytes in flight. Why the gather slows on
-# `uniform` (fewer L1 hits, most likely: one image's values fit in L2 many times over) is a hypothesis: no
-# `uniform` hit rate is recorded (the Nsight Compute reading below shows only that its L2 is far busier there).
+# arithmetic. On the `uniform` workload the reference gather slows down, and so does rung 04; rungs 02 and 03
+# hardly move (the records above, card by card). Had rung 02 been held by its bytes in flight over the same T,
+# it would have slowed as much as the gather. Something else sets its pace, which fits its dependency chain
+# (location load, arithmetic, shuffles, corner load) better than its bytes in flight.
+#
+# Why does the gather slow on `uniform`? Fewer of its corners are found in L1, and those that are not come from
+# the L2, which hands an SM far fewer lines a cycle (the probe under "A bound from the L1"). Nsight Compute
+# measured it on rung 05 while its items were still taken heads fastest, as the reference gather takes them:
+# L1 held 69 % of the sectors its corner loads asked for on `local` and 22 % on `uniform`. The blocks an SM
+# holds then read all 8 heads' maps of an image (7.9 MB at this size, against an L1 of at most 256 KB). Head
+# by head, they read one or two (987 KB a head, of which levels 1 to 3 are 244 KB): 78 % and 49 %, and on the
+# H200 rung 05 now slows only a little on `uniform` (the edit's profiles and timings, printed further down;
+# the H100's record is of the rung before, which slowed with the gather).
 #
 # ## An older sweep, and what it still shows
 #
@@ -407,19 +424,23 @@ for rec in results.load_all():
 # ## A bound from the L1
 #
 # The copy ceiling ("% of copy") is a bound (approximately: a copy's rate is not quite the memory's peak), and a
-# loose one: it counts each byte once, and the corners cross L2 and L1 many times. A tighter one comes from the unit
-# every corner passes. A load from global memory goes through the L1's data pipe. A corner here is one head's 64
-# bytes of one pixel, and two pixels are a whole row of heads apart (M x D bf16, 512 bytes), so every corner sits in
-# a 128-byte line of its own (heads 2k and 2k + 1 of a pixel share one), and the 8 items of a warp's corner load
-# (the 8 heads of one query) touch 8 lines: head m's 64 bytes start at byte 64 (m mod 2) of theirs, so half the
-# pieces are first halves of their lines and half are second halves. How many lines can the L1 hand out a cycle, and
-# does it matter how much of each line a load reads, and where in it? `tools/probe_l1_gather.py` measures it: lanes
-# load 16 bytes each, a group of lanes reads one piece of a line (16 to 128 bytes), every piece at a random line of
-# a region that sits in the L1 (each block its own, read once first) or of one only the L2 holds. By default every
-# piece starts at its line's first byte; `16s`, `32s` and `64s` put each group's piece at another place of its line
-# (`64s` is rung 05's layout: first and second halves of different lines), and `64p` has two groups read the two
-# halves of one line. One block of 1024 threads an SM, timed by its own clock and by the wall clock, each thread's
-# loads checked first against a replay on the host. Its reading on each card, and what it implies for these corners:
+# loose one: it counts each byte once, and the corners cross L2 and L1 many times. A tighter one comes from the
+# unit every corner passes. A load from global memory goes through the L1's data pipe. A corner here is one head's
+# 64 bytes of one pixel, and two pixels are a whole row of heads apart (M x D bf16, 512 bytes), so every corner
+# sits in a 128-byte line of its own (heads 2k and 2k + 1 of a pixel share one), and head m's 64 bytes start at
+# byte 64 (m mod 2) of theirs. The 8 items of a warp's corner load are 8 neighbouring queries of one head: up to 8
+# lines (fewer where two of them sample the same pixel), every piece at the same place of its line. (While the
+# items were taken heads fastest, a warp's 8 items were the 8 heads of one query, half their pieces first halves of
+# their lines and half second halves.) How many lines can the L1 hand out a cycle, and does it matter how much of
+# each line a load reads, and where in it? `tools/probe_l1_gather.py` measures it: lanes load 16 bytes each, a
+# group of lanes reads one piece of a line (16 to 128 bytes), every piece at a random line of a region that sits in
+# the L1 (each block its own, read once first) or of one only the L2 holds, and the same from shared memory
+# (`LDS.128`, for comparison). By default every piece starts at its line's first byte: the same place in every
+# line, as rung 05's pieces are now. `16s`, `32s` and `64s` put each group's piece at another place of its line
+# (`64s` was rung 05's layout heads fastest: first and second halves of different lines), and `64p` has two
+# groups read the two halves of one line. One block of 1024 threads an SM, timed by its own clock and by the wall
+# clock, each thread's loads checked first against a replay on the host. Its reading on each card, and what it
+# implies for these corners:
 
 # %%
 for rd in results.readings("msda", "05_lane_groups", "l1_gather"):
@@ -432,7 +453,7 @@ for rd in results.readings("msda", "05_lane_groups", "l1_gather"):
                  else f"{run['piece_bytes']} B at byte 0")
         print(f"  {label:>18} from the {run['span'].upper()}: {run['bytes_per_ns_per_sm']:6.1f} B/ns an SM, "
               f"{run['lines_per_cycle_per_sm']:.2f} lines a cycle, {run['bytes_per_cycle_per_sm']:6.1f} B a cycle")
-    corner = next((r for r in rd["runs"] if r["piece"] == "64s" and r["span"] == "l1" and "ms" in r), None)  # rung 05's
+    corner = next((r for r in rd["runs"] if r["piece"] == "64s" and r["span"] == "l1" and "ms" in r), None)  # fastest
     corners = benchmark.WORKLOADS[0]
     n_corners = corners["N"] * corners["Lq"] * corners["M"] * len(corners["levels"]) * corners["P"] * 4
     for rec in results.load_all():
@@ -441,7 +462,7 @@ for rd in results.readings("msda", "05_lane_groups", "l1_gather"):
         if corner and rec["gpu"] == rd["gpu"] and row and "speedup_vs_torch" in row:
             floor_us = n_corners * 64 / rd["sms"] / corner["bytes_per_ns_per_sm"] / 1e3
             most = row["median_us"] / floor_us
-            print(f"  every corner from the L1 at the 64 B spread rate (rung 05's layout): {floor_us:,.0f} µs for the "
+            print(f"  every corner from the L1 at the 64 B spread rate (its fastest): {floor_us:,.0f} µs for the "
                   f"{n_corners / 1e6:,.0f} M corners of `local`; rung 05 takes {row['median_us']:,.0f} µs (record, commit "
                   f"{w.get('commit') or rec.get('commit')}), so no kernel that loads each corner with ld.global is more "
                   f"than {most:.2f}x faster than rung 05: {row['speedup_vs_torch'] * most:.0f}x torch eager at most, "
@@ -453,25 +474,27 @@ if not results.readings("msda", "05_lane_groups", "l1_gather"):
 # **A line a cycle, or 128 bytes a cycle: the first where the pieces share banks, the second at most.** From the L1,
 # pieces that all start at their lines' first byte arrive at about one line a cycle, whether a load reads 16 bytes
 # of each line or all 128: they fall in the same banks of the L1's data array, and the banks serve one of them a
-# cycle. Spread over their lines' places, more lines arrive a cycle: `64s`, rung 05's layout, brings two 64-byte
-# halves of different lines a cycle, as many bytes as whole lines do, the 128 bytes a cycle of the data array.
-# Spread 16- and 32-byte pieces arrive at about three lines a cycle, short of those bytes and of what the banks
-# allow (a warp's pieces sit four to a set of banks): something else caps the lines a cycle there, which this probe
-# does not name. (From the L2 an SM receives fewer lines a cycle, wherever the pieces sit, and a 64-byte piece
-# brings as many bytes a nanosecond as a whole line: there the bytes limit it.) Rung 05's own count, printed next
-# (taken before the rung loaded its locations and weights 16 bytes at a time, one load each then), fits this
-# without singling it out: its locations and weights are the same-bank case (a line a cycle each), its
-# corners the spread case (two a cycle), and at those rates the two come to fewer wavefronts than it counts, where a
-# wavefront a corner would come to more. So each corner costs at least half a cycle of its SM's L1 even when it
-# hits: half a cycle for each of the N x Lq x M x L x P x 4 corners, spread over the SMs, is a floor for every
-# kernel that loads each corner with `ld.global`, whether it keeps the corners in registers or stores them on into
-# shared memory, as rung 03 does. The probe does not cover a kernel whose corners reach shared memory by the copy
-# engine (TMA; lesson 04's probe moved its fastest four-corner box more slowly than the L1 hands out four corners
-# here), but such a kernel then reads every sample's corners out of shared memory, whose 32 banks of 4 bytes also
-# serve 128 bytes a cycle (the CUDA C++ Programming Guide): half a cycle a corner there too, though not measured
-# here. What escapes the floor is a kernel in which one read of a corner serves every sample that shares it. The
-# floor leaves rung 05 a long way to go, so the L1 is not what holds it back alone. Nsight Compute's reading of rung
-# 05 on an H200 (in results/readings/, with the commit it ran) shows how busy each unit was:
+# cycle. Spread over their lines' places, more lines arrive a cycle: `64s` brings two 64-byte halves of different
+# lines a cycle, as many bytes as whole lines do, the 128 bytes a cycle of the data array. Spread 16- and 32-byte
+# pieces arrive at about three lines a cycle, short of those bytes and of what the banks allow (a warp's pieces sit
+# four to a set of banks): something else caps the lines a cycle there, which this probe does not name. (From the L2
+# an SM receives fewer lines a cycle, wherever the pieces sit, and a 64-byte piece brings as many bytes a nanosecond
+# as a whole line: there the bytes limit it. Shared memory serves its 128 bytes a cycle wherever the pieces sit: a
+# 64-byte piece costs half a cycle there too.) Rung 05's own count, printed next (taken while its items went heads
+# fastest, before it loaded its locations and weights 16 bytes at a time), fits this without singling it out: its
+# locations and weights are the same-bank case (a line a cycle each), its corners the spread case (two a cycle), and
+# at those rates the two come to fewer wavefronts than it counts, where a wavefront a corner would come to more. So
+# each corner costs at least half a cycle of its SM's L1 even when it hits: half a cycle for each of the N x Lq x M
+# x L x P x 4 corners, spread over the SMs, is a floor for every kernel that loads each corner with `ld.global`,
+# whether it keeps the corners in registers or stores them on into shared memory, as rung 03 does. The probe does
+# not cover a kernel whose corners reach shared memory by the copy engine (TMA; lesson 04's probe moved its fastest
+# four-corner box more slowly than the L1 hands out four corners here), but such a kernel then reads every sample's
+# corners out of shared memory, at the same half a cycle a corner. What escapes the floor is a kernel in which one
+# read of a corner serves every sample that shares it. Head by head, rung 05's pieces sit at the same place of their
+# lines, the one-line-a-cycle case, unless a warp's queries share a pixel, as neighbouring ones often do (12.35
+# sectors a load request, against 13.73 heads fastest: the profiles further down). It runs faster all the same, so
+# the L1 does not set its pace alone. Nsight Compute's reading of rung 05 on an H200 (in results/readings/, with the
+# commit it ran) shows how busy each unit was:
 
 # %%
 for rd in results.readings("msda", "05_lane_groups", "l1"):
@@ -489,8 +512,9 @@ for rd in results.readings("msda", "05_lane_groups", "l1"):
           f"samples' locations and weights, which every lane of a group loads")
 
 # %% [markdown]
-# Rung 05 keeps the L1's data pipe busy most of its cycles, on both workloads, and its issue slots too: it is
-# near two throughput limits at once. What is left above the floor is
+# When this reading was taken (its commit is printed: the items heads fastest), rung 05 kept the L1's data pipe
+# busy most of its cycles, on both workloads, and its issue slots too: it was near two throughput limits at once.
+# What is left above the floor is
 #
 # - **the locations and weights**, the wavefronts that are not corners: the G lanes of an item read the same
 #   locations and weights, and the warp's 8 items are 256 bytes apart in the locations and 128 in the weights, a
@@ -509,7 +533,7 @@ for rd in results.readings("msda", "05_lane_groups", "l1"):
 #   `load_floats`);
 # - **the instructions**: every lane of a group computes every sample's position and weights (G times the
 #   arithmetic; computing each once and handing it over is what rung 02 did, and it brought the waits back),
-#   widens each 32-bit offset to a 64-bit pointer and selects the corners, and blends in float32 (8 FFMAs and 8
+#   forms each corner's address and selects the corners, and blends in float32 (8 FFMAs and 8
 #   integer widenings a corner; `bf16x2` math would do two channels an instruction but accumulate in bf16,
 #   outside the track's float32 contract). The `vectors` knob below trades the G copies away, and shows what
 #   the trade costs. Both costs at once were tried on the tensor cores
@@ -519,28 +543,33 @@ for rd in results.readings("msda", "05_lane_groups", "l1"):
 #   with byte permutes; B = the weights in bf16 in one column and what that rounding left in the next, so the
 #   float32 contract holds). Right, and about three fifths of rung 05's instructions an item (counted in the
 #   SASS of both), but much slower: most likely because a warp works on one item at a time, with few loads in
-#   flight, and its 8-byte corner loads take twice rung 05's corner-load instructions an item. Fewer
-#   instructions alone do not make this gather faster;
+#   flight, and its 8-byte corner loads take twice rung 05's corner-load instructions an item. Fewer instructions
+#   alone do not make this gather faster. Working out each sample's position once a group and handing it on
+#   through shared memory (`msda05_shared_positions`) says the same: a third fewer instructions, the issue slots
+#   half busy, and slower on `local`, its warps waiting on their corner loads (the edit's docstring has its
+#   profile). What did pay: one multiply-add an address, with the registers held to 64 a thread (below);
 # - the idle remainder of the L1's cycles.
 #
-# On `uniform` the L2 is busy as well, most likely because far fewer corners hit in L1 (not measured); the floor
-# above, set by the L1 alone, is the looser bound there. A kernel that beats the floor has to load fewer corners
+# On `uniform` the L2 is busy as well, because far fewer corners hit in L1 (22 % heads fastest, 49 % head by
+# head: the profiles below); the floor above, set by the L1 alone, is the looser bound there. A kernel that beats the floor has to load fewer corners
 # than the samples ask for: a pixel that several samples of a block share, loaded once (from the L1 or from shared
 # memory) and used for all of them; the copy engine alone does not do that, as its corners are still read out of
-# shared memory sample by sample. How much sharing is there? Rung 05's block of 512 threads serves 16 queries of all
-# 8 heads; here are the distinct corners (one pixel of one head) among all the corners such a run of queries reads,
-# on the first 3,200 queries of one image of each workload, all of them pixels of the finest level (arithmetic on
-# the inputs, `cudabook.msda.reuse`; no GPU needed):
+# shared memory sample by sample. How much sharing is there? Rung 05's block of 512 threads serves 128
+# neighbouring queries of one head (heads fastest it served 16 queries of all 8 heads); here are the distinct
+# corners (one pixel of one head) among all the corners a run of queries reads, pooled over the heads (a pixel of
+# one head is never a corner of another, so this is also the share for one head's run), on the first 3,200
+# queries of one image of each workload, all of them pixels of the finest level (arithmetic on the inputs,
+# `cudabook.msda.reuse`; no GPU needed):
 
 # %%
 from cudabook.msda import reuse
 from cudabook.msda.inputs import random_problem
 
 for where in ("local", "uniform"):
-    size = dict(benchmark.WORKLOADS[0], N=1, Lq=64 * 50, locations=where)      # the first 50 runs of 64 queries
+    size = dict(benchmark.WORKLOADS[0], N=1, Lq=128 * 25, locations=where)     # the first 25 runs of 128 queries
     value, shapes, starts, loc, attn = random_problem(**size, rng=np.random.default_rng(0))
-    shares = {q: reuse.distinct_share(shapes, starts, loc, q) for q in (1, 16, 64)}
-    print(f"{where:8s}: " + ", ".join(f"{q:2d} queries a block: {100 * v:4.1f} % distinct" for q, v in shares.items()))
+    shares = {q: reuse.distinct_share(shapes, starts, loc, q) for q in (1, 16, 128)}
+    print(f"{where:8s}: " + ", ".join(f"{q:3d} queries a run: {100 * v:4.1f} % distinct" for q, v in shares.items()))
 
 # %% [markdown]
 # On `local` most of a block's corners repeat: a kernel that read each distinct corner of a block once and used
@@ -553,6 +582,38 @@ for where in ("local", "uniform"):
 
 # %%
 _ = results.show_edits("msda", "05_lane_groups")
+
+# %% [markdown]
+# ## Head by head, one multiply-add an address: three edits the rung took
+#
+# The last reading above, `msda05_heads_outer_wide`, is three edits at once, and rung 05 has been that kernel since
+# (a test compiles both and compares their SASS, opcode for opcode):
+#
+# - **the items head by head** (`msda05_heads_outer` alone: a little slower on `local`, much faster on `uniform`);
+# - **one multiply-add an address**: `base` a byte address and `pitch` a 64-bit variable holding a 32-bit product,
+#   so each corner's address is one `IMAD.WIDE` in place of six instructions (`msda05_wide_addresses` alone:
+#   slower on `local`, at 72 registers a thread under NVRTC 13.0, one block of 512 threads an SM);
+# - **the registers held to 64** a thread, two such blocks an SM (`msda05_wide_addresses_two_blocks`, with the
+#   addresses: faster on `local`, level on `uniform`).
+#
+# Together, in the reading's interleaved rounds, the rung got faster on both workloads, most of all on `uniform`;
+# the same two kernels run back to back for seconds each (what a long job sees, once the card's power cap holds
+# its clock) agree. What changed inside, in Nsight Compute's counters: the kernel the edit changed (the rung at the
+# edit's BASE) and the edited one, on the same card and workload (`python -m cudabook.profile --edit
+# msda05_heads_outer_wide msda`, for each workload):
+
+# %%
+from cudabook import profile as ncu_profile
+
+_ = ncu_profile.show_edits("msda", "05_lane_groups")
+
+# %% [markdown]
+# On `uniform` the L1's hit rate doubles and the time falls with it; the warps wait on their loads
+# (`long_scoreboard`) far less. On `local` the L1 hits rise too, a warp's load touches fewer sectors (its 8
+# queries often share a pixel), and the issue slots and the ALU pipe, the busiest units before, are a little
+# less busy: the addresses' instructions are gone. Both workloads now run with their issue slots about three
+# quarters busy and the ALU pipe the busiest: what holds rung 05 now is mostly its instructions (the SASS count
+# above: about 120 a sample in every lane of a group, half of them integer work).
 
 # %% [markdown]
 # ## Experiments: block size and branches
@@ -574,13 +635,14 @@ lesson.recorded_against("msda", "05_lane_groups", "branchless", True)
 
 # %% [markdown]
 # The sweeps of both cards (`results/sweeps/*_lessons.json`, each taken with its record's rung 05 kernel) half
-# agree. Branches cost little, as predicted: a few percent. The block size matters more than predicted: 128
-# threads take longer than 512, the default, by more than the branches cost.
+# agree with the predictions. On the H100's record (the rung before it went head by head) branches cost a few
+# percent; on the H200's, 17 %: head by head, the branch-free build keeps about twice as many corner loads in
+# flight as the one with branches (the SASS count above), which most likely is what the branches take away
+# (not profiled). The block size matters more than predicted: 128 threads take longer than 512, the default.
 #
-# Why? The SASS does not explain it by threads or by loads in flight. Compiled for smaller blocks, the
-# kernel needs fewer registers (`__launch_bounds__` tells the compiler the block size), so an SM may hold more of
-# its threads (where the registers, rounded up to 8 a thread, leave room for another block), while it keeps about
-# as many loads in flight a lane (counted as above, for each build):
+# Why? Not by threads or by loads in flight: every build asks for 1,024 threads an SM
+# (`__launch_bounds__(NT, 1024 / NT)`), so each gets at most 64 registers a thread, and each keeps as many loads
+# in flight a lane (counted as above, for each build):
 
 # %%
 print(f"{'threads a block':>15s} {'registers':>9s} {'threads an SM':>13s}   loads in flight a lane (mean)   per SM")
@@ -593,10 +655,11 @@ for nt in (128, 256, 512):
     print(f"{nt:15d} {regs:9d} {threads:13,d}   {flight:30.2f}   {threads * flight:6,.0f}")
 
 # %% [markdown]
-# By this count the smaller blocks have at least as many loads in flight on an SM as 512 threads a block, not fewer,
-# and they are still slower: what the 512-thread build does better is not in the count (loads counted at issue, in
-# program order, say nothing of when the warps issue them). Nsight Compute, the three builds side by side on the
-# `local` workload (an H200 reading, in results/readings/ with its commit):
+# By this count the three builds are alike on an SM, and the smaller blocks are still slower: what the 512-thread
+# build does better is not in the count (loads counted at issue, in program order, say nothing of when the warps
+# issue them). Nsight Compute, three builds side by side on the `local` workload (an H200 reading, in
+# results/readings/ with its commit: of the rung before it went head by head, whose smaller builds also had
+# fewer registers and so more threads an SM):
 
 # %%
 for rd in results.readings("msda", "05_lane_groups", "threads"):
@@ -612,11 +675,13 @@ for rd in results.readings("msda", "05_lane_groups", "threads"):
 # The L1's data pipe is as busy in all three builds, so the time follows the number of wavefronts, and that
 # number falls as the block grows, with the L1's hit rate rising. The occupancy does not explain it: the 128-
 # and 256-thread builds hold the same share of warps, and the 256-thread one still has fewer wavefronts. The
-# items of a block are consecutive (heads fastest, then queries), and on `local` neighbouring queries sample
-# neighbouring pixels. A block of 512 threads keeps 16 queries' samples on one SM, where the L1 serves their
+# items of a block are consecutive (then heads fastest, then queries), and on `local` neighbouring queries sample
+# neighbouring pixels. A block of 512 threads kept 16 queries' samples on one SM, where the L1 serves their
 # shared corners; smaller blocks spread those queries over more SMs, each of which fetches the same lines
-# again, and the extra misses show up as extra wavefronts. The bigger block wins by locality in the L1, not by
-# occupancy or by loads in flight.
+# again, and the extra misses show up as extra wavefronts. The bigger block won by locality in the L1, not by
+# occupancy or by loads in flight. Head by head, a block of 512 threads holds 128 neighbouring queries of one
+# head and one of 128 threads 32, and the smaller blocks are still slower (the H200's sweep above), most likely
+# for the same reason (today's builds were not profiled side by side).
 #
 # A third knob, `vectors`, gives each lane 1 (the default), 2 or 4 of the row's 16-byte vectors: fewer lanes an
 # item, so fewer copies of the position arithmetic (the instructions above), and more registers a thread. The
@@ -648,8 +713,11 @@ lesson.recorded_against("msda", "05_lane_groups", "vectors", 1)
 # %% [markdown]
 # The wavefronts win. Each vector more a lane makes the rung slower, though the item's instructions fall: the
 # L1 was already the busier of the two limits, and the Nsight Compute reading under "A bound from the L1" shows
-# it at 2 vectors a lane: the L1 still near its peak, the issue slots far from full. One
-# vector a lane, the default, stays.
+# it at 2 vectors a lane: the L1 still near its peak, the issue slots far from full. One vector a lane, the
+# default, stays. (Read the H200's recorded sweep with care: at 4f198d6 every build was held to 64 registers,
+# and 2 and 4 vectors a lane then spilled, 24 and 3,248 bytes of stack a thread, which is most of their time
+# there. Only one vector a lane is held to 64 now: the builds in the table above are today's, with 128
+# registers at 2 and 4 vectors; that sweep is to be taken again.)
 #
 # ## Across problem sizes
 #

@@ -4,7 +4,7 @@ Rung 05 numbers its items (n, q, m), heads fastest: a warp serves the 8 heads of
 threads 16 queries, and the blocks an SM holds at once read from all 8 heads' maps of the image, 7.9 MB at the
 benchmark's size, far more than its L1 holds. Here the items are numbered (n, m, q): a warp serves 8 queries of
 one head, a block 128 queries of it, and the whole grid's resident blocks read from two or three heads' maps at a
-time. One head's map is 987 KB at the benchmark's size; its levels 1 to 3 are 243 KB and levels 2 and 3 58 KB,
+time. One head's map is 987 KB at the benchmark's size; its levels 1 to 3 are 244 KB and levels 2 and 3 58 KB,
 so on `uniform` locations the corners of the small levels should come from L1 where the rung reads them from L2.
 On `local` locations a block's queries are 128 neighbours of one head in place of 16 of every head. Only the
 items' order changes: each item still reads and writes its own (n, q, m) row.

@@ -13,6 +13,14 @@ D = 32, P = 8). No lane returns early (a __syncwarp needs the whole warp): lanes
 still work out their share of samples, and only skip the loads (load_corner) and the store. Only the
 branch-free path (the default) is edited.
 
+Measured on the H200 (interleaved rounds, commit 29329dd; results/readings/): right on both workloads; 0.950x the
+rung's speed on `local`, 1.021x on `uniform`; at 256 threads a block (rung and edit both), 1.029x and 0.979x.
+Profiled on `local` (`python -m cudabook.profile --edit`, ncu 2025.3, printed then, before such profiles were
+kept as readings): 4,105 µs against the rung's 3,899; issue slots 51 % busy against 80 %, the ALU pipe 44 %
+against 73 %, 56 registers, and its warps waiting on their loads (long_scoreboard) 74 % of their cycles against
+26 %: fewer instructions, and most likely fewer loads in flight (the __syncwarp of each level keeps one level's
+loads from being issued before the last level's are used; the loads in flight were not counted).
+
 Not adopted; written for rung 05 as it was at BASE (before the rung took its items head by head, with one
 multiply-add an address), and probed against that kernel.
 """
