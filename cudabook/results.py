@@ -112,6 +112,12 @@ def _git(*args) -> str | None:
         return None
 
 
+def file_at(commit: str, path: str) -> str | None:
+    """The text of `path` (from the repository's root) at `commit`, or None where git cannot show it (a copy
+    without the project's history): a lesson reads the kernel a record ran."""
+    return _git("show", f"{commit}:{path}")
+
+
 def _commit():
     """The commit measured: CUDABOOK_COMMIT when the caller names it (a copy of the tree on a GPU machine,
     whose .git, if any, may be older than the files), else git's HEAD. Either way the record's source_digest

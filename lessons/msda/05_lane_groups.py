@@ -40,16 +40,17 @@ L = len(levels)
 # %% [markdown]
 # ## The kernel
 #
-# One thread per `(item, lane g)`. The items are numbered `(n, m, q)`, queries fastest: head by head. Each
-# still reads its own locations and weights and writes its own row of `out`, both laid out `(n, q, m)`. `base`
-# is the byte address of channels `8g .. 8g+7` (one 16-byte `uint4`) of head m of pixel row 0 of image n, and
-# pixel row `r` is at `base + r * pitch`, `pitch` being the bytes from one pixel to the next. `pitch` is a 64-bit
-# variable that holds a 32-bit product, so the compiler makes each corner's address one 32 x 32 → 64-bit
-# multiply-add (`IMAD.WIDE`); computed as a 64-bit product it cost this kernel 528 more instructions a lane (one
-# H200 record timed that build, and it was slower than the rung before). The item's L·P locations and weights
-# are contiguous, and the G lanes of a group load the same addresses (one request serves them all). Each level's P locations and P weights arrive before its samples,
-# in as few loads as P allows (`load_floats`): at the benchmark's P = 8, four 16-byte loads of locations and two
-# of weights, where one load a value would take sixteen.
+# One thread per `(item, lane g)`. The items are numbered `(n, m, q)`, queries fastest: head by head. Each still
+# reads its own locations and weights and writes its own row of `out`, both laid out `(n, q, m)`. `base` is the
+# byte address of channels `8g .. 8g+7` (one 16-byte `uint4`) of head m of pixel 0 of image n (row 0 of
+# `value[n]`), and pixel `r` is at `base + r * pitch`, `pitch` being the bytes from one pixel to the next. `pitch`
+# is a 64-bit variable that holds a 32-bit product, so the compiler makes each corner's address one 32 x 32 →
+# 64-bit multiply-add (`IMAD.WIDE`); computed as a 64-bit product it cost this kernel 531 more instructions a lane
+# (one H200 record timed that build: slower than the rung before on `local`, faster on `uniform`). The item's L·P
+# locations and weights are contiguous, and the G lanes of a group load the same addresses (one request serves
+# them all). Each level's P locations and P weights arrive before its samples, in as few loads as P allows
+# (`load_floats`): at the benchmark's P = 8, four 16-byte loads of locations and two of weights, where one load a
+# value would take sixteen.
 
 # %%
 source = s05.source()
@@ -206,8 +207,9 @@ print("e.g.", nvrtc.sass_lines(cubins[True], r"LDG.*\.128", kernel=s05.KERNEL)[0
 # 16-byte load needs four), and more registers a thread means fewer threads an SM. Here it is told how many:
 # `__launch_bounds__(NT, 1024 / NT)` asks for 1,024 threads an SM, so at most 64 registers a thread. Without
 # that bound NVRTC 13.0 gave the one-multiply-add addresses 72 registers (the kernel edit `msda05_wide_addresses`,
-# profiled on the H200), so an SM held one block of 512 threads, not two, and the edit was slower than the rung
-# it edited on `local` (its reading is printed further down).
+# profiled on the H200: `msda05_wide_addresses_two_blocks`'s docstring has the profile), so an SM held one block
+# of 512 threads, not two, and the edit was slower than the rung it edited on `local` (its reading is printed
+# further down).
 #
 # ## Is it right?
 #
@@ -277,13 +279,28 @@ if not shown:
 # **Little's law**: a memory system that takes a time T to answer a request delivers, on average, the bytes in
 # flight divided by T. A kernel has little say over T (the same addresses, the same caches; only the order of its
 # accesses moves the hit rates, as the block size does below); what it controls directly is how many bytes it has
-# requested and not yet needed. The records give each SM's rate, in corner bytes a nanosecond; the SASS above gives
-# rung 05's loads in flight a lane, and its registers how many threads an SM holds (a Hopper SM has 65,536 registers
-# and at most 2,048 threads; registers go out 256 a warp at a time). Together: the bytes rung 05 keeps in flight on
-# each SM, and the time T they imply, from issue to use.
+# requested and not yet needed. The records give each SM's rate, in corner bytes a nanosecond; the SASS of the
+# rung 05 each record ran (its commit's kernel, compiled here as above) gives its loads in flight a lane, and its
+# registers how many threads an SM holds (a Hopper SM has 65,536 registers and at most 2,048 threads; registers
+# go out 256 a warp at a time). Together: the bytes rung 05 keeps in flight on each SM, and the time T they imply,
+# from issue to use.
 
 # %%
 REGS_PER_SM, THREADS_PER_SM = 65536, 2048           # compute capability 9.0 (the Hopper tuning guide)
+
+
+def kernel_ran(rec, w):
+    """(cubin, params, which) of the rung 05 a record ran: the kernel file at the record's commit where git can show
+    it (a clone of the project), else today's, and which of the two it is."""
+    commit = w.get("commit") or rec.get("commit")
+    text = results.file_at(commit, "cudabook/msda/kernels/lane_groups.cu") if commit else None
+    params = {**s05.PARAMS, **w["stages"]["05_lane_groups"].get("params", {})}
+    sz = w["size"]
+    cubin = s05.compile_cubin(D=sz["D"], L=len(sz["levels"]), P=sz["P"], source_text=text, **params)
+    return cubin, params, (f"its kernel, at {commit}" if text is not None else
+                           "today's kernel: git cannot show the record's here")
+
+
 for rec in results.load_all():
     for name, w in rec["workloads"].items():
         st = w.get("stages", {})
@@ -293,15 +310,15 @@ for rec in results.load_all():
         corner = w["context"]["gather_bytes"]
         rate = {k: corner / (us * 1e3) / sms for k, us in (("reference gather", w["context"]["gather_us"]),
                 ("02", st["02_warp_cooperative"]["median_us"]), ("05", st["05_lane_groups"]["median_us"]))}
-        params = {**s05.PARAMS, **st["05_lane_groups"].get("params", {})}
-        cubin = s05.compile_cubin(D=w["size"]["D"], L=len(w["size"]["levels"]), P=w["size"]["P"], **params)
+        cubin, params, which = kernel_ran(rec, w)
         regs = -(-nvrtc.resource_usage(cubin)[s05.KERNEL]["registers"] // 8) * 8
         threads = params["threads"] * min(THREADS_PER_SM // params["threads"], REGS_PER_SM // (regs * params["threads"]))
-        in_flight = threads * np.mean(loads_in_flight(cubin)) * 16
+        flight = np.mean(loads_in_flight(cubin))
+        in_flight = threads * flight * 16
         print(f"{rec['gpu']} · {name}, {sms} SMs\n  corner bytes a ns per SM: "
               + ", ".join(f"{k} {v:.1f}" for k, v in rate.items()))
-        print(f"  05: {threads:,} threads an SM ({regs} registers a thread) x {np.mean(loads_in_flight(cubin)):.1f} "
-              f"loads x 16 B = {in_flight / 1e3:.0f} KB in flight; T = {in_flight / rate['05']:.0f} ns")
+        print(f"  05 ({which}): {threads:,} threads an SM ({regs} registers a thread) x {flight:.1f} loads x 16 B "
+              f"= {in_flight / 1e3:.0f} KB in flight; T = {in_flight / rate['05']:.0f} ns")
 
 # %% [markdown]
 # T is an estimate (the loads in flight are counted at issue, in program order), and it is some hundreds of
@@ -316,14 +333,15 @@ for rec in results.load_all():
 # it would have slowed as much as the gather. Something else sets its pace, which fits its dependency chain
 # (location load, arithmetic, shuffles, corner load) better than its bytes in flight.
 #
-# Why does the gather slow on `uniform`? Fewer of its corners are found in L1, and those that are not come from
-# the L2, which hands an SM far fewer lines a cycle (the probe under "A bound from the L1"). Nsight Compute
-# measured it on rung 05 while its items were still taken heads fastest, as the reference gather takes them:
-# L1 held 69 % of the sectors its corner loads asked for on `local` and 22 % on `uniform`. The blocks an SM
-# holds then read all 8 heads' maps of an image (7.9 MB at this size, against an L1 of at most 256 KB). Head
-# by head, they read one or two (987 KB a head, of which levels 1 to 3 are 244 KB): 78 % and 49 %, and on the
-# H200 rung 05 now slows only a little on `uniform` (the edit's profiles and timings, printed further down;
-# the H100's record is of the rung before, which slowed with the gather).
+# Why does the gather slow on `uniform`? Most likely because fewer of its corners are found in L1, and those that
+# are not come from the L2, which hands an SM far fewer lines a cycle (the probe under "A bound from the L1"). The
+# reference gather itself was not profiled, but Nsight Compute measured rung 05 while its items were still taken
+# heads fastest, as the gather takes them: L1 held 69 % of the sectors its global loads asked for (corners are
+# nine tenths of them) on `local` and 22 % on `uniform`. The blocks an SM holds then read all 8 heads' maps of an
+# image (7.9 MB at this size, against an L1 of at most 256 KB). Head by head, they read one or two (987 KB a head,
+# of which levels 1 to 3 are 244 KB): 78 % and 49 %, and on the H200 rung 05 now slows only a little on `uniform`
+# (the edit's profiles and timings, printed further down; the H100's record is of the rung before, which slowed
+# with the gather).
 #
 # ## An older sweep, and what it still shows
 #
@@ -401,25 +419,27 @@ for rec in results.load_all():
         if name.startswith("msda ") and "median_us" in st.get("05_lane_groups", {}):
             sms = (w.get("machine") or rec.get("machine") or {}).get("sms")
             sz = w["size"]
+            cubin, params, which = kernel_ran(rec, w)
+            n_ins = sum(not i.startswith("NOP") for i in nvrtc.sass_lines(cubin, ".", kernel=s05.KERNEL))
             warps = sz["N"] * sz["Lq"] * sz["M"] * s05.group_lanes(sz["D"]) // 32
-            cycles = warps * len(ins) / (4 * sms)
+            cycles = warps * n_ins / (4 * sms)
             us = st["05_lane_groups"]["median_us"]
-            print(f"{rec['gpu']} · {name}: {warps:,} warps x {len(ins):,} instructions / ({sms} SMs x 4) = "
+            print(f"{rec['gpu']} · {name} ({which}): {warps:,} warps x {n_ins:,} instructions / ({sms} SMs x 4) = "
                   f"{cycles / 1e6:.2f} M issue cycles; in {us:,.0f} µs that needs an SM clock of at least "
                   f"{cycles / us / 1e3:.2f} GHz (the reference gather: {w['context']['gather_us']:,.0f} µs)")
 
 # %% [markdown]
 # An H100's SMs run at up to about 2 GHz (the clock of these runs was not recorded; GEMM 09's probe saw an H200's
-# SM clock fall well below that under a long tensor-core load), and the instruction count above is this machine's
-# NVRTC build, not the record's. So on the `local` workload issuing instructions fills most (at a lower clock,
-# nearly all) of rung 05's time, about as long as the reference gather's loads take: the two overlap, imperfectly.
-# On `uniform` the loads are slower and hide the instructions better, and there rung 05 **matches or beats the
-# reference gather**: level with it, within a few percent, or faster (the records above say which, card by card). A
-# kernel that computes every position, weight and blend keeps pace with one that only loads the same corners.
-# So the reference gather is **not a bound**. It is one plain way to load the corners (a group of lanes per
-# query and head, as in rung 02, with no more loads in flight than its simple loop gives), and a kernel that
-# keeps more bytes in flight loads them faster. Read "% of reference gather" as a comparison, not as a
-# distance to a limit.
+# SM clock fall well below that under a long tensor-core load), and each instruction count is this machine's NVRTC
+# build of the kernel the record ran, not the record's own build. So on the `local` workload issuing instructions
+# fills most (at a lower clock, nearly all) of rung 05's time, about as long as the reference gather's loads take:
+# the two overlap, imperfectly. On `uniform` the loads are slower and hide the instructions better, and there rung
+# 05 **matches or beats the reference gather**: level with it, within a few percent, or faster (the records above
+# say which, card by card). A kernel that computes every position, weight and blend keeps pace with one that only
+# loads the same corners. So the reference gather is **not a bound**. It is one plain way to load the corners (a
+# group of lanes per query and head, as in rung 02, with no more loads in flight than its simple loop gives), and
+# a kernel that keeps more bytes in flight loads them faster. Read "% of reference gather" as a comparison, not as
+# a distance to a limit.
 #
 # ## A bound from the L1
 #
@@ -462,7 +482,7 @@ for rd in results.readings("msda", "05_lane_groups", "l1_gather"):
         if corner and rec["gpu"] == rd["gpu"] and row and "speedup_vs_torch" in row:
             floor_us = n_corners * 64 / rd["sms"] / corner["bytes_per_ns_per_sm"] / 1e3
             most = row["median_us"] / floor_us
-            print(f"  every corner from the L1 at the 64 B spread rate (its fastest): {floor_us:,.0f} µs for the "
+            print(f"  every corner from the L1 at the 64 B spread rate (the probe's fastest): {floor_us:,.0f} µs for the "
                   f"{n_corners / 1e6:,.0f} M corners of `local`; rung 05 takes {row['median_us']:,.0f} µs (record, commit "
                   f"{w.get('commit') or rec.get('commit')}), so no kernel that loads each corner with ld.global is more "
                   f"than {most:.2f}x faster than rung 05: {row['speedup_vs_torch'] * most:.0f}x torch eager at most, "
@@ -471,30 +491,33 @@ if not results.readings("msda", "05_lane_groups", "l1_gather"):
     print("no reading of tools/probe_l1_gather.py in results/readings/ yet (it needs a GPU)")
 
 # %% [markdown]
-# **A line a cycle, or 128 bytes a cycle: the first where the pieces share banks, the second at most.** From the L1,
-# pieces that all start at their lines' first byte arrive at about one line a cycle, whether a load reads 16 bytes
-# of each line or all 128: they fall in the same banks of the L1's data array, and the banks serve one of them a
-# cycle. Spread over their lines' places, more lines arrive a cycle: `64s` brings two 64-byte halves of different
-# lines a cycle, as many bytes as whole lines do, the 128 bytes a cycle of the data array. Spread 16- and 32-byte
-# pieces arrive at about three lines a cycle, short of those bytes and of what the banks allow (a warp's pieces sit
-# four to a set of banks): something else caps the lines a cycle there, which this probe does not name. (From the L2
-# an SM receives fewer lines a cycle, wherever the pieces sit, and a 64-byte piece brings as many bytes a nanosecond
-# as a whole line: there the bytes limit it. Shared memory serves its 128 bytes a cycle wherever the pieces sit: a
-# 64-byte piece costs half a cycle there too.) Rung 05's own count, printed next (taken while its items went heads
-# fastest, before it loaded its locations and weights 16 bytes at a time), fits this without singling it out: its
-# locations and weights are the same-bank case (a line a cycle each), its corners the spread case (two a cycle), and
-# at those rates the two come to fewer wavefronts than it counts, where a wavefront a corner would come to more. So
-# each corner costs at least half a cycle of its SM's L1 even when it hits: half a cycle for each of the N x Lq x M
-# x L x P x 4 corners, spread over the SMs, is a floor for every kernel that loads each corner with `ld.global`,
-# whether it keeps the corners in registers or stores them on into shared memory, as rung 03 does. The probe does
-# not cover a kernel whose corners reach shared memory by the copy engine (TMA; lesson 04's probe moved its fastest
-# four-corner box more slowly than the L1 hands out four corners here), but such a kernel then reads every sample's
-# corners out of shared memory, at the same half a cycle a corner. What escapes the floor is a kernel in which one
-# read of a corner serves every sample that shares it. Head by head, rung 05's pieces sit at the same place of their
-# lines, the one-line-a-cycle case, unless a warp's queries share a pixel, as neighbouring ones often do (12.35
-# sectors a load request, against 13.73 heads fastest: the profiles further down). It runs faster all the same, so
-# the L1 does not set its pace alone. Nsight Compute's reading of rung 05 on an H200 (in results/readings/, with the
-# commit it ran) shows how busy each unit was:
+# **A line a cycle, or 128 bytes a cycle: the first where the pieces share banks, the second at most.** From the
+# L1, pieces that all start at their lines' first byte arrive at about one line a cycle, whether a load reads 16
+# bytes of each line or all 128: they fall in the same banks of the L1's data array, and the banks serve one of
+# them a cycle. Spread over their lines' places, more lines arrive a cycle: `64s` brings two 64-byte halves of
+# different lines a cycle, as many bytes as whole lines do, the 128 bytes a cycle of the data array. Spread 16-
+# and 32-byte pieces arrive at about three lines a cycle, short of those bytes and of what the banks allow (a
+# warp's pieces sit four to a set of banks): something else caps the lines a cycle there, which this probe does
+# not name. (From the L2 an SM receives fewer lines a cycle, wherever the pieces sit, and a 64-byte piece brings
+# as many bytes a nanosecond as a whole line: there the bytes limit it. Shared memory behaves like the L1's data
+# array: 128 bytes a cycle when the pieces are spread over its banks, a piece a cycle when they all start at the
+# same byte; its spread 16- and 32-byte pieces do reach the 128 bytes, which the L1's do not.) Rung 05's own
+# count, printed next (taken while its items went heads fastest, before it loaded its locations and weights 16
+# bytes at a time), fits this without singling it out: its locations and weights are the same-bank case (a line a
+# cycle each), its corners the spread case (two a cycle), and at those rates the two come to fewer wavefronts than
+# it counts, where a wavefront a corner would come to more. So each corner costs at least half a cycle of its SM's
+# L1 even when it hits: half a cycle for each of the N x Lq x M x L x P x 4 corners, spread over the SMs, is a
+# floor for every kernel that loads each corner with `ld.global`, whether it keeps the corners in registers or
+# stores them on into shared memory, as rung 03 does. The probe does not cover a kernel whose corners reach shared
+# memory by the copy engine (TMA; lesson 04's probe moved its fastest four-corner box more slowly than the L1
+# hands out four corners here), but such a kernel then reads every sample's corners out of shared memory, at half
+# a cycle a corner at best. What escapes the floor is a kernel in which one read of a corner serves every sample
+# that shares it. Head by head, rung 05's pieces sit at the same place of their lines, the one-line-a-cycle case,
+# except where a warp's queries share a pixel, as neighbouring ones sometimes do on `local` (12.35 sectors a load
+# request against 13.73 heads fastest; 13.59 on `uniform`: the profiles further down). So its corners may now keep
+# the L1 about as busy as its instructions keep the issue slots; the L1's data-pipe counters were not read for
+# today's kernel. Nsight Compute's reading of rung 05 on an H200 (in results/readings/, with the commit it ran)
+# shows how busy each unit was:
 
 # %%
 for rd in results.readings("msda", "05_lane_groups", "l1"):
@@ -550,16 +573,16 @@ for rd in results.readings("msda", "05_lane_groups", "l1"):
 #   profile). What did pay: one multiply-add an address, with the registers held to 64 a thread (below);
 # - the idle remainder of the L1's cycles.
 #
-# On `uniform` the L2 is busy as well, because far fewer corners hit in L1 (22 % heads fastest, 49 % head by
-# head: the profiles below); the floor above, set by the L1 alone, is the looser bound there. A kernel that beats the floor has to load fewer corners
-# than the samples ask for: a pixel that several samples of a block share, loaded once (from the L1 or from shared
-# memory) and used for all of them; the copy engine alone does not do that, as its corners are still read out of
-# shared memory sample by sample. How much sharing is there? Rung 05's block of 512 threads serves 128
-# neighbouring queries of one head (heads fastest it served 16 queries of all 8 heads); here are the distinct
-# corners (one pixel of one head) among all the corners a run of queries reads, pooled over the heads (a pixel of
-# one head is never a corner of another, so this is also the share for one head's run), on the first 3,200
-# queries of one image of each workload, all of them pixels of the finest level (arithmetic on the inputs,
-# `cudabook.msda.reuse`; no GPU needed):
+# On `uniform` the L2 is busy as well, because far fewer loads hit in L1 (22 % heads fastest, 49 % head by head:
+# the profiles below); the floor above, set by the L1 alone, is the looser bound there. A kernel that beats the
+# floor has to load fewer corners than the samples ask for: a pixel that several samples of a block share, loaded
+# once (from the L1 or from shared memory) and used for all of them; the copy engine alone does not do that, as
+# its corners are still read out of shared memory sample by sample. How much sharing is there? Rung 05's block of
+# 512 threads serves 128 neighbouring queries of one head (heads fastest it served 16 queries of all 8 heads);
+# here are the distinct corners (one pixel of one head) among all the corners a run of queries reads, pooled over
+# the heads (a pixel of one head is never a corner of another, so this is the average share of one head's run), on
+# the first 3,200 queries of one image of each workload, all of them pixels of the finest level (arithmetic on the
+# inputs, `cudabook.msda.reuse`; no GPU needed):
 
 # %%
 from cudabook.msda import reuse
@@ -610,10 +633,12 @@ _ = ncu_profile.show_edits("msda", "05_lane_groups")
 # %% [markdown]
 # On `uniform` the L1's hit rate doubles and the time falls with it; the warps wait on their loads
 # (`long_scoreboard`) far less. On `local` the L1 hits rise too, a warp's load touches fewer sectors (its 8
-# queries often share a pixel), and the issue slots and the ALU pipe, the busiest units before, are a little
+# queries sometimes share a pixel), and the issue slots and the ALU pipe, the busiest units before, are a little
 # less busy: the addresses' instructions are gone. Both workloads now run with their issue slots about three
-# quarters busy and the ALU pipe the busiest: what holds rung 05 now is mostly its instructions (the SASS count
-# above: about 120 a sample in every lane of a group, half of them integer work).
+# quarters busy and the ALU the busiest arithmetic pipe (the SASS count above: about 120 instructions a sample in
+# every lane of a group, half of them integer work). The L1's data pipe was not read in these profiles: with its
+# pieces at the same place of their lines, it may now be as busy ("A bound from the L1" above). Which of the two
+# holds rung 05 is the next question, for Nsight Compute's L1 wavefront counters.
 
 # %% [markdown]
 # ## Experiments: block size and branches
@@ -636,9 +661,10 @@ lesson.recorded_against("msda", "05_lane_groups", "branchless", True)
 # %% [markdown]
 # The sweeps of both cards (`results/sweeps/*_lessons.json`, each taken with its record's rung 05 kernel) half
 # agree with the predictions. On the H100's record (the rung before it went head by head) branches cost a few
-# percent; on the H200's, 17 %: head by head, the branch-free build keeps about twice as many corner loads in
-# flight as the one with branches (the SASS count above), which most likely is what the branches take away
-# (not profiled). The block size matters more than predicted: 128 threads take longer than 512, the default.
+# percent; on the H200's, 17 %: with one multiply-add an address and the registers held to 64, the branch-free
+# build keeps about twice as many corner loads in flight as the one with branches (the SASS count above; heads
+# fastest, without the bound, it kept no more), which most likely is what the branches take away (not profiled).
+# The block size matters more than predicted: 128 threads take longer than 512, the default.
 #
 # Why? Not by threads or by loads in flight: every build asks for 1,024 threads an SM
 # (`__launch_bounds__(NT, 1024 / NT)`), so each gets at most 64 registers a thread, and each keeps as many loads
@@ -711,13 +737,15 @@ msda.sweep("05_lane_groups", "vectors", [1, 2, 4])
 lesson.recorded_against("msda", "05_lane_groups", "vectors", 1)
 
 # %% [markdown]
-# The wavefronts win. Each vector more a lane makes the rung slower, though the item's instructions fall: the
-# L1 was already the busier of the two limits, and the Nsight Compute reading under "A bound from the L1" shows
-# it at 2 vectors a lane: the L1 still near its peak, the issue slots far from full. One vector a lane, the
-# default, stays. (Read the H200's recorded sweep with care: at 4f198d6 every build was held to 64 registers,
-# and 2 and 4 vectors a lane then spilled, 24 and 3,248 bytes of stack a thread, which is most of their time
-# there. Only one vector a lane is held to 64 now: the builds in the table above are today's, with 128
-# registers at 2 and 4 vectors; that sweep is to be taken again.)
+# Heads fastest, the wavefronts won: each vector more a lane made that rung slower (its sweeps, taken before
+# today's rung), though the item's instructions fell: the L1 was already the busier of the two limits, and the
+# Nsight Compute reading under "A bound from the L1" shows it at 2 vectors a lane: the L1 still near its peak,
+# the issue slots far from full. One vector a lane, the
+# default, stays. (Read the H200's recorded sweep with care: at 4f198d6 every build was held to 64 registers, and
+# 2 and 4 vectors a lane then spilled (24 and 3,248 bytes of stack a thread, with NVRTC 13.5 here), so that sweep
+# timed spilled builds; how much of their time the spills cost is not measured. Unspilled, only 2 vectors a lane
+# was read, by Nsight Compute above, and heads fastest. Only one vector a lane is held to 64 registers now: the
+# builds in the table above are today's, with 128 registers at 2 and 4 vectors; that sweep is to be taken again.)
 #
 # ## Across problem sizes
 #

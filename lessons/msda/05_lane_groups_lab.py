@@ -1,16 +1,16 @@
 # %% [markdown]
 # # Deformable attention lab 05 · A level's samples, branch-free
 #
-# In stage 05 a group of G lanes serves one `(image n, query q, head m)`, and lane `g` owns channels
-# `8g .. 8g+7` of the head: one 16-byte vector (`Vec`, a `uint4` of four words, two bf16 channels each). Inside
-# the loop over levels `l`, the lines before your region have loaded the level's `H`, `W` and `start` (its
-# first row of `value`) and its `PV` samples: `lxy[2 * p]` and `lxy[2 * p + 1]` are sample `p`'s normalized
-# location (`x` along W, `y` along H) and `law[p]` its attention weight; `base + r * pitch` is the address of this
-# lane's vector of pixel row `r` (in bytes: `base` is a `const char*`, `pitch` the bytes from one pixel to the
-# next). `acc` holds the lane's float32 sums, `load_corner(base + row * pitch, g)` loads the lane's part of a
-# pixel's row (a `Corner`: one 16-byte vector, or `VPL` of them with `vectors=2`), and `add_corner(acc, c, w)` adds
-# a corner `c` to the sums times `w`. After your region the next level begins, and at the end the sums are
-# rounded and stored.
+# In stage 05 a group of G lanes serves one `(image n, query q, head m)`, and lane `g` owns channels `8g .. 8g+7`
+# of the head: one 16-byte vector (`Vec`, a `uint4` of four words, two bf16 channels each). Inside the loop over
+# levels `l`, the lines before your region have loaded the level's `H`, `W` and `start` (its first row of `value`)
+# and its `PV` samples: `lxy[2 * p]` and `lxy[2 * p + 1]` are sample `p`'s normalized location (`x` along W, `y`
+# along H) and `law[p]` its attention weight; `base + r * pitch` is the address of this lane's vector of pixel
+# `r`, row `r` of `value[n]` (in bytes: `base` is a `const char*`, `pitch` the bytes from one pixel to the next).
+# `acc` holds the lane's float32 sums, `load_corner(base + row * pitch, g)` loads the lane's part of a pixel's row
+# (a `Corner`: one 16-byte vector, or `VPL` of them with `vectors=2`), and `add_corner(acc, c, w)` adds a corner
+# `c` to the sums times `w`. After your region the next level begins, and at the end the sums are rounded and
+# stored.
 #
 # Write the loop over the level's points, `#pragma unroll` then `for (int p = 0; p < PV; ++p)`. For each:
 #
@@ -22,9 +22,9 @@
 # 3. **which corners are on the map**: `left` (`x0 >= 0`), `right` (`x0 + 1 < W`), `top` (`y0 >= 0`),
 #    `bottom` (`y0 + 1 < H`), each only if `on`;
 # 4. **four loads, no branch**: the row of pixel `(y0, x0)` is `start + y0 * W + x0` (an `int`, a pixel index
-#    inside the image: `row * pitch` is then one 32 x 32 → 64-bit multiply-add); its right neighbour is the row + 1,
-#    the pixel below the row + W. Load each corner with `load_corner(base + row * pitch, g)`, but for a corner off
-#    the map load row `start` instead (a pixel that exists);
+#    inside the image: `base + row * pitch` is then one 32 x 32 → 64-bit multiply-add); its right neighbour is
+#    the row + 1, the pixel below the row + W. Load each corner with `load_corner(base + row * pitch, g)`, but
+#    for a corner off the map load row `start` instead (a pixel that exists);
 # 5. **the blend**: `add_corner` each corner with its bilinear weight times `a`: `(1 - fy)(1 - fx)`,
 #    `(1 - fy) fx`, `fy (1 - fx)`, `fy fx` for `(y0, x0)`, `(y0, x0 + 1)`, `(y0 + 1, x0)`, `(y0 + 1, x0 + 1)`,
 #    and weight `0.f` for a corner off the map.

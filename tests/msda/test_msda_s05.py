@@ -73,8 +73,8 @@ def test_a_pixel_row_too_wide_for_a_32_bit_pitch_is_refused():
 def test_the_rung_is_the_edit_it_adopted():
     """Rung 05 took heads_outer_wide's three edits by hand (items head by head, one multiply-add an address,
     registers held to 64): its SASS is the edit's, applied to the kernel at the edit's BASE, opcode for
-    opcode. (A 64-bit pitch product once slipped in: 528 more instructions a lane, timed and recorded
-    before it was seen.)"""
+    opcode. (A 64-bit pitch product once slipped in: about 530 more instructions a lane, timed and
+    recorded before it was seen.)"""
     from cudabook import edits
     edit = edits.load("msda05_heads_outer_wide")
     try:

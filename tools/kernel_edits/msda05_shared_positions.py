@@ -1,7 +1,7 @@
 """msda 05 with each sample's position worked out once a group, not once a lane: handed on through shared memory.
 
 Rung 05's profile (H200) has its issue slots 80 % busy and the ALU pipe 73 %: every one of a group's G lanes
-repeats each sample's position, corner rows and weights (about 70 of its some 130 instructions a sample), then
+repeats each sample's position, corner rows and weights (about 70 of its some 140 instructions a sample), then
 loads and blends its own 8 channels. Here, level by level, lane g of a group works out the samples g, g + G, ...
 only (loading their locations and weights itself, 8 and 4 bytes, a group's lanes on neighbouring samples), and
 writes each one's four corner rows (an off-map corner: the level's first pixel) and four weights (0 off the map,
@@ -130,7 +130,8 @@ def shared_positions(text: str, heads_outer: bool) -> str:
             const float a = law[p];
             const float x = s.x * W - 0.5f, y = s.y * H - 0.5f;
 """)
-    text = _swap(text, "            }\n#endif\n        }\n        // <<< lab", "            }\n        }\n#endif\n        // <<< lab")
+    text = _swap(text, "            }\n#endif\n        }\n        // <<< lab",
+                 "            }\n        }\n#endif\n        // <<< lab")
     text = _swap(text, "extern \"C\" __global__ void __launch_bounds__(NT)\n", """\
 // The vector at row `row` of pitch `pitch_bytes` from `base`: one 32 x 32 -> 64-bit multiply-add (IMAD.WIDE).
 __device__ __forceinline__ const Vec* row_at(const char* base, int row, int pitch_bytes) {
@@ -139,5 +140,6 @@ __device__ __forceinline__ const Vec* row_at(const char* base, int row, int pitc
 
 extern "C" __global__ void __launch_bounds__(NT)
 """)
-    text = _swap(text, "        if (g + i * G < VECS)\n            out[", "        if (valid && g + i * G < VECS)\n            out[")
+    text = _swap(text, "        if (g + i * G < VECS)\n            out[",
+                 "        if (valid && g + i * G < VECS)\n            out[")
     return text

@@ -12,10 +12,10 @@
 // allow (bytes in flight are what a gather needs; lesson 05 counts in the SASS how many loads it keeps in
 // flight), and the blend is 8 FMAs per corner on values widened from bf16 with one shift or mask each.
 //
-// The items are taken head by head: numbered (n, m, q), queries fastest, so a warp serves 8 neighbouring
-// queries of one head and the blocks an SM holds read one or two heads' maps at a time (987 KB a head at the
-// benchmark's size, against 7.9 MB for all eight): on `uniform` locations L1 then holds about half the corner
-// sectors a warp asks for, not a quarter (lesson 05's profiles). Each item still reads and writes its own
+// The items are taken head by head: numbered (n, m, q), queries fastest, so a warp serves 32 / G neighbouring
+// queries of one head (8 at D = 32) and the blocks an SM holds read one or two heads' maps at a time (987 KB a
+// head at the benchmark's size, against 7.9 MB for all eight): on `uniform` locations L1 then holds about half the
+// sectors its loads ask for, not a quarter (lesson 05's profiles). Each item still reads and writes its own
 // (n, q, m) row. A corner's address is base + row * pitch in bytes, with a 64-bit pitch: one multiply-add
 // (IMAD.WIDE) a corner. At one vector a lane, __launch_bounds__(NT, 1024 / NT) holds the registers to 64 a
 // thread, so that an SM still holds two blocks of 512 threads.
@@ -29,7 +29,8 @@
 // of the row, so each load instruction of the group still reads G contiguous vectors. Fewer lanes per item
 // means fewer copies of the position arithmetic (every lane of a group repeats it) and VPL loads a corner in
 // each thread, at the price of more registers, and each corner then costs the L1 VPL line accesses where one
-// served it (lesson 05's recorded sweep: slower at VPL 2 and 4).
+// served it (lesson 05: at 2 vectors a lane, heads fastest, the L1 stayed near its peak and the kernel took more
+// cycles).
 //
 // Compile-time constants (NVRTC -D): DV channels per head (a multiple of 8, at most 128), LV levels (at most 8),
 // PV points, NT threads a block, BRANCHLESS (0/1), VPL vectors per lane (1, 2 or 4).
