@@ -420,3 +420,14 @@ def test_head_to_head_rounds_alternate_and_a_track_pair_is_timed_again_and_claim
            "quote): 07_clusters takes 2.0 % less time" in results.lead_lines("gemm", [record])
     record["workloads"]["gemm M=64 N=64 K=64"]["head_to_head"][0]["sustained_error"] = "RuntimeError: boom"
     assert "(the back-to-back run failed: RuntimeError: boom)" in results.lead_lines("gemm", [record])
+
+
+def test_file_at_reads_a_file_at_a_commit_or_says_none():
+    """A lesson compiles the kernel a record ran from the record's commit (results.file_at); where git cannot show
+    it (no history, an unknown commit) the answer is None and the lesson says it used today's kernel."""
+    from cudabook import results
+    head = results._git("rev-parse", "--short", "HEAD")
+    if head is None:
+        pytest.skip("no git history here")
+    assert "msda_lane_groups" in results.file_at(head.strip(), "cudabook/msda/kernels/lane_groups.cu")
+    assert results.file_at("0" * 40, "cudabook/msda/kernels/lane_groups.cu") is None
