@@ -20,6 +20,8 @@ METRICS = {
     # of the 32-byte sectors global loads touch at L1, the share it already held (a gather's reuse)
     "l1_hit": ["l1tex__t_sector_pipe_lsu_mem_global_op_ld_hit_rate.pct"],
     "l2_hit": ["lts__t_sector_hit_rate.pct"],
+    # how busy the L1's data pipe was (its wavefronts, % of peak): a gather whose loads hit can run into it
+    "l1_pipe": ["l1tex__data_pipe_lsu_wavefronts.avg.pct_of_peak_sustained_elapsed"],
     "occupancy": ["sm__warps_active.avg.pct_of_peak_sustained_active"],
     "theoretical_occupancy": ["sm__maximum_warps_per_active_cycle_pct"],
     "registers": ["launch__registers_per_thread"],
@@ -70,14 +72,16 @@ COLUMNS = [  # (heading, row key, format)
     ("DRAM % of peak", "dram_pct", "{:.1f}"), ("DRAM GB/s", "dram_GBps", "{:,.0f}"),
     ("MB read", "dram_read_MB", "{:,.1f}"), ("MB written", "dram_write_MB", "{:,.1f}"),
     ("load requests", "load_requests", "{:,.0f}"), ("sectors/request", "sectors_per_request", "{:.2f}"),
-    ("L1 hit %", "l1_hit_pct", "{:.1f}"), ("L2 hit %", "l2_hit_pct", "{:.1f}"), ("occupancy %", "occupancy_pct", "{:.1f}"),
+    ("L1 hit %", "l1_hit_pct", "{:.1f}"), ("L1 pipe %", "l1_pipe_pct", "{:.1f}"), ("L2 hit %", "l2_hit_pct", "{:.1f}"),
+    ("occupancy %", "occupancy_pct", "{:.1f}"),
     ("limit %", "theoretical_occupancy_pct", "{:.0f}"), ("registers", "registers", "{:.0f}"),
     ("issue %", "issue_pct", "{:.1f}"), ("busiest pipe %", "busiest_pipe", "{}"),
 ]
 COLUMN_NOTES = ("MB read, MB written: DRAM traffic. Load requests: warp-wide global load instructions at L1; "
                 "sectors/request: 32-byte sectors each one touches at L1 (hits included). Occupancy: warp slots "
                 "filled on average (achieved) and at most (limit).")
-L1_NOTES = "L1 hit %: the share of the global loads' sectors that L1 already held."
+L1_NOTES = ("L1 hit %: the share of the global loads' sectors that L1 already held; L1 pipe %: how busy its data "
+            "pipe was (wavefronts, % of peak).")
 PIPE_NOTES = ("Issue: the schedulers' issue slots busy; busiest pipe: the arithmetic or load/store pipe with the "
               "largest share of its peak (alu: integer and logic; fma, fmaheavy: float multiply-adds and integer "
               "multiplies; lsu: memory; xu: special functions, conversions).")

@@ -38,6 +38,7 @@ def derive(kernel: dict, stage: str | None = None) -> dict:
     row["load_sectors"], row["load_requests"] = sectors, requests
     row["sectors_per_request"] = sectors / requests if sectors is not None and requests else None
     row["l1_hit_pct"] = get("l1_hit")
+    row["l1_pipe_pct"] = get("l1_pipe")
     row["l2_hit_pct"] = get("l2_hit")
     row["occupancy_pct"] = get("occupancy")
     row["theoretical_occupancy_pct"] = get("theoretical_occupancy")
@@ -105,7 +106,8 @@ class Profile(list):
 
     def notes(self) -> str:
         """What the columns mean: the L1's and the pipes' notes only where a row has them."""
-        l1 = " " + L1_NOTES if any(r.get("l1_hit_pct") is not None for r in self) else ""
+        l1 = " " + L1_NOTES if any(r.get("l1_hit_pct") is not None or r.get("l1_pipe_pct") is not None
+                                   for r in self) else ""
         return COLUMN_NOTES + l1 + (" " + PIPE_NOTES if any(r.get("issue_pct") is not None or r.get("busiest_pipe")
                                                             for r in self) else "")
 

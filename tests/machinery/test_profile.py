@@ -112,14 +112,17 @@ def test_issue_slots_and_the_busiest_pipe_are_shown_where_the_profile_has_them()
 def test_the_l1_hit_rate_is_shown_where_the_profile_has_it():
     """A gather's pace is set by how often L1 already holds a sector: the table shows the global loads' L1 hit
     rate, and its note says what it is; an older record, without the metric, hides both."""
-    m = {"gpu__time_duration.sum": 1000.0, "l1tex__t_sector_pipe_lsu_mem_global_op_ld_hit_rate.pct": 63.25}
+    m = {"gpu__time_duration.sum": 1000.0, "l1tex__t_sector_pipe_lsu_mem_global_op_ld_hit_rate.pct": 63.25,
+         "l1tex__data_pipe_lsu_wavefronts.avg.pct_of_peak_sustained_elapsed": 88.5}
     row = profile.derive({"kernel": "k", "metrics": m}, "05_lane_groups")
-    assert row["l1_hit_pct"] == 63.25
+    assert row["l1_hit_pct"] == 63.25 and row["l1_pipe_pct"] == 88.5
     shown = profile.Profile([row], label="synthetic")
     assert "L1 hit %" in repr(shown) and "63.2" in repr(shown) and "L1 already held" in shown.notes()
+    assert "L1 pipe %" in repr(shown) and "88.5" in repr(shown) and "data pipe" in shown.notes()
     old = profile.Profile([profile.derive({"kernel": "k", "metrics": {"gpu__time_duration.sum": 1.0}}, "01")])
-    assert "L1 hit" not in repr(old) and "L1 already held" not in old.notes()
+    assert "L1 hit" not in repr(old) and "L1 pipe" not in repr(old) and "L1 already held" not in old.notes()
     assert "l1tex__t_sector_pipe_lsu_mem_global_op_ld_hit_rate.pct" in profile.metric_names()
+    assert "l1tex__data_pipe_lsu_wavefronts.avg.pct_of_peak_sustained_elapsed" in profile.metric_names()
 
 
 def test_output_without_csv_gives_no_kernels():
