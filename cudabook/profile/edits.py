@@ -70,9 +70,8 @@ def show_edits(track, stage, out=print) -> int:
         before = f"the rung at {rd['rung_at']}, before it adopted the edit" if rd.get("rung_at") else "the rung"
         out(f"{rd['edit']} · {rd['gpu']} · ncu {rd.get('ncu')}: {(rd.get('what') or '').splitlines()[0]}")
         for case in rd["cases"]:
-            for side, label in (("rung", before), ("edited", "edited")):
-                rows = [dict(r, stage=f"{stage[:2]} {side}") for r in case[side]]
-                out(repr(Profile(rows, label=f"{label} · {case['workload']} · commit {case['commit']}")))
+            rows = [dict(r, stage=f"{stage[:2]} {side}") for side in ("rung", "edited") for r in case[side]]
+            out(repr(Profile(rows, label=f"{case['workload']} · commit {case['commit']} · rung: {before}")))
             out("")
     if not found:
         out(f"no profile of an edited {t.NAME} {stage} kernel in results/readings/ (python -m cudabook.profile "
