@@ -57,6 +57,34 @@ source = s05.source()
 lesson.show_region(source, start='extern "C" __global__', end="load_floats(law")
 
 # %% [markdown]
+# Which items a warp serves, in the two orders (the benchmark's D = 32: G = 4 lanes an item, 8 items a warp; the
+# first 32 queries of an image and its 8 heads, each cell one item, coloured by the warp that serves it):
+
+# %%
+G, Q = s05.group_lanes(D), 32
+per_warp = 32 // G
+fig, axes = plt.subplots(1, 2, figsize=(11, 2.6), sharey=True)
+for ax, (title, warp_of) in zip(axes, (
+        ("heads fastest (rung 02, and rung 05 before):\na warp = the 8 heads of one query",
+         lambda q, m: (q * M + m) // per_warp),
+        ("head by head (rung 05): a warp = 8 neighbouring\nqueries of one head",
+         lambda q, m: (m * Lq + q) // per_warp))):
+    grid = np.array([[warp_of(q, m) for q in range(Q)] for m in range(M)])
+    ax.imshow(grid % 10, cmap="tab10", aspect="auto", interpolation="nearest")
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("query q")
+ax0 = axes[0]
+ax0.set_ylabel("head m")
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Heads fastest, the 16 queries of a 512-thread block and the blocks an SM holds at once read all 8 heads' maps;
+# head by head, a block's 128 queries read one head's, and an SM's blocks one or two heads' maps. On `uniform`
+# locations that is the difference between an L1 that holds almost nothing of what is asked and one that holds
+# the small levels (measured further down).
+
+# %% [markdown]
 # A level's P samples, branch-free (the part between the markers in `kernels/lane_groups.cu` is lab 05's):
 
 # %%
