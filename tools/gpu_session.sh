@@ -23,6 +23,9 @@
 #               and the L1 gather probe (from the L1, the L2 and shared memory). Its kernel edits' profiles
 #               (python -m cudabook.profile --edit EDIT msda [--size ...]) need a copy with git history when the
 #               edit names a BASE: carry a clone (git clone -q . .clean), not a git archive
+#   msda-next   the experiments lesson 05 does not read yet (about 4 minutes): the head-pairs edit timed (10
+#               rounds, 2 s back to back) and profiled against the rung, and the reference gather in both orders
+#               of its groups beside rung 05 (tools/probe_reference_gather.py)
 #   timings     the lab solutions and the lessons the guide's table needs, timed (tools/time_lessons.py)
 #   timings-1, timings-2, timings-3
 #               every notebook timed, in three calls of at most 9 minutes each (the whole guide's table on a
@@ -34,7 +37,7 @@
 #               the run was spread
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-phase=${1:?"usage: bash tools/gpu_session.sh stale|bench-a|bench-b|records|readings|msda|timings|timings-1|timings-2|timings-3|timings-spread"}
+phase=${1:?"usage: bash tools/gpu_session.sh stale|bench-a|bench-b|records|readings|msda|msda-next|timings|timings-1|timings-2|timings-3|timings-spread"}
 step() {                       # step SECONDS NAME COMMAND...: run with a limit, log to $OUT/NAME.log, say how it went
   local limit=$1 name=$2; shift 2
   local t0=$(date +%s)
@@ -75,6 +78,11 @@ case "$phase" in
     step 90 variant_msda04_strided python3 -m cudabook.profile --record msda 04 --params '{"strided": true}'
     step 120 sweeps_msda05 python3 tools/record_sweeps.py --track msda --only 05
     step 200 l1_gather python3 tools/probe_l1_gather.py ;;
+  msda-next)
+    step 120 head_pairs python3 tools/probe_kernel_edit.py --edit tools/kernel_edits/msda05_head_pairs.py \
+      --workloads all --rounds 10 --sustained 2
+    step 60 head_pairs_profile python3 -m cudabook.profile --edit msda05_head_pairs msda
+    step 120 reference_order python3 tools/probe_reference_gather.py ;;
   timings)
     step 540 timings python3 tools/time_lessons.py --runner exec --out "$OUT/timings" solutions \
       notebooks/gemm/09_sizes.ipynb notebooks/msda ;;

@@ -134,19 +134,26 @@ def fold_vector(words, n, r, i):
 
 
 @cuda.jit
-def gather_corners(words, shapes, rows, sink, lanes):
+def gather_corners(words, shapes, rows, sink, lanes, heads_outer):
     """Groups of `lanes` lanes per (n, q, m) as in rung 02, each lane one 16-byte vector of the head's row: every
-    sample's four corners loaded and folded by XOR into one word a lane (stored, so no load is dead)."""
+    sample's four corners loaded and folded by XOR into one word a lane (stored, so no load is dead). The groups
+    are taken heads fastest, as rung 02 takes them, or with `heads_outer` head by head (queries fastest), as rung
+    05 takes them; either way group (n, q, m) stores its fold at the same place."""
     N, Lq, M, L, P = rows.shape
     nvec = words.shape[2] // 4
     lane = cuda.threadIdx.x % WARP
     g = lane % lanes
-    group = cuda.grid(1) // lanes
-    if group >= N * Lq * M or g >= nvec:
+    order = cuda.grid(1) // lanes
+    if order >= N * Lq * M or g >= nvec:
         return                                     # no shuffles here: lanes may leave on their own
-    m = group % M
-    q = (group // M) % Lq
-    n = group // (M * Lq)
+    if heads_outer:
+        q = order % Lq
+        m = (order // Lq) % M
+    else:
+        m = order % M
+        q = (order // M) % Lq
+    n = order // (M * Lq)
+    group = (n * Lq + q) * M + m
     i = g * 4
     fold = np.uint32(0)
     for l in range(L):
@@ -162,7 +169,7 @@ def gather_corners(words, shapes, rows, sink, lanes):
     sink[group * lanes + g] = fold
 
 
-def _gather_launch(problem):
+def _gather_launch(problem, heads_outer=False):
     N, S, M, D, Lq, L, P = problem.shape
     rows = cuda.device_array((N, Lq, M, L, P), np.int32)
     count = rows.size
@@ -174,21 +181,24 @@ def _gather_launch(problem):
     sink = cuda.device_array(groups * lanes, np.uint32)
     threads = 128
     blocks = (groups * lanes + threads - 1) // threads
-    return rows, sink, (lambda: gather_corners[blocks, threads](words, problem.shapes, rows, sink, np.int32(lanes)))
+    order = np.int32(bool(heads_outer))
+    return rows, sink, (lambda: gather_corners[blocks, threads](words, problem.shapes, rows, sink, np.int32(lanes),
+                                                                order))
 
 
-def gather_fold(problem):
+def gather_fold(problem, heads_outer=False):
     """Run the gather once; its sink [N * Lq * M * lanes] (the XOR of every corner vector a lane read)."""
-    rows, sink, go = _gather_launch(problem)
+    rows, sink, go = _gather_launch(problem, heads_outer)
     go()
     return sink.copy_to_host()
 
 
-def reference_gather_us(problem, repeats=25) -> float:
+def reference_gather_us(problem, repeats=25, heads_outer=False) -> float:
     """Median µs of the reference gather on this problem's samples (GPU only): every sample's 4 corners loaded,
-    no arithmetic. A reference, not a bound: a kernel that also does the arithmetic can match or beat it."""
+    no arithmetic. A reference, not a bound: a kernel that also does the arithmetic can match or beat it.
+    `heads_outer`: its groups head by head (tools/probe_reference_gather.py times both orders)."""
     from .. import bench
-    rows, sink, go = _gather_launch(problem)
+    rows, sink, go = _gather_launch(problem, heads_outer)
     return bench.time_ms(go, repeats=repeats, batch=5) * 1e3
 
 

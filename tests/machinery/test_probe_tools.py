@@ -4,6 +4,8 @@ import json
 import pathlib
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from tools import probe_peer_kernels  # noqa: E402
@@ -116,3 +118,14 @@ def test_the_l1_gather_probe_refuses_a_bad_piece_and_a_machine_without_a_gpu(cap
     if device.gpu() is None:
         assert probe_l1_gather.main([]) == 1
         assert "--emulate checks the probe" in capsys.readouterr().out
+
+
+def test_the_reference_order_probe_says_why_it_cannot_run_without_a_gpu(capsys):
+    """tools/probe_reference_gather.py times the msda reference gather in both orders on a GPU; here it refuses,
+    saying why."""
+    from tools import probe_reference_gather
+    from cudabook import SIMULATOR
+    if not SIMULATOR:
+        pytest.skip("on a GPU the probe runs for real (tools/gpu_session.sh)")
+    assert probe_reference_gather.main([]) == 1
+    assert "needs a GPU" in capsys.readouterr().out

@@ -444,11 +444,13 @@ def test_a_record_whose_figures_disagree_is_refused(tmp_path, change, message):
         results.load(tmp_path / "bad.json")
 
 
-def test_the_reference_gather_reads_exactly_the_corners(rng):
-    """The reference gather's kernel, in the simulator: its XOR of every corner vector equals NumPy's."""
+@pytest.mark.parametrize("heads_outer", [False, True])
+def test_the_reference_gather_reads_exactly_the_corners(rng, heads_outer):
+    """The reference gather's kernel, in the simulator, in both orders of its groups: its XOR of every corner
+    vector equals NumPy's, group by group."""
     args = problem(N=1, Lq=3, M=2, levels=((3, 4), (1, 2)), P=2, D=16, borders=0.4, rng=rng)
     p = msda.upload(*args)
-    got = benchmark.gather_fold(p)
+    got = benchmark.gather_fold(p, heads_outer)
     value, shapes, starts, loc, attn = msda.validate(*args)
     words = value.reshape(1, -1, 16).view(np.uint32)                         # [N, S * M, D / 2]
     f = np.float32
@@ -480,7 +482,7 @@ for words in (1, 2, 4):
     k = specialise(s02.msda_warp, WORDS=words)
     out[f"02/{words}"] = cuda.compile_ptx(k.py_func, (A(u32, 3),) + common + (A(u32, 3), i32), cc=(9, 0))[0]
 out["gather"] = cuda.compile_ptx(benchmark.gather_corners.py_func, (A(u32, 3), A(i32, 2), A(i32, 5), A(u32, 1),
-                                 i32), cc=(9, 0))[0]
+                                 i32, i32), cc=(9, 0))[0]
 print(json.dumps(out))
 """
     ptx = ptx_in_child(child)
