@@ -80,9 +80,9 @@ def main(argv=None) -> int:
             problem.poison()
             module.launch(problem, kernel=kernel, **params)
             correct[which] = bool(judge(problem.result(), *args).ok)
-        got = bench.head_to_head({"rung": lambda: module.launch(problem, kernel=rung, **params),
-                                  "edited": lambda: module.launch(problem, kernel=edited, **params)},
-                                 rounds=a.rounds)
+        calls = {"rung": lambda: module.launch(problem, kernel=rung, **params),
+                 "edited": lambda: module.launch(problem, kernel=edited, **params)}
+        got = bench.head_to_head(calls, rounds=a.rounds)
         ratio = statistics.median(r / e for r, e in zip(got["rung"], got["edited"]))
         us = {k: [round(ms * 1e3, 2) for ms in v] for k, v in got.items()}
         case = {"workload": name, "correct": correct, "us": us, "rung / edited": round(ratio, 4)}
@@ -90,9 +90,7 @@ def main(argv=None) -> int:
               f"{statistics.median(us['rung']):,.1f} µs, edited {statistics.median(us['edited']):,.1f} µs), "
               f"correct: {correct}", flush=True)
         if a.sustained > 0:
-            long = bench.sustained({"rung": lambda: module.launch(problem, kernel=rung, **params),
-                                    "edited": lambda: module.launch(problem, kernel=edited, **params)},
-                                   seconds=a.sustained)
+            long = bench.sustained(calls, seconds=a.sustained)
             case["sustained"] = {"seconds": a.sustained, "us": {k: [round(ms * 1e3, 2) for ms in v]
                                                                 for k, v in long.items()}}
             mean = {k: statistics.mean(v) for k, v in long.items()}

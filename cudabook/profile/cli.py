@@ -104,8 +104,6 @@ def main(argv=None) -> int:
         t = tracks.get(a.track)
         if t.NAME != e.TRACK or any(_stage_name(t, s) != e.STAGE for s in a.stages):
             ap.error(f"the edit {a.edit} edits {e.TRACK} {e.STAGE}, not {a.track} {' '.join(a.stages)}")
-        a.params = {**getattr(e, "PARAMS", {}), **(a.params or {})}
-        a.stages = [e.STAGE]
     try:
         if a.record:
             from .. import track as tracks
@@ -123,12 +121,12 @@ def main(argv=None) -> int:
         elif a.show:
             from .display import show
             show(a.track, *a.stages, live=False, folder=a.folder, **(a.params or {}))
+        elif a.edit:                       # (profile_edit adds the edit's PARAMS)
+            from .edits import profile_edit
+            path = profile_edit(a.track, a.edit, a.size, folder=a.folder, **(a.params or {}))
+            print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
         else:
-            if a.edit:
-                from .edits import profile_edit
-                path = profile_edit(a.track, a.edit, a.size, folder=a.folder, **(a.params or {}))
-                print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
-            for s in [] if a.edit else a.stages:
+            for s in a.stages:
                 print(repr(profile(a.track, s, a.size, **(a.params or {}))), "\n")
     except ProfileUnavailable as e:
         print(e, file=sys.stderr)
