@@ -23,9 +23,9 @@
 #               and the L1 gather probe (from the L1, the L2 and shared memory). Its kernel edits' profiles
 #               (python -m cudabook.profile --edit EDIT msda [--size ...]) need a copy with git history when the
 #               edit names a BASE: carry a clone (git clone -q . .clean), not a git archive
-#   msda-next   the experiments lesson 05 does not read yet (about 4 minutes): the head-pairs edit timed (10
-#               rounds, 2 s back to back) and profiled against the rung, and the reference gather in both orders
-#               of its groups beside rung 05 (tools/probe_reference_gather.py)
+#   msda-next   the experiments lesson 05 does not read yet (about 5 minutes): the head-pairs edit timed (10
+#               rounds, 2 s back to back) and profiled against the rung on both workloads, and the reference
+#               gather in both orders of its groups beside rung 05 (tools/probe_reference_gather.py)
 #   timings     the lab solutions and the lessons the guide's table needs, timed (tools/time_lessons.py)
 #   timings-1, timings-2, timings-3
 #               every notebook timed, in three calls of at most 9 minutes each (the whole guide's table on a
@@ -82,6 +82,9 @@ case "$phase" in
     step 120 head_pairs python3 tools/probe_kernel_edit.py --edit tools/kernel_edits/msda05_head_pairs.py \
       --workloads all --rounds 10 --sustained 2
     step 60 head_pairs_profile python3 -m cudabook.profile --edit msda05_head_pairs msda
+    uniform='{"N": 48, "Lq": 15420, "M": 8, "levels": [[100, 116], [50, 58], [25, 29], [13, 15]], "P": 8, "D": 32,
+      "locations": "uniform"}'                        # the benchmark's second workload
+    step 60 head_pairs_profile_uniform python3 -m cudabook.profile --edit msda05_head_pairs msda --size "$uniform"
     step 120 reference_order python3 tools/probe_reference_gather.py ;;
   timings)
     step 540 timings python3 tools/time_lessons.py --runner exec --out "$OUT/timings" solutions \
