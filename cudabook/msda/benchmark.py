@@ -15,7 +15,9 @@ Figures of a row:
                        48.5 GB in all at this size) through L2 and L1, far more than the minimum traffic. The
                        reference gather loads those pieces, at this workload's addresses (moved onto the map where a
                        sample hangs over its edge), with 16-byte loads and nothing else (no weights, no
-                       arithmetic): `reference_gather_us`. It is a
+                       arithmetic): `reference_gather_us`, its groups in both orders (heads fastest, as rung 02
+                       takes them, and head by head, as rung 05 does), the faster kept (records before 2026-11-30
+                       timed heads fastest only, and have no "gather_order"). It is a
                        reference kernel, not a bound: it has limits of its own (the loads a lane keeps in
                        flight), and a rung can match or beat it (over 100 %). A bound from the corners' L2 and L1
                        traffic at the hardware's peak rates is not measured.
@@ -47,6 +49,7 @@ SWEEP_VARIANTS = ([("02_warp_cooperative", {}), ("02_warp_cooperative", {"vec_by
                    ("05_lane_groups", {"threads": 128}), ("05_lane_groups", {"threads": 256}),
                    ("05_lane_groups", {"threads": 512}), ("05_lane_groups", {"threads": 256, "branchless": False})]
                   + [("05_lane_groups", {"threads": t, "vectors": v}) for v in (2, 4) for t in (128, 256, 512)])
+GATHER_ORDERS = ("heads fastest", "head by head")   # the reference gather's two orders of its groups
 PEERS_FIRST = True           # speed-up against torch needs torch's time
 
 
@@ -71,21 +74,29 @@ def context(problem, progress=print) -> dict:
              + ", ".join(f"{k} {v:,.0f}" for k, v in ceilings.items()) + ")")
     ctx = {"copy_GBps": round(copy, 1), "copy_ceilings_GBps": ceilings, "min_bytes": problem.min_bytes,
            "gather_bytes": problem.gather_bytes}
-    us = reference_gather_us(problem)
-    ctx["gather_us"] = round(us, 2)
+    orders = {order: round(reference_gather_us(problem, heads_outer=order == "head by head"), 2)
+              for order in GATHER_ORDERS}
+    order = min(orders, key=orders.get)                     # the reference at its strongest on this workload
+    us = orders[order]
+    ctx["gather_us"] = us
+    ctx["gather_order"] = order
+    ctx["gather_orders_us"] = orders
     ctx["ceiling_GBps"] = round(problem.gather_bytes / (us * 1e-6) / 1e9, 1)
     ctx["ceiling_how"] = ("the reference gather: every sample's 4 corner pixels (D bf16 each) loaded at this "
-                          "workload's addresses, 16-byte loads, no arithmetic; a reference, not a bound (a kernel "
-                          "can beat it); GB/s of the corner bytes")
+                          "workload's addresses, 16-byte loads, no arithmetic, its groups in the faster of two "
+                          "orders (heads fastest, as rung 02 takes them, or head by head, as rung 05 does), both "
+                          "timed now; a reference, not a bound (a kernel can beat it); GB/s of the corner bytes")
+    other = ", ".join(f"{k} {v:,.1f} µs" for k, v in orders.items() if k != order)
     progress(f"reference gather: {ctx['ceiling_GBps']:,.0f} GB/s of corner bytes ({problem.gather_bytes / 1e9:.1f} "
-             f"GB in {us:,.1f} µs; a reference kernel, not a bound)")
+             f"GB in {us:,.1f} µs, {order}; {other}; a reference kernel, not a bound)")
     return ctx
 
 
 def summary(ctx) -> str:
     parts = [f"copy ceiling {ctx['copy_GBps']:,.0f} GB/s"]
     if ctx.get("ceiling_GBps"):
-        parts.append(f"reference gather {ctx['ceiling_GBps']:,.0f} GB/s of corners")
+        parts.append(f"reference gather {ctx['ceiling_GBps']:,.0f} GB/s of corners"
+                     + (f" ({ctx['gather_order']})" if ctx.get("gather_order") else ""))
     if ctx.get("torch_eager_us"):
         parts.append(f"torch eager {ctx['torch_eager_us']:,.0f} µs")
     return ", ".join(parts)
@@ -196,7 +207,8 @@ def gather_fold(problem, heads_outer=False):
 def reference_gather_us(problem, repeats=25, heads_outer=False) -> float:
     """Median µs of the reference gather on this problem's samples (GPU only): every sample's 4 corners loaded,
     no arithmetic. A reference, not a bound: a kernel that also does the arithmetic can match or beat it.
-    `heads_outer`: its groups head by head (tools/probe_reference_gather.py times both orders)."""
+    `heads_outer`: its groups head by head. context() times both orders and keeps the faster; which one wins
+    depends on the workload (tools/probe_reference_gather.py times both beside rung 05)."""
     from .. import bench
     rows, sink, go = _gather_launch(problem, heads_outer)
     return bench.time_ms(go, repeats=repeats, batch=5) * 1e3

@@ -240,7 +240,9 @@ plt.show()
 # - **the reference gather** ("% of reference gather"): a kernel that loads **these corners, at nearly these
 #   addresses** (a sample that hangs over the border, or lies wholly off the map where the rungs skip it, is
 #   moved onto the map and loaded), with 16-byte loads and nothing else: no
-#   weights, no arithmetic (`benchmark.reference_gather_us`). It is a reference, not a bound. It is a kernel
+#   weights, no arithmetic (`benchmark.reference_gather_us`). A group of lanes loads one query's and head's
+#   corners; the groups can go heads fastest or head by head, and the benchmark times both orders and keeps the
+#   faster (lesson 05 shows why the order matters). It is a reference, not a bound. It is a kernel
 #   like the rungs, with limits of its own (how many loads each lane keeps in flight), so a stage that does all
 #   the arithmetic can still match or beat it, over 100 %. It tells how a stage compares with loading its
 #   corners plainly, not how close it is to the hardware.
@@ -265,7 +267,8 @@ for record in results.load_all():
                   f"  floor from the minimum traffic at the copy bandwidth ({ctx['copy_GBps']:,.0f} GB/s): "
                   f"{ctx['min_bytes'] / ctx['copy_GBps'] / 1e3:8,.0f} µs\n"
                   f"  the reference gather, corners only (not a floor; {ctx['ceiling_GBps']:,.0f} GB/s of corner "
-                  f"bytes): {ctx['gather_us']:8,.0f} µs")
+                  f"bytes): {ctx['gather_us']:8,.0f} µs, "
+                  + ctx.get("gather_order", "heads fastest, the only order timed then"))
 if not found:
     print("No deformable attention record in results/ yet: the copy ceiling and the reference gather are measured "
           "with the stages, on a GPU.")

@@ -209,7 +209,9 @@ for record in results.load_all():
             shown = True
             times = ", ".join(f"{s} {w['stages'][s]['median_us']:,.0f} µs" for s in w["stages"]
                               if "median_us" in w["stages"][s])
-            print(f"{record['gpu']} · {name}: reference gather {w['context']['gather_us']:,.0f} µs; {times}")
+            order = w["context"].get("gather_order", "heads fastest")
+            print(f"{record['gpu']} · {name}: reference gather {w['context']['gather_us']:,.0f} µs ({order}); "
+                  f"{times}")
     kinds = {name.rsplit(" ", 1)[-1]: w for name, w in record["workloads"].items()
              if name.startswith("msda ") and w.get("context", {}).get("gather_us")}
     if "local" in kinds and "uniform" in kinds:
@@ -222,9 +224,11 @@ if not shown:
     print("No deformable attention record in results/ yet: run `make bench TRACKS=msda` on a GPU.")
 
 # %% [markdown]
-# Locality decides how fast the corners can be loaded: without it the reference gather takes much longer. Rung
-# 02 hardly notices: loading its corners is not yet what limits it. Rungs 04 and 05 feel the difference more
-# (the last line per card).
+# Locality decides how fast the corners can be loaded: without it the reference gather takes longer (the
+# benchmark times it in two orders of its groups and keeps the faster, named in brackets; lesson 05 shows why the
+# order matters without locality). Rung 02 hardly notices: loading its corners is not yet what limits it. Rung 04
+# feels the difference more (the last line per card), and so did rung 05 until it took its items head by head
+# (lesson 05).
 #
 # ## How fast?
 #

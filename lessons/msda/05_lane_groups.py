@@ -293,7 +293,8 @@ for rec in results.load_all():
         ref = s5["pct_of_ceiling"]                   # the first records' key for "% of reference gather"
         print(f"{rec['gpu']} · {name} (commit {w.get('commit') or rec.get('commit')}):\n"
               f"  05: {s5['median_us']:,.0f} µs, {s5['pct_of_copy']:.1f} % of copy (the bound), {ref:.1f} % of the "
-              f"reference gather ({w['context']['gather_us']:,.0f} µs: "
+              f"reference gather ({w['context']['gather_us']:,.0f} µs, "
+              f"{w['context'].get('gather_order', 'heads fastest, the only order timed then')}: "
               + ("05 is faster" if ref >= 100 else "level, within 5 %" if ref >= 95 else "05 is slower")
               + f"), {s5['speedup_vs_torch']:.1f}x torch eager;\n"
               f"  faster than " + ", ".join(f"{s[:2]} {st[s]['median_us'] / s5['median_us']:.1f}x" for s in st
@@ -461,13 +462,33 @@ for rec in results.load_all():
 # SM clock fall well below that under a long tensor-core load), and each instruction count is this machine's NVRTC
 # build of the kernel the record ran, not the record's own build. So on the `local` workload issuing instructions
 # fills most (at a lower clock, nearly all) of rung 05's time, about as long as the reference gather's loads take:
-# the two overlap, imperfectly. On `uniform` the loads are slower and hide the instructions better, and there rung
-# 05 **matches or beats the reference gather**: level with it, within a few percent, or faster (the records above
-# say which, card by card). A kernel that computes every position, weight and blend keeps pace with one that only
-# loads the same corners. So the reference gather is **not a bound**. It is one plain way to load the corners (a
-# group of lanes per query and head, as in rung 02, with no more loads in flight than its simple loop gives), and
-# a kernel that keeps more bytes in flight loads them faster. Read "% of reference gather" as a comparison, not as
-# a distance to a limit.
+# the two overlap, imperfectly.
+#
+# Which gather, though? Its groups can be taken in either of rung 05's two orders: heads fastest (a warp's groups
+# the heads of one query, as rung 02 and the rung before this one took them) or head by head (neighbouring
+# queries of one head, as rung 05 takes them now). The same loads of the same corners, in another order. Both,
+# with rung 05 beside them, in the same interleaved rounds (`tools/probe_reference_gather.py`, a reading):
+
+# %%
+for rd in results.readings("msda", "05_lane_groups", "reference_order"):
+    print(f"{rd['gpu']} · tools/probe_reference_gather.py · commit {rd['commit']}")
+    for case in rd["cases"]:
+        med = {k: float(np.median(v)) for k, v in case["us"].items()}
+        print(f"  {case['workload']}: " + ", ".join(f"{k} {v:,.0f} µs" for k, v in med.items())
+              + ("" if case["same_folds"] else " (the two orders' folds DISAGREE)"))
+if not results.readings("msda", "05_lane_groups", "reference_order"):
+    print("no reading of tools/probe_reference_gather.py in results/readings/ yet (it needs a GPU)")
+
+# %% [markdown]
+# Order alone moves the gather a long way, and not the same way on both workloads: head by head is slower on
+# `local` and much faster on `uniform`, where the blocks an SM holds then read one or two heads' maps in place of
+# all eight, and find far more of their corners in the L1 (the profiles below show the same for rung 05). So the
+# benchmark times the gather both ways on every workload and keeps the faster, the reference at its strongest;
+# each record's context says which order won (records without one timed heads fastest only, and there, on
+# `uniform`, rung 05 matched or beat the gather). The reference gather is **not a bound**: it is one plain way to
+# load the corners (a group of lanes per query and head, with no more loads in flight than its simple loop gives),
+# and a kernel that keeps more bytes in flight, or takes them in a better order, loads them faster. Read "% of
+# reference gather" as a comparison, not as a distance to a limit.
 #
 # ## A bound from the L1
 #
@@ -543,9 +564,10 @@ if not results.readings("msda", "05_lane_groups", "l1_gather"):
 # that shares it. Head by head, rung 05's pieces sit at the same place of their lines, the one-line-a-cycle case,
 # except where a warp's queries share a pixel, as neighbouring ones sometimes do on `local` (12.35 sectors a load
 # request against 13.73 heads fastest; 13.59 on `uniform`: the profiles further down). So its corners may now keep
-# the L1 about as busy as its instructions keep the issue slots; the L1's data-pipe counters were not read for
-# today's kernel. Nsight Compute's reading of rung 05 on an H200 (in results/readings/, with the commit it ran)
-# shows how busy each unit was:
+# the L1 busier than they did heads fastest: the profiles under "Head by head" below read its data pipe ("L1 pipe
+# %") for today's kernel. An older Nsight Compute reading of rung 05 on an H200 (in results/readings/, with the
+# commit it ran), taken while its items went heads fastest, counted the pipe's wavefronts and how busy each unit
+# was:
 
 # %%
 for rd in results.readings("msda", "05_lane_groups", "l1"):
@@ -637,8 +659,8 @@ _ = results.show_edits("msda", "05_lane_groups")
 # %% [markdown]
 # ## Head by head, one multiply-add an address: three edits the rung took
 #
-# The last reading above, `msda05_heads_outer_wide`, is three edits at once, and rung 05 has been that kernel since
-# (a test compiles both and compares their SASS, opcode for opcode):
+# The reading of `msda05_heads_outer_wide` above is three edits at once, and rung 05 has been that kernel since (a
+# test compiles both and compares their SASS, opcode for opcode):
 #
 # - **the items head by head** (`msda05_heads_outer` alone: a little slower on `local`, much faster on `uniform`);
 # - **one multiply-add an address**: `base` a byte address and `pitch` a 64-bit variable holding a 32-bit product,
@@ -651,7 +673,8 @@ _ = results.show_edits("msda", "05_lane_groups")
 # the same two kernels run back to back for seconds each (what a long job sees, once the card's power cap holds
 # its clock) agree. What changed inside, in Nsight Compute's counters: the kernel the edit changed (the rung at the
 # edit's BASE) and the edited one, on the same card and workload (`python -m cudabook.profile --edit
-# msda05_heads_outer_wide msda`, for each workload):
+# msda05_heads_outer_wide msda`, for each workload), then the same for the edit timed last above,
+# `msda05_head_pairs`, against today's rung:
 
 # %%
 from cudabook import profile as ncu_profile
@@ -664,9 +687,21 @@ _ = ncu_profile.show_edits("msda", "05_lane_groups")
 # queries sometimes share a pixel), and the issue slots and the ALU pipe, the busiest units before, are a little
 # less busy: the addresses' instructions are gone. Both workloads now run with their issue slots about three
 # quarters busy and the ALU the busiest arithmetic pipe (the SASS count above: about 120 instructions a sample in
-# every lane of a group, half of them integer work). The L1's data pipe was not read in these profiles: with its
-# pieces at the same place of their lines, it may now be as busy ("A bound from the L1" above). Which of the two
-# holds rung 05 is the next question, for Nsight Compute's L1 wavefront counters.
+# every lane of a group, half of them integer work).
+#
+# Which holds rung 05 now, the issue slots or the L1's data pipe? The second reading, `msda05_head_pairs`, answers
+# it. Its rows of the rung read the data pipe ("L1 pipe %"): nearly saturated on both workloads, with every piece
+# of a warp's load at the same place of its line, the probe's one-line-a-cycle case. The edit takes a warp's items
+# two heads at a time (4 queries of heads 2k and 2k + 1), so half its pieces are first halves of their lines and
+# half second halves, the probe's spread case, and the pipe's load falls by about a quarter, as the probe
+# predicts. The time hardly moves. On `local` it is a little faster and the issue slots are now the busier unit
+# (`not_selected` and `math_pipe_throttle`, warps ready but not issued, take most of the warps' cycles); on
+# `uniform` it is slower, because an SM's blocks now read two heads' maps each and find fewer corners in the L1
+# (the edit's timings are printed with the others before these profiles). So rung 05 sits against two limits at
+# once, the L1's data pipe and the issue slots, and an edit that relieves only one of them gains a few percent at
+# most. The edit was not adopted. Going further takes fewer L1 wavefronts and fewer instructions together: the
+# shared corners above (each distinct corner read once for all the queries of a block that sample it), with each
+# sample's position worked out once.
 
 # %% [markdown]
 # ## Experiments: block size and branches
