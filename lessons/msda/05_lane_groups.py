@@ -802,13 +802,12 @@ lesson.recorded_against("msda", "05_lane_groups", "vectors", 1)
 # %% [markdown]
 # Heads fastest, the wavefronts won: each vector more a lane made that rung slower (its sweeps, taken before
 # today's rung), though the item's instructions fell: the L1 was already the busier of the two limits, and the
-# Nsight Compute reading under "A bound from the L1" shows it at 2 vectors a lane: the L1 still near its peak,
-# the issue slots far from full. One vector a lane, the
-# default, stays. (Read the H200's recorded sweep with care: at 4f198d6 every build was held to 64 registers, and
-# 2 and 4 vectors a lane then spilled (24 and 3,248 bytes of stack a thread, with NVRTC 13.5 here), so that sweep
-# timed spilled builds; how much of their time the spills cost is not measured. Unspilled, only 2 vectors a lane
-# was read, by Nsight Compute above, and heads fastest. Only one vector a lane is held to 64 registers now: the
-# builds in the table above are today's, with 128 registers at 2 and 4 vectors; that sweep is to be taken again.)
+# Nsight Compute reading under "A bound from the L1" shows it at 2 vectors a lane: the L1 still near its peak, the
+# issue slots far from full. Head by head the answer is the same, and for the same reason: at one vector a lane
+# the L1's data pipe is already nearly saturated (the head-pairs profiles above), and each vector more a lane adds
+# line accesses. One vector a lane, the default, stays. Each sweep names its commit: only one vector a lane is held
+# to 64 registers now (2 and 4 vectors a lane, held there too, spilled: 24 and 3,248 bytes of stack a thread,
+# with NVRTC 13.5 here); a sweep taken with today's builds times 2 and 4 vectors at 128 registers, unspilled.
 #
 # ## Across problem sizes
 #
