@@ -673,8 +673,8 @@ _ = results.show_edits("msda", "05_lane_groups")
 # the same two kernels run back to back for seconds each (what a long job sees, once the card's power cap holds
 # its clock) agree. What changed inside, in Nsight Compute's counters: the kernel the edit changed (the rung at the
 # edit's BASE) and the edited one, on the same card and workload (`python -m cudabook.profile --edit
-# msda05_heads_outer_wide msda`, for each workload), then the same for the edit timed last above,
-# `msda05_head_pairs`, against today's rung:
+# msda05_heads_outer_wide msda`, for each workload), then the same for the two edits timed last above,
+# `msda05_head_pairs` and `msda05_shuffled_positions`, each against today's rung:
 
 # %%
 from cudabook import profile as ncu_profile
@@ -689,19 +689,28 @@ _ = ncu_profile.show_edits("msda", "05_lane_groups")
 # quarters busy and the ALU the busiest arithmetic pipe (the SASS count above: about 120 instructions a sample in
 # every lane of a group, half of them integer work).
 #
-# Which holds rung 05 now, the issue slots or the L1's data pipe? The second reading, `msda05_head_pairs`, answers
-# it. Its rows of the rung read the data pipe ("L1 pipe %"): nearly saturated on both workloads, with every piece
-# of a warp's load at the same place of its line, the probe's one-line-a-cycle case. The edit takes a warp's items
-# two heads at a time (4 queries of heads 2k and 2k + 1), so half its pieces are first halves of their lines and
-# half second halves, the probe's spread case, and the pipe's load falls by about a quarter, as the probe
-# predicts. The time hardly moves. On `local` it is a little faster and the issue slots are now the busier unit
-# (`not_selected` and `math_pipe_throttle`, warps ready but not issued, take most of the warps' cycles); on
-# `uniform` it is slower, because an SM's blocks now read two heads' maps each and find fewer corners in the L1
-# (the edit's timings are printed with the others before these profiles). So rung 05 sits against two limits at
-# once, the L1's data pipe and the issue slots, and an edit that relieves only one of them gains a few percent at
-# most. The edit was not adopted. Going further takes fewer L1 wavefronts and fewer instructions together: the
-# shared corners above (each distinct corner read once for all the queries of a block that sample it), with each
-# sample's position worked out once.
+# Which holds rung 05 now, the issue slots or the L1's data pipe? The second reading, `msda05_head_pairs`, begins
+# to answer it. Its rows of the rung read the data pipe ("L1 pipe %"): nearly saturated on both workloads, with
+# every piece of a warp's load at the same place of its line, the probe's one-line-a-cycle case. The edit takes a
+# warp's items two heads at a time (4 queries of heads 2k and 2k + 1), so half its pieces are first halves of
+# their lines and half second halves, the probe's spread case, and the pipe's load falls by about a quarter, as
+# the probe predicts. The time hardly moves. On `local` it is a little faster and the issue slots are now the
+# busier unit (`not_selected` and `math_pipe_throttle`, warps ready but not issued, take most of the warps'
+# cycles); on `uniform` it is slower, because an SM's blocks now read two heads' maps each and find fewer corners
+# in the L1 (the edit's timings are printed with the others before these profiles). So rung 05 sits against two
+# limits at once, the L1's data pipe and the issue slots, and an edit that relieves only one of them gains a few
+# percent at most. The edit was not adopted.
+#
+# The third reading, `msda05_shuffled_positions`, comes at it from the other side: lane g of a group works out
+# only every G-th sample's corner rows and weights and hands them to the group's other lanes in six shuffles, so
+# the group no longer repeats that work G times. The issue slots and the ALU pipe are far less busy, as meant, and
+# yet it is slower on `local` and no faster on `uniform`: the L1's data pipe got busier, though the edit issues
+# fewer global loads. Most likely the shuffles are served by that same data pipe (one wavefront each would account
+# for the rise; these counts do not split the pipe's work by kind), as shared memory is:
+# `msda05_shared_positions`, which handed the positions on through shared memory, did no better either (its data
+# pipe was not read). The L1's data pipe is the wall: work moved onto it costs more than the issue slots it frees.
+# Going further takes fewer L1 wavefronts and fewer instructions together: the shared corners above (each distinct
+# corner read once for all the queries of a block that sample it), with each sample's position worked out once.
 
 # %% [markdown]
 # ## Experiments: block size and branches

@@ -16,7 +16,20 @@ __syncwarp a level: a warp's lanes run in step, and nothing but the shuffles' la
 position and its loads. The shuffles need the whole warp, so no lane returns early: a lane past the items works
 out its share and stores nothing, and a lane past the row (G > D / 8) loads nothing (load_corner). Only the
 branch-free path (the default) is edited; an off-map corner reads a clamped pixel in place of the level's first,
-with the same zero weight.
+with the same zero weight. Right on the emulator cases of test_msda_s05 (D = 8 to 128), both paths; 3,312 SASS
+instructions a lane against the rung's 3,973 at D = 32 (NVRTC 13.5; 64 registers and one spilled once, 8 bytes
+of stack).
+
+Measured on an H200 at 37a4cec (results/readings/H200_msda_05_lane_groups_edit_msda05_shuffled_positions.json
+and ..._profile_edit_...): rung / edited 0.941x on `local`, 0.976x on `uniform` (10 interleaved rounds; back to
+back, 2 s each, 0.987x and 1.002x). Nsight Compute: the issue slots fall from 73.5 % busy to 57.4 % and the ALU
+pipe from 65 % to 49 %, as meant, but the L1's data pipe rises from 92.1 % to 96.6 % (91.4 % to 97.3 % on
+`uniform`) while the global load requests fall by 5.9 M: the count rose by about a tenth over a longer run,
+about what it would be if each of the 142 M warp-wide shuffles took a wavefront of the data pipe (they are
+not counted apart here). So the shuffles are paid where rung 05 is shortest, and the warps now wait on their
+loads and shuffles (long_scoreboard 35 %, short_scoreboard 20 %). Not adopted. With msda05_head_pairs it says
+the same from the other side: the L1's data pipe is the wall, and an edit that frees issue slots by moving work
+onto that pipe (shuffles, shared memory) loses.
 """
 TRACK, STAGE = "msda", "05_lane_groups"       # the rung whose kernel this edits
 
