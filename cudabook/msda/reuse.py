@@ -68,3 +68,22 @@ def distinct_per_block_head(shapes, starts, loc, queries: int, blocks: int | Non
     out = [[np.unique(head[head >= 0]).size for head in run.transpose(1, 0, 2).reshape(M, -1)]
            for image in _runs(shapes, starts, loc, queries, blocks) for run in image]
     return np.array(out, np.int64).reshape(-1, M)
+
+
+def window_pixels(shapes, starts, loc, queries: int, blocks: int | None = None) -> np.ndarray:
+    """[runs, M]: for each run of `queries` consecutive queries of one image and each head, the pixels of the
+    smallest rectangles, one a level, that hold every on-map corner the run reads on that level for that head,
+    summed over the levels: what a kernel would copy into shared memory to serve a block's samples from there
+    (times D bf16 a pixel). A level the run's corners never touch adds nothing. `blocks`: only the first that many
+    runs of each image; the images' runs one after another."""
+    shapes = np.asarray(shapes, np.int64)
+    starts = np.asarray(starts, np.int64)
+    M, L = np.shape(loc)[2], len(shapes)
+    runs = np.concatenate(_runs(shapes, starts, loc, queries, blocks))             # [runs, queries, M, L*P*4]
+    keys = runs.reshape(runs.shape[:3] + (L, -1)).transpose(0, 2, 3, 1, 4)          # [runs, M, L, queries, P*4]
+    keys = keys.reshape(keys.shape[:3] + (-1,))
+    on = keys >= 0
+    y, x = np.divmod(keys // M - starts[None, None, :, None], shapes[None, None, :, 1, None])
+    big = np.iinfo(np.int64).max
+    span = [np.where(on, v, -1).max(-1) - np.where(on, v, big).min(-1) + 1 for v in (y, x)]
+    return np.where(on.any(-1), span[0] * span[1], 0).sum(-1)                       # [runs, M]

@@ -652,6 +652,38 @@ for where in ("local", "uniform"):
 # then reads its corners from there pays the banks half a cycle a corner again. On `uniform` far less repeats.
 # Such a kernel has to find the repeats first (sort or hash a block's corners), and whether that pays here is
 # **open**: no rung does it yet.
+#
+# The simplest way to share would skip finding the repeats: copy, level by level, the rectangle of the map that
+# holds all of a block's corners for its head into shared memory once, and let every sample read its corners from
+# there. How large are those rectangles? For runs of 32 and 128 queries of one head (48 runs of each length,
+# spread over all the queries of one image, so over every level's queries), the rectangles' median and 90th
+# percentile, beside the distinct pixels a run reads (what a kernel that found the repeats would stage) and the
+# corners it reads, at D bf16 a pixel (`reuse.window_pixels`; arithmetic on the inputs, no GPU needed):
+
+# %%
+SMEM_PER_SM_KB = 228       # shared memory an SM at most, compute capability 9.0 (a block: at most 227 KB)
+for where in ("local", "uniform"):
+    size = dict(benchmark.WORKLOADS[0], N=1, locations=where)                 # one image, all its queries
+    value, shapes, starts, loc, attn = random_problem(**size, rng=np.random.default_rng(1))
+    kb = size["D"] * 2 / 1024                                                   # KB a pixel of one head
+    for q in (32, 128):
+        picks = np.linspace(0, size["Lq"] // q - 1, 48).astype(int)             # 48 runs, spread over the image
+        some = np.concatenate([loc[:, r * q:(r + 1) * q] for r in picks], axis=1)
+        rect = reuse.window_pixels(shapes, starts, some, q) * kb
+        distinct = reuse.distinct_per_block_head(shapes, starts, some, q) * kb
+        print(f"{where:8s} {q:3d} queries of a head: rectangles {np.median(rect):4.0f} KB (median; 90th percentile "
+              f"{np.percentile(rect, 90):4.0f}), distinct pixels {np.median(distinct):4.0f} KB, corners read "
+              f"{q * len(size['levels']) * size['P'] * 4 * kb:5.0f} KB")
+print(f"an SM's shared memory: at most {SMEM_PER_SM_KB} KB")
+
+# %% [markdown]
+# On `local` the rectangles of 32 queries already take a large part of an SM's shared memory, and those of 128
+# nearly all of it: a sample's offsets have a normal's tails, and a run of a coarse level's queries spans whole rows
+# of the finer levels, so the rectangles reach far past the pixels the samples use. A block that staged them would
+# leave room for one or two blocks an SM, far fewer loads in flight than rung 05 keeps, and on `uniform` no
+# rectangle fits at all. So copying rectangles is not the way: a shared-corner kernel has to stage only the
+# distinct pixels it finds (fewer; on `uniform` still a large part of an SM's shared memory for 32 queries, and
+# more than all of it for 128), and whether that pays is the open question above.
 
 # %%
 _ = results.show_edits("msda", "05_lane_groups")

@@ -45,3 +45,16 @@ def test_distinct_pixels_are_counted_per_run_and_head():
 def test_a_run_longer_than_an_image_is_refused():
     with pytest.raises(ValueError, match="longer than the 2 queries"):
         reuse.distinct_share(SHAPES, STARTS, loc_at([[(1, 1)], [(1, 1)]]), queries=3)
+
+
+def test_a_runs_window_is_the_rectangle_of_its_corners_per_level_and_head():
+    loc = np.repeat(loc_at([[(0, 0)], [(2, 1)], [(1, 1)], [(1, 1)]]), 2, axis=2)     # two heads, four queries
+    loc[0, 1, 1] = loc_at([[(0, 0)]])[0, 0, 0]                     # head 1 of query 1 stays on the first block
+    got = reuse.window_pixels(SHAPES, STARTS, loc, queries=2)
+    # run 0, head 0: corners (0..1, 0..1) and (2..3, 1..2): columns 0..3, rows 0..2, 12 pixels; head 1: one 2x2
+    # block twice, 4; run 1: (1..2, 1..2) for both queries and heads, 4 each
+    assert got.tolist() == [[12, 4], [4, 4]]
+    assert reuse.window_pixels(SHAPES, STARTS, loc, queries=2, blocks=1).tolist() == [[12, 4]]
+    two_levels = loc_at([[(1, 1), (3, 3)]]).reshape(1, 1, 1, 2, 1, 2)   # one sample on each of two 4 x 4 levels
+    shapes, starts = np.array([[4, 4], [4, 4]]), np.array([0, 16])
+    assert reuse.window_pixels(shapes, starts, two_levels, queries=1).tolist() == [[4 + 1]]   # off-map corners out
