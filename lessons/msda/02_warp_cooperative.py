@@ -224,11 +224,12 @@ if not shown:
     print("No deformable attention record in results/ yet: run `make bench TRACKS=msda` on a GPU.")
 
 # %% [markdown]
-# Locality decides how fast the corners can be loaded: without it the reference gather takes longer (the
-# benchmark times it in two orders of its groups and keeps the faster, named in brackets; lesson 05 shows why the
-# order matters without locality). Rung 02 hardly notices: loading its corners is not yet what limits it. Rung 04
-# feels the difference more (the last line per card), and so did rung 05 until it took its items head by head
-# (lesson 05).
+# Locality decides how fast the corners can be loaded: without it the reference gather takes longer. (The
+# benchmark times the gather in two orders of its groups and keeps the faster, named in brackets, so where the two
+# workloads' orders differ, the last line compares one order with the other; lesson 05 shows how much the order
+# moves it.) Rung 02 hardly notices: loading its corners is not yet what limits it. Rung 04 feels the difference
+# more (the last line per card), and so does rung 05 where its items go heads fastest (the H100's record); head by
+# head (the H200's) it feels it about as much as the reference gather does.
 #
 # ## How fast?
 #

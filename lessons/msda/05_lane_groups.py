@@ -365,12 +365,14 @@ for rec in results.load_all():
 # Why does the gather slow on `uniform`? Most likely because fewer of its corners are found in L1, and those that
 # are not come from the L2, which hands an SM far fewer lines a cycle (the probe under "A bound from the L1"). The
 # reference gather itself was not profiled, but Nsight Compute measured rung 05 while its items were still taken
-# heads fastest, as the gather takes them: L1 held 69 % of the sectors its global loads asked for (corners are
-# nine tenths of them) on `local` and 22 % on `uniform`. The blocks an SM holds then read all 8 heads' maps of an
-# image (7.9 MB at this size, against an L1 of at most 256 KB). Head by head, they read one or two (987 KB a head,
-# of which levels 1 to 3 are 244 KB): 78 % and 49 %, and on the H200 rung 05 now slows only a little on `uniform`
-# (the edit's profiles and timings, printed further down; the H100's record is of the rung before, which slowed
-# with the gather).
+# heads fastest (the gather's only order in the older records): L1 held about two thirds of the sectors its global
+# loads asked for (corners are nine tenths of them) on `local`, and about a fifth on `uniform`. The blocks an SM
+# holds then read all 8 heads' maps of an image (7.9 MB at this size, against an L1 of at most 256 KB). Head by
+# head, they read one or two (987 KB a head, of which levels 1 to 3 are 244 KB): about four fifths and half, and
+# on the H200 rung 05 now slows only a little on `uniform` (the edit's profiles and timings, printed further down;
+# the H100's record is of the rung before, which slowed with the gather). Taken head by head, the gather slows
+# less on `uniform` too (the order probe under "Against the reference gather"), and the benchmark now times it
+# both ways.
 #
 # ## An older sweep, and what it still shows
 #
@@ -480,15 +482,16 @@ if not results.readings("msda", "05_lane_groups", "reference_order"):
     print("no reading of tools/probe_reference_gather.py in results/readings/ yet (it needs a GPU)")
 
 # %% [markdown]
-# Order alone moves the gather a long way, and not the same way on both workloads: head by head is slower on
-# `local` and much faster on `uniform`, where the blocks an SM holds then read one or two heads' maps in place of
-# all eight, and find far more of their corners in the L1 (the profiles below show the same for rung 05). So the
-# benchmark times the gather both ways on every workload and keeps the faster, the reference at its strongest;
-# each record's context says which order won (records without one timed heads fastest only, and there, on
-# `uniform`, rung 05 matched or beat the gather). The reference gather is **not a bound**: it is one plain way to
-# load the corners (a group of lanes per query and head, with no more loads in flight than its simple loop gives),
-# and a kernel that keeps more bytes in flight, or takes them in a better order, loads them faster. Read "% of
-# reference gather" as a comparison, not as a distance to a limit.
+# Order alone moves the gather a long way, and not the same way on both workloads: head by head it is slower on
+# `local` and much faster on `uniform`, where each of its blocks then reads one head's map in place of all eight
+# and most likely finds more of its corners in the L1 (the gather was not profiled; rung 05's profiles below show
+# this for rung 05). So the benchmark times the gather both ways on every workload and keeps the faster, the
+# reference at its strongest; each record's context says which order won (records without one timed heads fastest
+# only). Against the heads-fastest gather, rung 05 matched or beat it on `uniform` (the reading above says by how
+# much). The reference gather is **not a bound**: it is one plain way to load the corners (a group of lanes per
+# query and head, with no more loads in flight than its simple loop gives), and a kernel that keeps more bytes in
+# flight, or takes them in a better order, loads them faster. Read "% of reference gather" as a comparison, not as
+# a distance to a limit.
 #
 # ## A bound from the L1
 #
@@ -562,12 +565,12 @@ if not results.readings("msda", "05_lane_groups", "l1_gather"):
 # hands out four corners here), but such a kernel then reads every sample's corners out of shared memory, at half
 # a cycle a corner at best. What escapes the floor is a kernel in which one read of a corner serves every sample
 # that shares it. Head by head, rung 05's pieces sit at the same place of their lines, the one-line-a-cycle case,
-# except where a warp's queries share a pixel, as neighbouring ones sometimes do on `local` (12.35 sectors a load
-# request against 13.73 heads fastest; 13.59 on `uniform`: the profiles further down). So its corners may now keep
-# the L1 busier than they did heads fastest: the profiles under "Head by head" below read its data pipe ("L1 pipe
-# %") for today's kernel. An older Nsight Compute reading of rung 05 on an H200 (in results/readings/, with the
-# commit it ran), taken while its items went heads fastest, counted the pipe's wavefronts and how busy each unit
-# was:
+# except where a warp's queries share a pixel, as neighbouring ones sometimes do on `local` (fewer sectors a load
+# request there than heads fastest, and than on `uniform`: the profiles further down). The profiles under "Head by
+# head" below read today's data pipe ("L1 pipe %"): nearly saturated, about as busy as in this older Nsight
+# Compute reading of rung 05 on an H200 (in results/readings/, with the commit it ran), taken while its items went
+# heads fastest, which counted the pipe's wavefronts and how busy each unit was (a different kernel and clock, so
+# not a like-for-like comparison):
 
 # %%
 for rd in results.readings("msda", "05_lane_groups", "l1"):
@@ -623,8 +626,8 @@ for rd in results.readings("msda", "05_lane_groups", "l1"):
 #   profile). What did pay: one multiply-add an address, with the registers held to 64 a thread (below);
 # - the idle remainder of the L1's cycles.
 #
-# On `uniform` the L2 is busy as well, because far fewer loads hit in L1 (22 % heads fastest, 49 % head by head:
-# the profiles below); the floor above, set by the L1 alone, is the looser bound there. A kernel that beats the
+# On `uniform` the L2 is busy as well, because far fewer loads hit in L1 (about a fifth heads fastest, half head by
+# head: the profiles below); the floor above, set by the L1 alone, is the looser bound there. A kernel that beats the
 # floor has to load fewer corners than the samples ask for: a pixel that several samples of a block share, loaded
 # once (from the L1 or from shared memory) and used for all of them; the copy engine alone does not do that, as
 # its corners are still read out of shared memory sample by sample. How much sharing is there? Rung 05's block of
@@ -725,24 +728,28 @@ _ = ncu_profile.show_edits("msda", "05_lane_groups")
 # to answer it. Its rows of the rung read the data pipe ("L1 pipe %"): nearly saturated on both workloads, with
 # every piece of a warp's load at the same place of its line, the probe's one-line-a-cycle case. The edit takes a
 # warp's items two heads at a time (4 queries of heads 2k and 2k + 1), so half its pieces are first halves of
-# their lines and half second halves, the probe's spread case, and the pipe's load falls by about a quarter, as
-# the probe predicts. The time hardly moves. On `local` it is a little faster and the issue slots are now the
-# busier unit (`not_selected` and `math_pipe_throttle`, warps ready but not issued, take most of the warps'
-# cycles); on `uniform` it is slower, because an SM's blocks now read two heads' maps each and find fewer corners
-# in the L1 (the edit's timings are printed with the others before these profiles). So rung 05 sits against two
-# limits at once, the L1's data pipe and the issue slots, and an edit that relieves only one of them gains a few
-# percent at most. The edit was not adopted.
+# their lines and half second halves, the probe's spread case, and the pipe's load falls by about a quarter, the
+# direction the probe predicts (how much of the pipe's work is corners these counts do not split). The time hardly
+# moves. On `local` it is a little faster and the issue slots are now the busier unit (`not_selected` and
+# `math_pipe_throttle`, warps ready but not issued, take most of the warps' cycles); on `uniform` it is slower in
+# the interleaved rounds, though not back to back, and its L1 hit rate falls, most likely because an SM's blocks
+# now read two heads' maps each (the edit's timings are printed with the others before these profiles). So rung 05
+# sits against two limits at once, the L1's data pipe and the issue slots: this edit, relieving only one of them,
+# gained a few percent on `local` and lost on `uniform`. It was not adopted.
 #
 # The third reading, `msda05_shuffled_positions`, comes at it from the other side: lane g of a group works out
 # only every G-th sample's corner rows and weights and hands them to the group's other lanes in six shuffles, so
 # the group no longer repeats that work G times. The issue slots and the ALU pipe are far less busy, as meant, and
-# yet it is slower on `local` and no faster on `uniform`: the L1's data pipe got busier, though the edit issues
-# fewer global loads. Most likely the shuffles are served by that same data pipe (one wavefront each would account
-# for the rise; these counts do not split the pipe's work by kind), as shared memory is:
-# `msda05_shared_positions`, which handed the positions on through shared memory, did no better either (its data
-# pipe was not read). The L1's data pipe is the wall: work moved onto it costs more than the issue slots it frees.
-# Going further takes fewer L1 wavefronts and fewer instructions together: the shared corners above (each distinct
-# corner read once for all the queries of a block that sample it), with each sample's position worked out once.
+# yet it is slower on both workloads in the interleaved rounds (about level back to back): the L1's data pipe got
+# busier, though the edit issues fewer global loads, and the load/store pipe's share doubled. Most likely the
+# shuffles are served by that same data pipe, as shared memory is (one wavefront a shuffle, less what the fewer
+# loads saved, could explain the rise: an estimate, since these profiles give no clock and do not split the pipe's
+# work by kind). `msda05_shared_positions`, which handed the positions on through shared memory, was slower on
+# `local` too and only a little faster on `uniform` (timed against the heads-fastest rung; its data pipe was not
+# read). Most likely, then, the L1's data pipe is the harder of the two limits: freeing it alone lets the issue
+# slots hold the rung, and work moved onto it costs more than the issue slots it frees. Going further takes fewer
+# L1 wavefronts and fewer instructions together: the shared corners above (each distinct corner read once for all
+# the queries of a block that sample it), with each sample's position worked out once.
 
 # %% [markdown]
 # ## Experiments: block size and branches
@@ -765,10 +772,10 @@ lesson.recorded_against("msda", "05_lane_groups", "branchless", True)
 # %% [markdown]
 # The sweeps of both cards (`results/sweeps/*_lessons.json`, each taken with its record's rung 05 kernel) half
 # agree with the predictions. On the H100's record (the rung before it went head by head) branches cost a few
-# percent; on the H200's, 17 %: with one multiply-add an address and the registers held to 64, the branch-free
-# build keeps about twice as many corner loads in flight as the one with branches (the SASS count above; heads
-# fastest, without the bound, it kept no more), which most likely is what the branches take away (not profiled).
-# The block size matters more than predicted: 128 threads take longer than 512, the default.
+# percent; on the H200's, about a sixth: with one multiply-add an address and the registers held to 64, the
+# branch-free build keeps about twice as many corner loads in flight as the one with branches (the SASS count
+# above; heads fastest, without the bound, it kept no more), which most likely is what the branches take away (not
+# profiled). The block size matters more than predicted: 128 threads take longer than 512, the default.
 #
 # Why? Not by threads or by loads in flight: every build asks for 1,024 threads an SM
 # (`__launch_bounds__(NT, 1024 / NT)`), so each gets at most 64 registers a thread, and each keeps as many loads
@@ -841,14 +848,14 @@ msda.sweep("05_lane_groups", "vectors", [1, 2, 4])
 lesson.recorded_against("msda", "05_lane_groups", "vectors", 1)
 
 # %% [markdown]
-# Heads fastest, the wavefronts won: each vector more a lane made that rung slower (its sweeps, taken before
-# today's rung), though the item's instructions fell: the L1 was already the busier of the two limits, and the
-# Nsight Compute reading under "A bound from the L1" shows it at 2 vectors a lane: the L1 still near its peak, the
-# issue slots far from full. Head by head the answer is the same, and for the same reason: at one vector a lane
-# the L1's data pipe is already nearly saturated (the head-pairs profiles above), and each vector more a lane adds
-# line accesses. One vector a lane, the default, stays. Each sweep names its commit: only one vector a lane is held
-# to 64 registers now (2 and 4 vectors a lane, held there too, spilled: 24 and 3,248 bytes of stack a thread,
-# with NVRTC 13.5 here); a sweep taken with today's builds times 2 and 4 vectors at 128 registers, unspilled.
+# The H200's sweep above (today's rung, head by head; 2 and 4 vectors a lane at 128 registers, unspilled) makes
+# each vector more a lane slower, though the item's instructions fall. Heads fastest, the Nsight Compute reading
+# under "A bound from the L1" showed 2 vectors a lane slower too, the L1 near its peak and the issue slots far
+# from full. Most likely the reason is the same head by head (no vector build was profiled head by head): at one
+# vector a lane the L1's data pipe is already nearly saturated (the head-pairs profiles above), and each vector
+# more a lane adds line accesses. One vector a lane, the default, stays. (Held to 64 registers, as one vector a
+# lane is, 2 and 4 vectors a lane spilled: 24 and 3,248 bytes of stack a thread, with NVRTC 13.5 here; each sweep
+# names its commit.)
 #
 # ## Across problem sizes
 #

@@ -7,17 +7,18 @@ spread over both halves two a cycle). Here the items are numbered (n, m / 2, q, 
 queries of heads 2k and 2k + 1, half its pieces first halves of their lines and half second halves, the spread
 case, while the blocks an SM holds still read two heads' maps. Whether it pays says whether the L1's data pipe
 holds rung 05 (its profile's "L1 pipe %"). With an odd number of heads the items are taken head by head, as the
-rung takes them. Only the items' order changes: each item still reads and writes its own (n, q, m) row.
-Right on the emulator cases of test_msda_s05 (D = 8 to 40) with M = 2, 3 and 4, both ways.
+rung takes them. Only the items' order changes: each item still reads and writes its own (n, q, m) row. Right on
+the emulator cases of test_msda_s05 (D = 8 to 40) with M = 2, 3 and 4, both ways.
 
 Measured on an H200 at b879a10 (results/readings/H200_msda_05_lane_groups_edit_msda05_head_pairs.json and
 ..._profile_edit_msda05_head_pairs.json): rung / edited 1.029x on `local` (10 interleaved rounds; 1.025x back to
 back, 2 s each), 0.959x on `uniform` (1.018x back to back). Nsight Compute answers the question above: the rung
-keeps the L1's data pipe 92 % busy on `local` and 91 % on `uniform`; the edit brings that to 67 % and 69 %, but
-on `local` the issue slots then hold it (76 % busy, the ALU at 67 %, not_selected and math_pipe_throttle 61 % of
-warp cycles), and on `uniform` the L1 hit rate falls (49.3 % to 44.4 %: an SM's blocks now read two heads' maps
-each), so it is slower there. Not adopted: rung 05 sits against two limits at once, the L1's data pipe and the
-issue slots, and relieving one alone buys a few percent at most.
+keeps the L1's data pipe 92 % busy on `local` and 91 % on `uniform`; the edit brings that to 67 % and 69 %, but on
+`local` the issue slots then hold it (76 % busy, the ALU at 67 %, not_selected and math_pipe_throttle 61 % of warp
+cycles), and on `uniform` the L1 hit rate falls (49.3 % to 44.4 %; most likely because an SM's blocks now read two
+heads' maps each) and it is slower in the interleaved rounds, though not back to back. Not adopted: rung 05 sits
+against two limits at once, the L1's data pipe and the issue slots, and this edit, relieving the first alone,
+gained a few percent on `local` and lost on `uniform` in the interleaved rounds.
 """
 TRACK, STAGE = "msda", "05_lane_groups"       # the rung whose kernel this edits
 

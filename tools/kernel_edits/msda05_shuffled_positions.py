@@ -5,37 +5,38 @@ slots. Every one of a group's G lanes repeats each sample's position, corner row
 some 120 instructions a sample); only the loads and the blend of its own 8 channels are its own. Here, level by
 level and G samples at a time, lane g works out sample r G + g alone (loading its location and weight itself, a
 group's lanes on neighbouring samples) and hands it over in six shuffles within the group (__shfl_sync of width
-G): the corner row r00 of its top-left corner, clamped onto the map, one int packing the steps to the other
-three (dx in 0 or 1, dy W in 0 or W), and the four weights (0 for a corner off the map, the attention weight
-folded in). Every lane then forms the four rows (r00, r00 + dx, r00 + dyW, r00 + dyW + dx: an off-map corner,
-weight 0, reads a pixel on the map), one multiply-add an address, and loads and blends as the rung does. About a
-fifth fewer instructions a sample in each lane, and the integer pipe relieved most; the price is six shuffles a
-sample a warp, on a unit of their own that serves one warp-wide shuffle a cycle an SM (not, as far as this edit
-assumes, the L1's data pipe: the profile says). Unlike msda05_shared_positions, no shared memory and no
-__syncwarp a level: a warp's lanes run in step, and nothing but the shuffles' latency stands between a sample's
-position and its loads. The shuffles need the whole warp, so no lane returns early: a lane past the items works
-out its share and stores nothing, and a lane past the row (G > D / 8) loads nothing (load_corner). Only the
-branch-free path (the default) is edited; an off-map corner reads a clamped pixel in place of the level's first,
-with the same zero weight. Right on the emulator cases of test_msda_s05 (D = 8 to 128), both paths; 3,312 SASS
-instructions a lane against the rung's 3,973 at D = 32 (NVRTC 13.5; 64 registers and one spilled once, 8 bytes
-of stack).
+G): the corner row r00 of its top-left corner, clamped onto the map, one int packing the steps to the other three
+(dx in 0 or 1, dy W in 0 or W), and the four weights (0 for a corner off the map, the attention weight folded in).
+Every lane then forms the four rows (r00, r00 + dx, r00 + dyW, r00 + dyW + dx: an off-map corner, weight 0, reads
+a pixel on the map), one multiply-add an address, and loads and blends as the rung does. About a fifth fewer
+instructions a sample in each lane, and the integer pipe relieved most; the price is six shuffles a sample a warp.
+The edit assumed that shuffles do not use the L1's data pipe, rung 05's tighter limit; its profile (below)
+suggests they do. Unlike msda05_shared_positions, no shared memory and no __syncwarp a level: a warp's lanes run
+in step, and nothing but the shuffles' latency stands between a sample's position and its loads. The shuffles need
+the whole warp, so no lane returns early: a lane past the items works out its share and stores nothing, and a lane
+past the row (G > D / 8) loads nothing (load_corner). Only the branch-free path (the default) is edited; an
+off-map corner reads a clamped pixel in place of the level's first, with the same zero weight. Right on the
+emulator cases of test_msda_s05 (D = 8 to 128), both paths; 3,312 SASS instructions a lane against the rung's
+3,973 at D = 32 (NVRTC 13.5; 64 registers and one spilled once, 8 bytes of stack).
 
-Measured on an H200 at 37a4cec (results/readings/H200_msda_05_lane_groups_edit_msda05_shuffled_positions.json
-and ..._profile_edit_...): rung / edited 0.941x on `local`, 0.976x on `uniform` (10 interleaved rounds; back to
-back, 2 s each, 0.987x and 1.002x). Nsight Compute: the issue slots fall from 73.5 % busy to 57.4 % and the ALU
-pipe from 65 % to 49 %, as meant, but the L1's data pipe rises from 92.1 % to 96.6 % (91.4 % to 97.3 % on
-`uniform`) while the global load requests fall by 5.9 M: the count rose by about a tenth over a longer run,
-about what it would be if each of the 142 M warp-wide shuffles took a wavefront of the data pipe (they are
-not counted apart here). So the shuffles are paid where rung 05 is shortest, and the warps now wait on their
-loads and shuffles (long_scoreboard 35 %, short_scoreboard 20 %). Not adopted. With msda05_head_pairs it says
-the same from the other side: the L1's data pipe is the wall, and an edit that frees issue slots by moving work
-onto that pipe (shuffles, shared memory) loses.
+Measured on an H200 at 37a4cec (results/readings/H200_msda_05_lane_groups_edit_msda05_shuffled_positions.json and
+..._profile_edit_...): rung / edited 0.941x on `local`, 0.976x on `uniform` (10 interleaved rounds; back to back,
+2 s each, 0.987x and 1.002x). Nsight Compute: the issue slots fall from 73.5 % busy to 57.4 % and the ALU pipe
+from 65 % to 49 %, as meant, but the L1's data pipe rises from 92.1 % to 96.6 % (91.4 % to 97.3 % on `uniform`)
+while the global load requests fall by 5.9 M, and the LSU pipe's share doubles (12.7 % to 25.3 %; short_scoreboard
+and mio_throttle stalls rise). One wavefront for each of the 142 M warp-wide shuffles, less what the fewer loads
+saved, could explain the rise: an estimate (the profiles give no clock, and the pipe's counts are not split by
+kind). So most likely the shuffles are paid where rung 05 is shortest, and the warps now wait on their loads and
+shuffles (long_scoreboard 35 %, short_scoreboard 20 %). Not adopted. With msda05_head_pairs it says the same from
+the other side: most likely the L1's data pipe is the harder of rung 05's two limits, and an edit that frees issue
+slots by moving work onto that pipe (shuffles, shared memory) loses.
 """
 TRACK, STAGE = "msda", "05_lane_groups"       # the rung whose kernel this edits
 
 from cudabook.edits import swap as _swap  # noqa: E402  (one match, or the edit no longer fits)
 
-LEVEL_START = "        float lxy[2 * PV], law[PV];        // the level's P locations (x, y, x, y, ...) and P attention weights\n"
+LEVEL_START = ("        float lxy[2 * PV], law[PV];        // the level's P locations (x, y, x, y, ...)"
+               " and P attention weights\n")
 LEVEL_END = "        // <<< lab\n"
 
 SHUFFLED = """\
