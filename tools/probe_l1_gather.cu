@@ -11,6 +11,8 @@
 // UNROLL independent loads a lane a round. The block's clock64() around the rounds goes to cycles[block]; the XOR
 // of every word a thread loaded goes to sums[thread], which the host recomputes (the probe measured the loads it meant to).
 // SHARED = 1 gathers the same pieces from a copy of the block's region in shared memory (the smem span).
+// SHUFFLES = S adds S warp shuffles of each loaded vector (pairs that leave every value as it was), and
+// NO_LOADS = 1 takes the loads away: loads alone, shuffles alone and both together, timed alike.
 #ifndef PIECE
 #define PIECE 64          // bytes a group reads from one line: 16, 32, 64 or 128
 #endif
@@ -29,7 +31,16 @@
 #define SHARED 0          // 1: the block copies its region (at most 256 lines, 32 KiB) into shared memory first and
                           // gathers from there (LDS.128): the same pieces, from the shared memory's 32 banks
 #endif
+#ifndef SHUFFLES
+#define SHUFFLES 0        // warp shuffles after each load, in pairs that undo each other (__shfl_xor_sync of the
+                          // loaded vector's first word, twice with the same lane mask): whether shuffles and the
+                          // L1's loads share a unit shows in the time of both together against each alone
+#endif
+#ifndef NO_LOADS
+#define NO_LOADS 0        // 1: no loads, only the shuffles (each "load" is a register holding the LCG's state)
+#endif
 constexpr int G = PIECE / 16;
+static_assert(SHUFFLES % 2 == 0, "SHUFFLES: an even number (pairs that undo each other)");
 static_assert(PIECE == 16 || PIECE == 32 || PIECE == 64 || PIECE == 128, "PIECE: 16, 32, 64 or 128 bytes");
 static_assert(!PAIRED || PIECE == 64, "PAIRED: two 64-byte halves of one line");
 static_assert(!(PAIRED && SPREAD), "PAIRED or SPREAD, not both");
@@ -66,12 +77,18 @@ extern "C" __global__ void l1_gather(const uint4* __restrict__ data, unsigned re
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
             state = lcg(state);
-#if SHARED
+#if NO_LOADS
+            v[u] = make_uint4(state, 0u, 0u, 0u);
+#elif SHARED
             v[u] = region[((state >> 8) & (region_lines - 1)) * 8 + within];
 #else
             v[u] = __ldg(region + (size_t)((state >> 8) & (region_lines - 1)) * 8 + within);
 #endif
         }
+#pragma unroll
+        for (int k = 0; k < SHUFFLES; ++k)                 // pairs: lane mask 1 + (k / 2) % 31, twice
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u) v[u].x = __shfl_xor_sync(0xFFFFFFFFu, v[u].x, 1 + (k / 2) % 31);
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) sum ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
     }

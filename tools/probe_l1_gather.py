@@ -17,6 +17,12 @@ nanosecond (the wall time of the grid, by CUDA events), and the cycles a warp's 
     python tools/probe_l1_gather.py                      # every piece size and both spans, on a GPU
     python tools/probe_l1_gather.py --pieces 64 128 --span l1
     python tools/probe_l1_gather.py --emulate            # no GPU: every setting checked in the CPU emulator
+    python tools/probe_l1_gather.py --pieces 64 --span l1 regs --shuffles 0 2 8   # do shuffles and loads share?
+
+`--shuffles S` adds S warp shuffles of each loaded vector (pairs that undo each other), and the span `regs` takes
+the loads away: loads alone, shuffles alone and both together, each timed the same way. If the two add up, they
+share a unit (the L1's data pipe, whose wavefronts lesson 05's profiles count); if the slower one alone sets the
+pace, they do not. That reading goes to results/readings/<gpu>_msda_05_lane_groups_l1_shuffles.json.
 
 Every setting is first run for a few rounds and each thread's XOR of the words it loaded compared with the host's
 own replay of the same random lines: a probe that reads other bytes than it says is reported, not timed. Writes
@@ -46,7 +52,8 @@ TYPES = (ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_int, ctypes.c_u
          ctypes.c_void_p)
 PIECES = ("16", "16s", "32", "32s", "64", "64s", "64p", "128")
 SPANS = {"l1": 256, "l2": 1 << 17,      # lines a region: 32 KiB a block (in the L1), or 16 MiB shared (the L2's),
-         "smem": 256}                   # or the block's 32 KiB copied into its shared memory (LDS, 32 banks)
+         "smem": 256,                   # or the block's 32 KiB copied into its shared memory (LDS, 32 banks),
+         "regs": 256}                   # or no loads at all (each "load" a register): the shuffles alone
 OWN_REGION = ("l1", "smem")             # the spans where each block reads a region of its own
 LINE = 128
 SEED = 0x2545F491
@@ -74,8 +81,10 @@ def pattern(words: int) -> np.ndarray:
 
 
 def replay(data: np.ndarray, blocks: int, threads: int, size: int, paired: int, region_lines: int,
-           block_stride: int, rounds: int, unroll: int, seed: int = SEED, spread: int = 0) -> np.ndarray:
-    """Each thread's XOR of the words it loads in the timed rounds, computed as the kernel does."""
+           block_stride: int, rounds: int, unroll: int, seed: int = SEED, spread: int = 0,
+           no_loads: bool = False) -> np.ndarray:
+    """Each thread's XOR of the words it loads in the timed rounds, computed as the kernel does (`no_loads`: of the
+    LCG states that stand in for them; the shuffles, in pairs, change nothing)."""
     g = size // 16
     tid = np.arange(blocks * threads, dtype=np.uint64)
     block, lane = tid // threads, tid % 32
@@ -89,12 +98,16 @@ def replay(data: np.ndarray, blocks: int, threads: int, size: int, paired: int, 
     acc = np.zeros(tid.size, dtype=np.uint32)
     for _ in range(rounds * unroll):
         state = (state * 1664525 + 1013904223) & mask
+        if no_loads:
+            acc ^= state.astype(np.uint32)
+            continue
         v = vecs[(base + ((state >> 8) & (region_lines - 1)) * 8 + within).astype(np.int64)]
         acc ^= v[:, 0] ^ v[:, 1] ^ v[:, 2] ^ v[:, 3]
     return acc
 
 
-def run_setting(d_data, host_data, size, paired, span, threads, blocks, rounds, unroll, timed=True, spread=0) -> dict:
+def run_setting(d_data, host_data, size, paired, span, threads, blocks, rounds, unroll, timed=True, spread=0,
+                shuffles=0) -> dict:
     """One setting: checked over 2 rounds against the host's replay, then (timed) the wall time of `rounds`
     rounds by CUDA events and each block's cycles from the last launch."""
     from numba import cuda
@@ -104,7 +117,8 @@ def run_setting(d_data, host_data, size, paired, span, threads, blocks, rounds, 
     stride = region if span in OWN_REGION else 0
     kernel = nvrtc.load(nvrtc.compile(SOURCE.read_text(), name=SOURCE.name,
                                       defines=dict(PIECE=size, PAIRED=paired, SPREAD=spread, UNROLL=unroll,
-                                                   SHARED=int(span == "smem"))),
+                                                   SHARED=int(span == "smem"), SHUFFLES=shuffles,
+                                                   NO_LOADS=int(span == "regs"))),
                          KERNEL)
     cycles = cuda.to_device(np.zeros(blocks, np.int64))
     sums = cuda.to_device(np.zeros(2 * blocks * threads, np.uint32))
@@ -114,7 +128,8 @@ def run_setting(d_data, host_data, size, paired, span, threads, blocks, rounds, 
         kernel.launch((blocks, 1, 1), (threads, 1, 1), args, TYPES)
     launch(2)
     got = sums.copy_to_host()[:blocks * threads]
-    want = replay(host_data, blocks, threads, size, paired, region, stride, 2, unroll, spread=spread)
+    want = replay(host_data, blocks, threads, size, paired, region, stride, 2, unroll, spread=spread,
+                  no_loads=span == "regs")
     if not np.array_equal(got, want):
         return {"error": f"{int((got != want).sum())} of {blocks * threads} threads loaded other words than the "
                          f"replay"}
@@ -138,11 +153,20 @@ def describe(row: dict, sms: int) -> dict:
             "cycles_per_warp_load": round(cycles / warp_loads, 3),
             "pieces_per_cycle_per_sm": round(row["per_sm"] * per_block / row["piece_bytes"] / cycles, 3),
             "lines_per_cycle_per_sm": round(row["per_sm"] * per_block / (LINE if row["paired"] else row["piece_bytes"])
-                                            / cycles, 3)}
+                                            / cycles, 3),
+            "shuffles_per_cycle_per_sm": round(warp_loads * row.get("shuffles", 0) / cycles, 3)}
 
 
 def settings(a) -> list[tuple]:
-    return [(piece(p), s) for s in a.span for p in a.pieces]
+    """(piece, span, shuffles) for every setting asked for; without loads (the regs span) one piece is enough."""
+    out = [(piece(p), s, k) for k in a.shuffles for s in a.span for p in a.pieces]
+    seen, kept = set(), []
+    for (size, paired, spread), span, k in out:
+        key = (span, k) if span == "regs" else ((size, paired, spread), span, k)
+        if key not in seen and not (span == "regs" and k == 0):      # nothing at all to time
+            seen.add(key)
+            kept.append(((size, paired, spread), span, k))
+    return kept
 
 
 def emulate_all(a) -> int:
@@ -152,18 +176,19 @@ def emulate_all(a) -> int:
     from cudabook import emulate
     failed = 0
     with emulate.emulating():
-        for (size, paired, spread), span in settings(a):
+        for (size, paired, spread), span, shuffles in settings(a):
             region = SPANS[span] if span in OWN_REGION else 512    # a small shared region stands in for the L2's
             saved = SPANS[span]
             SPANS[span] = region
             try:
                 host = pattern(2 * max(region, SPANS["l1"]) * LINE // 4)
                 got = run_setting(cuda.to_device(host), host, size, paired, span, 64, 2, 2, 2, timed=False,
-                                  spread=spread)
+                                  spread=spread, shuffles=shuffles)
             finally:
                 SPANS[span] = saved
             failed += "error" in got
-            print(f"piece {size}{'p' if paired else 's' if spread else ''}, {span}: {got.get('error', 'every thread loaded its words')}")
+            print(f"piece {size}{'p' if paired else 's' if spread else ''}, {span}, {shuffles} shuffles: "
+                  f"{got.get('error', 'every thread loaded its words')}")
     return 1 if failed else 0
 
 
@@ -175,6 +200,9 @@ def main(argv=None) -> int:
     ap.add_argument("--per-sm", type=int, default=1, help="blocks an SM (one: its clock is the SM's)")
     ap.add_argument("--rounds", type=int, default=512, help="rounds of UNROLL loads a lane")
     ap.add_argument("--unroll", type=int, default=8, help="independent loads a lane a round")
+    ap.add_argument("--shuffles", nargs="+", type=int, default=[0],
+                    help="warp shuffles of each loaded vector, even (with the span regs: shuffles without loads); "
+                         "anything but 0 writes the reading l1_shuffles, not l1_gather")
     ap.add_argument("--emulate", action="store_true", help="no GPU: check every setting in the CPU emulator")
     ap.add_argument("--out", type=pathlib.Path, default=None, help="folder of the reading (results/readings)")
     a = ap.parse_args(argv)
@@ -195,13 +223,13 @@ def main(argv=None) -> int:
     host = pattern(max(blocks * SPANS["l1"], SPANS["l2"]) * LINE // 4)
     d_data = cuda.to_device(host)
     rows = []
-    for (size, paired, spread), span in settings(a):
+    for (size, paired, spread), span, shuffles in settings(a):
         row = {"piece": f"{size}{'p' if paired else 's' if spread else ''}", "piece_bytes": size,
                "paired": bool(paired), "spread": bool(spread),
                "span": span, "region_bytes": SPANS[span] * LINE, "threads": a.threads, "per_sm": a.per_sm,
-               "blocks": blocks, "rounds": a.rounds, "unroll": a.unroll}
+               "blocks": blocks, "rounds": a.rounds, "unroll": a.unroll, "shuffles": shuffles}
         row.update(run_setting(d_data, host, size, paired, span, a.threads, blocks, a.rounds, a.unroll,
-                               spread=spread))
+                               spread=spread, shuffles=shuffles))
         if "ms" in row:
             row.update(describe(row, g.sms))
         rows.append(row)
@@ -209,7 +237,8 @@ def main(argv=None) -> int:
     record = {"gpu": g.name, "track": "msda", "stage": "05_lane_groups", "commit": results._commit(),
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "nvrtc": nvrtc.nvrtc_version(), "sms": g.sms, "runs": rows}
-    print("wrote", results.write_reading(record, "l1_gather", a.out))
+    kind = "l1_shuffles" if any(a.shuffles) else "l1_gather"
+    print("wrote", results.write_reading(record, kind, a.out))
     return 0
 
 
