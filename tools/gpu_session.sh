@@ -20,7 +20,8 @@
 #               probe
 #   msda        the deformable-attention readings lesson 05 reads, in about 5 minutes: every msda stage's profile
 #               (with its issue slots, pipes and L1 hit rate), rung 04's strided variant, rung 05's lesson sweeps,
-#               and the L1 gather probe (from the L1, the L2 and shared memory). Its kernel edits' profiles
+#               and the L1 gather probe (from the L1, the L2 and shared memory; and with shuffles beside the
+#               loads, whether the two share a unit). Its kernel edits' profiles
 #               (python -m cudabook.profile --edit EDIT msda [--size ...]) need a copy with git history when the
 #               edit names a BASE: carry a clone (git clone -q . .clean), not a git archive
 #   msda-next   the experiments lesson 05 does not read yet (about 5 minutes): the head-pairs edit timed (10
@@ -77,7 +78,8 @@ case "$phase" in
     step 200 profile_msda python3 -m cudabook.profile --record msda
     step 90 variant_msda04_strided python3 -m cudabook.profile --record msda 04 --params '{"strided": true}'
     step 120 sweeps_msda05 python3 tools/record_sweeps.py --track msda --only 05
-    step 200 l1_gather python3 tools/probe_l1_gather.py ;;
+    step 200 l1_gather python3 tools/probe_l1_gather.py
+    step 60 l1_shuffles python3 tools/probe_l1_gather.py --pieces 64 64s --span l1 smem regs --shuffles 0 2 8 ;;
   msda-next)
     step 120 head_pairs python3 tools/probe_kernel_edit.py --edit tools/kernel_edits/msda05_head_pairs.py \
       --workloads all --rounds 10 --sustained 2

@@ -158,7 +158,11 @@ def describe(row: dict, sms: int) -> dict:
 
 
 def settings(a) -> list[tuple]:
-    """(piece, span, shuffles) for every setting asked for; without loads (the regs span) one piece is enough."""
+    """(piece, span, shuffles) for every setting asked for; without loads (the regs span) one piece is enough.
+    ValueError for a piece that is not one, or an odd or negative number of shuffles."""
+    bad = [k for k in a.shuffles if k < 0 or k % 2]
+    if bad:
+        raise ValueError(f"--shuffles: even numbers of shuffles a load (pairs that undo each other), got {bad}")
     out = [(piece(p), s, k) for k in a.shuffles for s in a.span for p in a.pieces]
     seen, kept = set(), []
     for (size, paired, spread), span, k in out:

@@ -741,15 +741,41 @@ _ = ncu_profile.show_edits("msda", "05_lane_groups")
 # only every G-th sample's corner rows and weights and hands them to the group's other lanes in six shuffles, so
 # the group no longer repeats that work G times. The issue slots and the ALU pipe are far less busy, as meant, and
 # yet it is slower on both workloads in the interleaved rounds (about level back to back): the L1's data pipe got
-# busier, though the edit issues fewer global loads, and the load/store pipe's share doubled. Most likely the
-# shuffles are served by that same data pipe, as shared memory is (one wavefront a shuffle, less what the fewer
-# loads saved, could explain the rise: an estimate, since these profiles give no clock and do not split the pipe's
-# work by kind). `msda05_shared_positions`, which handed the positions on through shared memory, was slower on
-# `local` too and only a little faster on `uniform` (timed against the heads-fastest rung; its data pipe was not
-# read). Most likely, then, the L1's data pipe is the harder of the two limits: freeing it alone lets the issue
-# slots hold the rung, and work moved onto it costs more than the issue slots it frees. Going further takes fewer
-# L1 wavefronts and fewer instructions together: the shared corners above (each distinct corner read once for all
-# the queries of a block that sample it), with each sample's position worked out once.
+# busier, though the edit issues fewer global loads, and the load/store pipe's share doubled. Do shuffles take the
+# same unit as the loads? `tools/probe_l1_gather.py --shuffles` times it on its own: each lane's 16-byte loads
+# from the L1 (or from shared memory) as before, then the same with 2 or 8 warp shuffles of each loaded vector,
+# and the shuffles alone without the loads, each as the cycles one warp-wide load (with its shuffles) costs an SM:
+
+# %%
+for rd in results.readings("msda", "05_lane_groups", "l1_shuffles"):
+    print(f"{rd['gpu']} · tools/probe_l1_gather.py --shuffles · commit {rd['commit']} · NVRTC {rd['nvrtc']}")
+    timed = [r for r in rd["runs"] if "ms" in r]
+    alone = {(r["span"], r["piece"]): r["cycles_per_warp_load"] for r in timed if r["shuffles"] == 0}
+    shuffles_alone = {r["shuffles"]: r["cycles_per_warp_load"] for r in timed if r["span"] == "regs"}
+    for r in timed:
+        if r["span"] == "regs":
+            continue
+        where = ("the L1" if r["span"] == "l1" else "shared memory") + (", spread" if r["spread"] else ", same place")
+        line = f"  loads from {where:27s} {r['shuffles']} shuffles a load: {r['cycles_per_warp_load']:6.2f} cycles"
+        if r["shuffles"]:
+            a, b = alone[(r["span"], r["piece"])], shuffles_alone[r["shuffles"]]
+            line += f"   (loads alone {a:.2f} + shuffles alone {b:.2f} = {a + b:.2f})"
+        print(line)
+    print("  shuffles alone: " + ", ".join(f"{k} a load {v:.2f} cycles" for k, v in sorted(shuffles_alone.items())))
+if not results.readings("msda", "05_lane_groups", "l1_shuffles"):
+    print("no reading of tools/probe_l1_gather.py --shuffles in results/readings/ yet (it needs a GPU)")
+
+# %% [markdown]
+# They add up: a warp-wide shuffle costs an SM one cycle of a unit that the L1's and shared memory's loads need
+# too (most likely the L1's data pipe itself, whose count rose in the edit's profile), and the time of loads and
+# shuffles together is the sum of each alone, on both placements and from both memories. So the six shuffles a
+# sample cost `msda05_shuffled_positions` six cycles of rung 05's busiest unit, a warp at a time, for instructions
+# that cost that unit nothing, and shared memory is no way round (`msda05_shared_positions`, which handed the
+# positions on through shared memory, was slower on `local` too and only a little faster on `uniform`, timed
+# against the heads-fastest rung). The L1's data pipe is the harder of rung 05's two limits: freeing it alone lets
+# the issue slots hold the rung, and work moved onto it costs more than the issue slots it frees. Going further
+# takes fewer wavefronts and fewer instructions together: the shared corners above (each distinct corner read once
+# for all the queries of a block that sample it), with each sample's position worked out once.
 
 # %% [markdown]
 # ## Experiments: block size and branches

@@ -106,6 +106,33 @@ def test_the_l1_gather_probe_checks_its_loads_and_catches_a_piece_from_the_wrong
     assert "threads loaded other words than the replay" in capsys.readouterr().out
 
 
+def test_the_l1_gather_probe_checks_its_shuffles_too(tmp_path, monkeypatch, capsys):
+    """--shuffles: pairs of shuffles leave each lane's words as they were, so the replay still holds, from the L1
+    and without loads (the regs span, once, whatever the pieces); a pair that does not undo itself is caught."""
+    import shutil
+
+    import pytest
+
+    from cudabook import SIMULATOR
+    from tools import probe_l1_gather
+    if not SIMULATOR or not (shutil.which("g++") or shutil.which("clang++")):
+        pytest.skip("the emulator runs where Numba runs in its simulator, with a host C++ compiler")
+    args = ["--emulate", "--pieces", "64", "64s", "--span", "l1", "regs", "--shuffles", "0", "2"]
+    assert probe_l1_gather.main(args) == 0
+    out = capsys.readouterr().out
+    assert out.count("every thread loaded its words") == 5 and out.count("regs, 2 shuffles") == 1
+    wrong = tmp_path / "probe_l1_gather.cu"
+    text = probe_l1_gather.SOURCE.read_text()
+    assert text.count("v[u].x, 1 + (k / 2) % 31)") == 1
+    wrong.write_text(text.replace("v[u].x, 1 + (k / 2) % 31)", "v[u].x, 1 + k % 31)"))   # each its own lane mask
+    monkeypatch.setattr(probe_l1_gather, "SOURCE", wrong)
+    for span in ("l1", "regs"):     # (16-byte pieces: without loads, a lane of its own LCG state, as a group's)
+        assert probe_l1_gather.main(["--emulate", "--pieces", "16", "--span", span, "--shuffles", "2"]) == 1
+        assert "threads loaded other words than the replay" in capsys.readouterr().out
+    assert probe_l1_gather.main(["--shuffles", "3"]) == 2
+    assert "even numbers of shuffles" in capsys.readouterr().out
+
+
 def test_the_l1_gather_probe_refuses_a_bad_piece_and_a_machine_without_a_gpu(capsys):
     from cudabook import device
     from tools import probe_l1_gather

@@ -26,10 +26,12 @@ from 65 % to 49 %, as meant, but the L1's data pipe rises from 92.1 % to 96.6 % 
 while the global load requests fall by 5.9 M, and the LSU pipe's share doubles (12.7 % to 25.3 %; short_scoreboard
 and mio_throttle stalls rise). One wavefront for each of the 142 M warp-wide shuffles, less what the fewer loads
 saved, could explain the rise: an estimate (the profiles give no clock, and the pipe's counts are not split by
-kind). So most likely the shuffles are paid where rung 05 is shortest, and the warps now wait on their loads and
-shuffles (long_scoreboard 35 %, short_scoreboard 20 %). Not adopted. With msda05_head_pairs it says the same from
-the other side: most likely the L1's data pipe is the harder of rung 05's two limits, and an edit that frees issue
-slots by moving work onto that pipe (shuffles, shared memory) loses.
+kind). tools/probe_l1_gather.py --shuffles then measured it on the H200 (8d2326f, reading l1_shuffles): a
+warp-wide shuffle costs an SM one cycle of a unit the L1's and shared memory's loads need too, and loads and
+shuffles together take the sum of each alone. So the shuffles are paid where rung 05 is shortest, and the warps
+now wait on their loads and shuffles (long_scoreboard 35 %, short_scoreboard 20 %). Not adopted. With
+msda05_head_pairs it says the same from the other side: the L1's data pipe is the harder of rung 05's two limits,
+and an edit that frees issue slots by moving work onto that pipe (shuffles, shared memory) loses.
 """
 TRACK, STAGE = "msda", "05_lane_groups"       # the rung whose kernel this edits
 
