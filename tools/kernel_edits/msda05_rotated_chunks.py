@@ -10,7 +10,7 @@ piece beside it: at each load instruction the warp's pieces sit at up to P / 2 p
 spread case. The samples then come in that order too (the lab region's loop is unchanged: lxy and law hold them
 rotated), so only the float32 sum's order changes. P / 2 weight loads of 8 bytes replace P / 4 of 16 bytes, and
 each load's chunk costs an add and a mask. With P odd, the rung's loads. Right on the emulator cases of
-test_msda_s05 (D = 8 to 128, P = 2 to 5), both paths; 4,083 SASS instructions a lane against the rung's 3,973 at
+test_msda_s05 (D = 8 to 128, P = 2 to 5), both paths; 4,079 SASS instructions a lane against the rung's 3,973 at
 D = 32, P = 8 (NVRTC 13.5), 8 loads more, 64 registers, no stack.
 """
 TRACK, STAGE = "msda", "05_lane_groups"       # the rung whose kernel this edits
