@@ -606,7 +606,11 @@ for rd in results.readings("msda", "05_lane_groups", "l1"):
 #   into shared memory first, coalesced, with the columns swizzled so that 8 items' words sit in distinct banks
 #   (`tools/kernel_edits/msda05_shared_locations.py`) is right, but the copy, its barrier and the shared-memory
 #   reads cost about what they save (slower on `local`, a little faster on `uniform`: timed against the rung before
-#   `load_floats`);
+#   `load_floats`). A third way keeps the loads and moves their pieces apart: each item of a warp takes its level's
+#   chunks in an order of its own, so a load's 8 pieces sit at several places of their lines, the spread case
+#   (`tools/kernel_edits/msda05_rotated_chunks.py`, timed against today's rung and profiled, below). The L1's data
+#   pipe is less busy, but the extra loads and chunk arithmetic keep the issue slots busier, and it is a little
+#   slower on both workloads;
 # - **the instructions**: every lane of a group computes every sample's position and weights (G times the
 #   arithmetic; computing each once and handing it over is what rung 02 did, and it brought the waits back),
 #   forms each corner's address and selects the corners, and blends in float32 (8 FFMAs and 8
@@ -708,8 +712,8 @@ _ = results.show_edits("msda", "05_lane_groups")
 # the same two kernels run back to back for seconds each (what a long job sees, once the card's power cap holds
 # its clock) agree. What changed inside, in Nsight Compute's counters: the kernel the edit changed (the rung at the
 # edit's BASE) and the edited one, on the same card and workload (`python -m cudabook.profile --edit
-# msda05_heads_outer_wide msda`, for each workload), then the same for the two edits timed last above,
-# `msda05_head_pairs` and `msda05_shuffled_positions`, each against today's rung:
+# msda05_heads_outer_wide msda`, for each workload), then the same for the three edits timed last above,
+# `msda05_head_pairs`, `msda05_shuffled_positions` and `msda05_rotated_chunks`, each against today's rung:
 
 # %%
 from cudabook import profile as ncu_profile

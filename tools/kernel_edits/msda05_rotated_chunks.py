@@ -12,6 +12,13 @@ rotated), so only the float32 sum's order changes. P / 2 weight loads of 8 bytes
 each load's chunk costs an add and a mask. With P odd, the rung's loads. Right on the emulator cases of
 test_msda_s05 (D = 8 to 128, P = 2 to 5), both paths; 4,079 SASS instructions a lane against the rung's 3,973 at
 D = 32, P = 8 (NVRTC 13.5), 8 loads more, 64 registers, no stack.
+
+Measured on an H200 at 3c448c0 (results/readings/H200_msda_05_lane_groups_edit_msda05_rotated_chunks.json and
+..._profile_edit_...): rung / edited 0.990x on `local` and 0.993x on `uniform` (10 interleaved rounds; back to back,
+2 s each, 0.990x and 0.992x). Nsight Compute: the L1's data pipe 92.0 % -> 86.8 % busy on `local`, 91.1 % -> 87.5 %
+on `uniform` (about half the relief I had estimated from 8 cycles a load to about 2.6), the issue slots 73.3 % ->
+74.6 % and 70.9 % -> 73.4 %, load requests 121.4 M -> 127.3 M. Not adopted: what the pipe gains, the issue slots
+(and the ALU, 65.2 % -> 66.6 %) take back, as with msda05_head_pairs: rung 05 sits against both limits at once.
 """
 TRACK, STAGE = "msda", "05_lane_groups"       # the rung whose kernel this edits
 
