@@ -18,7 +18,8 @@ keeps the L1's data pipe 92 % busy on `local` and 91 % on `uniform`; the edit br
 cycles), and on `uniform` the L1 hit rate falls (49.3 % to 44.4 %; most likely because an SM's blocks now read two
 heads' maps each) and it is slower in the interleaved rounds, though not back to back. Not adopted: rung 05 sits
 against two limits at once, the L1's data pipe and the issue slots, and this edit, relieving the first alone,
-gained a few percent on `local` and lost on `uniform` in the interleaved rounds.
+gained a few percent on `local` and lost on `uniform` in the interleaved rounds. With msda05_shuffled_positions it
+pays: msda05_head_pairs_shuffled, 1.081x and 1.037x.
 """
 TRACK, STAGE = "msda", "05_lane_groups"       # the rung whose kernel this edits
 

@@ -31,7 +31,8 @@ warp-wide shuffle costs an SM one cycle of a unit the L1's and shared memory's l
 shuffles together take the sum of each alone. So the shuffles are paid where rung 05 is shortest, and the warps
 now wait on their loads and shuffles (long_scoreboard 35 %, short_scoreboard 20 %). Not adopted. With
 msda05_head_pairs it says the same from the other side: the L1's data pipe is the harder of rung 05's two limits,
-and an edit that frees issue slots by moving work onto that pipe (shuffles, shared memory) loses.
+and an edit that frees issue slots by moving work onto that pipe (shuffles, shared memory) loses. With
+msda05_head_pairs it pays: msda05_head_pairs_shuffled, 1.081x and 1.037x.
 """
 TRACK, STAGE = "msda", "05_lane_groups"       # the rung whose kernel this edits
 
