@@ -1,0 +1,32 @@
+"""msda 05 as msda05_head_pairs_shuffled, with each sample's top-left corner row and its steps to the other three
+corners packed into one int (row * 4 + 2 dy + dx; dyW taken from the level's W), so five shuffles a sample hand a
+sample to the group in place of six, and no register spills (msda05_head_pairs_shuffled keeps 8 bytes of stack at
+64 registers with NVRTC 13.5; this edit none). Needs a level's rows below 2**29 (a pixel index times 4 in an int).
+Right on the emulator cases of test_msda_s05, both paths; 3,589 SASS instructions a lane (160 of them shuffles)
+against the rung's 3,973 at D = 32.
+"""
+TRACK, STAGE = "msda", "05_lane_groups"
+from cudabook.edits import load as _load  # noqa: E402
+
+
+def edit(text: str) -> str:
+    t = _load("msda05_shuffled_positions").edit(_load("msda05_head_pairs").edit(text))
+    old1 = """            const int my_r00 = start + yt * W + xl;                       // clamped onto the map
+            const int my_step = (yb - yt) * W * 2 + (xr - xl);            // dyW * 2 + dx
+"""
+    new1 = """            const int my_r00 = ((start + yt * W + xl) << 2) | ((yb - yt) << 1) | (xr - xl);
+"""
+    assert t.count(old1) == 1
+    t = t.replace(old1, new1)
+    old2 = """                    const int r00 = __shfl_sync(FULL, my_r00, j, G);
+                    const int step = __shfl_sync(FULL, my_step, j, G);
+"""
+    new2 = """                    const int packed = __shfl_sync(FULL, my_r00, j, G);
+                    const int r00 = packed >> 2;
+"""
+    assert t.count(old2) == 1
+    t = t.replace(old2, new2)
+    old3 = "                    const int dx = step & 1, dyW = step >> 1;\n"
+    new3 = "                    const int dx = packed & 1, dyW = packed & 2 ? W : 0;\n"
+    assert t.count(old3) == 1
+    return t.replace(old3, new3)
