@@ -712,9 +712,9 @@ _ = results.show_edits("msda", "05_lane_groups")
 # the same two kernels run back to back for seconds each (what a long job sees, once the card's power cap holds
 # its clock) agree. What changed inside, in Nsight Compute's counters: the kernel the edit changed (the rung at the
 # edit's BASE) and the edited one, on the same card and workload (`python -m cudabook.profile --edit
-# msda05_heads_outer_wide msda`, for each workload), then the same for the four edits timed last above,
-# `msda05_head_pairs`, `msda05_shuffled_positions`, `msda05_rotated_chunks` and `msda05_head_pairs_shuffled`, each
-# against today's rung:
+# msda05_heads_outer_wide msda`, for each workload), then the same for the five edits timed last above,
+# `msda05_head_pairs`, `msda05_shuffled_positions`, `msda05_rotated_chunks`, `msda05_head_pairs_shuffled` and
+# `msda05_head_pairs_packed` (`local` only), each against today's rung:
 
 # %%
 from cudabook import profile as ncu_profile
@@ -781,12 +781,14 @@ if not results.readings("msda", "05_lane_groups", "l1_shuffles"):
 #
 # Together, then? `msda05_head_pairs_shuffled` applies both: the head pairs spread a warp's corner pieces over
 # both halves of their lines, which frees cycles of the data pipe, and the shuffles spend some of them to take the
-# repeated position work off the issue slots. Its profiles (the last above) show both limits falling at once, and
-# it is faster on both workloads, in the interleaved rounds and back to back (its timings, the last reading before
-# the profiles). It is where rung 05 goes next: not adopted yet, because the lab region, its planted mistakes and
-# this lesson's account of the rung must change with it. Past it, going much further still takes fewer wavefronts
-# and fewer instructions together: the shared corners above (each distinct corner read once for all the queries of
-# a block that sample it).
+# repeated position work off the issue slots. Its profiles (above) show both limits falling at once, and it is
+# faster on both workloads, in the interleaved rounds and back to back (its timings, among the readings before the
+# profiles). `msda05_head_pairs_packed` is the same with a sample's corner row and its steps to the other corners
+# packed into one int, five shuffles a sample in place of six and no register spilled; it is about as fast. That
+# is where rung 05 goes next: not adopted yet, because the lab region, its planted mistakes and this lesson's
+# account of the rung must change with it. Past it, going much further still takes fewer wavefronts and fewer
+# instructions together: the shared corners above (each distinct corner read once for all the queries of a block
+# that sample it).
 
 # %% [markdown]
 # ## Experiments: block size and branches

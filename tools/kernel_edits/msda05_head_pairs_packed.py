@@ -4,6 +4,13 @@ sample to the group in place of six, and no register spills (msda05_head_pairs_s
 64 registers with NVRTC 13.5; this edit none). Needs a level's rows below 2**29 (a pixel index times 4 in an int).
 Right on the emulator cases of test_msda_s05, both paths; 3,589 SASS instructions a lane (160 of them shuffles)
 against the rung's 3,973 at D = 32.
+
+Measured on an H200 at 6f2a2fb (results/readings/H200_msda_05_lane_groups_edit_msda05_head_pairs_packed.json and
+..._profile_edit_...): rung / edited **1.086x on `local`, 1.044x on `uniform`** (10 interleaved rounds; back to
+back, 2 s each, 1.085x and 1.049x), about as msda05_head_pairs_shuffled. Nsight Compute on `local`: 3,746 -> 3,455
+us, L1 data pipe 92.3 % -> 78.9 %, issue slots 73.4 % -> 69.1 %, ALU 65.4 % -> 58.9 %. The candidate for rung 05
+(no spills; not adopted yet: the lab region, its planted mistakes, lesson 05's account of the rung and the records
+change with it; the host must refuse a level of 2**29 pixels or more).
 """
 TRACK, STAGE = "msda", "05_lane_groups"
 from cudabook.edits import load as _load  # noqa: E402
