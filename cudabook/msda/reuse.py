@@ -65,9 +65,11 @@ def distinct_per_block_head(shapes, starts, loc, queries: int, blocks: int | Non
     head, and the K of its weights-times-pixels product. `blocks`: only the first that many runs of each image;
     the images' runs one after another."""
     M = np.shape(loc)[2]
-    out = [[np.unique(head[head >= 0]).size for head in run.transpose(1, 0, 2).reshape(M, -1)]
-           for image in _runs(shapes, starts, loc, queries, blocks) for run in image]
-    return np.array(out, np.int64).reshape(-1, M)
+    runs = np.concatenate(_runs(shapes, starts, loc, queries, blocks))            # [runs, queries, M, L*P*4]
+    keys = np.sort(runs.transpose(0, 2, 1, 3).reshape(runs.shape[0], M, -1), axis=-1)
+    first = np.ones(keys.shape, bool)                                             # a key unlike the one before it
+    first[..., 1:] = keys[..., 1:] != keys[..., :-1]
+    return ((keys >= 0) & first).sum(-1).astype(np.int64)
 
 
 def window_pixels(shapes, starts, loc, queries: int, blocks: int | None = None) -> np.ndarray:
