@@ -163,14 +163,18 @@ def settings(a) -> list[tuple]:
     bad = [k for k in a.shuffles if k < 0 or k % 2]
     if bad:
         raise ValueError(f"--shuffles: even numbers of shuffles a load (pairs that undo each other), got {bad}")
-    out = [(piece(p), s, k) for k in a.shuffles for s in a.span for p in a.pieces]
-    seen, kept = set(), []
-    for (size, paired, spread), span, k in out:
-        key = (span, k) if span == "regs" else ((size, paired, spread), span, k)
-        if key not in seen and not (span == "regs" and k == 0):      # nothing at all to time
-            seen.add(key)
-            kept.append(((size, paired, spread), span, k))
-    return kept
+    kept = {}                                                  # (in the order asked, each setting once)
+    for k in a.shuffles:
+        for s in a.span:
+            for p in a.pieces:
+                if not (s == "regs" and k == 0):               # nothing at all to time
+                    kept.setdefault((s, k) if s == "regs" else (p, s, k), (piece(p), s, k))
+    return list(kept.values())
+
+
+def label(size: int, paired: int, spread: int) -> str:
+    """A piece's name as --pieces takes it: 64, 64p, 64s."""
+    return f"{size}{'p' if paired else 's' if spread else ''}"
 
 
 def emulate_all(a) -> int:
@@ -191,7 +195,7 @@ def emulate_all(a) -> int:
             finally:
                 SPANS[span] = saved
             failed += "error" in got
-            print(f"piece {size}{'p' if paired else 's' if spread else ''}, {span}, {shuffles} shuffles: "
+            print(f"piece {label(size, paired, spread)}, {span}, {shuffles} shuffles: "
                   f"{got.get('error', 'every thread loaded its words')}")
     return 1 if failed else 0
 
@@ -228,7 +232,7 @@ def main(argv=None) -> int:
     d_data = cuda.to_device(host)
     rows = []
     for (size, paired, spread), span, shuffles in settings(a):
-        row = {"piece": f"{size}{'p' if paired else 's' if spread else ''}", "piece_bytes": size,
+        row = {"piece": label(size, paired, spread), "piece_bytes": size,
                "paired": bool(paired), "spread": bool(spread),
                "span": span, "region_bytes": SPANS[span] * LINE, "threads": a.threads, "per_sm": a.per_sm,
                "blocks": blocks, "rounds": a.rounds, "unroll": a.unroll, "shuffles": shuffles}

@@ -1,9 +1,9 @@
 """The deformable-attention reference gather in both orders of its groups, and rung 05, in interleaved rounds (GPU).
 
-The reference gather (cudabook.msda.benchmark: every sample's four corners loaded, no arithmetic) takes its
-groups heads fastest, as rung 02 does; rung 05 takes its items head by head since it adopted
-tools/kernel_edits/msda05_heads_outer_wide.py, and on `uniform` locations it then beats the gather. This probe
-says whether the gather, taken head by head too, is the stronger yardstick: for each workload of the benchmark,
+The reference gather (cudabook.msda.benchmark: every sample's four corners loaded, no arithmetic) can take its
+groups heads fastest, as rung 02 does, or head by head, as rung 05 has since it adopted
+tools/kernel_edits/msda05_heads_outer_wide.py; the benchmark times both and keeps the faster (benchmark.context).
+This probe shows how far the order moves it, beside rung 05: for each workload of the benchmark,
 fresh inputs, both orders' folds checked against each other (every group's XOR of its corners), then the gather
 in both orders and rung 05 timed in the same interleaved rounds (bench.head_to_head). Prints the median times
 and writes the rounds to results/readings/<gpu>_msda_05_lane_groups_reference_order.json (--out: another
@@ -50,11 +50,9 @@ def main(argv=None) -> int:
         name = benchmark.workload_name(**size)
         args, problem = benchmark.prepare(size)
         same = bool(np.array_equal(benchmark.gather_fold(problem, False), benchmark.gather_fold(problem, True)))
-        go = {order: benchmark._gather_launch(problem, order == "head by head")[2]
-              for order in ("heads fastest", "head by head")}
-        got = bench.head_to_head({"gather, heads fastest": go["heads fastest"],
-                                  "gather, head by head": go["head by head"],
-                                  "rung 05": lambda: s05.launch(problem)}, rounds=a.rounds)
+        calls = {f"gather, {order}": benchmark._gather_launch(problem, order == benchmark.GATHER_ORDERS[1])[2]
+                 for order in benchmark.GATHER_ORDERS}
+        got = bench.head_to_head({**calls, "rung 05": lambda: s05.launch(problem)}, rounds=a.rounds)
         us = {k: [round(ms * 1e3, 2) for ms in v] for k, v in got.items()}
         record["cases"].append({"workload": name, "same_folds": same, "us": us})
         print(f"{name}: " + ", ".join(f"{k} {statistics.median(v):,.1f} µs" for k, v in us.items())

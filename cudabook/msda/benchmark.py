@@ -74,7 +74,7 @@ def context(problem, progress=print) -> dict:
              + ", ".join(f"{k} {v:,.0f}" for k, v in ceilings.items()) + ")")
     ctx = {"copy_GBps": round(copy, 1), "copy_ceilings_GBps": ceilings, "min_bytes": problem.min_bytes,
            "gather_bytes": problem.gather_bytes}
-    orders = {order: round(reference_gather_us(problem, heads_outer=order == "head by head"), 2)
+    orders = {order: round(reference_gather_us(problem, heads_outer=order == GATHER_ORDERS[1]), 2)
               for order in GATHER_ORDERS}
     order = min(orders, key=orders.get)                     # the reference at its strongest on this workload
     us = orders[order]
