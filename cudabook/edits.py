@@ -4,8 +4,8 @@ An edit is a Python file with TRACK and STAGE (the rung it edits), `edit(text) -
 it tries, and optionally PARAMS (the settings it is meant for), `host(stage_module)` (a host change for the
 edited text alone) and BASE: the last commit whose kernel the edit fits, for an edit the rung has adopted since
 or one written for the rung before it changed, so that its reading can be taken again (against the kernel at
-BASE). tools/probe_kernel_edit.py times one against its rung on a GPU; a lesson may compile one
-to show what the compiler made of it.
+BASE; ADOPTED = False marks one pinned there that the rung never took). tools/probe_kernel_edit.py times one
+against its rung on a GPU; a lesson may compile one to show what the compiler made of it.
 """
 from __future__ import annotations
 

@@ -131,20 +131,25 @@ _LAB04 = [  # (what, old, new, words in the message)
 ]
 
 
-_LAB05 = [  # (what, old, new): edits of the branchless path (the default), which the grader runs
+_LAB05 = [  # (what, old, new, every): edits of the branch-free path (the default), which the grader runs
     ("align_corners=True positions (no half-pixel shift)", "s.x * W - 0.5f, y = s.y * H - 0.5f",
-     "s.x * (W - 1), y = s.y * (H - 1)"),
+     "s.x * (W - 1), y = s.y * (H - 1)", False),
     ("x and y swapped", "const float x = s.x * W - 0.5f, y = s.y * H - 0.5f",
-     "const float x = s.y * H - 0.5f, y = s.x * W - 0.5f"),
-    ("the lower-left corner one pixel right, not one row down (row + 1 for row + W)",
-     "bottom && left ? row + W : start", "bottom && left ? row + 1 : start"),
+     "const float x = s.y * H - 0.5f, y = s.x * W - 0.5f", False),
     ("the attention weight left out of one corner", "top && left ? a * (1.f - fy) * (1.f - fx) : 0.f",
-     "top && left ? (1.f - fy) * (1.f - fx) : 0.f"),
-    ("a corner off the map read anyway (clamping, not zero padding)", "top && right ? a * (1.f - fy) * fx : 0.f",
-     "a * (1.f - fy) * fx"),
-    ("a sample's location read as lxy[p], lxy[p + 1] (sample p's pair is 2p, 2p + 1): another sample's pair "
-     "for even p, x and y of two samples for odd p",
-     "make_float2(lxy[2 * p], lxy[2 * p + 1])", "make_float2(lxy[p], lxy[p + 1])"),
+     "top && left ? (1.f - fy) * (1.f - fx) : 0.f", False),
+    ("every sample's corner row shuffled from the lane's own sample (g), not sample j's",
+     "__shfl_sync(FULL, my_r00, j, G)", "__shfl_sync(FULL, my_r00, g, G)", False),
+    ("shuffles of width 32: every group gets the first group's samples",
+     ", j, G)", ", j, 32)", True),
+    ("the row packed without its steps: all four corners read the top-left pixel",
+     "((start + yt * W + xl) << 2) | ((yb - yt) << 1) | (xr - xl)", "((start + yt * W + xl) << 2)", False),
+]
+_LAB05_OOB = [  # (what, old, new): edits whose rows run past the map: the emulator stops them; a GPU may fault
+    ("dx and dy read from each other's bits", "packed & 1, dyW = packed & 2 ? W : 0",
+     "(packed & 2) >> 1, dyW = packed & 1 ? W : 0"),
+    ("the packed row used without shifting its step bits off", "const int r00 = packed >> 2;",
+     "const int r00 = packed;"),
 ]
 _LAB05_BRANCHES = [  # (what, old, new, words): edits of the path with branches (branchless=False), graded too
     ("(int)x, not floorf: a position in (-1, 0) truncated to pixel 0 (branches)",
@@ -183,7 +188,11 @@ MISTAKES = (
        for what, (stage, edits, expect) in _CHECKER.items()]
     + [_lab03(*m) for m in _LAB03]
     + [_lab04(*m) for m in _LAB04]
-    + [Mistake("05_lane_groups", what, ((old, new),), fails=("FAIL",)) for what, old, new in _LAB05]
+    + [Mistake("05_lane_groups", what, ((old, new),), fails=("FAIL",), every=every) for what, old, new, every in _LAB05]
+    + [Mistake("05_lane_groups", what, ((old, new),), fails=("FAIL", "the emulated kernel stopped"),
+               only="emulator: a corner row past the map reads past value, which on a GPU may be past the "
+                    "allocation: an illegal address ends the process's CUDA context")
+       for what, old, new in _LAB05_OOB]
     + [Mistake("05_lane_groups", what, ((old, new),), tuple(words), fails=("FAIL", "the emulated kernel stopped"),
                only=None if "floorf" in words else
                "emulator: the last row's right corner is read past the end of value, which on a GPU may be past "

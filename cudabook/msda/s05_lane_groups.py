@@ -1,10 +1,12 @@
-"""05 lane groups (CUDA C++, sm_80 and newer): rung 02's layout without its shuffles, sizes known at compile time.
+"""05 lane groups (CUDA C++, sm_80 and newer): rung 02's layout and rounds, unrolled and branch-free.
 
 The kernel is kernels/lane_groups.cu (read its header comment), compiled by NVRTC for D, L and P. A group of
-G lanes serves one (image, query, head), each lane 16 bytes of the head's channels; every lane computes every
-sample's position and weights itself (no shuffles), and the loop over a level's points is unrolled with no
-branch between the samples' 16-byte corner loads, so the compiler may issue them early (lesson 05 counts how
-many are in flight). Without a GPU the lab grader runs it in cudabook.emulate.
+G lanes serves one (image, query, head), each lane 16 bytes of the head's channels; a level's samples go in
+unrolled rounds of G, lane g working out one sample and handing it to the group in five shuffles, every corner
+loaded with no branch between the samples' 16-byte loads, so the compiler may issue them early (lesson 05 counts
+how many are in flight); items two heads at a time. With branchless=False every lane works out every sample
+itself and skips off-map corners by branches (the rung's earlier way). Without a GPU the lab grader runs it in
+cudabook.emulate.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from ..kit.rung import CudaRung
 from .problem import start_launch
 
 NAME = "05_lane_groups"
-TITLE = "lane groups, no shuffles, unrolled points (C++)"
+TITLE = "lane groups, unrolled branch-free rounds, head pairs (C++)"
 PARAMS = {
     "threads": 512,        # threads a block (the fastest of lesson 05's recorded sweep, results/sweeps/)
     "vectors": 1,          # 16-byte vectors a lane owns (1, 2 or 4): fewer lanes an item, fewer copies of the
@@ -75,6 +77,15 @@ def launch(p, kernel=None, **params):
     if M * -(-D // 8) * 16 >= 2 ** 31:
         raise ValueError(f"{NAME}: value's pixel rows are M * D = {M} x {D} bf16 ({M * -(-D // 8) * 16:,} bytes in "
                          f"16-byte vectors); the kernel keeps a row's byte pitch in 32 bits, so it must stay below 2**31")
+    if S >= 2 ** 29:
+        raise ValueError(f"{NAME}: value holds S = {S:,} pixels over its levels (value[N, S, M, D]); the kernel packs a "
+                         f"sample's corner row with two step bits into one int (row * 4), so S must stay below 2**29")
+    vectors = params.get("vectors", PARAMS["vectors"])
+    lanes = N * Lq * M * group_lanes(D, vectors if vectors in (1, 2, 4) else 1)   # config refuses other values
+    if lanes >= 2 ** 31:
+        raise ValueError(f"{NAME}: N * Lq * M = {N} x {Lq} x {M} items of {lanes // (N * Lq * M)} lanes each make "
+                         f"{lanes:,} threads; the kernel numbers its threads and items in 32 bits, so they must "
+                         f"stay below 2**31")
     params = start_launch(p, NAME, PARAMS, params, unavailable())
     if params is None:
         return

@@ -13,6 +13,7 @@ us, L1 data pipe 92.3 % -> 78.9 %, issue slots 73.4 % -> 69.1 %, ALU 65.4 % -> 5
 change with it; the host must refuse a level of 2**29 pixels or more).
 """
 TRACK, STAGE = "msda", "05_lane_groups"
+BASE = "8f88c1b"                              # adopted since (with packed32's trims): the commit before
 from cudabook.edits import load as _load  # noqa: E402
 
 

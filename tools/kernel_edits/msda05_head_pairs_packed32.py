@@ -6,11 +6,12 @@ load, which took the register spill at D = 24, P = 5 away (at D = 40, P = 2 it k
 instructions a lane against head_pairs_packed's 3,589 and the rung's 3,973 at D = 32 (NVRTC 13.5). Right on the
 emulator cases of test_msda_s05, both paths.
 
-Written at the end of a session whose device time was spent: NOT YET MEASURED on a GPU. Probe it first:
-python tools/probe_kernel_edit.py --edit tools/kernel_edits/msda05_head_pairs_packed32.py --workloads all
---rounds 10 --sustained 2.
+Measured on an H200 at 5d32017 (results/readings/H200_msda_05_lane_groups_edit_msda05_head_pairs_packed32.json):
+faster than the rung on both workloads, and faster than head_pairs_packed timed in the same session. Rung 05 has
+taken it since (with head_pairs_packed, by hand).
 """
 TRACK, STAGE = "msda", "05_lane_groups"       # the rung whose kernel this edits
+BASE = "8f88c1b"                              # adopted since: the last commit before (rung_text reads it)
 
 from cudabook.edits import load as _load  # noqa: E402
 from cudabook.edits import swap as _swap  # noqa: E402

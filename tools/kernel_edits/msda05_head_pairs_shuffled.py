@@ -15,6 +15,8 @@ both; not adopted yet (the rung's lab region, its planted mistakes, the lesson's
 records must change with it).
 """
 TRACK, STAGE = "msda", "05_lane_groups"       # the rung whose kernel this edits
+BASE = "8f88c1b"                              # the kernel it fits: the rung before it took head_pairs_packed32
+ADOPTED = False                                # pinned, not adopted: it may still fit the rung's kernel
 
 from cudabook.edits import load as _load  # noqa: E402
 

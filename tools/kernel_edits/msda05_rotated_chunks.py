@@ -21,6 +21,8 @@ on `uniform` (about half the relief I had estimated from 8 cycles a load to abou
 (and the ALU, 65.2 % -> 66.6 %) take back, as with msda05_head_pairs: rung 05 sits against both limits at once.
 """
 TRACK, STAGE = "msda", "05_lane_groups"       # the rung whose kernel this edits
+BASE = "8f88c1b"                              # the kernel it fits: the rung before it took head_pairs_packed32
+ADOPTED = False                                # pinned, not adopted: it may still fit the rung's kernel
 
 from cudabook.edits import swap as _swap  # noqa: E402  (one match, or the edit no longer fits)
 

@@ -26,6 +26,7 @@ multiply-add an address), and probed against that kernel.
 """
 TRACK, STAGE = "msda", "05_lane_groups"       # the rung whose kernel this edits
 BASE = "072c6ff"                              # the kernel it fits: the rung before its items went head by head
+ADOPTED = False                                # pinned, not adopted
 BLOCK = """
     constexpr int BI = NT / G;                         // items a block
     __shared__ int4 srow[BI][PV + 1];                  // a sample's four corner rows (+1: a warp's items' banks)

@@ -8,6 +8,7 @@ multiply-add an address), and probed against that kernel.
 """
 TRACK, STAGE = "msda", "05_lane_groups"       # the rung whose kernel this edits
 BASE = "072c6ff"                              # the kernel it fits: the rung before its items went head by head
+ADOPTED = False                                # pinned, not adopted
 
 from cudabook.edits import load as _load  # noqa: E402
 

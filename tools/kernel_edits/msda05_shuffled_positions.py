@@ -35,6 +35,8 @@ and an edit that frees issue slots by moving work onto that pipe (shuffles, shar
 msda05_head_pairs it pays: msda05_head_pairs_shuffled, 1.081x and 1.037x.
 """
 TRACK, STAGE = "msda", "05_lane_groups"       # the rung whose kernel this edits
+BASE = "8f88c1b"                              # the kernel it fits: the rung before it took head_pairs_packed32
+ADOPTED = False                                # pinned, not adopted: it may still fit the rung's kernel
 
 from cudabook.edits import swap as _swap  # noqa: E402  (one match, or the edit no longer fits)
 

@@ -22,6 +22,8 @@ adopted. (Earlier probes of the same kernel with all of an item's loads issued b
 128 or 256 threads a block, were as slow.)
 """
 TRACK, STAGE = "msda", "05_lane_groups"       # the rung whose kernel this edits
+BASE = "8f88c1b"                              # the kernel it fits: the rung before it took head_pairs_packed32
+ADOPTED = False                                # pinned, not adopted: it may still fit the rung's kernel
 
 ANCHOR = "typedef uint4 Vec;"
 BLEND = r"""#define ITEMS_PER_WARP 8                                       // 32 lanes / G = 4 lanes an item

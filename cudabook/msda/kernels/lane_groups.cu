@@ -1,36 +1,35 @@
-// 05 lane groups (sm_80 and newer): every lane computes its own samples, with no branch between their loads.
+// 05 lane groups (sm_80 and newer): a level's samples unrolled, in rounds with no branch between their loads.
 //
 // A group of G lanes serves one (image n, query q, head m): lane g owns channels 8g .. 8g+7 (one 16-byte
-// vector of the head's row), G = D / 8 rounded up to a power of two. Rung 02 had one lane per sample compute
-// its position and weights and hand them to the group with shuffles; here every lane of the group computes
-// every sample itself. That is G times the arithmetic of the positions (a few dozen instructions a sample) but
-// no shuffles, no waiting on another lane, and the locations and weights are one load instruction a warp (a
-// group's lanes read the same address, each of the warp's items its own line), each level's in as few loads as
-// their count allows (load_floats): the locations 16 bytes at a time when P is even, the weights when P is a
-// multiple of 4. The sizes are compile-time constants (D, L, P), so the loop over a level's P points is
-// unrolled: the compiler may start later samples' loads before the first ones are used, as far as registers
-// allow (bytes in flight are what a gather needs; lesson 05 counts in the SASS how many loads it keeps in
-// flight), and the blend is 8 FMAs per corner on values widened from bf16 with one shift or mask each.
+// vector of the head's row), G = D / 8 rounded up to a power of two. The sizes are compile-time constants (D,
+// L, P), so the loops over a level's points are unrolled: the compiler may start later samples' loads before
+// the first ones are used, as far as registers allow (bytes in flight are what a gather needs; lesson 05 counts
+// in the SASS how many loads it keeps in flight), and the blend is 8 FMAs per corner on values widened from
+// bf16 with one shift or mask each.
 //
-// The items are taken head by head: numbered (n, m, q), queries fastest, so a warp serves 32 / G neighbouring
-// queries of one head (8 at D = 32) and the blocks an SM holds read one or two heads' maps at a time (987 KB a
-// head at the benchmark's size, against 7.9 MB for all eight): on `uniform` locations L1 then holds about half the
-// sectors its loads ask for, not a quarter (lesson 05's profiles). Each item still reads and writes its own
-// (n, q, m) row. A corner's address is base + row * pitch in bytes, with a 64-bit pitch: one multiply-add
-// (IMAD.WIDE) a corner. At one vector a lane, __launch_bounds__(NT, 1024 / NT) holds the registers to 64 a
-// thread, so that an SM still holds two blocks of 512 threads.
+// By default (BRANCHLESS=1) a level's P samples go in rounds of G, as in rung 02 but unrolled and branch-free:
+// lane g works out sample rG + g of round r (its position; its top-left corner's row with the steps to the
+// other corners, packed in one int; its four weights, zero for a corner off the map) and hands them to the
+// group in five shuffles; then every lane loads its vector of the round's samples' four corners each, a corner
+// off the map from a pixel on it (its weight is 0), so no branch separates one sample's loads from the next.
+// With BRANCHLESS=0 every lane works out every sample itself (no shuffles), loads the level's locations and
+// weights in as few loads as their count allows (load_floats), skips corners off the map and samples wholly off
+// it by branches: the way this rung went before (lesson 05 measures both). The sum is float32 and rounded to
+// bf16 (nearest even) once, with cvt.rn.bf16x2.f32.
 //
-// By default (BRANCHLESS=1) every corner is loaded: a corner off the map from the level's first pixel, with
-// weight 0, so no branch separates one sample's loads from the next. With BRANCHLESS=0 corners off the map are
-// not loaded and a sample wholly off the map is skipped. The sum is float32 and rounded to bf16 (nearest even)
-// once, with cvt.rn.bf16x2.f32.
+// The items are numbered (n, m / 2, q, m mod 2): two heads at a time, queries between them, so a warp serves
+// 4 neighbouring queries of heads 2k and 2k + 1 (at D = 32) and the blocks an SM holds read one or two head
+// pairs' maps; a warp's corner pieces then sit in both halves of their 128-byte lines (at D = 32, heads 2k and
+// 2k + 1 share a line), which costs the L1's data pipe fewer wavefronts than 8 queries of one head (lesson 05). With an odd number of heads
+// they go head by head, (n, m, q). Each item still reads and writes its own (n, q, m) row. Item numbers are
+// 32-bit (the host keeps the threads below 2**31). A corner's address is base + row * pitch in bytes, with a
+// 64-bit pitch: one multiply-add (IMAD.WIDE) a corner. At one vector a lane, __launch_bounds__(NT, 1024 / NT)
+// holds the registers to 64 a thread, so that an SM still holds two blocks of 512 threads.
 //
 // A lane may own more than one vector (VPL, "vectors per lane"): lane g then owns vectors g, g + G, g + 2G, ...
 // of the row, so each load instruction of the group still reads G contiguous vectors. Fewer lanes per item
-// means fewer copies of the position arithmetic (every lane of a group repeats it) and VPL loads a corner in
-// each thread, at the price of more registers, and each corner then costs the L1 VPL line accesses where one
-// served it (lesson 05: at 2 vectors a lane, heads fastest, the L1 stayed near its peak and the kernel took more
-// cycles).
+// means fewer lanes to hand each sample to and VPL loads a corner in each thread, at the price of more
+// registers, and each corner then costs the L1 VPL line accesses where one served it (lesson 05).
 //
 // Compile-time constants (NVRTC -D): DV channels per head (a multiple of 8, at most 128), LV levels (at most 8),
 // PV points, NT threads a block, BRANCHLESS (0/1), VPL vectors per lane (1, 2 or 4).
@@ -120,14 +119,24 @@ extern "C" __global__ void __launch_bounds__(NT, MIN_BLOCKS)
 msda_lane_groups(const Vec* __restrict__ value, const int* __restrict__ shapes, const int* __restrict__ starts,
                  const float2* __restrict__ loc, const float* __restrict__ attn, Vec* __restrict__ out, int N, int S,
                  int Lq, int M) {
-    const long long t = (long long)blockIdx.x * NT + threadIdx.x;
-    const long long order = t / G;                     // (n, m, q) flattened, queries fastest: head by head
+    // 32-bit item arithmetic (the host keeps N Lq M G below 2**31): 64-bit divisions cost hundreds of instructions
+    const unsigned t = blockIdx.x * NT + threadIdx.x;
+    const unsigned items = (unsigned)N * Lq * M;
     const int g = (int)(t % G);
-    if (order >= (long long)N * Lq * M || g >= VECS) return;   // (lanes past the row: when G > VECS)
-    const int q = (int)(order % Lq);
-    const long long nm = order / Lq;
-    const int m = (int)(nm % M);
-    const int n = (int)(nm / M);
+    const bool live = t / G < items;                   // no lane returns: the shuffles need the whole warp
+    const unsigned order = live ? t / G : items - 1;
+    int q, m, n;
+    if (M % 2 == 0) {                                  // (n, m / 2, q, m mod 2): two heads, queries between them
+        q = (int)((order >> 1) % (unsigned)Lq);
+        const unsigned np = (order >> 1) / (unsigned)Lq;
+        m = (int)(np % (M / 2)) * 2 + (int)(order & 1);
+        n = (int)(np / (M / 2));
+    } else {                                           // an odd number of heads: head by head
+        q = (int)(order % (unsigned)Lq);
+        const unsigned nm = order / (unsigned)Lq;
+        m = (int)(nm % M);
+        n = (int)(nm / M);
+    }
     const long long item = ((long long)n * Lq + q) * M + m;   // the (n, q, m) row it reads and writes
     // value[n, row, m, 8g ..] is at base + row * pitch, in bytes. The pitch is a 64-bit variable holding a 32-bit
     // product (the host checks M * VECS * 16 < 2**31), so each corner's address is one 32 x 32 -> 64-bit
@@ -142,33 +151,56 @@ msda_lane_groups(const Vec* __restrict__ value, const int* __restrict__ shapes, 
 #pragma unroll
     for (int l = 0; l < LV; ++l) {
         const int H = __ldg(shapes + 2 * l), W = __ldg(shapes + 2 * l + 1), start = __ldg(starts + l);
+        // >>> lab: the level's samples, G at a time: this lane's sample (its position, its corner row and steps packed in one int, its four weights), handed to the group by shuffles; then each of the round's samples: four corner loads and the blend
+#if BRANCHLESS
+        constexpr unsigned FULL = 0xFFFFFFFFu;
+#pragma unroll
+        for (int r = 0; r < (PV + G - 1) / G; ++r) {
+            // this lane's sample of the round: sample r G + g (none past the level's P: weights 0)
+            const int mine = r * G + g;
+            const bool has = mine < PV;
+            const int at = has ? mine : PV - 1;        // a lane without a sample loads the level's last one
+            const float2 s = __ldg(xy + l * PV + at);
+            const float a = has ? __ldg(aw + l * PV + at) : 0.f;
+            const float x = s.x * W - 0.5f, y = s.y * H - 0.5f;
+            const float fx0 = floorf(x), fy0 = floorf(y), fx = x - fx0, fy = y - fy0;
+            const bool on = x > -1.0f && y > -1.0f && x < (float)W && y < (float)H;
+            const int x0 = on ? (int)fx0 : 0, y0 = on ? (int)fy0 : 0;
+            const bool left = on && x0 >= 0, right = on && x0 + 1 < W, top = on && y0 >= 0, bottom = on && y0 + 1 < H;
+            const int xl = max(x0, 0), xr = min(x0 + 1, W - 1), yt = max(y0, 0), yb = min(y0 + 1, H - 1);
+            const int my_r00 = ((start + yt * W + xl) << 2) | ((yb - yt) << 1) | (xr - xl);
+            const float my_w00 = top && left ? a * (1.f - fy) * (1.f - fx) : 0.f;
+            const float my_w01 = top && right ? a * (1.f - fy) * fx : 0.f;
+            const float my_w10 = bottom && left ? a * fy * (1.f - fx) : 0.f;
+            const float my_w11 = bottom && right ? a * fy * fx : 0.f;
+#pragma unroll
+            for (int j = 0; j < G; ++j) {
+                if (r * G + j < PV) {                                     // compile-time: the round's samples
+                    const int packed = __shfl_sync(FULL, my_r00, j, G);
+                    const int r00 = packed >> 2;
+                    const float w00 = __shfl_sync(FULL, my_w00, j, G), w01 = __shfl_sync(FULL, my_w01, j, G);
+                    const float w10 = __shfl_sync(FULL, my_w10, j, G), w11 = __shfl_sync(FULL, my_w11, j, G);
+                    const int dx = packed & 1, dyW = packed & 2 ? W : 0;
+                    const Corner c00 = load_corner(base + r00 * pitch, g);
+                    const Corner c01 = load_corner(base + (r00 + dx) * pitch, g);
+                    const Corner c10 = load_corner(base + (r00 + dyW) * pitch, g);
+                    const Corner c11 = load_corner(base + (r00 + dyW + dx) * pitch, g);
+                    add_corner(acc, c00, w00);
+                    add_corner(acc, c01, w01);
+                    add_corner(acc, c10, w10);
+                    add_corner(acc, c11, w11);
+                }
+            }
+        }
+#else
         float lxy[2 * PV], law[PV];        // the level's P locations (x, y, x, y, ...) and P attention weights
         load_floats(lxy, (const float*)(xy + l * PV));
         load_floats(law, aw + l * PV);
-        // >>> lab: each of the level's P samples: its position, corner weights (attention folded in), four corner loads, the blend
 #pragma unroll
         for (int p = 0; p < PV; ++p) {
             const float2 s = make_float2(lxy[2 * p], lxy[2 * p + 1]);
             const float a = law[p];
             const float x = s.x * W - 0.5f, y = s.y * H - 0.5f;
-#if BRANCHLESS
-            // every corner is loaded (an off-map corner from the level's first pixel, with weight 0), so no
-            // branch keeps a later sample's loads from being issued before an earlier one's are used (how many
-            // the compiler issues early is its choice, weighed against registers)
-            const float fx0 = floorf(x), fy0 = floorf(y), fx = x - fx0, fy = y - fy0;
-            const bool on = x > -1.0f && y > -1.0f && x < (float)W && y < (float)H;
-            const int x0 = on ? (int)fx0 : 0, y0 = on ? (int)fy0 : 0;
-            const bool left = on && x0 >= 0, right = on && x0 + 1 < W, top = on && y0 >= 0, bottom = on && y0 + 1 < H;
-            const int row = start + y0 * W + x0;
-            const Corner c00 = load_corner(base + (top && left ? row : start) * pitch, g);
-            const Corner c01 = load_corner(base + (top && right ? row + 1 : start) * pitch, g);
-            const Corner c10 = load_corner(base + (bottom && left ? row + W : start) * pitch, g);
-            const Corner c11 = load_corner(base + (bottom && right ? row + W + 1 : start) * pitch, g);
-            add_corner(acc, c00, top && left ? a * (1.f - fy) * (1.f - fx) : 0.f);
-            add_corner(acc, c01, top && right ? a * (1.f - fy) * fx : 0.f);
-            add_corner(acc, c10, bottom && left ? a * fy * (1.f - fx) : 0.f);
-            add_corner(acc, c11, bottom && right ? a * fy * fx : 0.f);
-#else
             if (x > -1.0f && y > -1.0f && x < (float)W && y < (float)H) {     // touches the map
                 const float fx0 = floorf(x), fy0 = floorf(y), fx = x - fx0, fy = y - fy0;
                 const int x0 = (int)fx0, y0 = (int)fy0;
@@ -184,13 +216,13 @@ msda_lane_groups(const Vec* __restrict__ value, const int* __restrict__ shapes, 
                 add_corner(acc, c10, a * fy * (1.f - fx));
                 add_corner(acc, c11, a * fy * fx);
             }
-#endif
         }
+#endif
         // <<< lab
     }
 #pragma unroll
     for (int i = 0; i < VPL; ++i)
-        if (g + i * G < VECS)
+        if (live && g + i * G < VECS)
             out[item * VECS + g + i * G] = make_uint4(pack_bf16x2(acc[8 * i], acc[8 * i + 1]),
                                                       pack_bf16x2(acc[8 * i + 2], acc[8 * i + 3]),
                                                       pack_bf16x2(acc[8 * i + 4], acc[8 * i + 5]),
