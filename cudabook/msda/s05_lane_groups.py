@@ -21,7 +21,7 @@ from .problem import start_launch
 NAME = "05_lane_groups"
 TITLE = "lane groups, unrolled branch-free rounds, head pairs (C++)"
 PARAMS = {
-    "threads": 512,        # threads a block (the fastest of lesson 05's recorded sweep, results/sweeps/)
+    "threads": 512,        # threads a block (lesson 05 sweeps 128, 256, 512: results/sweeps/)
     "vectors": 1,          # 16-byte vectors a lane owns (1, 2 or 4): fewer lanes an item, fewer copies of the
                            # position arithmetic, more registers
     "branchless": True,    # load every corner (off-map ones from a pixel on the map, weight 0): no branch keeps

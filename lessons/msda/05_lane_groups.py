@@ -1,21 +1,25 @@
 # %% [markdown]
-# # Deformable attention 05 · Lane groups: every lane its own samples, more loads in flight
+# # Deformable attention 05 · Lane groups: unrolled rounds, no branches, more loads in flight
 #
 # Rung 02's layout was right: a group of G lanes per `(image, query, head)`, each lane one 16-byte vector of the
-# head's channels, every corner one 16-byte load a lane. What held it back is **when** the loads can start.
-# This rung keeps the layout and changes four things:
+# head's channels, every corner one 16-byte load a lane, each sample worked out by one lane and handed to its
+# group by warp shuffles. What held it back is **when** the loads can start. This rung keeps the layout and
+# changes three things, then a fourth that the measurements below led to:
 #
-# - **No shuffles.** Every lane of a group computes every sample's position and weights itself. That is G
-#   times the arithmetic of the positions, but a lane's loads now depend only on its own arithmetic: no lane
-#   waits for another.
 # - **Sizes compiled in.** D, L and P are compile-time constants (CUDA C++ through NVRTC, `-D`), so the loops
 #   over levels and points are unrolled: a level's P samples, 4 P corner loads, are one straight line of code,
 #   and the compiler can issue loads of later samples before the first ones are used.
-# - **Branch-free corners.** Every corner is loaded; a corner off the map is loaded from a pixel on the map
-#   (the level's first) and gets weight 0. No branch separates one sample's loads from the next sample's.
-# - **Head by head.** Rung 02 took its items heads fastest: a warp served the 8 heads of one query. Here a warp
-#   serves 8 neighbouring queries of one head, and the blocks an SM holds read one or two heads' maps, not all
-#   eight, so the L1 already holds more of the corners they ask for (measured below).
+# - **Branch-free corners.** Every corner is loaded; a corner off the map is loaded from a pixel on the map and
+#   gets weight 0. No branch separates one sample's loads from the next sample's.
+# - **Rounds with no waiting between them.** As in rung 02, lane g of a group works out sample g of a round and
+#   hands it on in five shuffles, but the rounds are unrolled too, so the shuffles of the next round need not wait
+#   for this round's corners to arrive. (The rung first went further: every lane worked out every sample itself,
+#   with no shuffles at all. `branchless=False` still does that, with branches; the measurements below show why
+#   the shuffles came back.)
+# - **Two heads at a time.** Rung 02 took its items heads fastest: a warp served the 8 heads of one query. Here
+#   a warp serves 4 neighbouring queries of two heads, and the blocks an SM holds read one or two pairs of heads'
+#   maps, not all eight, so the L1 already holds more of the corners they ask for, and a warp's loads touch both
+#   halves of their lines (measured below).
 #
 # PTX ISA: [ld.global.nc](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-ld-global-nc)
 # (`__ldg`), [cvt (bf16x2 packing)](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-cvt);
@@ -40,21 +44,20 @@ L = len(levels)
 # %% [markdown]
 # ## The kernel
 #
-# One thread per `(item, lane g)`. The items are numbered `(n, m, q)`, queries fastest: head by head. Each still
-# reads its own locations and weights and writes its own row of `out`, both laid out `(n, q, m)`. `base` is the
+# One thread per `(item, lane g)`. The items are numbered `(n, m / 2, q, m mod 2)`: two heads at a time, queries
+# between them (head by head, `(n, m, q)`, when M is odd). Each still reads its own locations and weights and
+# writes its own row of `out`, both laid out `(n, q, m)`. `base` is the
 # byte address of channels `8g .. 8g+7` (one 16-byte `uint4`) of head m of pixel 0 of image n (row 0 of
 # `value[n]`), and pixel `r` is at `base + r * pitch`, `pitch` being the bytes from one pixel to the next. `pitch`
 # is a 64-bit variable that holds a 32-bit product, so the compiler makes each corner's address one 32 x 32 →
 # 64-bit multiply-add (`IMAD.WIDE`); computed as a 64-bit product it cost this kernel 531 more instructions a lane
 # (one H200 record timed that build: slower than the rung before on `local`, faster on `uniform`). The item's L·P
-# locations and weights are contiguous, and the G lanes of a group load the same addresses (one request serves
-# them all). Each level's P locations and P weights arrive before its samples, in as few loads as P allows
-# (`load_floats`): at the benchmark's P = 8, four 16-byte loads of locations and two of weights, where one load a
-# value would take sixteen.
+# locations and weights are contiguous; the item numbers are 32-bit (`launch` refuses 2**31 threads or more), as
+# 64-bit divisions cost hundreds of instructions.
 
 # %%
 source = s05.source()
-lesson.show_region(source, start='extern "C" __global__', end="load_floats(law")
+lesson.show_region(source, start='extern "C" __global__', end="float acc[8 * VPL];")
 
 # %% [markdown]
 # Which items a warp serves, in the two orders (the benchmark's D = 32: G = 4 lanes an item, 8 items a warp; the
@@ -65,10 +68,10 @@ G, Q = s05.group_lanes(D), 32
 per_warp = 32 // G
 fig, axes = plt.subplots(1, 2, figsize=(11, 2.6), sharey=True)
 for ax, (title, warp_of) in zip(axes, (
-        ("heads fastest (rung 02, and rung 05 before):\na warp = the 8 heads of one query",
+        ("heads fastest (rung 02, and rung 05 at first):\na warp = the 8 heads of one query",
          lambda q, m: (q * M + m) // per_warp),
-        ("head by head (rung 05): a warp = 8 neighbouring\nqueries of one head",
-         lambda q, m: (m * Lq + q) // per_warp))):
+        ("two heads at a time (rung 05): a warp = 4 neighbouring\nqueries of heads 2k and 2k + 1",
+         lambda q, m: ((m // 2) * Lq * 2 + q * 2 + m % 2) // per_warp))):
     grid = np.array([[warp_of(q, m) for q in range(Q)] for m in range(M)])
     ax.imshow(grid % 10, cmap="tab10", aspect="auto", interpolation="nearest")
     ax.set_title(title, fontsize=9)
@@ -80,9 +83,10 @@ plt.show()
 
 # %% [markdown]
 # Heads fastest, the 16 queries of a 512-thread block and the blocks an SM holds at once read all 8 heads' maps;
-# head by head, a block's 128 queries read one head's, and an SM's blocks one or two heads' maps. On `uniform`
-# locations that is the difference between an L1 that holds almost nothing of what is asked and one that holds
-# the small levels (measured further down).
+# two heads at a time, a block's 64 queries read two heads' maps, and an SM's blocks one or two pairs. On
+# `uniform` locations that is the difference between an L1 that holds almost nothing of what is asked and one that
+# holds the small levels (measured further down; the rung went head by head first, one head a warp, and took the
+# pairs later, for the L1's data pipe).
 
 # %% [markdown]
 # A level's P samples, branch-free (the part between the markers in `kernels/lane_groups.cu` is lab 05's):
@@ -91,10 +95,16 @@ plt.show()
 lesson.show_region(source, end="#else")
 
 # %% [markdown]
+# - Round r: lane g works out sample `rG + g` alone (a lane past the level's P loads the last sample again, and
+#   hands nothing on: the loop over `j` stops at P, a compile-time bound).
 # - `x0, y0` are forced to 0 for a sample wholly off the map (`on` false): `floorf` of a location far outside
 #   would overflow an `int`, even if its four weights are zero.
-# - `left`, `right`, `top`, `bottom` say which corners are on the map; an off-map corner's address becomes the
-#   level's first pixel (`start`), always valid, and its weight 0.
+# - `left`, `right`, `top`, `bottom` say which corners are on the map; an off-map corner's column or row is
+#   clamped onto the map (`xl`, `xr`, `yt`, `yb`), so its address is always valid, and its weight is 0.
+# - One int carries the top-left corner's row and the steps to the others: `row << 2`, bit 1 for a step down
+#   (to `row + W`), bit 0 for a step right (to `row + 1`), a step of 0 where the right column or bottom row is
+#   clamped. With the four weights that is five shuffles a sample (`launch` refuses a pyramid of 2**29 pixels or
+#   more, whose rows would not fit).
 # - `add_corner` widens each 32-bit word's two bf16 channels to float32 with one shift or one mask (bf16 is the
 #   top half of a float32) and adds them, weighted: 8 FMAs a corner.
 #
@@ -108,10 +118,10 @@ lesson.show_region(source, start="for (int i = 0; i < VPL; ++i)", end="pack_bf16
 #
 # In rung 02 a lane's corner loads for a sample need that sample's weights and row, which arrive by five
 # shuffles from the lane that computed them, which first had to load the sample's location: a chain of
-# dependencies, then a branch per corner, and the loads of the next sample only after the blend of this one.
-# Here each lane runs its own straight line: position, four loads; position, four loads; ... and the blends
-# later, as the loads land. A schematic (one lane, four samples; a load's latency drawn 8 units long, where the
-# real one is hundreds of cycles):
+# dependencies, then a branch per corner, and, the loop not unrolled, the loads of the next sample only after the
+# blend of this one. Here the same chain is one straight line for the whole level: position, shuffles, four
+# loads; shuffles, four loads; ... and the blends later, as the loads land. A schematic (one lane, four samples; a
+# load's latency drawn 8 units long, where the real one is hundreds of cycles):
 
 # %%
 LAT = 8.0
@@ -120,7 +130,7 @@ LAT = 8.0
 def timeline(ax, y, overlapped):
     t, issued = 0.0, []
     for s in range(4):
-        ax.broken_barh([(t, 1.0)], (y, 0.8), color="C0" if overlapped else "C1")        # position, or shuffles
+        ax.broken_barh([(t, 1.0)], (y, 0.8), color="C1")                                # position, shuffles
         t += 1.0
         for c in range(4):
             ax.plot([t + 0.1 * c, t + 0.1 * c + LAT], [y - 0.25 - 0.12 * (4 * s + c)] * 2, color="C7", lw=1)
@@ -141,10 +151,10 @@ def timeline(ax, y, overlapped):
 fig, ax = plt.subplots(figsize=(11, 3.6))
 end02 = timeline(ax, 3.0, overlapped=False)
 end05 = timeline(ax, 0.0, overlapped=True)
-ax.set_yticks([3.4, 0.4], ["02: shuffles, then\nwait for the loads", "05: own positions,\nloads keep coming"])
+ax.set_yticks([3.4, 0.4], ["02: shuffles, then\nwait for the loads", "05: unrolled rounds,\nloads keep coming"])
 ax.set_xlabel("time (schematic)")
-for c, what in (("C1", "5 shuffles (sample from another lane)"), ("C0", "position and weights (own)"),
-                ("C2", "blend"), ("C7", "a 16-byte load in flight")):
+for c, what in (("C1", "a sample's position (one lane), 5 shuffles"), ("C2", "blend"),
+                ("C7", "a 16-byte load in flight")):
     ax.plot([], [], color=c, lw=6 if c != "C7" else 1, label=what)
 ax.legend(fontsize=7, loc="lower right")
 ax.set_title(f"one lane, four samples: 02 ends at {end02:.0f}, 05 at {end05:.0f} (schematic units)", fontsize=9)
@@ -153,12 +163,13 @@ plt.show()
 
 # %% [markdown]
 # Counted per sample of one head at the benchmark's D = 32 (lane-instructions; rung 02 skips the load of a
-# zero-weight corner):
+# zero-weight corner). The work is the same; what differs is the branches, and the unrolling that lets the
+# compiler move a later sample's loads ahead:
 
 # %%
 G, nvec = s05.group_lanes(D), D // 8
-rows = [("lanes that compute the position and corner weights", 1, G),
-        ("shuffle lane-instructions", 5 * G, 0),
+rows = [("lanes that compute the position and corner weights", 1, 1),
+        ("shuffle lane-instructions", 5 * G, 5 * G),
         ("corner loads of 16 B, lane-instructions", 4 * nvec, 4 * nvec),
         ("branches before a lane's corner loads", 4, 0)]
 print(f"{'':52s} {'02':>4s} {'05':>4s}")
@@ -169,8 +180,10 @@ for what, a, b in rows:
 # ## In SASS: the loads, and how many are in flight
 #
 # No GPU needed: NVRTC compiles the kernel for sm_90a at the benchmark's sizes, with and without branches.
-# Both have one `LDG.E.128` (a 16-byte load) per corner of each of the L·P samples, and per level P/2 more for
-# the locations and P/4 for the weights (at L = 4, P = 8: 128 and 24). The difference is what lies between them.
+# Both have one `LDG.E.128` (a 16-byte load) per corner of each of the L·P samples (at L = 4, P = 8: 128). With
+# branches every lane loads each level's locations and weights 16 bytes at a time too (`load_floats`: P/2 and
+# P/4 loads a level, 24 in all); branch-free, a lane loads only its own sample's location (8 bytes) and weight
+# (4) a round. The difference is what lies between the corner loads.
 # `loads_in_flight` tells the two kinds apart by what first reads a load's registers (integer instructions widen
 # a corner's bf16 channels; float ones use a location or a weight), then walks the SASS in program order and, at
 # each corner load, counts the corner loads issued whose registers no instruction has touched since: requested
@@ -231,6 +244,8 @@ print("e.g.", nvrtc.sass_lines(cubins[True], r"LDG.*\.128", kernel=s05.KERNEL)[0
 # With branches each sample is a branch (`@P0 BRA` jumps over it when it is off the map) and its four loads are
 # predicated: the compiler keeps at most one sample's loads in flight. Branch-free, the loads of neighbouring
 # samples overlap: about twice as many in flight on average (the counts above), though far from a level's 4 P.
+# (The branch-free build also has far fewer instructions: it works out each sample in one lane of the group, not
+# in all G; the measurements below come back to that.)
 # Unrolled does not mean all 4 P loads at once: the compiler weighs loads in flight against registers (each
 # 16-byte load needs four), and more registers a thread means fewer threads an SM. Here it is told how many:
 # `__launch_bounds__(NT, 1024 / NT)` asks for 1,024 threads an SM, so at most 64 registers a thread. Without
@@ -360,7 +375,9 @@ for rec in results.load_all():
 # arithmetic. On the `uniform` workload the reference gather slows down, and so does rung 04; rungs 02 and 03
 # hardly move (the records above, card by card). Had rung 02 been held by its bytes in flight over the same T,
 # it would have slowed as much as the gather. Something else sets its pace, which fits its dependency chain
-# (location load, arithmetic, shuffles, corner load) better than its bytes in flight.
+# (location load, arithmetic, shuffles, corner load) better than its bytes in flight. Rung 05 has the same chain
+# (its shuffles came back, under "Head by head" below), but unrolled and branch-free, so the chains of a level's
+# samples overlap.
 #
 # Why does the gather slow on `uniform`? Most likely because fewer of its corners are found in L1, and those that
 # are not come from the L2, which hands an SM far fewer lines a cycle (the probe under "A bound from the L1"). The
@@ -420,8 +437,8 @@ if not sweeps:
 # ## Against the reference gather
 #
 # The reference gather only loads: its rows are precomputed, and it does no arithmetic beyond its addresses and
-# an XOR that keeps each load alive. Rung 05 issues, in every lane of a group, every sample's position,
-# weights, addresses, the corner selects and the blend. Count it: each warp runs the kernel's whole straight
+# an XOR that keeps each load alive. Rung 05 issues each sample's position and weights in one lane of its group,
+# five shuffles a sample, and in every lane the addresses, the corner selects and the blend. Count it: each warp runs the kernel's whole straight
 # line once (the SASS instructions above), and an SM's four schedulers issue at most one warp-instruction each
 # a cycle.
 
@@ -466,9 +483,9 @@ for rec in results.load_all():
 # fills most (at a lower clock, nearly all) of rung 05's time, about as long as the reference gather's loads take:
 # the two overlap, imperfectly.
 #
-# Which gather, though? Its groups can be taken in either of rung 05's two orders: heads fastest (a warp's groups
-# the heads of one query, as rung 02 and the rung before this one took them) or head by head (neighbouring
-# queries of one head, as rung 05 takes them now). The same loads of the same corners, in another order. Both,
+# Which gather, though? Its groups can be taken in either of two orders rung 05 has used: heads fastest (a warp's
+# groups the heads of one query, as rung 02 and rung 05 at first took them) or head by head (neighbouring queries
+# of one head, as rung 05 took them before it went two heads at a time). The same loads of the same corners, in another order. Both,
 # with rung 05 beside them, in the same interleaved rounds (`tools/probe_reference_gather.py`, a reading):
 
 # %%
@@ -487,8 +504,9 @@ if not results.readings("msda", "05_lane_groups", "reference_order"):
 # and most likely finds more of its corners in the L1 (the gather was not profiled; rung 05's profiles below show
 # this for rung 05). So the benchmark times the gather both ways on every workload and keeps the faster, the
 # reference at its strongest; each record's context says which order won (records without one timed heads fastest
-# only). Against the heads-fastest gather, rung 05 matched or beat it on `uniform` (the reading above says by how
-# much). The reference gather is **not a bound**: it is one plain way to load the corners (a group of lanes per
+# only). Against the heads-fastest gather, the rung 05 of that reading matched or beat it on `uniform` (the
+# reading says by how much); today's records put rung 05 about level with the gather at its strongest on both
+# workloads (under "How fast?" above). The reference gather is **not a bound**: it is one plain way to load the corners (a group of lanes per
 # query and head, with no more loads in flight than its simple loop gives), and a kernel that keeps more bytes in
 # flight, or takes them in a better order, loads them faster. Read "% of reference gather" as a comparison, not as
 # a distance to a limit.
@@ -564,10 +582,11 @@ if not results.readings("msda", "05_lane_groups", "l1_gather"):
 # memory by the copy engine (TMA; lesson 04's probe moved its fastest four-corner box more slowly than the L1
 # hands out four corners here), but such a kernel then reads every sample's corners out of shared memory, at half
 # a cycle a corner at best. What escapes the floor is a kernel in which one read of a corner serves every sample
-# that shares it. Head by head, rung 05's pieces sit at the same place of their lines, the one-line-a-cycle case,
+# that shares it. Head by head, rung 05's pieces sat at the same place of their lines, the one-line-a-cycle case,
 # except where a warp's queries share a pixel, as neighbouring ones sometimes do on `local` (fewer sectors a load
-# request there than heads fastest, and than on `uniform`: the profiles further down). The profiles under "Head by
-# head" below read today's data pipe ("L1 pipe %"): nearly saturated, about as busy as in this older Nsight
+# request there than heads fastest, and than on `uniform`: the profiles further down); two heads at a time, as
+# now, they sit in both halves. The profiles under "Head by head" below read the head-by-head rung's data pipe
+# ("L1 pipe %"): nearly saturated, about as busy as in this older Nsight
 # Compute reading of rung 05 on an H200 (in results/readings/, with the commit it ran), taken while its items went
 # heads fastest, which counted the pipe's wavefronts and how busy each unit was (a different kernel and clock, so
 # not a like-for-like comparison):
@@ -608,16 +627,15 @@ for rd in results.readings("msda", "05_lane_groups", "l1"):
 #   reads cost about what they save (slower on `local`, a little faster on `uniform`: timed against the rung before
 #   `load_floats`). A third way keeps the loads and moves their pieces apart: each item of a warp takes its level's
 #   chunks in an order of its own, so a load's 8 pieces sit at several places of their lines, the spread case
-#   (`tools/kernel_edits/msda05_rotated_chunks.py`, timed against today's rung and profiled, below). The L1's data
+#   (`tools/kernel_edits/msda05_rotated_chunks.py`, timed against the head-by-head rung and profiled, below). The L1's data
 #   pipe is less busy, but the extra loads and chunk arithmetic keep the issue slots busier, and it is a little
 #   slower on both workloads;
-# - **the instructions**: every lane of a group computes every sample's position and weights (G times the
-#   arithmetic; computing each once and handing it over is what rung 02 did, and it brought the waits back),
-#   forms each corner's address and selects the corners, and blends in float32 (8 FFMAs and 8
-#   integer widenings a corner; `bf16x2` math would do two channels an instruction but accumulate in bf16,
-#   outside the track's float32 contract). The `vectors` knob below trades the G copies away, and shows what
-#   the trade costs. Both costs at once were tried on the tensor cores
-#   (`tools/kernel_edits/msda05_tensor_core_blend.py`, a reading printed below): a warp serves one item at a
+# - **the instructions**: when this reading was taken every lane of a group computed every sample's position and
+#   weights (G times the arithmetic, no shuffles), and every lane still forms each corner's address, selects the
+#   corners and blends in float32 (8 FFMAs and 8 integer widenings a corner; `bf16x2` math would do two channels an
+#   instruction but accumulate in bf16, outside the track's float32 contract). The `vectors` knob below gives a lane
+#   more of the row and an item fewer lanes, and shows what that costs. Both costs at once were tried on the tensor
+#   cores (`tools/kernel_edits/msda05_tensor_core_blend.py`, a reading printed below): a warp serves one item at a
 #   time, lane s computes sample s once and writes its pixel and weights to a table in shared memory, and the
 #   blend is `mma.sync` m16n8k16, the item's 128 corners as K (A = the corners' channels, shuffled into place
 #   with byte permutes; B = the weights in bf16 in one column and what that rounding left in the next, so the
@@ -627,7 +645,8 @@ for rd in results.readings("msda", "05_lane_groups", "l1"):
 #   alone do not make this gather faster. Working out each sample's position once a group and handing it on
 #   through shared memory (`msda05_shared_positions`) says the same: a third fewer instructions, the issue slots
 #   half busy, and slower on `local`, its warps waiting on their corner loads (the edit's docstring has its
-#   profile). What did pay: one multiply-add an address, with the registers held to 64 a thread (below);
+#   profile). What did pay: one multiply-add an address, with the registers held to 64 a thread, and later each
+#   sample worked out once and shuffled, once the head pairs had freed L1 cycles to pay for the shuffles (below);
 # - the idle remainder of the L1's cycles.
 #
 # On `uniform` the L2 is busy as well, because far fewer loads hit in L1 (about a fifth heads fastest, half head by
@@ -696,10 +715,10 @@ print(f"an SM's shared memory: at most {SMEM_PER_SM_KB} KB")
 _ = results.show_edits("msda", "05_lane_groups")
 
 # %% [markdown]
-# ## Head by head, one multiply-add an address: three edits the rung took
+# ## Head by head, one multiply-add an address, then two heads a warp: the edits the rung took
 #
-# The reading of `msda05_heads_outer_wide` above is three edits at once, and rung 05 has been that kernel since (a
-# test compiles both and compares their SASS, opcode for opcode):
+# The reading of `msda05_heads_outer_wide` above is three edits at once, and rung 05 took that kernel first (a
+# test compiled both and compared their SASS, opcode for opcode; it does so now for the last edit the rung took):
 #
 # - **the items head by head** (`msda05_heads_outer` alone: a little slower on `local`, much faster on `uniform`);
 # - **one multiply-add an address**: `base` a byte address and `pitch` a 64-bit variable holding a 32-bit product,
@@ -712,9 +731,10 @@ _ = results.show_edits("msda", "05_lane_groups")
 # the same two kernels run back to back for seconds each (what a long job sees, once the card's power cap holds
 # its clock) agree. What changed inside, in Nsight Compute's counters: the kernel the edit changed (the rung at the
 # edit's BASE) and the edited one, on the same card and workload (`python -m cudabook.profile --edit
-# msda05_heads_outer_wide msda`, for each workload), then the same for the five edits timed last above,
-# `msda05_head_pairs`, `msda05_shuffled_positions`, `msda05_rotated_chunks`, `msda05_head_pairs_shuffled` and
-# `msda05_head_pairs_packed` (`local` only), each against today's rung:
+# msda05_heads_outer_wide msda`, for each workload), then the same for the six edits timed last above,
+# `msda05_head_pairs`, `msda05_shuffled_positions`, `msda05_rotated_chunks`, `msda05_head_pairs_shuffled`,
+# `msda05_head_pairs_packed` (`local` only) and `msda05_head_pairs_packed32`, each against the rung that took
+# heads_outer_wide (the edits' BASE):
 
 # %%
 from cudabook import profile as ncu_profile
@@ -725,11 +745,11 @@ _ = ncu_profile.show_edits("msda", "05_lane_groups")
 # On `uniform` the L1's hit rate doubles and the time falls with it; the warps wait on their loads
 # (`long_scoreboard`) far less. On `local` the L1 hits rise too, a warp's load touches fewer sectors (its 8
 # queries sometimes share a pixel), and the issue slots and the ALU pipe, the busiest units before, are a little
-# less busy: the addresses' instructions are gone. Both workloads now run with their issue slots about three
-# quarters busy and the ALU the busiest arithmetic pipe (the SASS count above: about 120 instructions a sample in
-# every lane of a group, half of them integer work).
+# less busy: the addresses' instructions are gone. Both workloads then ran with their issue slots about three
+# quarters busy and the ALU the busiest arithmetic pipe (about 120 SASS instructions a sample in every lane of a
+# group, half of them integer work).
 #
-# Which holds rung 05 now, the issue slots or the L1's data pipe? The second reading, `msda05_head_pairs`, begins
+# Which held that rung 05, the issue slots or the L1's data pipe? The second reading, `msda05_head_pairs`, begins
 # to answer it. Its rows of the rung read the data pipe ("L1 pipe %"): nearly saturated on both workloads, with
 # every piece of a warp's load at the same place of its line, the probe's one-line-a-cycle case. The edit takes a
 # warp's items two heads at a time (4 queries of heads 2k and 2k + 1), so half its pieces are first halves of
@@ -784,18 +804,24 @@ if not results.readings("msda", "05_lane_groups", "l1_shuffles"):
 # repeated position work off the issue slots. Its profiles (above) show both limits falling at once, and it is
 # faster on both workloads, in the interleaved rounds and back to back (its timings, among the readings before the
 # profiles). `msda05_head_pairs_packed` is the same with a sample's corner row and its steps to the other corners
-# packed into one int, five shuffles a sample in place of six and no register spilled; it is about as fast. That
-# is where rung 05 goes next: not adopted yet, because the lab region, its planted mistakes and this lesson's
-# account of the rung must change with it. Past it, going much further still takes fewer wavefronts and fewer
+# packed into one int, five shuffles a sample in place of six and no register spilled; it is about as fast.
+# `msda05_head_pairs_packed32` trims two more things the SASS showed: the items numbered in 32-bit arithmetic (a
+# 64-bit division by Lq costs far more instructions than a 32-bit one) and a lane without a sample in its round
+# loading the level's last one, unpredicated, in place of a predicated load. It gained the most over the rung of
+# the three, on both workloads, timed in the same session as `msda05_head_pairs_packed` (both readings above), and rung 05 has
+# been that kernel since: the region lab 05 asks you to write. Its profiles show the L1's data pipe and the issue
+# slots both below where the rung before held them. Going much further still takes fewer wavefronts and fewer
 # instructions together: the shared corners above (each distinct corner read once for all the queries of a block
-# that sample it).
+# that sample them).
 
 # %% [markdown]
 # ## Experiments: block size and branches
 #
-# `threads` sets the block size, `branchless` switches the branch-free corners off. Predictions to test: the
-# block size hardly matters, and branches cost little. (Without a GPU of compute
-# capability 8.0 or newer there is nothing to time: the sweeps say so.)
+# `threads` sets the block size; `branchless=False` takes the other path of the lab region: every lane works out
+# every sample itself, with no shuffles, and skips off-map corners and samples by branches (the way the rung went
+# before it took the head pairs). Predictions to test: the block size hardly matters, and the branchy path is
+# slower, by more than branches alone would cost. (Without a GPU of compute capability 8.0 or newer there is
+# nothing to time: the sweeps say so.)
 
 # %%
 msda.sweep("05_lane_groups", "threads", [128, 256, 512])
@@ -809,14 +835,15 @@ lesson.recorded_against("msda", "05_lane_groups", "threads", 512)
 lesson.recorded_against("msda", "05_lane_groups", "branchless", True)
 
 # %% [markdown]
-# The sweeps of both cards (`results/sweeps/*_lessons.json`, each taken with its record's rung 05 kernel) half
-# agree with the predictions. On the H100's record (the rung before it went head by head) branches cost a few
-# percent; on the H200's, about a sixth: with one multiply-add an address and the registers held to 64, the
-# branch-free build keeps about twice as many corner loads in flight as the one with branches (the SASS count
-# above; heads fastest, without the bound, it kept no more), which most likely is what the branches take away (not
-# profiled). The block size matters more than predicted: 128 threads take longer than 512, the default.
+# The sweeps of both cards (`results/sweeps/*_lessons.json`, each taken with its record's rung 05 kernel, so the
+# two cards' rows are of different kernels: the H100's of the rung before it went head by head). On the H100,
+# branches cost a few percent, both paths then working out every sample in every lane. On the H200, the branchy
+# path is far slower: it has the branches and the G-fold position work both (the SASS counts above), where the
+# branch-free path has neither. The block size matters less than it did: on the H100's record 128 threads took
+# clearly longer than 512; on the H200's, 128, 256 and 512 threads are within a few percent of each other (a
+# single sweep, not interleaved rounds; 512 stays the default).
 #
-# Why? Not by threads or by loads in flight: every build asks for 1,024 threads an SM
+# Why did the smaller blocks take longer, where they did? Not by threads or by loads in flight: every build asks for 1,024 threads an SM
 # (`__launch_bounds__(NT, 1024 / NT)`), so each gets at most 64 registers a thread, and each keeps as many loads
 # in flight a lane (counted as above, for each build):
 
@@ -831,8 +858,8 @@ for nt in (128, 256, 512):
     print(f"{nt:15d} {regs:9d} {threads:13,d}   {flight:30.2f}   {threads * flight:6,.0f}")
 
 # %% [markdown]
-# By this count the three builds are alike on an SM, and the smaller blocks are still slower: what the 512-thread
-# build does better is not in the count (loads counted at issue, in program order, say nothing of when the warps
+# By this count the three builds are alike on an SM, yet on the H100's record the smaller blocks were slower: what
+# the 512-thread build did better is not in the count (loads counted at issue, in program order, say nothing of when the warps
 # issue them). Nsight Compute, three builds side by side on the `local` workload (an H200 reading, in
 # results/readings/ with its commit: of the rung before it went head by head, whose smaller builds also had
 # fewer registers and so more threads an SM):
@@ -855,16 +882,17 @@ for rd in results.readings("msda", "05_lane_groups", "threads"):
 # neighbouring pixels. A block of 512 threads kept 16 queries' samples on one SM, where the L1 serves their
 # shared corners; smaller blocks spread those queries over more SMs, each of which fetches the same lines
 # again, and the extra misses show up as extra wavefronts. The bigger block won by locality in the L1, not by
-# occupancy or by loads in flight. Head by head, a block of 512 threads holds 128 neighbouring queries of one
-# head and one of 128 threads 32, and the smaller blocks are still slower (the H200's sweep above), most likely
-# for the same reason (today's builds were not profiled side by side).
+# occupancy or by loads in flight. Head by head, and now two heads at a time, a block's queries are neighbours
+# whatever its size (a block of 512 threads holds 64 queries of two heads, one of 128 threads 16), and the
+# blocks an SM holds at once still cover runs of neighbouring queries: most likely why the block size hardly
+# matters on the H200's sweep of today's kernel (its builds were not profiled side by side).
 #
 # A third knob, `vectors`, gives each lane 1 (the default), 2 or 4 of the row's 16-byte vectors: fewer lanes an
-# item, so fewer copies of the position arithmetic (the instructions above), and more registers a thread. The
-# compiler's side needs no GPU (counted as above, for each build: the instructions of one lane, and of the G
-# lanes of an item). Prediction from the L1's side: with G lanes an item, one load instruction of the warp
-# covers 32 / G items, each in a line of its own, so a corner costs as many line accesses as the lane has
-# vectors. Fewer instructions, more wavefronts:
+# item, so fewer copies of each corner's address arithmetic and fewer lanes to hand each sample to, and more
+# registers a thread. The compiler's side needs no GPU (counted as above, for each build: the instructions of one
+# lane, and of the G lanes of an item). Prediction from the L1's side: with G lanes an item, one load instruction
+# of the warp covers 32 / G items, so a corner costs as many accesses of its line as the lane has vectors. Fewer
+# instructions, more wavefronts:
 
 # %%
 # %%
@@ -887,14 +915,14 @@ msda.sweep("05_lane_groups", "vectors", [1, 2, 4])
 lesson.recorded_against("msda", "05_lane_groups", "vectors", 1)
 
 # %% [markdown]
-# The H200's sweep above (today's rung, head by head; 2 and 4 vectors a lane at 128 registers, unspilled) makes
-# each vector more a lane slower, though the item's instructions fall. Heads fastest, the Nsight Compute reading
-# under "A bound from the L1" showed 2 vectors a lane slower too, the L1 near its peak and the issue slots far
-# from full. Most likely the reason is the same head by head (no vector build was profiled head by head): at one
-# vector a lane the L1's data pipe is already nearly saturated (the head-pairs profiles above), and each vector
-# more a lane adds line accesses. One vector a lane, the default, stays. (Held to 64 registers, as one vector a
-# lane is, 2 and 4 vectors a lane spilled: 24 and 3,248 bytes of stack a thread, with NVRTC 13.5 here; each sweep
-# names its commit.)
+# The H200's sweep above (today's rung, two heads at a time; 2 and 4 vectors a lane at up to 128 registers)
+# makes each vector more a lane slower, though the item's instructions fall. Heads fastest, the Nsight Compute
+# reading under "A bound from the L1" showed 2 vectors a lane slower too, the L1 near its peak and the issue slots
+# far from full. Most likely the reason is the same now (no vector build of today's kernel was profiled): at one
+# vector a lane the L1's data pipe is already busy most of its cycles (the profiles above), and each vector more
+# a lane adds line accesses. One vector a lane, the default, stays. (Held to 64 registers, as one vector a lane
+# is, 2 and 4 vectors a lane spilled in an earlier build, so the kernel lets them have 128; each sweep names its
+# commit.)
 #
 # ## Across problem sizes
 #
