@@ -21,8 +21,10 @@
 #   maps, not all eight, so the L1 already holds more of the corners they ask for, and a warp's loads touch both
 #   halves of their lines (measured below).
 #
-# PTX ISA: [ld.global.nc](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-ld-global-nc)
-# (`__ldg`), [cvt (bf16x2 packing)](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-cvt);
+# PTX ISA:
+# [ld.global.nc](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-ld-global-nc)
+# (`__ldg`), [cvt (bf16x2
+# packing)](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-cvt);
 # registers and occupancy: [Hopper tuning guide](https://docs.nvidia.com/cuda/hopper-tuning-guide/index.html).
 
 # %%
@@ -45,15 +47,14 @@ L = len(levels)
 # ## The kernel
 #
 # One thread per `(item, lane g)`. The items are numbered `(n, m / 2, q, m mod 2)`: two heads at a time, queries
-# between them (head by head, `(n, m, q)`, when M is odd). Each still reads its own locations and weights and
-# writes its own row of `out`, both laid out `(n, q, m)`. `base` is the
-# byte address of channels `8g .. 8g+7` (one 16-byte `uint4`) of head m of pixel 0 of image n (row 0 of
-# `value[n]`), and pixel `r` is at `base + r * pitch`, `pitch` being the bytes from one pixel to the next. `pitch`
-# is a 64-bit variable that holds a 32-bit product, so the compiler makes each corner's address one 32 x 32 →
-# 64-bit multiply-add (`IMAD.WIDE`); computed as a 64-bit product it cost this kernel 531 more instructions a lane
-# (one H200 record timed that build: slower than the rung before on `local`, faster on `uniform`). The item's L·P
-# locations and weights are contiguous; the item numbers are 32-bit (`launch` refuses 2**31 threads or more), as
-# 64-bit divisions cost hundreds of instructions.
+# between them (head by head, `(n, m, q)`, when M is odd). Each still reads its own locations and weights and writes
+# its own row of `out`, both laid out `(n, q, m)`. `base` is the byte address of channels `8g .. 8g+7` (one 16-byte
+# `uint4`) of head m of pixel 0 of image n (row 0 of `value[n]`), and pixel `r` is at `base + r * pitch`, `pitch`
+# being the bytes from one pixel to the next. `pitch` is a 64-bit variable that holds a 32-bit product, so the
+# compiler makes each corner's address one 32 x 32 → 64-bit multiply-add (`IMAD.WIDE`); computed as a 64-bit product
+# it cost the rung of then 531 more instructions a lane (one H200 record timed that build: slower than the rung before
+# on `local`, faster on `uniform`). The item's L·P locations and weights are contiguous; the item numbers are 32-bit
+# (`launch` refuses 2**31 threads or more), as 64-bit divisions cost hundreds of instructions.
 
 # %%
 source = s05.source()
@@ -84,7 +85,7 @@ plt.show()
 # %% [markdown]
 # Heads fastest, the 16 queries of a 512-thread block and the blocks an SM holds at once read all 8 heads' maps;
 # two heads at a time, a block's 64 queries read two heads' maps, and an SM's blocks one or two pairs. On
-# `uniform` locations that is the difference between an L1 that holds almost nothing of what is asked and one that
+# `uniform` locations that is the difference between an L1 that holds about a fifth of what is asked and one that
 # holds the small levels (measured further down; the rung went head by head first, one head a warp, and took the
 # pairs later, for the L1's data pipe).
 
@@ -385,8 +386,9 @@ for rec in results.load_all():
 # heads fastest (the gather's only order in the older records): L1 held about two thirds of the sectors its global
 # loads asked for (corners are nine tenths of them) on `local`, and about a fifth on `uniform`. The blocks an SM
 # holds then read all 8 heads' maps of an image (7.9 MB at this size, against an L1 of at most 256 KB). Head by
-# head, they read one or two (987 KB a head, of which levels 1 to 3 are 244 KB): about four fifths and half, and
-# on the H200 rung 05 now slows only a little on `uniform` (the edit's profiles and timings, printed further down;
+# head, they read one or two (987 KB a head, of which levels 1 to 3 are 244 KB): about four fifths and half; two
+# heads at a time, as now, one or two pairs, with hit rates not far below those (the profiles further down), and
+# on the H200 rung 05 slows only a little on `uniform` (the edit's profiles and timings, printed further down;
 # the H100's record is of the rung before, which slowed with the gather). Taken head by head, the gather slows
 # less on `uniform` too (the order probe under "Against the reference gather"), and the benchmark now times it
 # both ways.
@@ -437,8 +439,9 @@ if not sweeps:
 # ## Against the reference gather
 #
 # The reference gather only loads: its rows are precomputed, and it does no arithmetic beyond its addresses and
-# an XOR that keeps each load alive. Rung 05 issues each sample's position and weights in one lane of its group,
-# five shuffles a sample, and in every lane the addresses, the corner selects and the blend. Count it: each warp runs the kernel's whole straight
+# an XOR that keeps each load alive. Rung 05 works out each sample's position and weights in one lane of its
+# group, hands them on in five shuffles, and in every lane unpacks the row, forms four addresses and blends. Count
+# it: each warp runs the kernel's whole straight
 # line once (the SASS instructions above), and an SM's four schedulers issue at most one warp-instruction each
 # a cycle.
 
@@ -452,7 +455,7 @@ def kind(instruction):
         return "memory: LDG, STG"
     if re.match(r"F|HFMA|I2F", op):
         return "float: the blend, weights, floor, conversions"
-    return "integer and other: addresses, selects, bf16 widening"
+    return "integer and other: addresses, shuffles, selects, bf16 widening"
 
 
 counts = {}
@@ -484,9 +487,10 @@ for rec in results.load_all():
 # the two overlap, imperfectly.
 #
 # Which gather, though? Its groups can be taken in either of two orders rung 05 has used: heads fastest (a warp's
-# groups the heads of one query, as rung 02 and rung 05 at first took them) or head by head (neighbouring queries
-# of one head, as rung 05 took them before it went two heads at a time). The same loads of the same corners, in another order. Both,
-# with rung 05 beside them, in the same interleaved rounds (`tools/probe_reference_gather.py`, a reading):
+# groups the heads of one query, as rung 02 and rung 05 at first took them) or head by head (neighbouring queries of
+# one head, as rung 05 took them before it went two heads at a time). The same loads of the same corners, in another
+# order. Both, with rung 05 beside them, in the same interleaved rounds (`tools/probe_reference_gather.py`, a
+# reading):
 
 # %%
 for rd in results.readings("msda", "05_lane_groups", "reference_order"):
@@ -500,37 +504,37 @@ if not results.readings("msda", "05_lane_groups", "reference_order"):
 
 # %% [markdown]
 # Order alone moves the gather a long way, and not the same way on both workloads: head by head it is slower on
-# `local` and much faster on `uniform`, where each of its blocks then reads one head's map in place of all eight
-# and most likely finds more of its corners in the L1 (the gather was not profiled; rung 05's profiles below show
-# this for rung 05). So the benchmark times the gather both ways on every workload and keeps the faster, the
-# reference at its strongest; each record's context says which order won (records without one timed heads fastest
-# only). Against the heads-fastest gather, the rung 05 of that reading matched or beat it on `uniform` (the
-# reading says by how much); today's records put rung 05 about level with the gather at its strongest on both
-# workloads (under "How fast?" above). The reference gather is **not a bound**: it is one plain way to load the corners (a group of lanes per
-# query and head, with no more loads in flight than its simple loop gives), and a kernel that keeps more bytes in
-# flight, or takes them in a better order, loads them faster. Read "% of reference gather" as a comparison, not as
-# a distance to a limit.
+# `local` and much faster on `uniform`, where each of its blocks then reads one head's map in place of all eight and
+# most likely finds more of its corners in the L1 (the gather was not profiled; rung 05's profiles below show this for
+# rung 05). So the benchmark times the gather both ways on every workload and keeps the faster, the reference at its
+# strongest; each record's context says which order won (records without one timed heads fastest only). Against the
+# heads-fastest gather, the rung 05 of that reading matched or beat it on `uniform` (the reading says by how much);
+# the H200's record puts rung 05 about level with the gather at its strongest on both workloads (under "How fast?"
+# above; the H100's is of an older rung). The reference gather is **not a bound**: it is one plain way to load the
+# corners (a group of lanes per query and head, with no more loads in flight than its simple loop gives), and a kernel
+# that keeps more bytes in flight, or takes them in a better order, loads them faster. Read "% of reference gather" as
+# a comparison, not as a distance to a limit.
 #
 # ## A bound from the L1
 #
-# The copy ceiling ("% of copy") is a bound (approximately: a copy's rate is not quite the memory's peak), and a
-# loose one: it counts each byte once, and the corners cross L2 and L1 many times. A tighter one comes from the
-# unit every corner passes. A load from global memory goes through the L1's data pipe. A corner here is one head's
-# 64 bytes of one pixel, and two pixels are a whole row of heads apart (M x D bf16, 512 bytes), so every corner
-# sits in a 128-byte line of its own (heads 2k and 2k + 1 of a pixel share one), and head m's 64 bytes start at
-# byte 64 (m mod 2) of theirs. The 8 items of a warp's corner load are 8 neighbouring queries of one head: up to 8
-# lines (fewer where two of them sample the same pixel), every piece at the same place of its line. (While the
-# items were taken heads fastest, a warp's 8 items were the 8 heads of one query, half their pieces first halves of
-# their lines and half second halves.) How many lines can the L1 hand out a cycle, and does it matter how much of
-# each line a load reads, and where in it? `tools/probe_l1_gather.py` measures it: lanes load 16 bytes each, a
-# group of lanes reads one piece of a line (16 to 128 bytes), every piece at a random line of a region that sits in
-# the L1 (each block its own, read once first) or of one only the L2 holds, and the same from shared memory
-# (`LDS.128`, for comparison). By default every piece starts at its line's first byte: the same place in every
-# line, as rung 05's pieces are now. `16s`, `32s` and `64s` put each group's piece at another place of its line
-# (`64s` was rung 05's layout heads fastest: first and second halves of different lines), and `64p` has two
-# groups read the two halves of one line. One block of 1024 threads an SM, timed by its own clock and by the wall
-# clock, each thread's loads checked first against a replay on the host. Its reading on each card, and what it
-# implies for these corners:
+# The copy ceiling ("% of copy") is a bound (approximately: a copy's rate is not quite the memory's peak), and a loose
+# one: it counts each byte once, and the corners cross L2 and L1 many times. A tighter one comes from the unit every
+# corner passes. A load from global memory goes through the L1's data pipe. A corner here is one head's 64 bytes of
+# one pixel, and two pixels are a whole row of heads apart (M x D bf16, 512 bytes), so every corner sits in a 128-byte
+# line of its own (heads 2k and 2k + 1 of a pixel share one), and head m's 64 bytes start at byte 64 (m mod 2) of
+# theirs. The 8 items of a warp's corner load are 4 neighbouring queries of heads 2k and 2k + 1: up to 8 lines (fewer
+# where two of them sample the same pixel), head 2k's pieces first halves of their lines, head 2k + 1's second halves.
+# (Head by head they were 8 queries of one head, every piece at the same place of its line; heads fastest, the 8 heads
+# of one query, half their pieces first halves and half second halves.) How many lines can the L1 hand out a cycle,
+# and does it matter how much of each line a load reads, and where in it? `tools/probe_l1_gather.py` measures it:
+# lanes load 16 bytes each, a group of lanes reads one piece of a line (16 to 128 bytes), every piece at a random line
+# of a region that sits in the L1 (each block its own, read once first) or of one only the L2 holds, and the same from
+# shared memory (`LDS.128`, for comparison). By default every piece starts at its line's first byte: the same place in
+# every line, as rung 05's pieces were head by head. `16s`, `32s` and `64s` put each group's piece at another place of
+# its line (`64s` is rung 05's layout now, two heads at a time, as it was heads fastest: first and second halves of
+# different lines), and `64p` has two groups read the two halves of one line. One block of 1024 threads an SM, timed
+# by its own clock and by the wall clock, each thread's loads checked first against a replay on the host. Its reading
+# on each card, and what it implies for these corners:
 
 # %%
 for rd in results.readings("msda", "05_lane_groups", "l1_gather"):
@@ -604,32 +608,32 @@ for rd in results.readings("msda", "05_lane_groups", "l1"):
     n_corners = (corners["N"] * corners["Lq"] * corners["M"] * len(corners["levels"]) * corners["P"] * 4)
     total = wf["l1tex__data_pipe_lsu_wavefronts.sum"]
     print(f"  local, vectors 1: {total / 1e6:,.1f} M wavefronts counted, for {n_corners / 1e6:,.1f} M corners and the "
-          f"samples' locations and weights, which every lane of a group loads")
+          f"samples' locations and weights, which every lane of a group loaded then")
 
 # %% [markdown]
 # When this reading was taken (its commit is printed: the items heads fastest), rung 05 kept the L1's data pipe
 # busy most of its cycles, on both workloads, and its issue slots too: it was near two throughput limits at once.
 # What is left above the floor is
 #
-# - **the locations and weights**, the wavefronts that are not corners: the G lanes of an item read the same
-#   locations and weights, and the warp's 8 items are 256 bytes apart in the locations and 128 in the weights, a
-#   line each, all at the same place of their lines: the probe's same-bank case, a cycle a line. When this reading
-#   was taken, each was a load of its own (8 bytes or 4): a warp issued 64 of them beside its 128 corner loads, so
-#   they cost the L1 about as many cycles as the corners (which take half a cycle each). Two ways to cut them were
-#   tried, each a kernel edit timed by `tools/probe_kernel_edit.py` on the H200 in interleaved rounds (readings,
-#   printed below). Loading a level's locations two a load and its weights four a load
-#   (`tools/kernel_edits/msda05_vector_locations.py`: 24 such loads a lane an item in place of 64) was right and a
-#   few percent faster on `local`, level on `uniform`: the L1 is not the only limit (the other is most likely the
-#   issue slots; the edit was not profiled). That is how the rung loads them now (`load_floats`), and the H200's
-#   record above is of it (the H100's, at d802262, is of the rung before). Copying a block's locations and weights
-#   into shared memory first, coalesced, with the columns swizzled so that 8 items' words sit in distinct banks
-#   (`tools/kernel_edits/msda05_shared_locations.py`) is right, but the copy, its barrier and the shared-memory
-#   reads cost about what they save (slower on `local`, a little faster on `uniform`: timed against the rung before
-#   `load_floats`). A third way keeps the loads and moves their pieces apart: each item of a warp takes its level's
-#   chunks in an order of its own, so a load's 8 pieces sit at several places of their lines, the spread case
-#   (`tools/kernel_edits/msda05_rotated_chunks.py`, timed against the head-by-head rung and profiled, below). The L1's data
-#   pipe is less busy, but the extra loads and chunk arithmetic keep the issue slots busier, and it is a little
-#   slower on both workloads;
+# - **the locations and weights**, the wavefronts that are not corners: the G lanes of an item read the same locations
+#   and weights then, and the warp's 8 items were 256 bytes apart in the locations and 128 in the weights, a line
+#   each, all at the same place of their lines: the probe's same-bank case, a cycle a line. When this reading was
+#   taken, each was a load of its own (8 bytes or 4): a warp issued 64 of them beside its 128 corner loads, so they
+#   cost the L1 about as many cycles as the corners (which take half a cycle each). Two ways to cut them were tried,
+#   each a kernel edit timed by `tools/probe_kernel_edit.py` on the H200 in interleaved rounds (readings, printed
+#   below). Loading a level's locations two a load and its weights four a load
+#   (`tools/kernel_edits/msda05_vector_locations.py`: 24 such loads a lane an item in place of 64) was right and a few
+#   percent faster on `local`, level on `uniform`: the L1 is not the only limit (the other is most likely the issue
+#   slots; the edit was not profiled). The rung took it (`load_floats`), and its `branchless=False` path still loads
+#   them so; today's default path has each lane load only its own sample's location and weight, once a round. Copying
+#   a block's locations and weights into shared memory first, coalesced, with the columns swizzled so that 8 items'
+#   words sit in distinct banks (`tools/kernel_edits/msda05_shared_locations.py`) is right, but the copy, its barrier
+#   and the shared-memory reads cost about what they save (slower on `local`, a little faster on `uniform`: timed
+#   against the rung before `load_floats`). A third way keeps the loads and moves their pieces apart: each item of a
+#   warp takes its level's chunks in an order of its own, so a load's 8 pieces sit at several places of their lines,
+#   the spread case (`tools/kernel_edits/msda05_rotated_chunks.py`, timed against the head-by-head rung and profiled,
+#   below). The L1's data pipe is less busy, but the extra loads and chunk arithmetic keep the issue slots busier, and
+#   it is a little slower on both workloads;
 # - **the instructions**: when this reading was taken every lane of a group computed every sample's position and
 #   weights (G times the arithmetic, no shuffles), and every lane still forms each corner's address, selects the
 #   corners and blends in float32 (8 FFMAs and 8 integer widenings a corner; `bf16x2` math would do two channels an
@@ -649,16 +653,16 @@ for rd in results.readings("msda", "05_lane_groups", "l1"):
 #   sample worked out once and shuffled, once the head pairs had freed L1 cycles to pay for the shuffles (below);
 # - the idle remainder of the L1's cycles.
 #
-# On `uniform` the L2 is busy as well, because far fewer loads hit in L1 (about a fifth heads fastest, half head by
-# head: the profiles below); the floor above, set by the L1 alone, is the looser bound there. A kernel that beats the
-# floor has to load fewer corners than the samples ask for: a pixel that several samples of a block share, loaded
-# once (from the L1 or from shared memory) and used for all of them; the copy engine alone does not do that, as
-# its corners are still read out of shared memory sample by sample. How much sharing is there? Rung 05's block of
-# 512 threads serves 128 neighbouring queries of one head (heads fastest it served 16 queries of all 8 heads);
-# here are the distinct corners (one pixel of one head) among all the corners a run of queries reads, pooled over
-# the heads (a pixel of one head is never a corner of another, so this is the average share of one head's run), on
-# the first 3,200 queries of one image of each workload, all of them pixels of the finest level (arithmetic on the
-# inputs, `cudabook.msda.reuse`; no GPU needed):
+# On `uniform` the L2 is busy as well, because far fewer loads hit in L1 (about a fifth heads fastest, about half head
+# by head and two heads at a time: the profiles below); the floor above, set by the L1 alone, is the looser bound
+# there. A kernel that beats the floor has to load fewer corners than the samples ask for: a pixel that several
+# samples of a block share, loaded once (from the L1 or from shared memory) and used for all of them; the copy engine
+# alone does not do that, as its corners are still read out of shared memory sample by sample. How much sharing is
+# there? Rung 05's block of 512 threads serves 64 neighbouring queries of two heads (head by head it served 128 of
+# one; heads fastest, 16 queries of all 8 heads); here are the distinct corners (one pixel of one head) among all the
+# corners a run of queries reads, pooled over the heads (a pixel of one head is never a corner of another, so this is
+# the average share of one head's run), on the first 3,200 queries of one image of each workload, all of them pixels
+# of the finest level (arithmetic on the inputs, `cudabook.msda.reuse`; no GPU needed):
 
 # %%
 from cudabook.msda import reuse
@@ -799,27 +803,32 @@ if not results.readings("msda", "05_lane_groups", "l1_shuffles"):
 # positions on through shared memory, was slower on `local` too and only a little faster on `uniform`, timed
 # against the heads-fastest rung). Each of the two edits relieves one limit and loads the other.
 #
-# Together, then? `msda05_head_pairs_shuffled` applies both: the head pairs spread a warp's corner pieces over
-# both halves of their lines, which frees cycles of the data pipe, and the shuffles spend some of them to take the
+# Together, then? `msda05_head_pairs_shuffled` applies both: the head pairs spread a warp's corner pieces over both
+# halves of their lines, which frees cycles of the data pipe, and the shuffles spend some of them to take the
 # repeated position work off the issue slots. Its profiles (above) show both limits falling at once, and it is
 # faster on both workloads, in the interleaved rounds and back to back (its timings, among the readings before the
 # profiles). `msda05_head_pairs_packed` is the same with a sample's corner row and its steps to the other corners
 # packed into one int, five shuffles a sample in place of six and no register spilled; it is about as fast.
 # `msda05_head_pairs_packed32` trims two more things the SASS showed: the items numbered in 32-bit arithmetic (a
 # 64-bit division by Lq costs far more instructions than a 32-bit one) and a lane without a sample in its round
-# loading the level's last one, unpredicated, in place of a predicated load. It gained the most over the rung of
-# the three, on both workloads, timed in the same session as `msda05_head_pairs_packed` (both readings above), and rung 05 has
-# been that kernel since: the region lab 05 asks you to write. Its profiles show the L1's data pipe and the issue
-# slots both below where the rung before held them. Going much further still takes fewer wavefronts and fewer
-# instructions together: the shared corners above (each distinct corner read once for all the queries of a block
-# that sample them).
+# loading the level's last one, unpredicated, in place of a predicated load. It gained the most over the rung of the
+# three, on both workloads, timed in the same session as `msda05_head_pairs_packed` (both readings above), and rung
+# 05 has been that kernel since: the region lab 05 asks you to write. Its profiles show the L1's data pipe and the
+# issue slots both below where the rung before held them. Two edits of today's rung were timed since (their readings
+# are among those above): four shuffles a sample in place of five (`msda05_four_shuffles`: a column clamped onto its
+# neighbour needs no weight of its own, so three floats carry the four weights) is level, its extra multiplies most
+# likely paying back the shuffle it saves; the locations and weights loaded past the L1
+# (`msda05_streamed_locations`, so that they do not take lines the corners could use) is slower. Going much further
+# still takes fewer wavefronts and fewer instructions together: the shared corners above (each distinct corner read
+# once for all the queries of a block that sample them).
 
 # %% [markdown]
 # ## Experiments: block size and branches
 #
 # `threads` sets the block size; `branchless=False` takes the other path of the lab region: every lane works out
-# every sample itself, with no shuffles, and skips off-map corners and samples by branches (the way the rung went
-# before it took the head pairs). Predictions to test: the block size hardly matters, and the branchy path is
+# every sample itself, with no shuffles, and skips off-map corners and samples by branches (every lane working out
+# every sample is how the rung went before it took the head pairs; the branches were already only its
+# `branchless=False` option). Predictions to test: the block size hardly matters, and the branchy path is
 # slower, by more than branches alone would cost. (Without a GPU of compute capability 8.0 or newer there is
 # nothing to time: the sweeps say so.)
 
@@ -843,9 +852,9 @@ lesson.recorded_against("msda", "05_lane_groups", "branchless", True)
 # clearly longer than 512; on the H200's, 128, 256 and 512 threads are within a few percent of each other (a
 # single sweep, not interleaved rounds; 512 stays the default).
 #
-# Why did the smaller blocks take longer, where they did? Not by threads or by loads in flight: every build asks for 1,024 threads an SM
-# (`__launch_bounds__(NT, 1024 / NT)`), so each gets at most 64 registers a thread, and each keeps as many loads
-# in flight a lane (counted as above, for each build):
+# Why did the smaller blocks take longer, where they did? Not by threads or by loads in flight: every build asks for
+# 1,024 threads an SM (`__launch_bounds__(NT, 1024 / NT)`), so each gets at most 64 registers a thread, and each keeps
+# as many loads in flight a lane (counted as above, for each build):
 
 # %%
 print(f"{'threads a block':>15s} {'registers':>9s} {'threads an SM':>13s}   loads in flight a lane (mean)   per SM")
@@ -858,11 +867,11 @@ for nt in (128, 256, 512):
     print(f"{nt:15d} {regs:9d} {threads:13,d}   {flight:30.2f}   {threads * flight:6,.0f}")
 
 # %% [markdown]
-# By this count the three builds are alike on an SM, yet on the H100's record the smaller blocks were slower: what
-# the 512-thread build did better is not in the count (loads counted at issue, in program order, say nothing of when the warps
-# issue them). Nsight Compute, three builds side by side on the `local` workload (an H200 reading, in
-# results/readings/ with its commit: of the rung before it went head by head, whose smaller builds also had
-# fewer registers and so more threads an SM):
+# By this count the three builds are alike on an SM, yet on the H100's record the smaller blocks were slower: what the
+# 512-thread build did better is not in the count (loads counted at issue, in program order, say nothing of when the
+# warps issue them). Nsight Compute, three builds side by side on the `local` workload (an H200 reading, in
+# results/readings/ with its commit: of the rung before it went head by head, whose smaller builds also had fewer
+# registers and so more threads an SM):
 
 # %%
 for rd in results.readings("msda", "05_lane_groups", "threads"):

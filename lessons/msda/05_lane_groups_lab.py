@@ -1,16 +1,15 @@
 # %% [markdown]
 # # Deformable attention lab 05 · A level's samples, in unrolled rounds
 #
-# In stage 05 a group of G lanes serves one `(image n, query q, head m)`, and lane `g` owns channels `8g .. 8g+7`
-# of the head: one 16-byte vector (`Vec`, a `uint4` of four words, two bf16 channels each). Inside the loop over
-# levels `l`, the lines before your region have loaded the level's `H`, `W` and `start` (its first row of `value`).
-# `xy[l * PV + p]` is the item's sample `p` of this level (a `float2`, its normalized location: `x` along W, `y`
-# along H) and `aw[l * PV + p]` its attention weight; `base + r * pitch` is the address of this lane's vector of
-# pixel `r`, row `r` of `value[n]` (in bytes: `base` is a `const char*`, `pitch` the bytes from one pixel to the
-# next). `acc` holds the lane's float32 sums, `load_corner(base + row * pitch, g)` loads the lane's part of a
-# pixel's row (a `Corner`: one 16-byte vector, or `VPL` of them with `vectors=2`), and `add_corner(acc, c, w)` adds
-# a corner `c` to the sums times `w`. After your region the next level begins, and at the end the sums are rounded
-# and stored.
+# In stage 05 a group of G lanes serves one `(image n, query q, head m)`, and lane `g` owns channels `8g .. 8g+7` of
+# the head: one 16-byte vector (`Vec`, a `uint4` of four words, two bf16 channels each). Inside the loop over levels
+# `l`, the lines before your region have loaded the level's `H`, `W` and `start` (its first row of `value`). `xy[l *
+# PV + p]` is the item's sample `p` of this level (a `float2`, its normalized location: `x` along W, `y` along H) and
+# `aw[l * PV + p]` its attention weight; `base + r * pitch` is the address of this lane's vector of pixel `r`, row `r`
+# of `value[n]` (in bytes: `base` is a `const char*`, `pitch` the bytes from one pixel to the next). `acc` holds the
+# lane's float32 sums, `load_corner(base + row * pitch, g)` loads the lane's part of a pixel's row (a `Corner`: one
+# 16-byte vector, or `VPL` of them with `vectors=2` or 4), and `add_corner(acc, c, w)` adds a corner `c` to the sums
+# times `w`. After your region the next level begins, and at the end the sums are rounded and stored.
 #
 # Write the level's samples in rounds of G: `#pragma unroll` then `for (int r = 0; r < (PV + G - 1) / G; ++r)`.
 # In round `r`, lane `g` works out sample `r * G + g` alone and hands it to its group:
@@ -37,15 +36,15 @@
 # Every lane of the warp must reach every shuffle: the kernel keeps the lanes past the last item alive (they
 # work on the last item and store nothing), so do not return early in your region.
 #
-# The stage compiles with `BRANCHLESS=1` by default; its own file keeps the rung's earlier way after `#else`
-# (`branchless=False`: every lane works out every sample itself, no shuffles, the level's locations and weights
-# read with `load_floats` into `lxy` and `law`, and a sample off the map, and each corner off it, skipped by an
-# `if`). Write it too if you like, inside `#if BRANCHLESS ... #else ... #endif`: the grader runs every case with
-# both settings, so both halves are graded (a region without `#if` is the same code both times). It compiles your
-# code into `kernels/lane_groups.cu` for the shapes of each case. Without a GPU of compute capability 8.0 or newer
-# it then runs it **on the CPU, in an emulator** (`cudabook.emulate`): every CUDA thread is a small coroutine,
-# with the grader's fresh random cases (D = 8, 24 and 40, several levels, 40 samples an item in one, up to a
-# quarter of the coordinates on edges). This kernel has no asynchronous copies and no shared memory: each case
+# The stage compiles with `BRANCHLESS=1` by default; its own file keeps, after `#else`, the path with branches, in the
+# way the rung worked before the shuffles (`branchless=False`: every lane works out every sample itself, no shuffles,
+# the level's locations and weights read with `load_floats` into `lxy` and `law`, and a sample off the map, and each
+# corner off it, skipped by an `if`). Write it too if you like, inside `#if BRANCHLESS ... #else ... #endif`: the
+# grader runs every case with both settings, so both halves are graded (a region without `#if` is the same code both
+# times). It compiles your code into `kernels/lane_groups.cu` for the shapes of each case. Without a GPU of compute
+# capability 8.0 or newer it then runs it **on the CPU, in an emulator** (`cudabook.emulate`): every CUDA thread is a
+# small coroutine, with the grader's fresh random cases (D = 8, 24 and 40, several levels, 40 samples an item in one,
+# up to a quarter of the coordinates on edges). This kernel has no asynchronous copies and no shared memory: each case
 # runs once. It cannot time anything: speed needs the GPU.
 #
 # The lesson: [05 · lane groups](../../notebooks/msda/05_lane_groups.ipynb).

@@ -7,24 +7,24 @@
 // in the SASS how many loads it keeps in flight), and the blend is 8 FMAs per corner on values widened from
 // bf16 with one shift or mask each.
 //
-// By default (BRANCHLESS=1) a level's P samples go in rounds of G, as in rung 02 but unrolled and branch-free:
-// lane g works out sample rG + g of round r (its position; its top-left corner's row with the steps to the
-// other corners, packed in one int; its four weights, zero for a corner off the map) and hands them to the
-// group in five shuffles; then every lane loads its vector of the round's samples' four corners each, a corner
-// off the map from a pixel on it (its weight is 0), so no branch separates one sample's loads from the next.
-// With BRANCHLESS=0 every lane works out every sample itself (no shuffles), loads the level's locations and
-// weights in as few loads as their count allows (load_floats), skips corners off the map and samples wholly off
-// it by branches: the way this rung went before (lesson 05 measures both). The sum is float32 and rounded to
-// bf16 (nearest even) once, with cvt.rn.bf16x2.f32.
+// By default (BRANCHLESS=1) a level's P samples go in rounds of G, as in rung 02 but unrolled and branch-free: lane g
+// works out sample rG + g of round r (its position; its top-left corner's row with the steps to the other corners,
+// packed in one int; its four weights, zero for a corner off the map) and hands them to the group in five shuffles;
+// then every lane loads its vector of the round's samples' four corners each, a corner off the map from a pixel on it
+// (its weight is 0), so no branch separates one sample's loads from the next. With BRANCHLESS=0 every lane works out
+// every sample itself (no shuffles), loads the level's locations and weights in as few loads as their count allows
+// (load_floats), skips corners off the map and samples wholly off it by branches (every lane working out every sample
+// is how this rung went before; lesson 05 measures both). The sum is float32 and rounded to bf16 (nearest even) once,
+// with cvt.rn.bf16x2.f32.
 //
-// The items are numbered (n, m / 2, q, m mod 2): two heads at a time, queries between them, so a warp serves
-// 4 neighbouring queries of heads 2k and 2k + 1 (at D = 32) and the blocks an SM holds read one or two head
-// pairs' maps; a warp's corner pieces then sit in both halves of their 128-byte lines (at D = 32, heads 2k and
-// 2k + 1 share a line), which costs the L1's data pipe fewer wavefronts than 8 queries of one head (lesson 05). With an odd number of heads
-// they go head by head, (n, m, q). Each item still reads and writes its own (n, q, m) row. Item numbers are
-// 32-bit (the host keeps the threads below 2**31). A corner's address is base + row * pitch in bytes, with a
-// 64-bit pitch: one multiply-add (IMAD.WIDE) a corner. At one vector a lane, __launch_bounds__(NT, 1024 / NT)
-// holds the registers to 64 a thread, so that an SM still holds two blocks of 512 threads.
+// The items are numbered (n, m / 2, q, m mod 2): two heads at a time, queries between them, so a warp serves 4
+// neighbouring queries of heads 2k and 2k + 1 (at D = 32) and the blocks an SM holds read one or two head pairs'
+// maps; at D = 32 head 2k's corner pieces are first halves of their 128-byte lines and head 2k + 1's second halves,
+// which costs the L1's data pipe fewer wavefronts than 8 queries of one head at one place of theirs (lesson 05). With
+// an odd number of heads they go head by head, (n, m, q). Each item still reads and writes its own (n, q, m) row.
+// Item numbers are 32-bit (the host keeps the threads below 2**31). A corner's address is base + row * pitch in
+// bytes, with a 64-bit pitch: one multiply-add (IMAD.WIDE) a corner. At one vector a lane, __launch_bounds__(NT, 1024
+// / NT) holds the registers to 64 a thread, so that an SM still holds two blocks of 512 threads.
 //
 // A lane may own more than one vector (VPL, "vectors per lane"): lane g then owns vectors g, g + G, g + 2G, ...
 // of the row, so each load instruction of the group still reads G contiguous vectors. Fewer lanes per item
