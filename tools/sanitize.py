@@ -33,7 +33,7 @@ GEMM_STAGES = ["04_mma_sync", "05_wgmma_tma", "06_warp_specialized", "07_cluster
 GEMM_VARIANTS = [("07_clusters", {"stream_k": True, "blocks": 6}), ("08_fp8", {"stream_k": True, "blocks": 6})]
 RUNS = {"resample": "06 cp.async, 07 TMA (on Hopper), 08 fused gather, with their variants, on four small problems",
         "gemm": f"{', '.join(GEMM_STAGES)} at M x N x K in {GEMM_SHAPES}; {GEMM_VARIANTS} at the same",
-        "msda": "04_tma_boxes, 05_lane_groups (vectors=2, branchless=False) on one small problem with borders",
+        "msda": "04_tma_boxes, 05_lane_groups (vectors=2, branchless=False) on small problems with borders, M 3 and 4",
         "attention": "every rung from 04 on, causal and not, d = 64 and 128, ragged"}
 
 
@@ -79,13 +79,15 @@ def gemm(rng) -> int:
 def msda(rng) -> int:
     from cudabook import msda
     bad = 0
-    args = msda.random_problem(2, 37, 3, ((9, 7), (5, 4), (2, 3)), 4, 32, borders=0.3, rng=rng)
-    for stage, params in (("04_tma_boxes", {}), ("05_lane_groups", {}), ("05_lane_groups", {"vectors": 2}),
-                          ("05_lane_groups", {"branchless": False})):
-        why = msda.unavailable(stage)
-        verdict = None if why else msda.judge(msda.run(stage, *args, **params), *args)
-        print(f"msda {stage} {params}: {why or ('right' if verdict.ok else verdict.message.splitlines()[0])}")
-        bad += bool(verdict is not None and not verdict.ok)
+    for M in (3, 4):                  # rung 05 takes its items head by head for an odd M, two heads at a time else
+        args = msda.random_problem(2, 37, M, ((9, 7), (5, 4), (2, 3)), 4, 32, borders=0.3, rng=rng)
+        for stage, params in (("04_tma_boxes", {}), ("05_lane_groups", {}), ("05_lane_groups", {"vectors": 2}),
+                              ("05_lane_groups", {"branchless": False})):
+            why = msda.unavailable(stage)
+            verdict = None if why else msda.judge(msda.run(stage, *args, **params), *args)
+            print(f"msda {stage} M={M} {params}: "
+                  f"{why or ('right' if verdict.ok else verdict.message.splitlines()[0])}")
+            bad += bool(verdict is not None and not verdict.ok)
     return bad
 
 

@@ -23,10 +23,12 @@ def test_it_compiles_without_spills(D, levels, P, locations, vectors):
 
 
 @pytest.mark.skipif(not HOST_CXX, reason="the emulator needs a host C++ compiler and the simulator's host memory")
-@pytest.mark.parametrize("branchless, vectors", [(True, 1), (False, 1), (True, 2), (False, 4)])
+# M: the items go two heads at a time when M is even, head by head when it is odd: both orders, both paths
+@pytest.mark.parametrize("branchless, vectors, M", [(True, 1, 3), (True, 1, 4), (False, 1, 4), (True, 2, 4),
+                                                    (False, 4, 3)])
 @pytest.mark.parametrize("D, levels, P, locations", SHAPES)
-def test_right_in_the_emulator(D, levels, P, locations, branchless, vectors):
-    args = _case(D, levels, P, locations)
+def test_right_in_the_emulator(D, levels, P, locations, branchless, vectors, M):
+    args = _case(D, levels, P, locations, M=M)
     p = msda.upload(*args)
     p.poison()
     with emulate.emulating():
@@ -42,7 +44,7 @@ def test_right_on_a_gpu(D, levels, P, locations):
     if why:
         pytest.skip(why)
     for seed in range(2):
-        args = _case(D, levels, P, locations, seed)
+        args = _case(D, levels, P, locations, seed, M=3 + seed)   # head by head, then two heads at a time
         for params in ({}, {"threads": 64, "branchless": False}, {"vectors": 2}, {"vectors": 4, "threads": 512}):
             verdict = msda.judge(msda.run("05", *args, **params), *args)
             assert verdict.ok, (params, verdict)

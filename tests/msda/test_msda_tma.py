@@ -21,8 +21,8 @@ SHAPES = [  # (D, levels, P, locations): every group width of the consumers (D/2
 ]
 
 
-def _case(D, levels, P, locations, seed=0):
-    return inputs.random_problem(2, 23, 3, levels, P, D, locations=locations, borders=0.2,
+def _case(D, levels, P, locations, seed=0, M=3):
+    return inputs.random_problem(2, 23, M, levels, P, D, locations=locations, borders=0.2,
                                  rng=np.random.default_rng(seed))
 
 
