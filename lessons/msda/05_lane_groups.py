@@ -21,10 +21,8 @@
 #   maps, not all eight, so the L1 already holds more of the corners they ask for, and a warp's loads touch both
 #   halves of their lines (measured below).
 #
-# PTX ISA:
-# [ld.global.nc](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-ld-global-nc)
-# (`__ldg`), [cvt (bf16x2
-# packing)](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-cvt);
+# PTX ISA: [ld.global.nc](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-ld-global-nc)
+# (`__ldg`), [cvt (bf16x2 packing)](https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-cvt);
 # registers and occupancy: [Hopper tuning guide](https://docs.nvidia.com/cuda/hopper-tuning-guide/index.html).
 
 # %%
@@ -814,13 +812,16 @@ if not results.readings("msda", "05_lane_groups", "l1_shuffles"):
 # loading the level's last one, unpredicated, in place of a predicated load. It gained the most over the rung of the
 # three, on both workloads, timed in the same session as `msda05_head_pairs_packed` (both readings above), and rung
 # 05 has been that kernel since: the region lab 05 asks you to write. Its profiles show the L1's data pipe and the
-# issue slots both below where the rung before held them. Two edits of today's rung were timed since (their readings
+# issue slots both below where the rung before held them. Three edits of today's rung were timed since (their readings
 # are among those above): four shuffles a sample in place of five (`msda05_four_shuffles`: a column clamped onto its
 # neighbour needs no weight of its own, so three floats carry the four weights) is level, its extra multiplies most
 # likely paying back the shuffle it saves; the locations and weights loaded past the L1
-# (`msda05_streamed_locations`, so that they do not take lines the corners could use) is slower. Going much further
-# still takes fewer wavefronts and fewer instructions together: the shared corners above (each distinct corner read
-# once for all the queries of a block that sample them).
+# (`msda05_streamed_locations`, so that they do not take lines the corners could use) is slower. One gained a little
+# on both workloads: each lane working out two samples at a time (`msda05_sample_pairs`), so that their locations
+# come in one 16-byte load and their weights in one 8-byte load, half the location and weight loads, each of which
+# costs the L1's data pipe a line an item. It is the next candidate for the rung. Going much further still takes
+# fewer wavefronts and fewer instructions together: the shared corners above (each distinct corner read once for all
+# the queries of a block that sample them).
 
 # %% [markdown]
 # ## Experiments: block size and branches

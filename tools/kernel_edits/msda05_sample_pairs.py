@@ -3,7 +3,15 @@ and 2g + 1 of a run of 2G, loading their two locations in one 16-byte load and t
 load, so that a warp's location and weight loads (one line an item each, every line a wavefront of the L1's data
 pipe) come once a run of 2G samples in place of once a round of G. The shuffles are as many (five a sample, now
 from lane j / 2, its first or second sample); each lane holds two samples' five values until they are handed on.
-At odd P the rung's rounds of G, unchanged.
+At odd P the rung's rounds of G, unchanged. Right in the emulator on test_msda_s05's shapes, M = 3 and 4, both vector
+widths; 3,288 SASS instructions a lane against the rung's 3,328 (8 location and weight loads an item against 16),
+64 registers, no spill at D = 32 (16 bytes of stack at D = 40, P = 2).
+
+Measured on an H200 at 60abbea (results/readings/H200_msda_05_lane_groups_edit_msda05_sample_pairs.json and
+..._profile_edit_...): rung / edited 1.022x on `local`, 1.025x on `uniform` (10 interleaved rounds; back to back
+1.024x and 1.029x). Nsight Compute: `local` L1 data pipe 80.1 -> 76.3 %, issue slots 69.0 -> 69.7 %, global load
+requests 115.5 M -> 109.5 M; `uniform` pipe 83.6 -> 81.5 %. The next candidate for rung 05 (not adopted yet: the lab
+region, its planted mistakes, lesson 05's account and the records change with it; the spill at D = 40, P = 2 must go).
 """
 TRACK, STAGE = "msda", "05_lane_groups"       # the rung whose kernel this edits
 
@@ -33,7 +41,7 @@ _PAIRS = """\
 #if PV % 2 == 0
 #pragma unroll
         for (int r = 0; r < (PV + 2 * G - 1) / (2 * G); ++r) {
-            const int mine = 2 * (r * G + g);          // this lane's two samples, mine and mine + 1 (P even: both or none)
+            const int mine = 2 * (r * G + g);          // this lane's two samples, mine and mine + 1 (P even)
             const bool has = mine < PV;
             const int at = has ? mine : PV - 2;
             const float4 s2 = __ldg((const float4*)(xy + l * PV + at));
