@@ -2,9 +2,9 @@
 
 The kernel is kernels/lane_groups.cu (read its header comment), compiled by NVRTC for D, L and P. A group of
 G lanes serves one (image, query, head), each lane 16 bytes of the head's channels; a level's samples go in
-unrolled rounds of G, lane g working out one sample and handing it to the group in five shuffles, every corner
-loaded with no branch between the samples' 16-byte loads, so the compiler may issue them early (lesson 05 counts
-how many are in flight); items two heads at a time. With branchless=False every lane works out every sample
+unrolled rounds of 2G, lane g working out two samples and handing each to the group in five shuffles, every
+corner loaded with no branch between the samples' 16-byte loads, so the compiler may issue them early (lesson 05
+counts how many are in flight); items two heads at a time. With branchless=False every lane works out every sample
 itself and skips off-map corners by branches (the rung's earlier way). Without a GPU the lab grader runs it in
 cudabook.emulate.
 """

@@ -11,11 +11,11 @@
 #   and the compiler can issue loads of later samples before the first ones are used.
 # - **Branch-free corners.** Every corner is loaded; a corner off the map is loaded from a pixel on the map and
 #   gets weight 0. No branch separates one sample's loads from the next sample's.
-# - **Rounds with no waiting between them.** As in rung 02, lane g of a group works out sample g of a round and
-#   hands it on in five shuffles, but the rounds are unrolled too, so the shuffles of the next round need not wait
-#   for this round's corners to arrive. (The rung first went further: every lane worked out every sample itself,
-#   with no shuffles at all. `branchless=False` still does that, with branches; the measurements below show why
-#   the shuffles came back.)
+# - **Rounds with no waiting between them.** As in rung 02, each sample is worked out by one lane of its group and
+#   handed on in five shuffles (here lane g takes two samples of a round of 2G), but the rounds are unrolled too,
+#   so the shuffles of the next round need not wait for this round's corners to arrive. (The rung first went
+#   further: every lane worked out every sample itself, with no shuffles at all. `branchless=False` still does
+#   that, with branches; the measurements below show why the shuffles came back.)
 # - **Two heads at a time.** Rung 02 took its items heads fastest: a warp served the 8 heads of one query. Here
 #   a warp serves 4 neighbouring queries of two heads, and the blocks an SM holds read one or two pairs of heads'
 #   maps, not all eight, so the L1 already holds more of the corners they ask for, and a warp's loads touch both
@@ -94,8 +94,12 @@ plt.show()
 lesson.show_region(source, end="#else")
 
 # %% [markdown]
-# - Round r: lane g works out sample `rG + g` alone (a lane past the level's P loads the last sample again, and
-#   hands nothing on: the loop over `j` stops at P, a compile-time bound).
+# - Round r: lane g works out samples `2(rG + g)` and the one after (`work_out`, a lambda, once for each). At even
+#   P their two locations come in one 16-byte load and their two weights in one 8-byte load: a warp's load of them
+#   touches one line an item, a wavefront of the L1's data pipe each, so loading two samples' worth at once halves
+#   those wavefronts (measured under "Head by head" below). A lane past the level's P loads the last samples again,
+#   with weight 0, and hands nothing on: the loop over `j` stops at P, a compile-time bound. At odd P the pair's two
+#   locations come in two loads.
 # - `x0, y0` are forced to 0 for a sample wholly off the map (`on` false): `floorf` of a location far outside
 #   would overflow an `int`, even if its four weights are zero.
 # - `left`, `right`, `top`, `bottom` say which corners are on the map; an off-map corner's column or row is
@@ -181,8 +185,8 @@ for what, a, b in rows:
 # No GPU needed: NVRTC compiles the kernel for sm_90a at the benchmark's sizes, with and without branches.
 # Both have one `LDG.E.128` (a 16-byte load) per corner of each of the L·P samples (at L = 4, P = 8: 128). With
 # branches every lane loads each level's locations and weights 16 bytes at a time too (`load_floats`: P/2 and
-# P/4 loads a level, 24 in all); branch-free, a lane loads only its own sample's location (8 bytes) and weight
-# (4) a round. The difference is what lies between the corner loads.
+# P/4 loads a level, 24 in all); branch-free, a lane loads only its own two samples' locations (16 bytes) and
+# weights (8) a round. The difference is what lies between the corner loads.
 # `loads_in_flight` tells the two kinds apart by what first reads a load's registers (integer instructions widen
 # a corner's bf16 channels; float ones use a location or a weight), then walks the SASS in program order and, at
 # each corner load, counts the corner loads issued whose registers no instruction has touched since: requested
@@ -811,17 +815,18 @@ if not results.readings("msda", "05_lane_groups", "l1_shuffles"):
 # 64-bit division by Lq costs far more instructions than a 32-bit one) and a lane without a sample in its round
 # loading the level's last one, unpredicated, in place of a predicated load. It gained the most over the rung of the
 # three, on both workloads, timed in the same session as `msda05_head_pairs_packed` (both readings above), and rung
-# 05 has been that kernel since: the region lab 05 asks you to write. Its profiles show the L1's data pipe and the
-# issue slots both below where the rung before held them. Three edits of today's rung were timed since (their readings
-# are among those above): four shuffles a sample in place of five (`msda05_four_shuffles`: a column clamped onto its
-# neighbour needs no weight of its own, so three floats carry the four weights) is level, its extra multiplies most
-# likely paying back the shuffle it saves; the locations and weights loaded past the L1
-# (`msda05_streamed_locations`, so that they do not take lines the corners could use) is slower. One gained a little
-# on both workloads: each lane working out two samples at a time (`msda05_sample_pairs`), so that their locations
-# come in one 16-byte load and their weights in one 8-byte load, half the location and weight loads, each of which
-# costs the L1's data pipe a line an item. It is the next candidate for the rung. Going much further still takes
-# fewer wavefronts and fewer instructions together: the shared corners above (each distinct corner read once for all
-# the queries of a block that sample them).
+# 05 took it. Its profiles show the L1's data pipe and the issue slots both below where the rung before held them.
+# Three edits of that rung were timed since (their readings are among those above): four shuffles a sample in place
+# of five (`msda05_four_shuffles`: a column clamped onto its neighbour needs no weight of its own, so three floats
+# carry the four weights) is level, its extra multiplies most likely paying back the shuffle it saves; the locations
+# and weights loaded past the L1 (`msda05_streamed_locations`, so that they do not take lines the corners could use)
+# is slower. One gained a little on both workloads: each lane working out two samples at a time
+# (`msda05_sample_pairs`), so that their locations come in one 16-byte load and their weights in one 8-byte load,
+# half the location and weight loads, each of which costs the L1's data pipe a line an item; its profiles show the
+# pipe less busy and the issue slots about as busy. Rung 05 has been that kernel since (the SASS test now compares
+# it, at even P): the region lab 05 asks you to write. Going much further still takes fewer wavefronts and fewer
+# instructions together: the shared corners above (each distinct corner read once for all the queries of a block
+# that sample them).
 
 # %% [markdown]
 # ## Experiments: block size and branches

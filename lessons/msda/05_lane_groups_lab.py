@@ -11,11 +11,16 @@
 # 16-byte vector, or `VPL` of them with `vectors=2` or 4), and `add_corner(acc, c, w)` adds a corner `c` to the sums
 # times `w`. After your region the next level begins, and at the end the sums are rounded and stored.
 #
-# Write the level's samples in rounds of G: `#pragma unroll` then `for (int r = 0; r < (PV + G - 1) / G; ++r)`.
-# In round `r`, lane `g` works out sample `r * G + g` alone and hands it to its group:
+# Write the level's samples in rounds of 2G: `#pragma unroll` then
+# `for (int r = 0; r < (PV + 2 * G - 1) / (2 * G); ++r)`. In round `r`, lane `g` works out two samples alone and
+# hands each to its group. Steps 2 to 5 are one sample's work: write them once (the kernel uses a lambda,
+# `work_out(s, a, packed, w)`) and call it for each of the two.
 #
-# 1. **this lane's sample**: `mine = r * G + g`; past the level's `PV` a lane has none this round (load sample
-#    `PV - 1` in its place, so the load needs no predicate, and give it weight 0: it is never handed on);
+# 1. **this lane's two samples**: `mine = 2 * (r * G + g)` and `mine + 1`. At even `PV` both are there or neither:
+#    load both locations in one 16-byte load (`float4` at `xy + l * PV + mine`) and both weights in one 8-byte
+#    load (`float2` at `aw + l * PV + mine`); a lane with none loads the level's last two in their place, so the
+#    load needs no predicate, and gives them weight 0 (they are never handed on). At odd `PV` load the two
+#    locations apart, each index clamped to `PV - 1`, and give a missing sample weight 0;
 # 2. **the position**, as grid_sample with `align_corners=False`: `x = s.x * W - 0.5f`, `y = s.y * H - 0.5f`;
 # 3. **the corner and the fractions**: `floorf(x)`, `floorf(y)`, `fx = x - floorf(x)`, likewise `fy`; the sample
 #    touches the map (`on`) when `x > -1`, `y > -1`, `x < W`, `y < H`. When it does not, use `x0 = y0 = 0`:
@@ -27,8 +32,9 @@
 #    top-left corner's row with the steps down (bit 1) and right (bit 0); the weights are `a` times
 #    `(1 - fy)(1 - fx)`, `(1 - fy) fx`, `fy (1 - fx)`, `fy fx` for top-left, top-right, bottom-left and
 #    bottom-right, and `0.f` for a corner off the map;
-# 6. **hand on, load, blend**: for each `j < G` with `r * G + j < PV` (a test on compile-time constants, once
-#    unrolled), all lanes take the five values of lane `j` of their group, `__shfl_sync(FULL, v, j, G)` with
+# 6. **hand on, load, blend**: for each `j < 2 * G` with `r * 2 * G + j < PV` (a test on compile-time constants,
+#    once unrolled), all lanes take the five values of sample `j`, which lane `j / 2` of their group worked out
+#    (its first sample when `j` is even, its second when odd): `__shfl_sync(FULL, v, j >> 1, G)` with
 #    `FULL = 0xFFFFFFFFu`; unpack the row (`packed >> 2`), the step right (`packed & 1`) and the step down
 #    (`packed & 2 ? W : 0`); load the four corners and add each with its weight. No branch separates one
 #    sample's loads from the next: a corner off the map is loaded from its clamped pixel, with weight 0.
@@ -76,10 +82,12 @@ grade("05_lane_groups", SAMPLES)
 # - **`align_corners=True` positions**: `x = s.x * (W - 1)`, `y = s.y * (H - 1)` (no half-pixel shift). The
 #   grader names it.
 # - **x and y swapped**: `s.y` along W and `s.x` along H. The grader names this one too.
-# - **shuffle from lane `g`, not `j`**: every lane takes its own sample's row in place of sample j's. Outputs go
-#   wrong wherever a group has more than one lane, and the grader lists the first few.
-# - **shuffles of width 32**: `__shfl_sync(FULL, v, j, 32)` takes lane j of the warp, the first group's sample,
-#   for every group of the warp.
+# - **shuffle from lane `g`, not `j / 2`**: every lane takes its own sample's row in place of sample j's.
+#   Outputs go wrong wherever a group has more than one lane, and the grader lists the first few.
+# - **the two samples swapped**: sample `j` takes lane `j / 2`'s other sample's row.
+# - **the second sample worked out from the first one's location.**
+# - **shuffles of width 32**: `__shfl_sync(FULL, v, j >> 1, 32)` takes lane `j / 2` of the warp, the first
+#   group's sample, for every group of the warp.
 # - **the steps left out of the packed int**: all four corners then read the top-left pixel.
 # - **dx and dy read from each other's bits**: a step right taken as a step down, at the bottom row, reads a row
 #   past the level (the grader says FAIL, or the emulator stops the kernel where a row runs past the array; a GPU

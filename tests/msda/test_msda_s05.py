@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from cudabook import SIMULATOR, emulate, labs, msda, notebooks, nvrtc
+from cudabook.msda import benchmark
 from cudabook.msda import s05_lane_groups as s05
 from test_msda_tma import HOST_CXX, SHAPES, _case
 
@@ -12,13 +13,23 @@ from test_msda_tma import HOST_CXX, SHAPES, _case
 @pytest.mark.parametrize("D, levels, P, locations", SHAPES)
 @pytest.mark.parametrize("vectors", [1, 2])
 def test_it_compiles_without_spills(D, levels, P, locations, vectors):
-    """Held to 64 registers a thread, the kernel must not spill in its sample loop (2 vectors a lane once did, and
-    slowed). At D = 40, P = 2 the compiler parks one value (the thread's item number, for the final store) on the
-    stack once: one STL and one LDL a thread, allowed; a spill in the loop would be many."""
+    """Held to 64 registers a thread, the kernel must not spill (2 vectors a lane once did, and slowed): none at the
+    benchmark's D = 32, P = 8 (test_the_benchmark_build_does_not_spill). Here, at the test's small shapes, a few
+    values parked once are allowed: at D = 40, P = 2 (8 lanes a group, of which one has samples) the compiler stores
+    three values and reloads each once, 16 bytes of stack. The kernel is unrolled whole, so every STL and LDL runs
+    once a thread; more than a few would be a real spill."""
     cubin = s05.compile_cubin(D=D, L=len(levels), P=P, vectors=vectors)
     used = nvrtc.resource_usage(cubin)[s05.KERNEL]
     parked = nvrtc.sass_lines(cubin, r"\b(STL|LDL)", kernel=s05.KERNEL)
-    assert used["local"] == 0 and used["stack"] <= 8 and len(parked) <= 2, (used, parked)
+    assert used["local"] == 0 and used["stack"] <= 16 and len(parked) <= 6, (used, parked)
+
+
+@pytest.mark.parametrize("vectors", [1, 2])
+def test_the_benchmark_build_does_not_spill(vectors):
+    size = benchmark.WORKLOADS[0]
+    cubin = s05.compile_cubin(D=size["D"], L=len(size["levels"]), P=size["P"], vectors=vectors)
+    used = nvrtc.resource_usage(cubin)[s05.KERNEL]
+    assert used["local"] == 0 and used["stack"] == 0, used
     assert nvrtc.sass_lines(cubin, r"LDG\.E\.(128|CONSTANT\.128)|LDG.*128"), "no 16-byte loads in the SASS"
 
 
@@ -90,15 +101,16 @@ def test_too_many_threads_for_32_bit_item_numbers_are_refused():
         s05.launch(Huge())
 
 
-@pytest.mark.parametrize("D, L, P, vectors", [(32, 4, 8, 1), (40, 3, 5, 1), (32, 4, 8, 2)])
+@pytest.mark.parametrize("D, L, P, vectors", [(32, 4, 8, 1), (40, 3, 6, 1), (32, 4, 8, 2)])   # P even
 def test_the_rung_is_the_edit_it_adopted(D, L, P, vectors):
-    """Rung 05 took head_pairs_packed32 by hand (items two heads at a time; each sample worked out by one lane of
-    its group and handed on in five shuffles, its row and steps packed in one int; items numbered in 32 bits;
-    the location load unpredicated), as it had taken heads_outer_wide's three edits before: its SASS is the
-    edit's, applied to the kernel at the edit's BASE, opcode for opcode. (A 64-bit pitch product once slipped into an adoption: about 530 more instructions a
-    lane, timed and recorded before it was seen.)"""
+    """Rung 05 took msda05_sample_pairs by hand (each lane works out two samples of a round of 2G and hands them on
+    in five shuffles each; at even P their locations come in one 16-byte load), as it had taken head_pairs_packed32
+    and heads_outer_wide before: its SASS is the edit's, applied to the kernel at the edit's BASE, opcode for
+    opcode, at even P (at odd P the rung loads a pair's two locations apart, where the edit keeps the rounds of G).
+    (A 64-bit pitch product once slipped into an adoption: about 530 more instructions a lane, timed and recorded
+    before it was seen.)"""
     from cudabook import edits
-    edit = edits.load("msda05_head_pairs_packed32")
+    edit = edits.load("msda05_sample_pairs")
     try:
         edited = edits.edited_source(edit)
     except RuntimeError as e:                   # a copy without the project's history

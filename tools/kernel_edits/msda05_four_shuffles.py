@@ -12,6 +12,8 @@ rung / edited 1.004x on `local` and 0.996x on `uniform` (10 interleaved rounds; 
 Most likely the cycle the shuffle frees is paid back in the extra instructions (not profiled). Not adopted.
 """
 TRACK, STAGE = "msda", "05_lane_groups"       # the rung whose kernel this edits
+BASE = "b4a18e2"                              # the kernel it fits: the rung before it took msda05_sample_pairs
+ADOPTED = False                                # pinned, not adopted: it may still fit the rung's kernel
 
 from cudabook.edits import swap as _swap  # noqa: E402
 

@@ -10,10 +10,11 @@ widths; 3,288 SASS instructions a lane against the rung's 3,328 (8 location and 
 Measured on an H200 at 60abbea (results/readings/H200_msda_05_lane_groups_edit_msda05_sample_pairs.json and
 ..._profile_edit_...): rung / edited 1.022x on `local`, 1.025x on `uniform` (10 interleaved rounds; back to back
 1.024x and 1.029x). Nsight Compute: `local` L1 data pipe 80.1 -> 76.3 %, issue slots 69.0 -> 69.7 %, global load
-requests 115.5 M -> 109.5 M; `uniform` pipe 83.6 -> 81.5 %. The next candidate for rung 05 (not adopted yet: the lab
-region, its planted mistakes, lesson 05's account and the records change with it; the spill at D = 40, P = 2 must go).
+requests 115.5 M -> 109.5 M; `uniform` pipe 83.6 -> 81.5 %. Rung 05 has taken it since, by hand (its
+odd-P path loads the pair's two locations apart, where the edit keeps the rounds of G).
 """
 TRACK, STAGE = "msda", "05_lane_groups"       # the rung whose kernel this edits
+BASE = "b4a18e2"                              # adopted since: the last commit before (rung_text reads it)
 
 from cudabook.edits import swap as _swap  # noqa: E402
 

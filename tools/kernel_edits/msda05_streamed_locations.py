@@ -10,6 +10,8 @@ slower, rung / edited 0.995x on `local` and 0.979x on `uniform` (10 interleaved 
 more (not profiled). Not adopted.
 """
 TRACK, STAGE = "msda", "05_lane_groups"       # the rung whose kernel this edits
+BASE = "b4a18e2"                              # the kernel it fits: the rung before it took msda05_sample_pairs
+ADOPTED = False                                # pinned, not adopted: it may still fit the rung's kernel
 
 from cudabook.edits import swap as _swap  # noqa: E402
 

@@ -7,10 +7,12 @@
 // in the SASS how many loads it keeps in flight), and the blend is 8 FMAs per corner on values widened from
 // bf16 with one shift or mask each.
 //
-// By default (BRANCHLESS=1) a level's P samples go in rounds of G, as in rung 02 but unrolled and branch-free: lane g
-// works out sample rG + g of round r (its position; its top-left corner's row with the steps to the other corners,
-// packed in one int; its four weights, zero for a corner off the map) and hands them to the group in five shuffles;
-// then every lane loads its vector of the round's samples' four corners each, a corner off the map from a pixel on it
+// By default (BRANCHLESS=1) a level's P samples go in rounds of 2G, as in rung 02 but unrolled and branch-free: lane
+// g works out samples 2(rG + g) and the one after of round r (each one's position; its top-left corner's row with the
+// steps to the other corners, packed in one int; its four weights, zero for a corner off the map), their two
+// locations in one 16-byte load and their weights in one 8-byte load when P is even (one line an item each, a
+// wavefront of the L1's data pipe, once a round of 2G), and hands them to the group in five shuffles each; then
+// every lane loads its vector of the round's samples' four corners each, a corner off the map from a pixel on it
 // (its weight is 0), so no branch separates one sample's loads from the next. With BRANCHLESS=0 every lane works out
 // every sample itself (no shuffles), loads the level's locations and weights in as few loads as their count allows
 // (load_floats), skips corners off the map and samples wholly off it by branches (every lane working out every sample
@@ -151,44 +153,61 @@ msda_lane_groups(const Vec* __restrict__ value, const int* __restrict__ shapes, 
 #pragma unroll
     for (int l = 0; l < LV; ++l) {
         const int H = __ldg(shapes + 2 * l), W = __ldg(shapes + 2 * l + 1), start = __ldg(starts + l);
-        // >>> lab: the level's samples, G at a time: this lane's sample (its position, its corner row and steps packed in one int, its four weights), handed to the group by shuffles; then each of the round's samples: four corner loads and the blend
+        // >>> lab: the level's samples, 2G at a time: this lane's two samples (each one's position, its corner row and steps packed in one int, its four weights), handed to the group by shuffles; then each of the round's samples: four corner loads and the blend
 #if BRANCHLESS
         constexpr unsigned FULL = 0xFFFFFFFFu;
-#pragma unroll
-        for (int r = 0; r < (PV + G - 1) / G; ++r) {
-            // this lane's sample of the round: sample r G + g (none past the level's P: weights 0)
-            const int mine = r * G + g;
-            const bool has = mine < PV;
-            const int at = has ? mine : PV - 1;        // a lane without a sample loads the level's last one
-            const float2 s = __ldg(xy + l * PV + at);
-            const float a = has ? __ldg(aw + l * PV + at) : 0.f;
+        // one sample, worked out by the lane that owns it: its top-left corner's row packed with the steps to the
+        // other corners (row << 2 | dy << 1 | dx, a step of 0 where a column or row is clamped onto the map) and
+        // its four weights (zero for a corner off the map)
+        const auto work_out = [&](float2 s, float a, int& packed, float (&w)[4]) {
             const float x = s.x * W - 0.5f, y = s.y * H - 0.5f;
             const float fx0 = floorf(x), fy0 = floorf(y), fx = x - fx0, fy = y - fy0;
             const bool on = x > -1.0f && y > -1.0f && x < (float)W && y < (float)H;
             const int x0 = on ? (int)fx0 : 0, y0 = on ? (int)fy0 : 0;
             const bool left = on && x0 >= 0, right = on && x0 + 1 < W, top = on && y0 >= 0, bottom = on && y0 + 1 < H;
             const int xl = max(x0, 0), xr = min(x0 + 1, W - 1), yt = max(y0, 0), yb = min(y0 + 1, H - 1);
-            const int my_r00 = ((start + yt * W + xl) << 2) | ((yb - yt) << 1) | (xr - xl);
-            const float my_w00 = top && left ? a * (1.f - fy) * (1.f - fx) : 0.f;
-            const float my_w01 = top && right ? a * (1.f - fy) * fx : 0.f;
-            const float my_w10 = bottom && left ? a * fy * (1.f - fx) : 0.f;
-            const float my_w11 = bottom && right ? a * fy * fx : 0.f;
+            packed = ((start + yt * W + xl) << 2) | ((yb - yt) << 1) | (xr - xl);
+            w[0] = top && left ? a * (1.f - fy) * (1.f - fx) : 0.f;
+            w[1] = top && right ? a * (1.f - fy) * fx : 0.f;
+            w[2] = bottom && left ? a * fy * (1.f - fx) : 0.f;
+            w[3] = bottom && right ? a * fy * fx : 0.f;
+        };
 #pragma unroll
-            for (int j = 0; j < G; ++j) {
-                if (r * G + j < PV) {                                     // compile-time: the round's samples
-                    const int packed = __shfl_sync(FULL, my_r00, j, G);
+        for (int r = 0; r < (PV + 2 * G - 1) / (2 * G); ++r) {
+            // this lane's two samples of the round: samples 2 (r G + g) and the one after (none past P: weights 0)
+            const int mine = 2 * (r * G + g);
+#if PV % 2 == 0
+            const bool has = mine < PV;                // P even: both samples or neither
+            const int at = has ? mine : PV - 2;        // a lane without samples loads the level's last two
+            const float4 s2 = __ldg((const float4*)(xy + l * PV + at));   // both locations in one 16-byte load
+            const float2 a2 = has ? __ldg((const float2*)(aw + l * PV + at)) : make_float2(0.f, 0.f);
+#else
+            const float2 s0 = __ldg(xy + l * PV + min(mine, PV - 1)), s1 = __ldg(xy + l * PV + min(mine + 1, PV - 1));
+            const float4 s2 = make_float4(s0.x, s0.y, s1.x, s1.y);
+            const float2 a2 = make_float2(mine < PV ? __ldg(aw + l * PV + mine) : 0.f,
+                                          mine + 1 < PV ? __ldg(aw + l * PV + mine + 1) : 0.f);
+#endif
+            int my_r0, my_r1;                          // each sample's top-left row, packed with its steps
+            float my_w0[4], my_w1[4];                  // and its four corner weights
+            work_out(make_float2(s2.x, s2.y), a2.x, my_r0, my_w0);
+            work_out(make_float2(s2.z, s2.w), a2.y, my_r1, my_w1);
+#pragma unroll
+            for (int j = 0; j < 2 * G; ++j) {
+                if (r * 2 * G + j < PV) {                                 // compile-time: the round's samples
+                    const int packed = __shfl_sync(FULL, j & 1 ? my_r1 : my_r0, j >> 1, G);   // lane j/2's sample j%2
                     const int r00 = packed >> 2;
-                    const float w00 = __shfl_sync(FULL, my_w00, j, G), w01 = __shfl_sync(FULL, my_w01, j, G);
-                    const float w10 = __shfl_sync(FULL, my_w10, j, G), w11 = __shfl_sync(FULL, my_w11, j, G);
+                    float w[4];
+#pragma unroll
+                    for (int c = 0; c < 4; ++c) w[c] = __shfl_sync(FULL, j & 1 ? my_w1[c] : my_w0[c], j >> 1, G);
                     const int dx = packed & 1, dyW = packed & 2 ? W : 0;
                     const Corner c00 = load_corner(base + r00 * pitch, g);
                     const Corner c01 = load_corner(base + (r00 + dx) * pitch, g);
                     const Corner c10 = load_corner(base + (r00 + dyW) * pitch, g);
                     const Corner c11 = load_corner(base + (r00 + dyW + dx) * pitch, g);
-                    add_corner(acc, c00, w00);
-                    add_corner(acc, c01, w01);
-                    add_corner(acc, c10, w10);
-                    add_corner(acc, c11, w11);
+                    add_corner(acc, c00, w[0]);
+                    add_corner(acc, c01, w[1]);
+                    add_corner(acc, c10, w[2]);
+                    add_corner(acc, c11, w[3]);
                 }
             }
         }
