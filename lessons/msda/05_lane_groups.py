@@ -504,18 +504,17 @@ for rd in results.readings("msda", "05_lane_groups", "reference_order"):
 if not results.readings("msda", "05_lane_groups", "reference_order"):
     print("no reading of tools/probe_reference_gather.py in results/readings/ yet (it needs a GPU)")
 
-# %% [markdown]
-# Order alone moves the gather a long way, and not the same way on both workloads: head by head it is slower on
-# `local` and much faster on `uniform`, where each of its blocks then reads one head's map in place of all eight and
-# most likely finds more of its corners in the L1 (the gather was not profiled; rung 05's profiles below show this for
-# rung 05). So the benchmark times the gather both ways on every workload and keeps the faster, the reference at its
-# strongest; each record's context says which order won (records without one timed heads fastest only). Against the
-# heads-fastest gather, the rung 05 of that reading matched or beat it on `uniform` (the reading says by how much);
-# the H200's record puts rung 05 about level with the gather at its strongest on both workloads (under "How fast?"
-# above; the H100's is of an older rung). The reference gather is **not a bound**: it is one plain way to load the
-# corners (a group of lanes per query and head, with no more loads in flight than its simple loop gives), and a kernel
-# that keeps more bytes in flight, or takes them in a better order, loads them faster. Read "% of reference gather" as
-# a comparison, not as a distance to a limit.
+# %% [markdown] Order alone moves the gather a long way, and not the same way on both workloads: head by head it is
+# slower on `local` and much faster on `uniform`, where each of its blocks then reads one head's map in place of all
+# eight and most likely finds more of its corners in the L1 (the gather was not profiled; rung 05's profiles below
+# show this for rung 05). So the benchmark times the gather both ways on every workload and keeps the faster, the
+# reference at its strongest; each record's context says which order won (records without one timed heads fastest
+# only). Against the heads-fastest gather, the rung 05 of that reading matched or beat it on `uniform` (the reading
+# says by how much); the H200's record puts rung 05 level with the gather at its strongest, or a little faster, on
+# both workloads (under "How fast?" above; the H100's is of an older rung). The reference gather is **not a bound**:
+# it is one plain way to load the corners (a group of lanes per query and head, with no more loads in flight than
+# its simple loop gives), and a kernel that keeps more bytes in flight, or takes them in a better order, loads them
+# faster. Read "% of reference gather" as a comparison, not as a distance to a limit.
 #
 # ## A bound from the L1
 #
