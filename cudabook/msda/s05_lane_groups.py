@@ -23,7 +23,7 @@ TITLE = "lane groups, unrolled branch-free rounds, head pairs (C++)"
 PARAMS = {
     "threads": 512,        # threads a block (lesson 05 sweeps 128, 256, 512: results/sweeps/)
     "vectors": 1,          # 16-byte vectors a lane owns (1, 2 or 4): fewer lanes an item, fewer copies of the
-                           # position arithmetic, more registers
+                           # address arithmetic and fewer lanes to hand each sample to, more registers
     "branchless": True,    # load every corner (off-map ones from a pixel on the map, weight 0): no branch keeps
                            # a level's loads from being issued early; False skips off-map corners by branches
 }

@@ -94,12 +94,12 @@ plt.show()
 lesson.show_region(source, end="#else")
 
 # %% [markdown]
-# - Round r: lane g works out samples `2(rG + g)` and the one after (`work_out`, a lambda, once for each). At even
-#   P their two locations come in one 16-byte load and their two weights in one 8-byte load: a warp's load of them
+# - Round r: lane g works out samples `2(rG + g)` and the one after (`work_out`, a lambda, once for each). At even P
+#   their two locations come in one 16-byte load and their two weights in one 8-byte load: a warp's load of them
 #   touches one line an item, a wavefront of the L1's data pipe each, so loading two samples' worth at once halves
-#   those wavefronts (measured under "Head by head" below). A lane past the level's P loads the last samples again,
-#   with weight 0, and hands nothing on: the loop over `j` stops at P, a compile-time bound. At odd P the pair's two
-#   locations come in two loads.
+#   those wavefronts (measured under "Head by head" below). A lane with no samples in the round loads the level's last
+#   two locations again (no predicate needed), sets its weights to 0 without loading them, and hands nothing on: the
+#   loop over `j` stops at P, a compile-time bound. At odd P the pair's locations and weights each come in two loads.
 # - `x0, y0` are forced to 0 for a sample wholly off the map (`on` false): `floorf` of a location far outside
 #   would overflow an `int`, even if its four weights are zero.
 # - `left`, `right`, `top`, `bottom` say which corners are on the map; an off-map corner's column or row is
@@ -182,16 +182,16 @@ for what, a, b in rows:
 # %% [markdown]
 # ## In SASS: the loads, and how many are in flight
 #
-# No GPU needed: NVRTC compiles the kernel for sm_90a at the benchmark's sizes, with and without branches.
-# Both have one `LDG.E.128` (a 16-byte load) per corner of each of the L·P samples (at L = 4, P = 8: 128). With
-# branches every lane loads each level's locations and weights 16 bytes at a time too (`load_floats`: P/2 and
-# P/4 loads a level, 24 in all); branch-free, a lane loads only its own two samples' locations (16 bytes) and
-# weights (8) a round. The difference is what lies between the corner loads.
-# `loads_in_flight` tells the two kinds apart by what first reads a load's registers (integer instructions widen
-# a corner's bf16 channels; float ones use a location or a weight), then walks the SASS in program order and, at
-# each corner load, counts the corner loads issued whose registers no instruction has touched since: requested
-# and not yet needed. A warp issues in order, so that is how many of a lane's corner loads the memory system can
-# be working on at that moment.
+# No GPU needed: NVRTC compiles the kernel for sm_90a at the benchmark's sizes, with and without branches. Both have
+# one `LDG.E.128` (a 16-byte load) per corner of each of the L·P samples (at L = 4, P = 8: 128). With branches every
+# lane loads each level's locations and weights 16 bytes at a time too (`load_floats`: P/2 and P/4 loads a level, 24
+# in all); branch-free, a lane loads only its own two samples' locations (16 bytes) and weights (8) a round (the
+# table's column counts 16-byte loads only: branch-free, that is the locations; the weights' 8-byte loads are not in
+# it). The difference is what lies between the corner loads. `loads_in_flight` tells the two kinds apart by what first
+# reads a load's registers (integer instructions widen a corner's bf16 channels; float ones use a location or a
+# weight), then walks the SASS in program order and, at each corner load, counts the corner loads issued whose
+# registers no instruction has touched since: requested and not yet needed. A warp issues in order, so that is how
+# many of a lane's corner loads the memory system can be working on at that moment.
 
 # %%
 def corner_loads(lines):
@@ -432,11 +432,11 @@ if not sweeps:
     print("No sweep recorded in results/sweeps/ yet: run `python tools/sweep_params.py --track msda` on a GPU.")
 
 # %% [markdown]
-# Read the first line before the bars: the file comes from older kernel sources than the record's ("other
-# sources"). Its rung 02 rows agree with the record, and they show what the vector width is worth there:
-# 8-byte vectors take far longer than 16-byte ones. Its rung 05 rows are of an earlier rung 05: its 512-thread
-# row, today's default, is well off the record's time printed under it. So this file says nothing about today's
-# rung 05; its two knobs were swept again with today's source, under "Experiments" below.
+# Read the first line before the bars: the file comes from older kernel sources than the record's ("other sources").
+# Its rung 02 rows agree with the record, and they show what the vector width is worth there: 8-byte vectors take far
+# longer than 16-byte ones. Its rung 05 rows are of an earlier rung 05: its 512-thread row, today's default, is well
+# off the record's time printed under it. So this file says nothing about today's rung 05; its two knobs were swept
+# again with a later source (each sweep names its commit), under "Experiments" below.
 #
 # ## Against the reference gather
 #
@@ -504,16 +504,17 @@ for rd in results.readings("msda", "05_lane_groups", "reference_order"):
 if not results.readings("msda", "05_lane_groups", "reference_order"):
     print("no reading of tools/probe_reference_gather.py in results/readings/ yet (it needs a GPU)")
 
-# %% [markdown] Order alone moves the gather a long way, and not the same way on both workloads: head by head it is
-# slower on `local` and much faster on `uniform`, where each of its blocks then reads one head's map in place of all
-# eight and most likely finds more of its corners in the L1 (the gather was not profiled; rung 05's profiles below
-# show this for rung 05). So the benchmark times the gather both ways on every workload and keeps the faster, the
-# reference at its strongest; each record's context says which order won (records without one timed heads fastest
-# only). Against the heads-fastest gather, the rung 05 of that reading matched or beat it on `uniform` (the reading
-# says by how much); the H200's record puts rung 05 level with the gather at its strongest, or a little faster, on
-# both workloads (under "How fast?" above; the H100's is of an older rung). The reference gather is **not a bound**:
-# it is one plain way to load the corners (a group of lanes per query and head, with no more loads in flight than
-# its simple loop gives), and a kernel that keeps more bytes in flight, or takes them in a better order, loads them
+# %% [markdown]
+# Order alone moves the gather a long way, and not the same way on both workloads: head by head it is slower on
+# `local` and much faster on `uniform`, where each of its blocks then reads one head's map in place of all eight and
+# most likely finds more of its corners in the L1 (the gather was not profiled; rung 05's profiles below show this
+# for rung 05). So the benchmark times the gather both ways on every workload and keeps the faster, the reference at
+# its strongest; each record's context says which order won (records without one timed heads fastest only). Against
+# the heads-fastest gather, the rung 05 of that reading matched or beat it on `uniform` (the reading says by how
+# much); the H200's record puts rung 05 level with the gather at its strongest, or a little faster, on both
+# workloads (under "How fast?" above; the H100's is of an older rung). The reference gather is **not a bound**: it
+# is one plain way to load the corners (a group of lanes per query and head, with no more loads in flight than its
+# simple loop gives), and a kernel that keeps more bytes in flight, or takes them in a better order, loads them
 # faster. Read "% of reference gather" as a comparison, not as a distance to a limit.
 #
 # ## A bound from the L1
@@ -626,15 +627,16 @@ for rd in results.readings("msda", "05_lane_groups", "l1"):
 #   (`tools/kernel_edits/msda05_vector_locations.py`: 24 such loads a lane an item in place of 64) was right and a few
 #   percent faster on `local`, level on `uniform`: the L1 is not the only limit (the other is most likely the issue
 #   slots; the edit was not profiled). The rung took it (`load_floats`), and its `branchless=False` path still loads
-#   them so; today's default path has each lane load only its own sample's location and weight, once a round. Copying
-#   a block's locations and weights into shared memory first, coalesced, with the columns swizzled so that 8 items'
-#   words sit in distinct banks (`tools/kernel_edits/msda05_shared_locations.py`) is right, but the copy, its barrier
-#   and the shared-memory reads cost about what they save (slower on `local`, a little faster on `uniform`: timed
-#   against the rung before `load_floats`). A third way keeps the loads and moves their pieces apart: each item of a
-#   warp takes its level's chunks in an order of its own, so a load's 8 pieces sit at several places of their lines,
-#   the spread case (`tools/kernel_edits/msda05_rotated_chunks.py`, timed against the head-by-head rung and profiled,
-#   below). The L1's data pipe is less busy, but the extra loads and chunk arithmetic keep the issue slots busier, and
-#   it is a little slower on both workloads;
+#   them so; today's default path has each lane load only its own two samples' locations (one 16-byte load) and
+#   weights (one 8-byte load), once a round of 2G at even P (`msda05_sample_pairs`, below). Copying a block's
+#   locations and weights into shared memory first, coalesced, with the columns swizzled so that 8 items' words sit in
+#   distinct banks (`tools/kernel_edits/msda05_shared_locations.py`) is right, but the copy, its barrier and the
+#   shared-memory reads cost about what they save (slower on `local`, a little faster on `uniform`: timed against the
+#   rung before `load_floats`). A third way keeps the loads and moves their pieces apart: each item of a warp takes
+#   its level's chunks in an order of its own, so a load's 8 pieces sit at several places of their lines, the spread
+#   case (`tools/kernel_edits/msda05_rotated_chunks.py`, timed against the head-by-head rung and profiled, below). The
+#   L1's data pipe is less busy, but the extra loads and chunk arithmetic keep the issue slots busier, and it is a
+#   little slower on both workloads;
 # - **the instructions**: when this reading was taken every lane of a group computed every sample's position and
 #   weights (G times the arithmetic, no shuffles), and every lane still forms each corner's address, selects the
 #   corners and blends in float32 (8 FFMAs and 8 integer widenings a corner; `bf16x2` math would do two channels an
@@ -732,14 +734,14 @@ _ = results.show_edits("msda", "05_lane_groups")
 # - **the registers held to 64** a thread, two such blocks an SM (`msda05_wide_addresses_two_blocks`, with the
 #   addresses: faster on `local`, level on `uniform`).
 #
-# Together, in the reading's interleaved rounds, the rung got faster on both workloads, most of all on `uniform`;
-# the same two kernels run back to back for seconds each (what a long job sees, once the card's power cap holds
-# its clock) agree. What changed inside, in Nsight Compute's counters: the kernel the edit changed (the rung at the
-# edit's BASE) and the edited one, on the same card and workload (`python -m cudabook.profile --edit
-# msda05_heads_outer_wide msda`, for each workload), then the same for the six edits timed last above,
-# `msda05_head_pairs`, `msda05_shuffled_positions`, `msda05_rotated_chunks`, `msda05_head_pairs_shuffled`,
-# `msda05_head_pairs_packed` (`local` only) and `msda05_head_pairs_packed32`, each against the rung that took
-# heads_outer_wide (the edits' BASE):
+# Together, in the reading's interleaved rounds, the rung got faster on both workloads, most of all on `uniform`; the
+# same two kernels run back to back for seconds each (what a long job sees, once the card's power cap holds its clock)
+# agree. What changed inside, in Nsight Compute's counters: the kernel the edit changed (the rung at the edit's BASE)
+# and the edited one, on the same card and workload (`python -m cudabook.profile --edit msda05_heads_outer_wide msda`,
+# for each workload), then the same for seven later edits, `msda05_head_pairs`, `msda05_shuffled_positions`,
+# `msda05_rotated_chunks`, `msda05_head_pairs_shuffled`, `msda05_head_pairs_packed` (`local` only) and
+# `msda05_head_pairs_packed32`, each against the rung that took heads_outer_wide (the edits' BASE), and
+# `msda05_sample_pairs`, against the rung that took packed32:
 
 # %%
 from cudabook import profile as ncu_profile
@@ -849,13 +851,13 @@ lesson.recorded_against("msda", "05_lane_groups", "threads", 512)
 lesson.recorded_against("msda", "05_lane_groups", "branchless", True)
 
 # %% [markdown]
-# The sweeps of both cards (`results/sweeps/*_lessons.json`, each taken with its record's rung 05 kernel, so the
-# two cards' rows are of different kernels: the H100's of the rung before it went head by head). On the H100,
-# branches cost a few percent, both paths then working out every sample in every lane. On the H200, the branchy
-# path is far slower: it has the branches and the G-fold position work both (the SASS counts above), where the
-# branch-free path has neither. The block size matters less than it did: on the H100's record 128 threads took
-# clearly longer than 512; on the H200's, 128, 256 and 512 threads are within a few percent of each other (a
-# single sweep, not interleaved rounds; 512 stays the default).
+# The sweeps of both cards (`results/sweeps/*_lessons.json`, the H200's taken at 5f0d5fd, the rung just before it took
+# sample pairs, so the two cards' rows are of different kernels: the H100's of the rung before it went head by head).
+# On the H100, branches cost a few percent, both paths then working out every sample in every lane. On the H200, the
+# branchy path is far slower: it has the branches and the G-fold position work both (the SASS counts above), where the
+# branch-free path has neither. The block size matters less than it did: on the H100's record 128 threads took clearly
+# longer than 512; on the H200's, 128, 256 and 512 threads are within a few percent of each other (a single sweep, not
+# interleaved rounds; 512 stays the default).
 #
 # Why did the smaller blocks take longer, where they did? Not by threads or by loads in flight: every build asks for
 # 1,024 threads an SM (`__launch_bounds__(NT, 1024 / NT)`), so each gets at most 64 registers a thread, and each keeps
@@ -899,7 +901,7 @@ for rd in results.readings("msda", "05_lane_groups", "threads"):
 # occupancy or by loads in flight. Head by head, and now two heads at a time, a block's queries are neighbours
 # whatever its size (a block of 512 threads holds 64 queries of two heads, one of 128 threads 16), and the
 # blocks an SM holds at once still cover runs of neighbouring queries: most likely why the block size hardly
-# matters on the H200's sweep of today's kernel (its builds were not profiled side by side).
+# matters on the H200's sweep of the packed32 rung (its builds were not profiled side by side).
 #
 # A third knob, `vectors`, gives each lane 1 (the default), 2 or 4 of the row's 16-byte vectors: fewer lanes an
 # item, so fewer copies of each corner's address arithmetic and fewer lanes to hand each sample to, and more
@@ -908,7 +910,6 @@ for rd in results.readings("msda", "05_lane_groups", "threads"):
 # of the warp covers 32 / G items, so a corner costs as many accesses of its line as the lane has vectors. Fewer
 # instructions, more wavefronts:
 
-# %%
 # %%
 print(f"{'vectors a lane':>14s} {'lanes G':>7s} {'instructions':>12s} {'x G (an item)':>13s} {'registers':>9s}"
       f"   loads in flight a lane (mean)")
@@ -929,14 +930,13 @@ msda.sweep("05_lane_groups", "vectors", [1, 2, 4])
 lesson.recorded_against("msda", "05_lane_groups", "vectors", 1)
 
 # %% [markdown]
-# The H200's sweep above (today's rung, two heads at a time; 2 and 4 vectors a lane at up to 128 registers)
-# makes each vector more a lane slower, though the item's instructions fall. Heads fastest, the Nsight Compute
-# reading under "A bound from the L1" showed 2 vectors a lane slower too, the L1 near its peak and the issue slots
-# far from full. Most likely the reason is the same now (no vector build of today's kernel was profiled): at one
-# vector a lane the L1's data pipe is already busy most of its cycles (the profiles above), and each vector more
-# a lane adds line accesses. One vector a lane, the default, stays. (Held to 64 registers, as one vector a lane
-# is, 2 and 4 vectors a lane spilled in an earlier build, so the kernel lets them have 128; each sweep names its
-# commit.)
+# The H200's sweep above (of the rung just before sample pairs, two heads at a time; 2 and 4 vectors a lane at up to
+# 128 registers) makes each vector more a lane slower, though the item's instructions fall. Heads fastest, the Nsight
+# Compute reading under "A bound from the L1" showed 2 vectors a lane slower too, the L1 near its peak and the issue
+# slots far from full. Most likely the reason is the same now (no vector build of today's kernel was profiled): at one
+# vector a lane the L1's data pipe is already busy most of its cycles (the profiles above), and each vector more a
+# lane adds line accesses. One vector a lane, the default, stays. (Held to 64 registers, as one vector a lane is, 2
+# and 4 vectors a lane spilled in an earlier build, so the kernel lets them have 128; each sweep names its commit.)
 #
 # ## Across problem sizes
 #

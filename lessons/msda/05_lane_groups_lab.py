@@ -17,10 +17,10 @@
 # `work_out(s, a, packed, w)`) and call it for each of the two.
 #
 # 1. **this lane's two samples**: `mine = 2 * (r * G + g)` and `mine + 1`. At even `PV` both are there or neither:
-#    load both locations in one 16-byte load (`float4` at `xy + l * PV + mine`) and both weights in one 8-byte
-#    load (`float2` at `aw + l * PV + mine`); a lane with none loads the level's last two in their place, so the
-#    load needs no predicate, and gives them weight 0 (they are never handed on). At odd `PV` load the two
-#    locations apart, each index clamped to `PV - 1`, and give a missing sample weight 0;
+#    load both locations in one 16-byte load (`float4` at `xy + l * PV + mine`) and both weights in one 8-byte load
+#    (`float2` at `aw + l * PV + mine`); a lane with none loads the level's last two locations in their place (that
+#    load needs no predicate) and takes weights 0 without loading them (they are never handed on). At odd `PV` load
+#    the two locations apart (each index clamped to `PV - 1`) and the two weights apart, a missing sample's weight 0;
 # 2. **the position**, as grid_sample with `align_corners=False`: `x = s.x * W - 0.5f`, `y = s.y * H - 0.5f`;
 # 3. **the corner and the fractions**: `floorf(x)`, `floorf(y)`, `fx = x - floorf(x)`, likewise `fy`; the sample
 #    touches the map (`on`) when `x > -1`, `y > -1`, `x < W`, `y < H`. When it does not, use `x0 = y0 = 0`:

@@ -15,6 +15,18 @@ def test_every_notebook_matches_its_source():
     assert not problems, "\n".join(problems)
 
 
+def test_no_cell_marker_carries_text():
+    """A lesson source's `# %% [markdown]` or `# %%` line holds nothing after the marker: jupytext reads what follows
+    on that line as the cell's header, so a paragraph begun there loses its first line from the notebook (a rewrap
+    once did that to lesson 05)."""
+    import re
+    bad = [f"{path.relative_to(ROOT)}:{n}: {line[:60]}"
+           for path in sorted((ROOT / "lessons").glob("**/*.py"))
+           for n, line in enumerate(path.read_text().splitlines(), 1)
+           if re.match(r"# %%( \[markdown\])? +\S", line) and not re.match(r"# %%( \[markdown\])? *$", line)]
+    assert not bad, bad
+
+
 def test_committed_notebooks_have_no_outputs():
     for folder in ("notebooks", "labs", "solutions"):
         for path in list((ROOT / folder).glob("*.ipynb")) + list((ROOT / folder).glob("*/*.ipynb")):

@@ -7,12 +7,12 @@
 // in the SASS how many loads it keeps in flight), and the blend is 8 FMAs per corner on values widened from
 // bf16 with one shift or mask each.
 //
-// By default (BRANCHLESS=1) a level's P samples go in rounds of 2G, as in rung 02 but unrolled and branch-free: lane
-// g works out samples 2(rG + g) and the one after of round r (each one's position; its top-left corner's row with the
-// steps to the other corners, packed in one int; its four weights, zero for a corner off the map), their two
-// locations in one 16-byte load and their weights in one 8-byte load when P is even (one line an item each, a
-// wavefront of the L1's data pipe, once a round of 2G), and hands them to the group in five shuffles each; then
-// every lane loads its vector of the round's samples' four corners each, a corner off the map from a pixel on it
+// By default (BRANCHLESS=1) a level's P samples go in rounds of 2G (rung 02's were of G, one sample a lane), unrolled
+// and branch-free: lane g works out samples 2(rG + g) and the one after of round r (each one's position; its top-left
+// corner's row with the steps to the other corners, packed in one int; its four weights, zero for a corner off the
+// map), their two locations in one 16-byte load and their weights in one 8-byte load when P is even (one line an item
+// each, a wavefront of the L1's data pipe, once a round of 2G), and hands them to the group in five shuffles each;
+// then every lane loads its vector of the round's samples' four corners each, a corner off the map from a pixel on it
 // (its weight is 0), so no branch separates one sample's loads from the next. With BRANCHLESS=0 every lane works out
 // every sample itself (no shuffles), loads the level's locations and weights in as few loads as their count allows
 // (load_floats), skips corners off the map and samples wholly off it by branches (every lane working out every sample
