@@ -382,7 +382,8 @@ def save_sweep(path, entry, pedigree=None):
     The file: {schema, kind, gpu, commit, dirty, source_digest, date, machine (of its latest write), sweeps: [
     {track, stage, param, values, fixed, size, workload, size_used, plot_key, rows: [{value, median_us, the
     track's figures, correct} or {value, error}], defaults (the stage's PARAMS then; older sweeps lack it), gpu,
-    commit, dirty, source_digest, date, machine}]}. A sweep
+    commit, dirty, source_digest, stage_digest (the stage's code, profile.records.stage_digest; older sweeps lack
+    it), date, machine}]}. A sweep
     with the same key (sweep_key) is replaced in place; every other sweep stays, with its own pedigree. Written
     to a temporary file beside it, then renamed over it: a reader never sees half a file."""
     import json
@@ -392,6 +393,9 @@ def save_sweep(path, entry, pedigree=None):
     gpu = pedigree.get("machine", {}).get("gpu") or "unknown"
     entry = {**results.json_plain(entry), "gpu": gpu, **{k: pedigree.get(k) for k in
                                              ("commit", "dirty", "source_digest", "date", "machine")}}
+    if "track" in entry and "stage" in entry and "stage_digest" not in entry:
+        from .profile.records import stage_digest     # the stage's own code: tools/stale_records.py compares it
+        entry["stage_digest"] = stage_digest(entry["track"], entry["stage"])
     data = {}
     if path.exists():
         try:

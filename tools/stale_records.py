@@ -10,7 +10,9 @@ records each again (on that card). Needs no GPU.
 A lesson on a GPU shows this card's recorded profile or sweep only while it is today's (a profile: the stage's
 code digest, records.todays_code; a sweep: the stage's other defaults, results.not_today); otherwise it measures
 again, live, which costs a workshop its pace (an ncu profile takes about 12 s a stage). Run this before a
-session's GPU time: what it lists is what that time should record first. Exit status 0 either way.
+session's GPU time: what it lists is what that time should record first. A sweep that recorded its stage's code
+digest (sweeps since 2026-11-30) is listed here too when that code has changed, though a lesson still shows it.
+Exit status 0 either way.
 """
 from __future__ import annotations
 
@@ -64,8 +66,10 @@ def stale_profiles(folder: pathlib.Path) -> list[dict]:
 
 def stale_sweeps(folder: pathlib.Path) -> list[dict]:
     """[{gpu, track, stage, param, why, command}] for every lesson sweep under `folder` (results/sweeps/
-    *_lessons.json) taken when the stage's other defaults were not today's."""
+    *_lessons.json) taken when the stage's other defaults were not today's, or (a sweep that records its stage's
+    code digest) on other code."""
     from cudabook import results
+    from cudabook.profile import records
     from cudabook import track as tracks
     found = []
     for path, data in _read(folder.glob("*_lessons.json")):
@@ -73,6 +77,9 @@ def stale_sweeps(folder: pathlib.Path) -> list[dict]:
             t = tracks.get(e["track"])
             why = results.not_today(t, e["stage"], e.get("defaults") or {},
                                     ignore={e["param"], *(e.get("fixed") or {})})
+            if not why and e.get("stage_digest") and not records.todays_code(e["track"], e["stage"],
+                                                                                e["stage_digest"]):
+                why = "the code has changed since"
             if why:
                 found.append({"gpu": e.get("gpu") or data.get("gpu"), "track": e["track"], "stage": e["stage"],
                               "param": e["param"], "why": why, "file": _shown(path),

@@ -47,6 +47,26 @@ def test_a_sweep_taken_under_other_defaults_is_listed_and_one_under_todays_is_no
     assert "schedule" in found[0]["why"]
 
 
+def test_a_sweep_of_other_code_is_listed_and_one_of_todays_or_without_a_digest_is_not(tmp_path):
+    """A sweep that recorded its stage's code digest (lesson.save_sweep, since 2026-11-30) is stale once that code
+    changes, even under today's defaults: a kernel that changed may rank the swept values differently."""
+    from cudabook import lesson, results, track
+    from cudabook.profile.records import stage_digest
+    t = track.get("msda")
+    stage = "05_lane_groups"
+    today = results.json_plain(results._gpu_defaults(t.stage(stage))[0])
+    base = {"track": "msda", "stage": stage, "gpu": "Card", "defaults": today, "rows": []}
+    sweeps = [dict(base, param="threads", stage_digest="0" * 16),
+              dict(base, param="vectors", stage_digest=stage_digest("msda", stage)),
+              dict(base, param="branchless")]
+    (tmp_path / "Card_lessons.json").write_text(json.dumps({"gpu": "Card", "sweeps": sweeps}))
+    found = stale_records.stale_sweeps(tmp_path)
+    assert [(f["param"], f["why"]) for f in found] == [("threads", "the code has changed since")]
+    saved = lesson.save_sweep(tmp_path / "saved.json", dict(base, param="threads", values=[128], fixed={}),
+                              pedigree={"machine": {"gpu": "Card"}})
+    assert json.loads(saved.read_text())["sweeps"][0]["stage_digest"] == stage_digest("msda", stage)
+
+
 def test_the_tool_says_so_when_nothing_is_stale(tmp_path, capsys):
     (tmp_path / "profiles").mkdir()
     (tmp_path / "sweeps").mkdir()
