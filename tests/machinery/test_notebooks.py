@@ -23,7 +23,7 @@ def test_no_cell_marker_carries_text():
     bad = [f"{path.relative_to(ROOT)}:{n}: {line[:60]}"
            for path in sorted((ROOT / "lessons").glob("**/*.py"))
            for n, line in enumerate(path.read_text().splitlines(), 1)
-           if re.match(r"# %%( \[markdown\])? +\S", line) and not re.match(r"# %%( \[markdown\])? *$", line)]
+           if line.startswith("# %%") and not re.fullmatch(r"# %%( \[markdown\])? *", line)]
     assert not bad, bad
 
 
