@@ -851,8 +851,8 @@ lesson.recorded_against("msda", "05_lane_groups", "threads", 512)
 lesson.recorded_against("msda", "05_lane_groups", "branchless", True)
 
 # %% [markdown]
-# The sweeps of both cards (`results/sweeps/*_lessons.json`, the H200's taken at 5f0d5fd, the rung just before it took
-# sample pairs, so the two cards' rows are of different kernels: the H100's of the rung before it went head by head).
+# The sweeps of both cards (`results/sweeps/*_lessons.json`, each with its commit: the H200's of this rung, the H100's
+# of the rung before it went head by head, so the two cards' rows are of different kernels).
 # On the H100, branches cost a few percent, both paths then working out every sample in every lane. On the H200, the
 # branchy path is far slower: it has the branches and the G-fold position work both (the SASS counts above), where the
 # branch-free path has neither. The block size matters less than it did: on the H100's record 128 threads took clearly
@@ -930,10 +930,9 @@ msda.sweep("05_lane_groups", "vectors", [1, 2, 4])
 lesson.recorded_against("msda", "05_lane_groups", "vectors", 1)
 
 # %% [markdown]
-# The H200's sweep above (of the rung just before sample pairs, two heads at a time; 2 and 4 vectors a lane at up to
-# 128 registers) makes each vector more a lane slower, though the item's instructions fall. Heads fastest, the Nsight
-# Compute reading under "A bound from the L1" showed 2 vectors a lane slower too, the L1 near its peak and the issue
-# slots far from full. Most likely the reason is the same now (no vector build of today's kernel was profiled): at one
+# The H200's sweep above (of this rung; 2 and 4 vectors a lane at up to 128 registers) makes each vector more a lane
+# slower, though the item's instructions fall. Heads fastest, the Nsight Compute reading under "A bound from the L1"
+# showed 2 vectors a lane slower too, the L1 near its peak and the issue slots far from full. Most likely the reason is the same now (no vector build of today's kernel was profiled): at one
 # vector a lane the L1's data pipe is already busy most of its cycles (the profiles above), and each vector more a
 # lane adds line accesses. One vector a lane, the default, stays. (Held to 64 registers, as one vector a lane is, 2
 # and 4 vectors a lane spilled in an earlier build, so the kernel lets them have 128; each sweep names its commit.)
