@@ -22,22 +22,22 @@ if SIMULATOR:
 else:  # pragma: no cover - GPU only
     from numba.cuda import libdevice
 
-    @cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, forceinline=True)
     def _as_float(bits):
         return libdevice.int_as_float(np.int32(bits))
 
-    @cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, forceinline=True)
     def _as_bits(value):
         return np.uint32(libdevice.float_as_int(value))
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def bf16_to_f32(b):
     """uint16 bf16 bits -> float32."""
     return _as_float(np.uint32(b) << np.uint32(16))
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def f32_to_bf16(x):
     """float32 -> uint16 bf16 bits, rounded to nearest even (NaN stays NaN)."""
     if x != x:
@@ -47,7 +47,7 @@ def f32_to_bf16(x):
     return np.uint16(bits >> np.uint32(16))
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def lerp(a, b, w):
     """a + w (b - a) in float32: exact at w = 0 and, for bf16 inputs, at w = 1."""
     return a + w * (b - a)

@@ -157,10 +157,27 @@ _OPS = {
 }
 
 
+def _jit_taking_forceinline(jit):
+    """The simulator's cuda.jit, taking (and ignoring) `forceinline` as a GPU's does: the workbook's device
+    functions are inlined by NVVM (forceinline=True), which compiles several times faster than Numba's own
+    inlining of their IR (forceinline=True) for the same code, and the simulator runs Python either way."""
+    if getattr(jit, "_cudabook_forceinline", False):
+        return jit
+
+    def wrapped(*args, forceinline=False, **kwargs):
+        return jit(*args, **kwargs)
+    wrapped._cudabook_forceinline = True
+    wrapped.__doc__, wrapped.__name__ = jit.__doc__, jit.__name__
+    return wrapped
+
+
 def install() -> None:
     """Teach the simulator's fake `cuda` module the warp operations, and run its blocks with the event-driven
     barrier below (idempotent)."""
+    import numba.cuda
     from numba.cuda.simulator import kernel, kernelapi
+
+    numba.cuda.jit = _jit_taking_forceinline(numba.cuda.jit)
 
     if not getattr(kernel.BlockThread, "_cudabook_registered", False):
         kernel.BlockThread.syncthreads = _syncthreads      # before simrace wraps it to count barriers

@@ -57,7 +57,7 @@ def require_memory(nbytes, free=None, total=None):
                           f"free{of}. S grows with the square of N; the fused rungs (02 on) never store it")
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def grid_cell(H):
     """(x, y, b, h) of this thread in a 2-D kernel's grid: its column x and row y over all blocks, and the head
     (b, h) of its grid layer z = b * H + h."""

@@ -56,7 +56,7 @@ FULL_MASK = 0xFFFFFFFF
 PER_LANE = 4                  # the kernel's own constant: channels each lane owns (d / 32)
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def warp_sum(x):
     """The sum of x over the 32 lanes of the warp, in every lane (a butterfly of five xor-shuffles)."""
     x += cuda.shfl_xor_sync(FULL_MASK, x, 16)

@@ -73,7 +73,7 @@ THREADS = WARPS * WARP
 OACC = ROWS * PER_LANE        # a lane's accumulators: PER_LANE channels of each of its ROWS rows
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def warp_max(x):
     """The largest x over the 32 lanes of the warp, in every lane (five xor-shuffles)."""
     x = max(x, cuda.shfl_xor_sync(FULL_MASK, x, 16))

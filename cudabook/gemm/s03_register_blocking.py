@@ -146,25 +146,25 @@ else:  # pragma: no cover - GPU only
 load_f32x4 = loader(4, 3, "shared-memory load", "float32")      # x[s, k, i:i+4] of a float32 shared array
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def low_f32(w):
     """The bf16 in the low half of a word, as float32."""
     return bf16_to_f32(w & np.uint32(0xFFFF))
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def high_f32(w):
     """The bf16 in the high half of a word, as float32."""
     return bf16_to_f32(w >> np.uint32(16))
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def pack_bf16x2(x, y):
     """Two float32, rounded to bf16, packed in a word (x in the low half)."""
     return np.uint32(np.uint32(f32_to_bf16(x)) | (np.uint32(f32_to_bf16(y)) << np.uint32(16)))
 
 
-@cuda.jit(device=True, inline="always")
+@cuda.jit(device=True, forceinline=True)
 def load_run(dst, off, src, s, k, start, n):
     """dst[off:off+n] = src[s, k, start:start+n]: 16-byte shared loads when n is a multiple of 4."""
     if n % 4 == 0:
@@ -179,7 +179,7 @@ def load_run(dst, off, src, s, k, start, n):
             dst[off + i] = src[s, k, start + i]
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def guarded_word(a, r, col, cols):
     """a[r, col:col+2] as one word (col in the low half), each element zero where its column >= cols."""
     w = np.uint32(0)
@@ -190,7 +190,7 @@ def guarded_word(a, r, col, cols):
     return w
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def load_bf16x8_guarded(a, r, col, rows, cols):
     """a[r, col:col+8] as four words, element by element: zero where r >= rows or the column >= cols."""
     w0 = w1 = w2 = w3 = np.uint32(0)
@@ -202,7 +202,7 @@ def load_bf16x8_guarded(a, r, col, rows, cols):
     return w0, w1, w2, w3
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def load_vector(regs, l, a, r, col, rows, cols, vec):
     """regs[4 l : 4 l + 4] = a[r, col:col+8] as four words, zero where r >= rows or the column >= cols: one
     16-byte load when `vec` (the kernel's VEC: cols a multiple of 8, so a vector is wholly inside or wholly

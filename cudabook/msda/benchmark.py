@@ -137,7 +137,7 @@ def corner_rows(shapes, starts, loc, rows):
     rows[n, q, m, l, p] = starts[l] + y0 * W + x0
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def fold_vector(words, n, r, i):
     """The four words of one 16-byte load, XORed together."""
     a, b, c, d = load4(words, n, r, i)

@@ -51,14 +51,14 @@ load2, load4 = loader(2, 3), loader(4, 3)
 store2, store4 = storer(2, 3), storer(4, 3)
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def add_word(acc, k, word, w):
     """acc[k], acc[k + 1] += w * (the two bf16 channels of a uint32 word, low half first)."""
     acc[k] += w * bf16_to_f32(word & np.uint32(0xFFFF))
     acc[k + 1] += w * bf16_to_f32(word >> np.uint32(16))
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def add_corner(acc, words, n, row, i, w, nwords):
     """acc += w * the vector of `nwords` words starting at word i of row `row` (one load)."""
     if nwords == 1:
@@ -75,13 +75,13 @@ def add_corner(acc, words, n, row, i, w, nwords):
         add_word(acc, 6, d, w)
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def pack(acc, k):
     """Channels acc[k], acc[k + 1] rounded to bf16 (nearest even) and packed into one uint32 word."""
     return np.uint32(f32_to_bf16(acc[k])) | (np.uint32(f32_to_bf16(acc[k + 1])) << np.uint32(16))
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def store_vector(out, n, q, i, acc, nwords):
     if nwords == 1:
         out[n, q, i] = pack(acc, 0)
@@ -122,7 +122,7 @@ def sample_corners(shapes, starts, loc, attn, n, q, m, l, p):
     return w00, w01, w10, w11, row
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def lane_group(lanes, N, Lq, M):
     """Where this lane works, in groups of `lanes` lanes (a power of two), a group per head (n, q, m), heads
     fastest: (g, n, q, m, live, gone). g: my place in my group. live: False for a spare group past the last head,

@@ -68,7 +68,7 @@ sload2, sload4 = loader(2, 1, "shared-memory load"), loader(4, 1, "shared-memory
 sstore2, sstore4 = storer(2, 1, "shared-memory store"), storer(4, 1, "shared-memory store")
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def copy_vector(tile, at, words, n, row, i, nwords):
     """tile[at:at + nwords] = words[n, row, i:i + nwords]: one global load, one shared store."""
     if nwords == 1:
@@ -81,7 +81,7 @@ def copy_vector(tile, at, words, n, row, i, nwords):
         sstore4(tile, at, a, b, c, d)
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def zero_vector(tile, at, nwords):
     """tile[at:at + nwords] = 0 (a corner off the map): one shared store."""
     zero = uint32(0)
@@ -93,7 +93,7 @@ def zero_vector(tile, at, nwords):
         sstore4(tile, at, zero, zero, zero, zero)
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def add_staged(acc, k, tile, at, w, nwords):
     """acc[k:k + 2 * nwords] += w * the vector tile[at:at + nwords] (one shared load, two channels a word)."""
     if nwords == 1:
@@ -110,7 +110,7 @@ def add_staged(acc, k, tile, at, w, nwords):
         add_word(acc, k + 6, d, w)
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def store_sums(out, n, q, i, acc, k, nwords):
     """out[n, q, i:i + nwords] = acc[k:k + 2 * nwords] rounded to bf16, as one store."""
     if nwords == 1:

@@ -86,7 +86,7 @@ def warp_and_lane():
     return warp, lane
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def warp_target(targets):
     """resample_warp's opening as one call, for the kernels that follow it: (b, t, x, lane), this warp's target
     (b, t) over the flattened [B, T], its time x, and this thread's lane. b = -1 for a warp past the end, on all
@@ -119,7 +119,7 @@ def resample_warp(times, feats, targets, out):
     # <<< lab
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def warp_lerp(times, feats, out, b, t, x, lo, lane):
     """What resample_warp does once lo is known: lane 0's weight for every lane, the lanes striding the channels."""
     w = warp_weight(times, b, lo, x, lane)

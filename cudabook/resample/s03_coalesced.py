@@ -48,7 +48,7 @@ store_u32x4 = storer(4, 3)     # store_u32x4(a, b, r, i, w0, w1, w2, w3): a[b, r
 # ----------------------------------------------------------------------------------------------------------
 # Interpolating packed bf16: a uint32 holds two channels (the lower address in the low half)
 # ----------------------------------------------------------------------------------------------------------
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def lerp_pair(a, c, w):
     """Two packed bf16 channels of each source row -> two packed bf16 outputs."""
     lo = f32_to_bf16(lerp(bf16_to_f32(a & np.uint32(0xFFFF)), bf16_to_f32(c & np.uint32(0xFFFF)), w))
@@ -56,7 +56,7 @@ def lerp_pair(a, c, w):
     return np.uint32(np.uint32(lo) | (np.uint32(hi) << np.uint32(16)))
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def lerp_quad(a, c, w):
     """Four packed bf16 channels (a uint64) of each source row -> four packed outputs."""
     low = lerp_pair(np.uint32(a & np.uint64(0xFFFFFFFF)), np.uint32(c & np.uint64(0xFFFFFFFF)), w)

@@ -136,7 +136,7 @@ def resample_double(times, feats, feats64, targets, out, is_sorted, vec, tpb, wr
 # ----------------------------------------------------------------------------------------------------------
 # buffers="registers": a prepass for the searches, then four targets' loads in flight a warp
 # ----------------------------------------------------------------------------------------------------------
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def store_below(st, j, n, v):
     """st[j] = v where j < n (the loads past the row's end were clamped to its last element: not stored)."""
     if j < n:
@@ -183,7 +183,7 @@ def put_interval(times, st, shared, b, t, li, x, lo, wt):
     wt[b * T + t] = w
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def halve(st, li, half, x):
     """One step of a branch-free binary search: the candidates [li, li + 2 * half) -> the half that holds x."""
     return li + half if st[li + half] <= x else li

@@ -109,12 +109,12 @@ else:  # pragma: no cover - GPU only
                 return builder.call(cvt, [args[1], args[0]])       # the first operand goes to the high half
             return types.uint32(types.float32, types.float32), codegen
     else:
-        @cuda.jit(device=True, inline=True)
+        @cuda.jit(device=True, forceinline=True)
         def pack_bf16x2(lo, hi):
             return np.uint32(f32_to_bf16(lo)) | (np.uint32(f32_to_bf16(hi)) << HALF)
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def lerp2(a, c, w):
     """Interpolate the two bf16 channels of words a and c (uint32, the lower channel in the low half) with
     weight w, in float32; two bf16 out in one word. A word with one channel (odd D) has a zero high half."""
@@ -128,7 +128,7 @@ def lerp2(a, c, w):
 # ----------------------------------------------------------------------------------------------------------
 # Filling a window: wide loads into registers, a batch at a time, then stores to shared memory
 # ----------------------------------------------------------------------------------------------------------
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def load_element(feats, feats64, off, ok, vec):
     """`vec` words of feats from flat word offset `off` (if ok), as four uint32 (unused ones 0)."""
     w0 = np.uint32(0)
@@ -147,7 +147,7 @@ def load_element(feats, feats64, off, ok, vec):
     return w0, w1, w2, w3
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def store_element(sm32, soff, ok, vec, w0, w1, w2, w3):
     """The words of a load_element to shared word offset soff (if ok)."""
     if ok:
@@ -160,7 +160,7 @@ def store_element(sm32, soff, ok, vec, w0, w1, w2, w3):
             st(sm32, soff, w0)
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def _next(r, j, off, q, rem, cwl, step, wrap):
     """Element (r, j) at word offset off -> the one blockDim.x further on: q rows and rem elements on,
     `step` words further in feats; `wrap` words more when the column passes the end of the chunk."""
@@ -259,7 +259,7 @@ def fill_rest(feats, feats64, sm32, base, span, cwl, vec, q, rem, step, wrap, e,
 # ----------------------------------------------------------------------------------------------------------
 # Work items, their run bounds, the fallback
 # ----------------------------------------------------------------------------------------------------------
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def block_layout():
     """(tid, nthr, lane, warp, nwarps): this thread's index in its block, the block's threads, this thread's
     lane and warp, and the block's warps."""
