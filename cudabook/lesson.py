@@ -162,8 +162,10 @@ def ladder_so_far(upto: str, *, peers=False, track=None, size=None, full=None, s
     With a GPU, at workshop pace: the rung `upto` and the rung before it are measured now (and the peers, where
     `peers`: those the track's LESSON_PEERS name), and the other rungs (and peers) come from this card's record
     in results/, marked as recorded, with its commit and date. Without a record for this card, only those two
-    rungs. Of the head-to-head pairs, only the one that decides the rung's claim (the peer nearest to it) is
-    also run back to back for seconds (sustained="closest"; "none": no pair, where the lesson is not about it).
+    rungs. Of the head-to-head pairs, only the one that decides this rung's claim (the peer nearest to it) is
+    also run back to back for seconds (sustained="closest"; "none": no pair, where the lesson is not about it);
+    the rung before keeps its pairs' interleaved rounds but not their seconds back to back (its own lesson has
+    them).
     full=True (or CUDABOOK_FULL_LADDER=1) measures the whole ladder and every peer now (`make bench` does too).
     Every step that takes seconds is said as it starts, and again every few seconds while it lasts.
 
@@ -202,7 +204,8 @@ def ladder_so_far(upto: str, *, peers=False, track=None, size=None, full=None, s
             names = _lesson_peers(spec, full)
             measured = results.measure_workload(
                 t, size, stages=live, peers=peers, repeats=15, progress=say,
-                prepared=(w["args"], w["problem"], w["ctx"], w["peers"]), peer_names=names, sustained=sustained)
+                prepared=(w["args"], w["problem"], w["ctx"], w["peers"]), peer_names=names, sustained=sustained,
+                sustained_stages=None if full else (upto,))
         if w.get("seed") is not None:
             measured["seed"] = w["seed"]
         record = results.record_of({wname: merge_recorded(measured, stages, kept, gpu, peers=peers)})

@@ -175,7 +175,8 @@ def _timing(fn, repeats):
 
 
 def measure_workload(track, size, *, stages=None, peers=True, repeats=25, params=None, progress=print,
-                     check_cases=True, prepared=None, peer_names=None, sustained="all") -> dict:
+                     check_cases=True, prepared=None, peer_names=None, sustained="all",
+                     sustained_stages=None) -> dict:
     """One workload of a track: fresh random inputs, the yardstick measured now, every stage this machine can run,
     and the peers (before the stages where the track's figures need their time, PEERS_FIRST; else after them). A
     stage is `correct` when its output on the workload's data is right before and after the timed launches and
@@ -185,7 +186,8 @@ def measure_workload(track, size, *, stages=None, peers=True, repeats=25, params
     prepared: (args, problem, ctx, peer rows or None) made earlier in this process for this size (a lesson
     reuses one workload across its cells); its peer rows, when given, stand for peers measured first.
     peer_names: measure only these peers (the track's peers(only=...)); None: all of them.
-    sustained: which head-to-head pairs are also run back to back (head_to_head: "all", "closest" or "none")."""
+    sustained: which head-to-head pairs are also run back to back (head_to_head: "all", "closest" or "none"),
+    of the rungs in sustained_stages (None: of every rung)."""
     from . import check, track as tracks
     t = tracks.get(track)
     spec = t.bench
@@ -243,13 +245,15 @@ def measure_workload(track, size, *, stages=None, peers=True, repeats=25, params
         progress(f"{k}: {v}")
     out = {"track": t.NAME, "size": dict(size), "context": _plain(ctx), "stages": rows, "peers": peer_rows,
            **_pedigree()}
-    duels = head_to_head(t, args, problem, rows, peer_rows, params, progress, sustained) if peers else []
+    duels = head_to_head(t, args, problem, rows, peer_rows, params, progress, sustained,
+                         sustained_stages) if peers else []
     if duels:
         out["head_to_head"] = duels
     return out
 
 
-def head_to_head(t, args, problem, rows, peer_rows, params=None, progress=print, sustained="all") -> list[dict]:
+def head_to_head(t, args, problem, rows, peer_rows, params=None, progress=print, sustained="all",
+                 sustained_stages=None) -> list[dict]:
     """The track's HEAD_TO_HEAD pairs (a rung, the peer its claim is made against), each timed again in
     interleaved rounds (bench.head_to_head) through the track's peer_calls(args, problem), a context giving
     {peer: a callable that enqueues one call}: [{stage, peer, rounds, stage_us, peer_us, ratio (the median over
@@ -257,7 +261,7 @@ def head_to_head(t, args, problem, rows, peer_rows, params=None, progress=print,
     or peer did not run correctly are left out. Where the track has SUSTAINED_S, each pair is also run back to
     back for that long (a "sustained" entry); sustained="closest" (a lesson) does that only for the pair that
     decides each rung's claim, the one whose rounds put the rung least far ahead (10 s a pair at 2 s a run), and
-    "none" for no pair."""
+    "none" for no pair; sustained_stages (a lesson: its own rung) leaves out the pairs of every other rung."""
     import statistics
 
     from . import bench
@@ -288,7 +292,7 @@ def head_to_head(t, args, problem, rows, peer_rows, params=None, progress=print,
                 progress(f"{stage} against {peer}: ERROR {out[-1]['error']}")
         seconds = getattr(spec, "SUSTAINED_S", 0)
         if seconds:                               # tensor-core loads: also as a long job meets the power cap
-            for duel in _sustained_pairs(out, sustained):
+            for duel in _sustained_pairs(out, sustained, sustained_stages):
                 stage, peer = duel["stage"], duel["peer"]
                 progress(f"{stage} against {peer}: each run back to back for {seconds} s …")
                 try:
@@ -304,10 +308,10 @@ def head_to_head(t, args, problem, rows, peer_rows, params=None, progress=print,
     return out
 
 
-def _sustained_pairs(duels, which) -> list[dict]:
+def _sustained_pairs(duels, which, stages=None) -> list[dict]:
     """The head-to-head rows to run back to back: every one timed ("all"), for each rung the one with the
-    smallest ratio ("closest"), or none."""
-    timed = [d for d in duels if "ratio" in d]
+    smallest ratio ("closest"), or none; only those of the rungs in `stages`, where given."""
+    timed = [d for d in duels if "ratio" in d and (stages is None or d["stage"] in stages)]
     if which != "closest":
         return timed if which == "all" else []
     closest = {}

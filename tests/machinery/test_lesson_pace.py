@@ -127,7 +127,8 @@ def measured(monkeypatch):
 
     def measure(track, size, *, stages=None, peers=True, repeats=25, progress=print, prepared=None,
                 peer_names=None, **kw):
-        asked.append({"stages": list(stages), "peers": peers, "peer_names": peer_names, "progress": progress})
+        asked.append({"stages": list(stages), "peers": peers, "peer_names": peer_names, "progress": progress,
+                      "sustained_stages": kw.get("sustained_stages")})
         progress(f"timing {', '.join(stages)}")
         rows = {s: _row(10.0 * (i + 1)) for i, s in enumerate(stages)}
         peer_rows = {n: _row(20.0) for n in (peer_names or ("torch_eager", "torch_compile"))} if peers else {}
@@ -141,6 +142,7 @@ def test_a_lesson_measures_its_rung_and_the_one_before_and_shows_the_rest_as_rec
     t, _ = track
     shown = lesson.ladder_so_far("03_c", track=t)
     assert [a["stages"] for a in measured] == [["02_b", "03_c"]]
+    assert measured[0]["sustained_stages"] == ("03_c",)   # seconds back to back for this rung's pair alone
     stages = shown["workloads"][WNAME]["stages"]
     assert list(stages) == ["01_a", "02_b", "03_c"]
     assert stages["01_a"]["recorded"] == {"gpu": CARD, "commit": "abc1234", "date": "2026-11-20T08:00:00+00:00"}
@@ -174,6 +176,7 @@ def test_a_full_ladder_is_one_argument_or_one_variable_away(gpu, track, measured
     else:
         shown = lesson.ladder_so_far("03_c", track=t, full=True)
     assert [a["stages"] for a in measured] == [["01_a", "02_b", "03_c"]]
+    assert measured[0]["sustained_stages"] is None                   # the whole ladder: every rung's pairs
     assert not any("recorded" in s for s in shown["workloads"][WNAME]["stages"].values())
     out = capsys.readouterr().out
     assert "Measuring the whole ladder to 03_c now" in out and "‡" not in out

@@ -370,6 +370,10 @@ def test_a_lesson_runs_back_to_back_only_the_pair_that_decides_each_claim(monkey
         duels = results.head_to_head(toy, (), None, rows, peers, progress=lambda *a: None, sustained=which)
         assert {(d["stage"], d["peer"]) for d in duels if "sustained" in d} == expect, which
         assert [d["peer"] for d in duels] == ["far", "near", "other"]      # every pair still timed in rounds
+    duels = results.head_to_head(toy, (), None, rows, peers, progress=lambda *a: None, sustained="closest",
+                                 sustained_stages=("08",))          # a lesson on rung 08: 06 has its own
+    assert {(d["stage"], d["peer"]) for d in duels if "sustained" in d} == {("08", "other")}
+    assert [d["peer"] for d in duels] == ["far", "near", "other"]
     with pytest.raises(ValueError, match="sustained must be"):
         results.head_to_head(toy, (), None, rows, peers, progress=lambda *a: None, sustained="some")
 
