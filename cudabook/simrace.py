@@ -1,9 +1,9 @@
 """Shared-memory races, caught in Numba's CUDA simulator whatever order its threads happen to run in.
 
 On a GPU a missing barrier often goes unseen: the warp that reads happens to run after the one that writes. The
-simulator runs each CUDA thread as a Python thread, in whatever order the interpreter picks, so it hides races
-the same way. Here every shared array the simulator hands out remembers, per element, who last wrote it and
-who last read it, and how many barriers each had passed then. A thread that reads an element another thread
+simulator runs each CUDA thread in turns of its own choosing (greenlets, or Python threads: see simwarp), so it
+hides races the same way. Here every shared array the simulator hands out remembers, per element, who last
+wrote it and who last read it, and how many barriers each had passed then. A thread that reads an element another thread
 wrote, or writes an element another thread read, with no barrier ordering the two, stops with a SharedRace
 error that names the array, the element, both threads and the barrier that would order them:
 
@@ -16,9 +16,10 @@ that of __syncwarp and the barriers only), so they count for nothing here. Atomi
 from __future__ import annotations
 
 import operator
-import threading
 
 import numpy as np
+
+from .simthread import current_thread
 
 WARP = 32
 
@@ -28,7 +29,7 @@ class SharedRace(RuntimeError):
 
 
 def _me():
-    t = threading.current_thread()
+    t = _current()
     return t if hasattr(t, "thread_id") else None
 
 
@@ -87,7 +88,10 @@ class Tracked(np.ndarray):
         _set(self, index, value)
 
 
-_get, _set, _index, _current = np.ndarray.__getitem__, np.ndarray.__setitem__, operator.index, threading.current_thread
+_get, _set, _index = np.ndarray.__getitem__, np.ndarray.__setitem__, operator.index
+
+
+_current = current_thread         # the simulated thread running now (a greenlet's, or the Python thread)
 
 
 def _access(array, log, index):

@@ -9,14 +9,30 @@ The simulator is stricter than a GPU in one way: a lane that calls a `*_sync` op
 in `mask`, or reads from a lane outside `mask`, gets an error that says so. On hardware that is undefined
 behaviour that often happens to work, which is exactly why it should fail loudly while you learn.
 
-The blocks themselves run here too (`_run_block`, `_syncthreads`): every wait, at a barrier or in a warp
-operation, sleeps until the event it waits for (the last thread arriving, a thread ending) instead of polling.
+The blocks themselves run here too (`_run_block`, `_syncthreads`). Where the `greenlet` package is installed
+(the workbook's own requirements), a block's simulated threads are greenlets taking turns on the one thread that
+launched the kernel: each runs until it waits (at a barrier or a warp operation) or ends, and the last one to
+arrive lets the others go on. A wait then costs about a microsecond a thread in place of the tens of microseconds
+a Python thread needs to hand the interpreter to another (the barrier-heavy labs ran several times slower that
+way), and a block whose threads all wait with none able to go on stops at once with a message that says where
+they wait. Without greenlet (or with CUDABOOK_SIM_THREADS=1) each simulated thread is a Python thread, as in
+Numba's simulator, and every wait sleeps until the event it waits for (the last thread arriving, a thread
+ending) instead of polling.
 """
 from __future__ import annotations
 
+import collections
+import os
 import threading
 
 from . import simrace
+from .simthread import current_thread
+from .simthread import running as _running
+
+try:
+    import greenlet as _greenlet
+except ImportError:         # pragma: no cover - the workbook's requirements include it
+    _greenlet = None
 
 WARP = 32
 FULL_MASK = 0xFFFFFFFF
@@ -27,6 +43,23 @@ class WarpMaskError(RuntimeError):
     pass
 
 
+class SimulatedDeadlock(RuntimeError):
+    """Every simulated thread of a block still running waits, and none of the waits can end."""
+
+
+def greenlets() -> bool:
+    """Are blocks run as greenlets (see the module's text)?"""
+    return _greenlet is not None and os.environ.get("CUDABOOK_SIM_THREADS", "") in ("", "0")
+
+
+class _ThreadingWithSimulatedThreads:
+    """threading as the simulator's kernelapi sees it: current_thread() names the simulated thread."""
+    current_thread = staticmethod(current_thread)
+
+    def __getattr__(self, name):
+        return getattr(threading, name)
+
+
 class _WarpState:
     def __init__(self):
         self.cond = threading.Condition()
@@ -34,6 +67,7 @@ class _WarpState:
         self.values: dict[int, object] = {}
         self.published: dict[int, dict[int, object]] = {}
         self.finished = 0                     # lanes of this warp that have returned from the kernel
+        self.waiting: list = []               # (greenlets) the simulated threads parked in the exchange
 
 
 class _BlockState:
@@ -51,6 +85,9 @@ class _BlockState:
         self.failed = None                    # the first thread that raised
         self.abort = False
         self.warps = [_WarpState() for _ in range((size + WARP - 1) // WARP)]
+        self.waiting: list = []               # (greenlets) the simulated threads parked at the barrier
+        self.runnable = None                  # (greenlets) the threads ready to take their turn, in order
+        self.scheduler = None                 # (greenlets) the greenlet that hands out the turns
 
     def release_if_all_wait(self):
         """Under `cond`: when every live thread is at the barrier, let them all through."""
@@ -64,23 +101,48 @@ def _block_of(thread) -> _BlockState:
     return thread._cudabook_state
 
 
+def _publish(state, base):
+    """The exchange of `state` is complete: publish its values and let its waiting lanes go on (greenlets)."""
+    generation = state.generation
+    state.published[generation] = {t - base: v for t, v in state.values.items()}
+    state.published.pop(generation - 2, None)
+    state.values = {}
+    state.generation += 1
+    return generation
+
+
+def _park(block):
+    """(greenlets) Give the turn back to the block's scheduler until another thread lets this one go on."""
+    block.scheduler.switch()
+    if block.abort:
+        raise RuntimeError("another simulated thread failed")
+
+
 def _exchange(value):
     """Deposit `value`; return (my lane, {lane: value} of every lane that took part)."""
-    me = threading.current_thread()
+    me = current_thread()
     tid = me.thread_id
     base = tid - tid % WARP
     block = _block_of(me)
     size = min(WARP, block.size - base)
     state = block.warps[base // WARP]
+    if block.runnable is not None:              # greenlets: one thread runs at a time, no lock needed
+        generation = state.generation
+        state.values[tid] = value
+        if len(state.values) + state.finished >= size:
+            _publish(state, base)
+            block.runnable.extend(state.waiting)
+            state.waiting = []
+        else:
+            state.waiting.append(me)
+            _park(block)
+        return tid - base, state.published[generation]
     with state.cond:
         generation = state.generation
         state.values[tid] = value
         while state.generation == generation:
             if len(state.values) + state.finished >= size:     # every lane arrived or has returned
-                state.published[generation] = {t - base: v for t, v in state.values.items()}
-                state.published.pop(generation - 2, None)
-                state.values = {}
-                state.generation += 1
+                _publish(state, base)
                 state.cond.notify_all()
                 break
             if block.abort:
@@ -178,6 +240,7 @@ def install() -> None:
     from numba.cuda.simulator import kernel, kernelapi
 
     numba.cuda.jit = _jit_taking_forceinline(numba.cuda.jit)
+    kernelapi.threading = _ThreadingWithSimulatedThreads()      # threadIdx, syncthreads: the simulated thread's
 
     if not getattr(kernel.BlockThread, "_cudabook_registered", False):
         kernel.BlockThread.syncthreads = _syncthreads      # before simrace wraps it to count barriers
@@ -242,6 +305,19 @@ def _syncthreads(self):
     """__syncthreads for a simulated thread: wait until every live thread of the block has arrived (threads that
     have returned from the kernel are not waited for, as in the simulator)."""
     block = _block_of(self)
+    if block.runnable is not None:              # greenlets
+        if block.abort:
+            raise RuntimeError("abort flag set on syncthreads call")
+        block.at_barrier += 1
+        if block.at_barrier == block.alive:
+            block.at_barrier = 0
+            block.generation += 1
+            block.runnable.extend(block.waiting)
+            block.waiting = []
+        else:
+            block.waiting.append(self)
+            _park(block)
+        return
     with block.cond:
         if block.abort:
             raise RuntimeError("abort flag set on syncthreads call")
@@ -271,6 +347,8 @@ def _run_block(self, grid_point, *args):
     points = list(np.ndindex(*self._block_dim))
     block = _BlockState(len(points))
     token = simrace.new_block()          # shared memory is the block's own: its race log starts afresh
+    if greenlets():
+        return _run_block_greenlets(self, block, token, points, grid_point, args)
     threads = []
 
     def target():
@@ -302,6 +380,121 @@ def _run_block(self, grid_point, *args):
         t.join()
         if t.exception:
             raise t.exception[0].with_traceback(t.exception[1])
+
+
+def _run_block_greenlets(manager, block, token, points, grid_point, args):
+    """_run_block with each simulated thread a greenlet on this thread (see the module's text): the threads take
+    turns in order, each until it waits or ends; a thread's exception is re-raised here once the others have
+    been unwound (their device functions' globals restored)."""
+    from numba.cuda.simulator import kernel
+
+    block.runnable = collections.deque()
+    block.scheduler = _greenlet.getcurrent()
+    threads = []
+    for block_point in points:
+        t = kernel.BlockThread(None, manager, grid_point, block_point, manager._debug)
+        t._cudabook_block = token
+        t._cudabook_state = block
+        t._cudabook_done = False
+
+        def body(t=t):
+            try:
+                if manager._debug:              # as BlockThread does in debug mode
+                    import numpy as np
+                    np.seterr(divide="raise")
+                manager._f(*args)
+            except BaseException as e:
+                t._cudabook_done = True
+                if not isinstance(e, _greenlet.GreenletExit):
+                    _record_failure(t, e)
+                    if block.failed is None:
+                        block.failed = t
+                _ended_greenlet(block, t)
+                return
+            t._cudabook_done = True
+            _ended_greenlet(block, t)
+        t._cudabook_greenlet = _greenlet.greenlet(body, parent=block.scheduler)
+        threads.append(t)
+    block.runnable.extend(threads)
+    outer = getattr(_running, "thread", None)
+    try:
+        while block.runnable and block.failed is None:
+            t = block.runnable.popleft()
+            _running.thread = t
+            t._cudabook_greenlet.switch()
+    finally:
+        _running.thread = outer
+    stuck = [t for t in threads if not t._cudabook_done]
+    if block.failed is None and stuck:
+        message = _deadlock_message(block, stuck)
+        _unwind(block, stuck, outer)
+        raise SimulatedDeadlock(message)
+    if block.failed is not None:
+        _unwind(block, stuck, outer)
+        exc, tb = block.failed.exception
+        raise exc.with_traceback(tb)
+
+
+def _record_failure(t, e):
+    """As BlockThread.run records a thread's exception: its message led by the thread's and block's indices."""
+    import sys
+    tid, ctaid = f"tid={list(t.threadIdx)}", f"ctaid={list(t.blockIdx)}"
+    msg = f"{tid} {ctaid}" if str(e) == "" else f"{tid} {ctaid}: {e}"
+    try:
+        made = type(e)(msg)
+    except Exception:          # an exception type that wants other arguments keeps its own
+        made = e
+    t.exception = (made, sys.exc_info()[2])
+
+
+def _unwind(block, stuck, outer):
+    """End the threads still parked (their `finally` blocks run: each device function's globals restored)."""
+    block.abort = True
+    for t in stuck:
+        if not t._cudabook_greenlet.dead:
+            _running.thread = t
+            try:
+                t._cudabook_greenlet.throw(_greenlet.GreenletExit)
+            finally:
+                _running.thread = outer
+
+
+def _deadlock_message(block, stuck) -> str:
+    at_barrier = [t.thread_id for t in stuck if t in block.waiting]
+    in_warp_ops = sorted(t.thread_id for w in block.warps for t in w.waiting)
+    parts = []
+    if at_barrier:
+        parts.append(f"{len(at_barrier)} at cuda.syncthreads() (threads {simrace_ids(at_barrier)})")
+    if in_warp_ops:
+        parts.append(f"{len(in_warp_ops)} in a warp operation (shuffle, ballot; threads {simrace_ids(in_warp_ops)}) "
+                     f"that other lanes of their warp never reach")
+    return ("the block's threads all wait and none can go on: " + "; ".join(parts) + ". A barrier or a warp "
+            "operation that only some threads reach (inside a branch, or after some lanes wait elsewhere) "
+            "never completes; on a GPU the kernel would hang.")
+
+
+def simrace_ids(ids) -> str:
+    ids = sorted(ids)
+    return ", ".join(map(str, ids[:8])) + (", ..." if len(ids) > 8 else "")
+
+
+def _ended_greenlet(block: _BlockState, thread):
+    """(greenlets) A thread has returned from the kernel (or raised): its warp's exchange and the barrier stop
+    waiting for it."""
+    warp = block.warps[thread.thread_id // WARP]
+    warp.finished += 1
+    base = (thread.thread_id // WARP) * WARP
+    size = min(WARP, block.size - base)
+    if warp.values and len(warp.values) + warp.finished >= size:
+        _publish(warp, base)
+        block.runnable.extend(warp.waiting)
+        warp.waiting = []
+    block.alive -= 1
+    if block.at_barrier and block.at_barrier == block.alive:
+        block.at_barrier = 0
+        block.generation += 1
+        block.runnable.extend(block.waiting)
+        block.waiting = []
 
 
 def _ended(block: _BlockState, thread, failed: bool):

@@ -2,7 +2,7 @@
 kernels (cudabook.mistakes; tests/machinery/test_lab_mistakes.py runs them through the grader).
 
 Labs 02 and 03 (Numba), in the simulator only (a GPU may not show a race, and reading past the keys faults
-silently there). The simulator runs every thread as a Python thread and rung 02 does five warp shuffles a key, so
+silently there). The simulator runs every thread in Python and rung 02 does five warp shuffles a key, so
 they are graded on a smaller version of the grader's cases (the same kinds: a causal ragged case, then Nq != Nk
 over four tiles of keys). Lab 04 (C++, mma.sync and a cp.async ring): the grader names most mistakes from the
 text, before any run; a wait one group too shallow only the emulator shows, with the copies landing as late as

@@ -20,7 +20,7 @@ from matplotlib.patches import Rectangle
 from cudabook import SIMULATOR, gemm
 from cudabook.gemm import s01_naive, s02_smem_tiles as s02
 
-why = "small in the simulator, where every thread is a Python thread" if SIMULATOR else "a block of 1,024 threads"
+why = "small in the simulator, where every thread runs in Python" if SIMULATOR else "a block of 1,024 threads"
 print(f"TILE = {s02.TILE} here ({why})")
 
 # %% [markdown]

@@ -206,3 +206,48 @@ def test_no_device_function_is_inlined_by_numbas_ir():
              for i, line in enumerate(p.read_text().splitlines(), 1)
              if re.search(r"cuda\.jit\([^)]*\binline=", line)]
     assert not found, "inline= in place of forceinline=True: " + ", ".join(found)
+
+
+@cuda.jit
+def shuffle_then_barrier(a, out):
+    i = cuda.threadIdx.x
+    v = a[i]
+    v += cuda.shfl_xor_sync(FULL, v, 1)
+    cuda.syncthreads()
+    v += cuda.shfl_down_sync(FULL, v, 2)
+    out[i] = v
+
+
+@pytest.mark.parametrize("threads", ["greenlets", "python threads"])
+def test_both_ways_of_running_a_block_agree(monkeypatch, threads):
+    """Greenlets (the default) and Python threads (CUDABOOK_SIM_THREADS=1, or without greenlet) run a block's
+    barriers and shuffles alike."""
+    if threads == "python threads":
+        monkeypatch.setenv("CUDABOOK_SIM_THREADS", "1")
+    elif not simwarp.greenlets():
+        pytest.skip("greenlet is not installed")
+    a = np.arange(64, dtype=np.float32)
+    out = np.zeros(64, np.float32)
+    shuffle_then_barrier[1, 64](a, out)
+    v = a + a[np.arange(64) ^ 1]
+    lane = np.arange(64) % 32
+    want = v + np.where(lane < 30, v[np.minimum(np.arange(64) + 2, 63)], v)   # past the warp: a lane's own
+    assert out.tolist() == want.tolist()
+
+
+@cuda.jit
+def half_the_warp_at_a_barrier(out):
+    i = cuda.threadIdx.x
+    if i % 32 < 16:
+        out[i] = cuda.shfl_sync(FULL, i, 0)      # waits for lanes 16-31, which wait at the barrier
+    else:
+        cuda.syncthreads()                        # waits for lanes 0-15, which wait in the shuffle
+        out[i] = i
+
+
+def test_threads_that_all_wait_for_each_other_stop_with_where_they_wait():
+    """On a GPU this kernel hangs; with greenlets the simulator sees at once that no thread can go on."""
+    if not simwarp.greenlets():
+        pytest.skip("greenlet is not installed: the Python threads would wait (check.launch_within times out)")
+    with pytest.raises(simwarp.SimulatedDeadlock, match=r"16 at cuda.syncthreads\(\).*16 in a warp operation"):
+        half_the_warp_at_a_barrier[1, 32](np.zeros(32, np.int64))
