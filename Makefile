@@ -14,8 +14,10 @@ workbook: $(STAMP)            ## run every lesson headlessly; executed notebooks
 # set (CI's machines) no import writes a .pyc, and each of the run's processes (notebook kernels, graders'
 # children) would compile them again from source (`make workbook` on 2 cores: 214 s of notebooks, 188 s with).
 # test processes (pytest-xdist; each test file or notebook stays in one process): `make test WORKERS=8`. Three on
-# CI's two cores: the simulator's threads spend much of their time handing the interpreter lock to each other, and
-# a third process fills the core that leaves idle (the whole suite in a fresh clone: 574 s with 2, 433 s with 3).
+# CI's two cores: while the simulator ran its threads as Python threads they spent much of their time handing the
+# interpreter lock to each other, and a third process filled the core that left idle (the whole suite in a fresh
+# clone then: 574 s with 2, 433 s with 3). Its threads are greenlets now (cudabook/simwarp.py); with 3, a fresh
+# clone's `bash .ci/run` took 546 s on a 2-core AMD EPYC VM (754 s before); 2 is not measured since.
 # OpenBLAS runs one thread in each: its threads spin while they wait for work, and beside the other processes they
 # only slow the float64 references' matrix products (a batched matmul: 3.7x slower with 2 threads on an idle
 # 2-core machine, about 100x beside a busy test run).

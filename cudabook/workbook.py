@@ -3,8 +3,9 @@
     python -m cudabook.workbook            lessons + solutions, executed into build/notebooks/
     python -m cudabook.workbook --labs     also the labs (they run, and their graders say what to write)
     python -m cudabook.workbook --jobs 3   three notebooks at a time (the default without a GPU: one more than
-                                           the cores, up to 4, as the simulator leaves a core idle while its
-                                           threads hand over the interpreter lock; with a GPU: one at a time)
+                                           the cores, up to 4: a notebook waits on its compilers and children
+                                           part of the time; on 2 cores 2 and 3 at a time took 229 and 237 s,
+                                           within the noise; with a GPU: one at a time)
 
 With a GPU the lessons run at full size and the benchmark writes build/results/<gpu>.json; with none they run
 in the simulator at small sizes, and the report shows the records in results/ instead.

@@ -74,7 +74,7 @@ ALLOWED = [
                                                   "from (fp16 on an H800 PCIe), not a reading of this workbook's"),
     ("5 % less", r"\baim", "resampling 08's aim against torch.compile (AIM in its cell): a target, not a reading"),
     ("10 s", r"CUDABOOK_CELL_SECONDS=10", "GUIDE: the threshold that command sets, not a reading"),
-    ("9–11 minutes", r"`make test`.*\.ci/run", "README: the test suite's wall time without a GPU, which `.ci/run` "
+    ("7–9 minutes", r"`make test`.*\.ci/run", "README: the test suite's wall time without a GPU, which `.ci/run` "
                                                 "prints after each CI run: a planning figure, not a kernel's time"),
 ]
 
