@@ -15,9 +15,11 @@ launched the kernel: each runs until it waits (at a barrier or a warp operation)
 arrive lets the others go on. A wait then costs about a microsecond a thread in place of the tens of microseconds
 a Python thread needs to hand the interpreter to another (the barrier-heavy labs ran several times slower that
 way), and a block whose threads all wait with none able to go on stops at once with a message that says where
-they wait. Without greenlet (or with CUDABOOK_SIM_THREADS=1) each simulated thread is a Python thread, as in
-Numba's simulator, and every wait sleeps until the event it waits for (the last thread arriving, a thread
-ending) instead of polling.
+they wait. One kernel this cannot run: a thread that spins on a flag another thread of the block sets (legal on
+a GPU since Volta) never gives up its turn, and the check's time limit stops it; CUDABOOK_SIM_THREADS=1 runs it.
+Without greenlet (or with CUDABOOK_SIM_THREADS=1) each simulated thread is a Python thread, as in Numba's
+simulator, and every wait sleeps until the event it waits for (the last thread arriving, a thread ending)
+instead of polling.
 """
 from __future__ import annotations
 
@@ -422,6 +424,10 @@ def _run_block_greenlets(manager, block, token, points, grid_point, args):
             t = block.runnable.popleft()
             _running.thread = t
             t._cudabook_greenlet.switch()
+    except BaseException:           # (an interrupt between turns): unwind the parked threads, as on a failure
+        _running.thread = outer
+        _unwind(block, [t for t in threads if not t._cudabook_done], outer)
+        raise
     finally:
         _running.thread = outer
     stuck = [t for t in threads if not t._cudabook_done]
@@ -439,10 +445,10 @@ def _record_failure(t, e):
     """As BlockThread.run records a thread's exception: its message led by the thread's and block's indices."""
     import sys
     tid, ctaid = f"tid={list(t.threadIdx)}", f"ctaid={list(t.blockIdx)}"
-    msg = f"{tid} {ctaid}" if str(e) == "" else f"{tid} {ctaid}: {e}"
     try:
-        made = type(e)(msg)
-    except Exception:          # an exception type that wants other arguments keeps its own
+        text = str(e)
+        made = type(e)(f"{tid} {ctaid}" if text == "" else f"{tid} {ctaid}: {text}")
+    except Exception:          # an exception that cannot say itself, or wants other arguments, stays as it is
         made = e
     t.exception = (made, sys.exc_info()[2])
 
@@ -468,9 +474,11 @@ def _deadlock_message(block, stuck) -> str:
     if in_warp_ops:
         parts.append(f"{len(in_warp_ops)} in a warp operation (shuffle, ballot; threads {simrace_ids(in_warp_ops)}) "
                      f"that other lanes of their warp never reach")
-    return ("the block's threads all wait and none can go on: " + "; ".join(parts) + ". A barrier or a warp "
-            "operation that only some threads reach (inside a branch, or after some lanes wait elsewhere) "
-            "never completes; on a GPU the kernel would hang.")
+    return ("the block's threads all wait and none can go on: " + "; ".join(parts) + ". A barrier that only "
+            "some threads reach never completes (on a GPU the kernel hangs). The simulator's warp operations also "
+            "wait for every lane of the warp that has not returned, whatever the mask: lanes on another path (a "
+            "mask naming only some lanes is legal on a GPU) leave them waiting here, so give the operation to "
+            "every lane, or let the others return first.")
 
 
 def simrace_ids(ids) -> str:

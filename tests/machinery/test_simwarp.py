@@ -251,3 +251,34 @@ def test_threads_that_all_wait_for_each_other_stop_with_where_they_wait():
         pytest.skip("greenlet is not installed: the Python threads would wait (check.launch_within times out)")
     with pytest.raises(simwarp.SimulatedDeadlock, match=r"16 at cuda.syncthreads\(\).*16 in a warp operation"):
         half_the_warp_at_a_barrier[1, 32](np.zeros(32, np.int64))
+
+
+class _Unsayable(Exception):
+    def __str__(self):
+        raise ValueError("cannot say itself")
+
+
+@cuda.jit(device=True)
+def _raise_unsayable(x):
+    if x == 3:
+        raise _Unsayable()
+    return x
+
+
+@cuda.jit
+def fails_in_a_device_function(out):
+    i = cuda.threadIdx.x
+    v = _raise_unsayable(i)
+    cuda.syncthreads()
+    out[i] = v
+
+
+def test_a_failed_block_gives_back_every_device_functions_globals():
+    """The threads still waiting when one fails are unwound: no module is left holding the simulator's fake
+    `cuda` (the next kernel built from its globals would find it), even for an exception that cannot say itself."""
+    import numba.cuda
+    with pytest.raises(_Unsayable):
+        fails_in_a_device_function[1, 32](np.zeros(32, np.int64))
+    assert globals()["cuda"] is numba.cuda
+    out = np.zeros(32, np.int64)
+    shuffle_then_barrier[1, 32](np.arange(32, dtype=np.float32), out.astype(np.float32))   # the next one runs
