@@ -113,11 +113,29 @@ def _publish(state, base):
     return generation
 
 
-def _park(block):
-    """(greenlets) Give the turn back to the block's scheduler until another thread lets this one go on."""
+def _park(block, queue, me):
+    """(greenlets) Wait in `queue` (the barrier's or a warp exchange's): give the turn back to the block's
+    scheduler until another thread lets this one go on (or unwinds it, after a failure)."""
+    queue.append(me)
     block.scheduler.switch()
-    if block.abort:
-        raise RuntimeError("another simulated thread failed")
+
+
+def _exchange_complete(block, state, base):
+    """(greenlets) The exchange of `state` has every lane it waits for: publish it, its waiting lanes go on."""
+    _publish(state, base)
+    block.runnable.extend(state.waiting)
+    state.waiting = []
+
+
+def _let_through(block) -> bool:
+    """(greenlets) If every live thread is at the barrier, let the waiting ones go on; say whether it did."""
+    if not (block.at_barrier and block.at_barrier == block.alive):
+        return False
+    block.at_barrier = 0
+    block.generation += 1
+    block.runnable.extend(block.waiting)
+    block.waiting = []
+    return True
 
 
 def _exchange(value):
@@ -132,12 +150,9 @@ def _exchange(value):
         generation = state.generation
         state.values[tid] = value
         if len(state.values) + state.finished >= size:
-            _publish(state, base)
-            block.runnable.extend(state.waiting)
-            state.waiting = []
+            _exchange_complete(block, state, base)
         else:
-            state.waiting.append(me)
-            _park(block)
+            _park(block, state.waiting, me)
         return tid - base, state.published[generation]
     with state.cond:
         generation = state.generation
@@ -224,7 +239,7 @@ _OPS = {
 def _jit_taking_forceinline(jit):
     """The simulator's cuda.jit, taking (and ignoring) `forceinline` as a GPU's does: the workbook's device
     functions are inlined by NVVM (forceinline=True), which compiles several times faster than Numba's own
-    inlining of their IR (forceinline=True) for the same code, and the simulator runs Python either way."""
+    inlining of their IR (inline=True) for the same code, and the simulator runs Python either way."""
     if getattr(jit, "_cudabook_forceinline", False):
         return jit
 
@@ -308,17 +323,9 @@ def _syncthreads(self):
     have returned from the kernel are not waited for, as in the simulator)."""
     block = _block_of(self)
     if block.runnable is not None:              # greenlets
-        if block.abort:
-            raise RuntimeError("abort flag set on syncthreads call")
         block.at_barrier += 1
-        if block.at_barrier == block.alive:
-            block.at_barrier = 0
-            block.generation += 1
-            block.runnable.extend(block.waiting)
-            block.waiting = []
-        else:
-            block.waiting.append(self)
-            _park(block)
+        if not _let_through(block):
+            _park(block, block.waiting, self)
         return
     with block.cond:
         if block.abort:
@@ -405,16 +412,14 @@ def _run_block_greenlets(manager, block, token, points, grid_point, args):
                     import numpy as np
                     np.seterr(divide="raise")
                 manager._f(*args)
-            except BaseException as e:
-                t._cudabook_done = True
+            except BaseException as e:          # recorded, and re-raised by the scheduler (not an unwinding)
                 if not isinstance(e, _greenlet.GreenletExit):
                     _record_failure(t, e)
                     if block.failed is None:
                         block.failed = t
+            finally:
+                t._cudabook_done = True
                 _ended_greenlet(block, t)
-                return
-            t._cudabook_done = True
-            _ended_greenlet(block, t)
         t._cudabook_greenlet = _greenlet.greenlet(body, parent=block.scheduler)
         threads.append(t)
     block.runnable.extend(threads)
@@ -425,7 +430,6 @@ def _run_block_greenlets(manager, block, token, points, grid_point, args):
             _running.thread = t
             t._cudabook_greenlet.switch()
     except BaseException:           # (an interrupt between turns): unwind the parked threads, as on a failure
-        _running.thread = outer
         _unwind(block, [t for t in threads if not t._cudabook_done], outer)
         raise
     finally:
@@ -455,7 +459,6 @@ def _record_failure(t, e):
 
 def _unwind(block, stuck, outer):
     """End the threads still parked (their `finally` blocks run: each device function's globals restored)."""
-    block.abort = True
     for t in stuck:
         if not t._cudabook_greenlet.dead:
             _running.thread = t
@@ -470,9 +473,9 @@ def _deadlock_message(block, stuck) -> str:
     in_warp_ops = sorted(t.thread_id for w in block.warps for t in w.waiting)
     parts = []
     if at_barrier:
-        parts.append(f"{len(at_barrier)} at cuda.syncthreads() (threads {simrace_ids(at_barrier)})")
+        parts.append(f"{len(at_barrier)} at cuda.syncthreads() (threads {_some(at_barrier)})")
     if in_warp_ops:
-        parts.append(f"{len(in_warp_ops)} in a warp operation (shuffle, ballot; threads {simrace_ids(in_warp_ops)}) "
+        parts.append(f"{len(in_warp_ops)} in a warp operation (shuffle, ballot; threads {_some(in_warp_ops)}) "
                      f"that other lanes of their warp never reach")
     return ("the block's threads all wait and none can go on: " + "; ".join(parts) + ". A barrier that only "
             "some threads reach never completes (on a GPU the kernel hangs). The simulator's warp operations also "
@@ -481,7 +484,8 @@ def _deadlock_message(block, stuck) -> str:
             "every lane, or let the others return first.")
 
 
-def simrace_ids(ids) -> str:
+def _some(ids) -> str:
+    """The first few of some thread ids, in order."""
     ids = sorted(ids)
     return ", ".join(map(str, ids[:8])) + (", ..." if len(ids) > 8 else "")
 
@@ -494,15 +498,9 @@ def _ended_greenlet(block: _BlockState, thread):
     base = (thread.thread_id // WARP) * WARP
     size = min(WARP, block.size - base)
     if warp.values and len(warp.values) + warp.finished >= size:
-        _publish(warp, base)
-        block.runnable.extend(warp.waiting)
-        warp.waiting = []
+        _exchange_complete(block, warp, base)
     block.alive -= 1
-    if block.at_barrier and block.at_barrier == block.alive:
-        block.at_barrier = 0
-        block.generation += 1
-        block.runnable.extend(block.waiting)
-        block.waiting = []
+    _let_through(block)
 
 
 def _ended(block: _BlockState, thread, failed: bool):

@@ -280,5 +280,4 @@ def test_a_failed_block_gives_back_every_device_functions_globals():
     with pytest.raises(_Unsayable):
         fails_in_a_device_function[1, 32](np.zeros(32, np.int64))
     assert globals()["cuda"] is numba.cuda
-    out = np.zeros(32, np.int64)
-    shuffle_then_barrier[1, 32](np.arange(32, dtype=np.float32), out.astype(np.float32))   # the next one runs
+    shuffle_then_barrier[1, 32](np.arange(32, dtype=np.float32), np.zeros(32, np.float32))   # the next one runs
