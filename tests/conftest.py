@@ -34,7 +34,24 @@ def _notebook_kernels_over_unix_sockets():
 _notebook_kernels_over_unix_sockets()
 
 
+# The simulator switch as cudabook left it. Numba reads NUMBA_ENABLE_CUDASIM again whenever it reloads its config
+# (at compiles), so a module that set it while being imported made the kernels decorated afterwards in that
+# process the simulator's, on a GPU machine (tools/stale_records.py did, once): collection and every test must
+# leave it as it was.
+_SIMULATOR_SWITCH = os.environ.get("NUMBA_ENABLE_CUDASIM")
+
+
+def _switch_moved(when: str) -> str | None:
+    now = os.environ.get("NUMBA_ENABLE_CUDASIM")
+    return None if now == _SIMULATOR_SWITCH else (
+        f"NUMBA_ENABLE_CUDASIM is {now!r} {when}, {_SIMULATOR_SWITCH!r} before: something set it in this process "
+        "(use monkeypatch.setenv, or set it in a child process's environment)")
+
+
 def pytest_collection_modifyitems(config, items):
+    moved = _switch_moved("after the test modules were imported")
+    if moved:
+        raise pytest.UsageError(moved)
     gpu = device.gpu()
     for item in items:
         if "gpu" in item.keywords and gpu is None:
@@ -66,6 +83,13 @@ def _reproducible_randomness(request, monkeypatch):
         return _default_rng(sequence.spawn(1)[0] if s is None else s)
     monkeypatch.setattr(np.random, "default_rng", default_rng)
     request.node.user_properties.append(("random seed", seed))
+
+
+@pytest.fixture(autouse=True)
+def _simulator_switch_left_alone():
+    yield
+    moved = _switch_moved("after this test")
+    assert not moved, moved
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -24,8 +24,10 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-_SET_SIMULATOR = "NUMBA_ENABLE_CUDASIM" not in os.environ
-os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")      # (reading records needs no GPU; --record's commands do)
+# Run as a script, this file reads records in Numba's simulator (no GPU needed) and sets _SET_SIMULATOR; imported
+# (the tests), it leaves the environment alone: a NUMBA_ENABLE_CUDASIM set at import turned every Numba kernel
+# decorated afterwards in that process into the simulator's, on a GPU machine too.
+_SET_SIMULATOR = False
 
 
 def _shown(path: pathlib.Path) -> str:
@@ -153,4 +155,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    if "NUMBA_ENABLE_CUDASIM" not in os.environ:      # reading records needs no GPU; --record's commands do
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+        _SET_SIMULATOR = True
     sys.exit(main())

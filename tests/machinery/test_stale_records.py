@@ -95,11 +95,24 @@ def test_record_runs_each_command_listed_for_one_card_with_this_python(tmp_path,
         ran.append((argv, env.get("NUMBA_ENABLE_CUDASIM")))
         return types.SimpleNamespace(returncode=0)
     monkeypatch.setattr(subprocess, "run", fake_run)
+    monkeypatch.setattr(stale_records, "_SET_SIMULATOR", True)     # as when run as a script: it set the variable
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
     assert stale_records.main(["--results", str(tmp_path), "--gpu", "Card", "--record"]) == 0
     assert ran and ran[0][0][:4] == [sys.executable, "-m", "cudabook.profile", "--record"]
-    if stale_records._SET_SIMULATOR:
-        assert ran[0][1] is None                 # the commands run on the GPU, not in the simulator
+    assert ran[0][1] is None                     # the commands run on the GPU, not in the simulator
     assert "ok in" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         stale_records.main(["--results", str(tmp_path), "--record"])          # which card? refused
     assert "name it with --gpu" in capsys.readouterr().err
+
+
+def test_importing_it_leaves_the_simulator_switch_alone():
+    """Imported (as these tests do), it must not set NUMBA_ENABLE_CUDASIM: Numba reads it again when it compiles,
+    and on a GPU machine every kernel decorated afterwards in that process was the simulator's."""
+    import os
+    import subprocess
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "CUDABOOK_SET_CUDASIM")}
+    said = subprocess.run([sys.executable, "-c", "import os, sys; sys.path.insert(0, sys.argv[1]); "
+                           "from tools import stale_records; print('NUMBA_ENABLE_CUDASIM' in os.environ)", str(ROOT)],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert said.stdout.strip() == "False", said.stderr[-2000:]
