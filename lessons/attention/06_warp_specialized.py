@@ -236,9 +236,10 @@ cubin = s06.compile_cubin(d=128)                           # the d = 128 build, 
 #
 # The producer loads in the order the consumers use the tiles: K_0, then K_t before V_{t-1}. K and V have
 # **separate** rings, each slot with a "full" mbarrier (the producer's `expect_tx` plus TMA's bytes) and an
-# "empty" one (one arrival per consumer warpgroup). Q has a pair of its own, `qbar` (landed) and `qempty` (one
-# arrival per consumer once its last Q Kᵀ of the work tile is back); the producer waits on `qempty` before it
-# overwrites Q with the next work tile's:
+# "empty" one (one arrival per consumer warpgroup). Q has a pair of its own, `qbar` (landed) and `qempty` (an
+# arrival from every consumer thread once its last Q Kᵀ of the work tile is back: each thread also read the
+# tile's number, which the producer overwrites next); the producer waits on `qempty` before it overwrites Q with
+# the next work tile's:
 
 # %%
 show("setmaxnreg_dec<PRODUCER_REGS>", "load(&map_v, ring.v, ring.full_v, ring.empty_v, g + tiles - 1")

@@ -241,7 +241,7 @@ attention_warp_specialized(const __grid_constant__ TmaDesc map_q, const __grid_c
       mbar_init(ring.empty_v + 8 * s, CONSUMERS);
     }
     mbar_init(qbar, 1);
-    mbar_init(qempty, CONSUMERS);
+    mbar_init(qempty, CONSUMERS * 128);           // every consumer thread: see its arrival
     mbar_fence_init();
   }
   __syncthreads();
@@ -347,7 +347,10 @@ attention_warp_specialized(const __grid_constant__ TmaDesc map_q, const __grid_c
       int t = 1;
       for (; t < min(masked, tiles); ++t) step(t, false);
       for (; t < tiles; ++t) step(t, true);
-      if (lead) mbar_arrive(qempty);                // every Q Kᵀ of this tile has landed: Q may be replaced
+      // Every Q Kᵀ of this tile has landed: Q may be replaced. Every thread arrives, not the lead alone: each
+      // read tile_slot (schedule="dynamic") that the producer overwrites once this barrier completes, and a
+      // lead's arrival orders only its own read before that write (compute-sanitizer's racecheck flagged it).
+      mbar_arrive(qempty);
 
       // The last P V.
       const int sl = (g + tiles - 1) % STAGES;
