@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -36,9 +37,21 @@ def records(folder=TIMINGS) -> list[dict]:
     return sorted(found, key=lambda r: (r["machine"]["gpu"] != "simulator", r["machine"]["gpu"]))
 
 
-def _column(record) -> str:
+def _cpu_brand(cpu: str) -> str:
+    """A CPU's name without its trademarks and filler: "AMD EPYC", "Intel Xeon"."""
+    words = re.sub(r"\((R|TM)\)|\bProcessor\b|\bCPU\b|@.*", " ", cpu or "?").split()
+    return " ".join(words[:3]) or "?"
+
+
+def _column(record, recs=()) -> str:
+    """A record's column heading: the card's name, or "CPU (2 cores)", naming the CPU where the records hold
+    more than one CPU machine (a second CPU's column would otherwise read as the same machine)."""
     m = record["machine"]
-    return f"CPU ({m['cores']} cores)" if m["gpu"] == "simulator" else m["gpu"].replace("NVIDIA ", "")
+    if m["gpu"] != "simulator":
+        return m["gpu"].replace("NVIDIA ", "")
+    cpus = [r for r in recs if r["machine"]["gpu"] == "simulator"]
+    return (f"CPU ({_cpu_brand(m.get('cpu'))}, {m['cores']} cores)" if len(cpus) > 1
+            else f"CPU ({m['cores']} cores)")
 
 
 def _seconds(s: float) -> str:
@@ -88,7 +101,7 @@ def _quietest(r) -> str:
 def timings_table(folder=TIMINGS) -> str:
     recs = records(folder)
     missing = [c for c in CARDS if not any(c in r["machine"]["gpu"] for r in recs)]
-    header = [_column(r) for r in recs] + missing
+    header = [_column(r, recs) for r in recs] + missing
     lines = []
     rungs = _rungs(recs)
     if not recs:
@@ -134,7 +147,7 @@ def timings_table(folder=TIMINGS) -> str:
             s = r["spread_run"]
             load += f"; an earlier run at {s.get('commit')} ({str(s.get('date'))[:10]}) was {_spread(s)}"
         load += _quietest(r)
-        lines.append(f"- **{_column(r)}**: {m['cpu']}, {what}; Python {m['python']}, numba {pk.get('numba')}, "
+        lines.append(f"- **{_column(r, recs)}**: {m['cpu']}, {what}; Python {m['python']}, numba {pk.get('numba')}, "
                      f"numba-cuda {pk.get('numba-cuda')}, cuda-bindings {pk.get('cuda-bindings')}; "
                      f"{ran} of {len(r['notebooks'])} notebooks ran to the end; {r['runner']}, one fresh "
                      f"{'Python process' if r['runner'] == 'exec' else 'Jupyter kernel'} per notebook, kernel caches "

@@ -84,6 +84,22 @@ def test_the_guide_shows_no_notebook_the_workbook_no_longer_has(tmp_path):
     assert "1 of 1 notebooks ran to the end" in table
 
 
+def test_two_cpu_machines_get_columns_that_name_them(tmp_path):
+    """A second CPU's record gets its own column, named by its CPU, not a second "CPU (2 cores)"; one CPU alone
+    keeps the short heading."""
+    record = json.loads(next(guide.TIMINGS.glob("cpu_*.json")).read_text())
+    (tmp_path / "cpu_a.json").write_text(json.dumps(record))
+    alone = guide.timings_table(tmp_path)
+    assert "| rung | CPU (2 cores) |" in alone.replace(f"CPU ({record['machine']['cores']} cores)", "CPU (2 cores)")
+    other = dict(record, machine=dict(record["machine"], cpu="AMD EPYC 7B13 64-Core Processor"))
+    (tmp_path / "cpu_b.json").write_text(json.dumps(other))
+    table = guide.timings_table(tmp_path)
+    header = next(line for line in table.split("\n") if line.startswith("| rung |"))
+    assert f"CPU (AMD EPYC 7B13, {record['machine']['cores']} cores)" in header
+    cells = header.split("|")[1:-1]
+    assert header.count("CPU (") == 2 and len(set(cells)) == len(cells), header
+
+
 def test_the_timing_tool_covers_every_lesson_and_solution():
     paths = {p.relative_to(ROOT).as_posix() for p in time_lessons.notebooks_in([])}
     want = {p.relative_to(ROOT).as_posix() for f in ("notebooks", "solutions")
