@@ -403,7 +403,9 @@ def _child_main():
 
 
 LATE = ("copies landing at the last moment your waits allow (a cp.async group when its thread waits for it, a "
-        "TMA box when a thread waits on its barrier and every arrival is in), and shared memory starting as NaN")
+        "TMA box when a thread waits on its barrier and every arrival is in), and shared memory starting as NaN "
+        "(and the bytes just before each array)")
+BEFORE_THE_START = "the bytes just before each array hold NaN: an index before an array's start reads NaN"
 EARLY = ("copies landing the moment they are issued (as early as a GPU could), and each thread running as far "
          "ahead of the later ones as your barriers allow")
 TIMING = ("With the copies landing at once the result is right; landing as late as your waits allow, it is wrong. "
@@ -411,6 +413,13 @@ TIMING = ("With the copies landing at once the result is right; landing as late 
           "it are waited for: a wait one group too shallow (cp.async.wait_group N leaves the N newest groups in "
           "flight), a wait on the wrong phase parity, or a missing __syncthreads between the wait and reads of "
           "rows other threads copied.")
+LATE_AHEAD = ("copies landing at the last moment your waits allow, and each thread running as far ahead of the "
+              "later ones as your barriers allow (a warp reads before the others have waited for their copies)")
+AHEAD = ("With the threads in step the result is right; with a warp running ahead of the others as far as your "
+         "barriers allow, it is wrong: it reads rows that other threads copied before they waited for their copies "
+         "(cp.async.wait_group waits for the calling thread's own groups only). Only a barrier that every thread "
+         "of the block reaches after its wait, __syncthreads, orders them before anyone reads; __syncwarp orders "
+         "one warp.")
 REFILL = ("With the copies landing late the result is right; landing at once, it is wrong: a stage is refilled "
           "while other threads may still read it (a barrier missing before the refill).")
 
@@ -422,10 +431,13 @@ def _grade_emulated(t, module, stage_name, source, track, params, say) -> bool:
     from . import emulate
     graded = []
     copies = getattr(module, "ASYNC_COPIES", True)     # a kernel without asynchronous copies: one way is enough
-    for landing, meaning in ((("lazy", LATE), ("eager", EARLY)) if copies else (("eager", None),)):
+    ways = [("lazy", False, LATE), ("eager", True, EARLY)] if copies else [("eager", True, None)]
+    if copies and re.search(r"\bcp_async_wait<", source):     # cp.async groups: each thread waits for its own
+        ways.append(("lazy", True, LATE_AHEAD))
+    for landing, ahead, meaning in ways:
         notes = []
         try:
-            with emulate.emulating(landing, timeout_s=WATCHDOG_EMULATED_S):
+            with emulate.emulating(landing, timeout_s=WATCHDOG_EMULATED_S, ahead=ahead):
                 ok = _run_cases(t, module, stage_name, source, track, params, notes.append)
         except emulate.HostCompilerMissing as e:
             _run_cases.failed = ("no host compiler", str(e), None)
@@ -434,12 +446,13 @@ def _grade_emulated(t, module, stage_name, source, track, params, say) -> bool:
         if ok:
             graded = _run_cases.graded
             continue
-        say(f"Run on the CPU by the emulator, with {meaning}:" if meaning else "Run on the CPU by the emulator:")
+        say(f"Run on the CPU by the emulator, with {meaning}:" if meaning else
+            f"Run on the CPU by the emulator ({BEFORE_THE_START}):")
         failed = getattr(_run_cases, "failed", None)
         other_right = False
         if failed and failed[0] == "verdict" and copies:
             _, inputs, variant = failed
-            other = "eager" if landing == "lazy" else "lazy"
+            other = "eager" if landing == "lazy" and not ahead else "lazy"
             try:                  # the other landing may stop too (a deadlock either way): then it is no timing
                 with emulate.emulating(other, timeout_s=WATCHDOG_EMULATED_S):
                     again = check.check_case(t, lambda p: module.launch(p, kernel=source, **{**variant, **params}),
@@ -452,7 +465,7 @@ def _grade_emulated(t, module, stage_name, source, track, params, say) -> bool:
                 note = "\n".join(line for line in note.split("\n") if not line.startswith("Hint: "))
             say(note)
         if other_right:
-            say("Hint: " + (TIMING if landing == "lazy" else REFILL))
+            say("Hint: " + (AHEAD if ahead and landing == "lazy" else TIMING if landing == "lazy" else REFILL))
         return False
     say(f"PASS: {stage_name} is correct on {len(graded)} fresh random cases, run on the CPU by the emulator"
         + (" with the copies landing as late and as early as your waits allow: " if copies else ": ")

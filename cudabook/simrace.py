@@ -121,7 +121,8 @@ def _race(array, key, does, tid, did, other):
     raise SharedRace(
         f"a race on shared memory: thread {tid} {does} {array._name}[{', '.join(map(str, key))}], which thread "
         f"{other} {did} with no barrier between the two. On a GPU the result depends on which runs first. A "
-        f"{barrier} between the write and the read orders them.")
+        f"{barrier} between the write and the read orders them, reached by both: a barrier inside an `if` that "
+        f"one of them skips, or in a loop it leaves early, orders nothing for it.")
 
 
 def track(array: np.ndarray, name: str) -> Tracked:

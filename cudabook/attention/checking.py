@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import SIMULATOR
 from ..refmemo import References
-from ..verdict import Verdict, bf16_half_ulp, outside, small_errors_everywhere, tolerance
+from ..verdict import Verdict, all_nan_hint, bf16_half_ulp, outside, small_errors_everywhere, tolerance
 from .inputs import BF16, POISON, attention, float64, random_problem
 
 # The grader's and the tests' cases: (name, random_problem's keyword arguments). Sizes are ragged (not multiples
@@ -63,7 +63,17 @@ def _key_by_key(kw):
 
 
 _CASES_SIM_KEY_BY_KEY = [(name, _key_by_key(kw)) for name, kw in _CASES_SIM]
-_CASES_SIM_BY_STAGE = {"01_naive": _CASES_SIM_KEY_BY_KEY, "02_online_softmax": _CASES_SIM_KEY_BY_KEY}
+# The C++ rungs (the CPU emulator) also get a causal case of several query blocks and key tiles: in the cases
+# above every causal problem has fewer than 64 keys, one key tile, so a mask that a tile wrongly skips (the
+# causal half of the skip test left out, or tested against the wrong row) passes unseen; and at d = 128 every
+# case has fewer than 64 keys, so O is never rescaled there (a rescale loop over S's width, not O's, passes).
+_CASES_SIM_TILED = _CASES_SIM + [("causal, several query blocks and key tiles, d=64",
+                                  dict(B=1, H=1, Nq=150, Nk=150, d=64, causal=True)),
+                                 ("several key tiles, rising scores, d=128",
+                                  dict(B=1, H=1, Nq=8, Nk=150, d=128, rise=0.5))]
+_CASES_SIM_BY_STAGE = {"01_naive": _CASES_SIM_KEY_BY_KEY, "02_online_softmax": _CASES_SIM_KEY_BY_KEY,
+                       "04_mma_cp_async": _CASES_SIM_TILED, "05_wgmma_tma": _CASES_SIM_TILED,
+                       "06_warp_specialized": _CASES_SIM_TILED}
 
 
 def cases(simulator=None, stage_name=None):
@@ -154,7 +164,7 @@ def diagnose(got, ref, bad, nan, inputs=None, unwritten=None) -> str | None:
     if hint:
         return hint
     if nan.all():
-        return "no output was written at all: does the kernel store to `out`, and is it launched?"
+        return all_nan_hint(True if known else None)
     if not nan.any() and not got.any() and ref.any():
         return "every output is zero: nothing was accumulated (is the loop over the keys still the TODO?)"
     hint = explain(got, bad, inputs) if searchable else None

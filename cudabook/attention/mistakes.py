@@ -88,6 +88,16 @@ _LAB05 = [
     ("LBO and SBO swapped in Q's descriptor", "smem_desc(q_rows + (kk / 4) * Q_BOX + off, 16, 1024)",
      "smem_desc(q_rows + (kk / 4) * Q_BOX + off, 1024, 16)", None),
     ("the row sum l not rescaled (O is)", "l[h] = l[h] * alpha + sum;", "l[h] = l[h] + sum;", "row sum l"),
+    # (found by a review, 2026-11-30: they passed while every CPU case had under 64 keys at d = 128 and one key
+    # tile when causal; attention's checking now adds cases of several tiles, and 05 a grading variant bkv=64)
+    ("the causal half of the mask's skip test left out (only the tile past Nk masked)",
+     "if (j0 + BKV > Nk || (CAUSAL && j0 + BKV - 1 > q0 + wg * 64 + warp * 16)) {", "if (j0 + BKV > Nk) {", None),
+    ("the skip test against the warp's last row, not its first",
+     "(CAUSAL && j0 + BKV - 1 > q0 + wg * 64 + warp * 16)", "(CAUSAL && j0 + BKV - 1 > q0 + wg * 64 + warp * 16 + 15)",
+     None),
+    ("O's rescale looping over S's column blocks (NS), not O's (NO)",
+     "      for (int n = 0; n < NO; ++n) {\n        o[4 * n + 2 * h] *= alpha;",
+     "      for (int n = 0; n < NS; ++n) {\n        o[4 * n + 2 * h] *= alpha;", None),
 ]
 
 MISTAKES = (

@@ -14,7 +14,9 @@ landing="lazy": copies land at the latest moment the program's waits allow, and 
 round-robin passes (warps in step); "eager": copies land at once, and the threads run in an order of priority, each
 as far ahead as the barriers let it before a later one moves (warps drift apart as far as a GPU's may: a stage
 that fast consumers release while a slow one still reads it is refilled under the slow one, and named). A correct
-kernel is right both ways (the grader runs both). The tensor cores: mma.sync.m16n8k16, ldmatrix and stmatrix as
+kernel is right both ways (the grader runs both). landing="lazy" with ahead=True: late copies and threads run
+ahead, the one order where a warp reads rows another warp copied before that warp waited for them (the grader
+adds it for kernels with cp.async groups). The tensor cores: mma.sync.m16n8k16, ldmatrix and stmatrix as
 warp operations; wgmma.mma_async (m64nNk16 bf16, A from shared memory or registers; m64nNk32 e4m3, both from
 shared memory, with the H100's 13-bit alignment of each k32 step,
 measured bit for bit) as a warpgroup operation whose results land at
@@ -72,6 +74,7 @@ class HostCompilerMissing(RuntimeError):
 class _Settings:
     landing: str
     timeout_s: float
+    ahead: bool = False          # landing "lazy" with the threads run ahead in order of priority ("eager" always is)
 
 
 _active: _Settings | None = None
@@ -116,7 +119,9 @@ def _which_array(message: str, args, types, fenced: dict) -> str:
 class _Fenced:
     """A copy of `nbytes` at `address` in memory of its own, its end within 256 bytes of FENCE bytes that may not
     be touched (and as many before it), for one emulated launch; release() copies it back and frees it. The fences
-    cost address space only."""
+    cost address space only. Between the front fence and the array's start (less than a page) every byte is 0xFF:
+    a read a little before the start gets NaN (bf16 and float) or -1, not zeros that a weight of 0 would hide
+    (msda 05's lab: a sample off the map whose corner row, not clamped, is one pixel before the image)."""
     FENCE = 1 << 20
 
     def __init__(self, address: int, nbytes: int):
@@ -134,6 +139,7 @@ class _Fenced:
         _libc.mprotect(base + fence + body, fence, 0)
         self.address = base + fence + body - span
         self.source, self.nbytes = address, nbytes
+        ctypes.memset(base + fence, 0xFF, body - span)
         ctypes.memmove(self.address, address, nbytes)
 
     def release(self):
@@ -162,8 +168,10 @@ def active() -> bool:
 
 
 @contextlib.contextmanager
-def emulating(landing: str = "lazy", timeout_s: float = DEFAULT_TIMEOUT_S):
-    """C++ stages launched inside run on the CPU (see the module's docstring)."""
+def emulating(landing: str = "lazy", timeout_s: float = DEFAULT_TIMEOUT_S, *, ahead: bool = False):
+    """C++ stages launched inside run on the CPU (see the module's docstring). ahead=True with landing "lazy": the
+    copies still land as late as the waits allow, but the threads run as "eager" runs them, each as far ahead of
+    the later ones as the barriers allow: a warp reads before another has waited for the copies it issued."""
     global _active
     if not device.SIMULATOR:
         raise EmulationError("the emulator runs kernels on host memory, so it works where Numba runs in its simulator "
@@ -172,7 +180,7 @@ def emulating(landing: str = "lazy", timeout_s: float = DEFAULT_TIMEOUT_S):
     if landing not in ("lazy", "eager"):
         raise ValueError(f"landing must be 'lazy' or 'eager', got {landing!r}")
     previous = _active
-    _active = _Settings(landing, float(timeout_s))
+    _active = _Settings(landing, float(timeout_s), bool(ahead))
     device.EMULATED = EMULATED_GPU
     try:
         yield
@@ -392,7 +400,8 @@ class EmulatedKernel:
         import threading
         main = threading.current_thread() is threading.main_thread()   # only there may Interrupt stop it
         rc = self.lib.emu_launch(self.entry, argv, gx, gy, gz, bx, by, bz, int(shared),
-                                 int(settings.landing == "lazy") | (2 if main else 0), settings.timeout_s, err,
+                                 int(settings.landing == "lazy") | (2 if main else 0) | (4 if settings.ahead else 0),
+                                 settings.timeout_s, err,
                                  len(err), *(cluster or (1, 1, 1)), int(cluster is not None))
         if rc:
             message = err.value.decode(errors="replace")

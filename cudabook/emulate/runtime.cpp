@@ -1858,9 +1858,27 @@ static void exec(Ctx& c, const Insn& in) {
             count = (u32)value(c, in.args[2]);
             if (count == 0) fail("mbarrier.arrive with a count of 0");
         }
-        if (m.pending < count)
-            fail("more arrivals on an mbarrier (0x%x%s) than its count (%u)", a, b == B ? "" : " of another block",
-                 m.count);
+        if (m.pending < count) {
+            // Every arrival of this phase is in and it waits only for its copies' bytes: say who came, and what
+            // an extra arrival on such a barrier (a TMA ring's "full", count 1) usually means.
+            std::string came;
+            for (size_t i = 0; i < m.arrivals.size() && i < 4; ++i) {
+                char one[64];
+                snprintf(one, sizeof one, "%sthread %u of block %u", i ? ", " : "", m.arrivals[i] & 0xFFFF,
+                         CL->ctas[m.arrivals[i] >> 16]->idx.x);
+                came += one;
+            }
+            fail("more arrivals on an mbarrier (0x%x%s) than its count (%u): thread %d of block %u arrived while "
+                 "its phase %u already had every arrival it counts (%s) and waited only for the bytes of its "
+                 "copies. Either more threads arrive than the count says (an arrival every thread makes where "
+                 "one should), or, on a TMA ring's \"full\" barrier, the producer armed a stage again before "
+                 "the copies of its last fill landed: it went past its wait on that stage's \"empty\" barrier "
+                 "too early, because a consumer released the stage before it had waited for the data (a wait "
+                 "parity that does not flip once per lap of the ring, or a stage and phase that do not carry "
+                 "over from one tile to the next), or a release went to the wrong barrier",
+                 a, b == B ? "" : " of another block", m.count, t->linear, B->idx.x, m.phase,
+                 came.empty() ? "none kept" : came.c_str());
+        }
         know_merge(m.know, t->know);
         for (u32 i = 0; i < count && m.arrivals.size() < 64; ++i) m.arrivals.push_back(arriver(B->rank, t->linear));
         m.pending -= count;
@@ -2250,7 +2268,9 @@ extern "C" void emu_set_tma_handler(emu::TmaHandler h) { emu::tma_handler = h; }
 
 // Run a grid. Returns 0, or 1 with the reason in err ("TIMEOUT", "INTERRUPTED", "CANNOT EMULATE: ..." or a
 // sentence).
-// lazy_landing: bit 0 lazy (else eager), bit 1 catch SIGINT (the caller is the process's main thread).
+// lazy_landing: bit 0 lazy (else eager), bit 1 catch SIGINT (the caller is the process's main thread), bit 2 run
+// ahead: the threads in order of priority, each as far as the barriers let it before a later one moves (else
+// round-robin passes, warps in step). Landing "eager" always runs ahead; "lazy" with bit 2 runs ahead too.
 // cx, cy, cz: the cluster's shape (1, 1, 1 without clusters; explicit: the launch named one). The blocks of a
 // cluster run together, each with its own shared memory; clusters run one after another.
 extern "C" int emu_launch(void* (*entry)(void**), void** args, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
@@ -2260,6 +2280,7 @@ extern "C" int emu_launch(void* (*entry)(void**), void** args, unsigned gx, unsi
     entry_fn = entry;
     entry_args = args;
     lazy = lazy_landing & 1;
+    const bool ahead = !lazy || (lazy_landing & 4) != 0;
     const bool catch_interrupt = (lazy_landing & 2) != 0;   // the host's main thread: Interrupt stops the run
     failed = 0;
     errbuf[0] = 0;
@@ -2357,7 +2378,7 @@ extern "C" int emu_launch(void* (*entry)(void**), void** args, unsigned gx, unsi
                 }
             }
             while (cluster.live() > 0 && !failed) {
-                if (!lazy && run_first_ready(blocks)) continue;   // eager: in order of priority
+                if (ahead && run_first_ready(blocks)) continue;   // eager, or run ahead: in order of priority
                 const u64 before = events;
                 for (int r = 0; r < ncta && !failed; ++r) {        // a pass over every thread that may go on
                     Block& blk = blocks[r];

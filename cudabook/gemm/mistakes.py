@@ -50,6 +50,9 @@ _NUMBA = [
 # The mistakes learners make, as edits of the solution region: (what, old, new, a phrase the grader must say).
 _CUDA = {
     "05_wgmma_tma": [
+        ("every warpgroup multiplies the stage's first 64 rows of A (wg's rows left out of the address)",
+         "const uint32_t a = base + s * STAGE_BYTES + wg * 64 * 128;", "const uint32_t a = base + s * STAGE_BYTES;",
+         None),
         ("A's k16 step of 16 bytes instead of 32 (16 bf16 are 32 bytes)", "a + 32 * kk", "a + 16 * kk", "wrong"),
         ("B treated as K-major: its k16 step along the row, not 16 rows down", "b + 2048 * kk", "b + 32 * kk",
          "wrong"),
@@ -62,6 +65,11 @@ _CUDA = {
         ("no wgmma_fence before the wgmmas", "wgmma_fence();", "", "wgmma.fence"),
     ],
     "06_warp_specialized": [
+        # (found by a review, 2026-11-30: before the CPU case of M = 150, N = 300, two tiles a block, both passed)
+        ("every consumer multiplies the stage's first 64 rows of A (its own rows left out of the address)",
+         "mma_k_tile(d, a + cw * 64 * 128, a + A_BYTES);", "mma_k_tile(d, a, a + A_BYTES);", None),
+        ("lab 05's parity from the k-tile, (kt / STAGES) & 1: right in a block's first tile only",
+         "mbar_wait(full + 8 * s, phase);", "mbar_wait(full + 8 * s, (kt / STAGES) & 1);", None),
         ("full barrier waited with the wrong parity (phase off by one)", "mbar_wait(full + 8 * s, phase);",
          "mbar_wait(full + 8 * s, phase ^ 1);", None),
         ("the stage is released before the wgmmas finished reading it", "wgmma_wait<0>();", "",
@@ -78,6 +86,8 @@ _CUDA = {
          "if (tid % 128 == 0) mbar_arrive(empty + 8 * (kt % STAGES));", "the ring's slot is s"),
     ],
     "07_clusters": [
+        ("every consumer multiplies the stage's first 64 rows of A (its own rows left out of the address)",
+         "mma_k_tile(d, a + cw * 64 * 128, a + A_BYTES);", "mma_k_tile(d, a, a + A_BYTES);", None),
         ("the phase never flips: the second lap reads stages that are not full yet",
          "if (++s == STAGES) { s = 0; phase ^= 1; }", "if (++s == STAGES) { s = 0; }", None),
         ("the full barrier waited with the wrong parity", "mbar_wait(full + 8 * s, phase);",
@@ -124,6 +134,9 @@ _LAB04 = [
      ("left out", "counted twice", "every K tile is loaded"), None),
     ("a slice skipped: copies run one slice too far ahead", [("(kt + STAGES - 1) * BK", "(kt + STAGES) * BK")],
      ("without the term(s) k = ",), None),
+    # (found by a review, 2026-11-30: the grader's CPU cases all fit one block's first tile until M = 150, N = 300)
+    ("the block's tile corner swapped (n0, m0 for m0, n0) in the copies",
+     [("A, B, M, N, K, m0, n0, (kt + STAGES - 1) * BK", "A, B, M, N, K, n0, m0, (kt + STAGES - 1) * BK")], (), None),
     ("a k16 step where a slice starts: (kt + STAGES - 1) * 16, not * BK",
      [("(kt + STAGES - 1) * BK", "(kt + STAGES - 1) * 16")], ("not a multiple of BK", "counted twice"), None),
     ("the copies into the stage this pass reads (rs), not the free one (ws)",

@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import SIMULATOR
 from ..refmemo import References
-from ..verdict import Verdict, outside, small_errors_everywhere, tolerance
+from ..verdict import Verdict, all_nan_hint, outside, small_errors_everywhere, tolerance
 from .inputs import BF16, random_problem, reference_with_bound, sample
 
 # The grader's and the tests' cases: (name, random_problem's arguments). Every loop runs more than once and
@@ -166,7 +166,7 @@ def diagnose(got, ref, bad, nan, D, inputs=None, bound=None) -> str | None:
     that would explain them (with the inputs)."""
     N, Lq, MD = ref.shape
     if nan.all():
-        return "no output was written at all: does the kernel store to `out`, and is it launched?"
+        return all_nan_hint(None)
     if not nan.any() and not got.any() and ref.any():
         return ("every output is zero: nothing was added (is the loop body still the TODO, or does every sample "
                 "fail the bounds test?)")

@@ -155,6 +155,14 @@ _LAB05_OOB = [  # (what, old, new): edits whose rows run past the map: the emula
     ("the packed row used without shifting its step bits off", "const int r00 = packed >> 2;",
      "const int r00 = packed;"),
 ]
+# (what, old, new, words): an edit whose corner row falls just before the image: the emulator fills the bytes
+# before each array with NaN, so a NaN weighed by 0 shows; on a GPU the read lands in memory that exists (the image
+# before) or just before the allocation. (A learner's slip found by a review, 2026-11-30: it passed before.)
+_LAB05_BEFORE = [
+    ("x0, y0 not zeroed off the map: the clamps cross and a corner's row falls before the image",
+     "const int x0 = on ? (int)fx0 : 0, y0 = on ? (int)fy0 : 0;", "const int x0 = (int)fx0, y0 = (int)fy0;",
+     ["NaN", "before each array"]),
+]
 _LAB05_BRANCHES = [  # (what, old, new, words): edits of the path with branches (branchless=False), graded too
     ("(int)x, not floorf: a position in (-1, 0) truncated to pixel 0 (branches)",
      "const float fx0 = floorf(x), fy0 = floorf(y), fx = x - fx0, fy = y - fy0;\n"
@@ -197,6 +205,9 @@ MISTAKES = (
                only="emulator: a corner row past the map reads past value, which on a GPU may be past the "
                     "allocation: an illegal address ends the process's CUDA context")
        for what, old, new in _LAB05_OOB]
+    + [Mistake("05_lane_groups", what, ((old, new),), tuple(words), fails=("FAIL",),
+               only="emulator: a read just before the image returns what lies there on a GPU, weighed by 0")
+       for what, old, new, words in _LAB05_BEFORE]
     + [Mistake("05_lane_groups", what, ((old, new),), tuple(words), fails=("FAIL", "the emulated kernel stopped"),
                only=None if "floorf" in words else
                "emulator: the last row's right corner is read past the end of value, which on a GPU may be past "

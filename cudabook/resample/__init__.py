@@ -36,10 +36,11 @@ def run(stage_name, src_times, src_feats, tgt_times, **params):
 # (name, sorted, (B, S, T, D) in the simulator, (B, S, T, D) on a GPU): the edge cases are in both. Every loop a lab
 # writes must run more than once and every tail must matter: S = 200 needs two rounds of a 32-way warp search, D =
 # 37 is more than one sweep of a warp's 32 lanes and not a multiple of any vector width, "wide rows" is more than
-# one 16-byte sweep (32 lanes x 8 channels = 256), and unsorted targets leave any window. The totals B * T (42, 133,
+# one 16-byte sweep (32 lanes x 8 channels = 256), and unsorted targets leave any window. The totals B * T (42, 301,
 # 19, 17; on a GPU 24000, 999, 1501, 666) leave 2, 1, 3 and 1 (0, 3, 1, 2) targets in the last of stage 05's groups
-# of four, so each of its guards matters. T = 133 is more than one block of stage 01's 128 threads (a kernel that
-# forgets blockIdx.x fails) and five runs of stage 04's 32 targets. "wide rows" has sorted targets so that stage 04
+# of four, so each of its guards matters. T = 301 is three blocks of stage 01's 128 threads (a kernel that forgets
+# blockIdx.x fails, and so does one that steps blocks by a hard-coded 32 threads: its blocks overlap and stop at
+# target 191) and nine runs of stage 04's 32 targets. "wide rows" has sorted targets so that stage 04
 # takes its window path there (in the simulator a run of 21 targets over S = 200 spans more rows than a window
 # holds, and unsorted targets always take the fallback), with more than one chunk of channels (D > 256) and, in the
 # simulator, more elements than one batch of loads (some 50 rows x 32 elements > 8 x 128 threads); its 34 vectors of
@@ -49,7 +50,7 @@ def run(stage_name, src_times, src_feats, tgt_times, **params):
 # a knot nor outside the range: a window searched one row short fails there, whatever the draw.
 _CASES = [("random, sorted targets", True, (2, 200, 21, 37), (8, 1000, 3000, 256)),
           ("random, unsorted targets", False, (2, 200, 21, 37), (8, 1000, 3000, 129)),
-          ("S = 2, D = 1", True, (1, 2, 133, 1), (3, 2, 333, 1)),
+          ("S = 2, D = 1", True, (1, 2, 301, 1), (3, 2, 333, 1)),
           ("odd D, one batch row", False, (1, 23, 19, 7), (1, 777, 1501, 37)),
           ("wide rows", True, (1, 60, 17, 272), (2, 600, 333, 520)),
           ("dense sorted targets", True, (1, 24, 80, 9), (2, 300, 2000, 64))]

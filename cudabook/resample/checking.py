@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..progress import FIRST_LAUNCH, watched
-from ..verdict import Verdict, bf16_half_ulp, index_ranges, outside
+from ..verdict import Verdict, all_nan_hint, bf16_half_ulp, index_ranges, outside
 from . import inputs
 from .problem import POISON, upload
 
@@ -65,10 +65,12 @@ def diagnose(bad, nan, targets=None, times=None, *, unwritten=None, bits=None, r
     hold the poison, `unwritten`, and what the stored bits and the reference are). Every hint names a cause the
     data allows: the inputs are validated (source times strictly increase), so none blames the data."""
     B, T, D = bad.shape
+    known = unwritten is not None
     if unwritten is None:
         unwritten = nan
     if nan.all():
-        return "no output was written at all: does the kernel store to `out`, and is it launched?"
+        return all_nan_hint(None if not known else True if unwritten.all() else False if not unwritten.any()
+                            else None)
     if bits is not None and ref is not None and _stored_as_integers(bits, ref):
         return ("the stored bits are the values converted to integers (1.7 is stored as 1, a bf16 bit pattern "
                 "that means 1e-40): a float32 stored straight into the uint16 output. `out` holds bf16 bits: "

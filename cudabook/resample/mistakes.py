@@ -156,8 +156,13 @@ _EMULATED = [  # (stage, what, old, new, words the message must hold)
      "cp_async_wait<STAGES - 1>();                       // this thread's copies for item k have landed...\n"
      "        __syncthreads();", "__syncthreads();\n        cp_async_wait<STAGES - 1>();", ["WHEN it is read"]),
     ("06_cp_async", "no wait at all", "cp_async_wait<STAGES - 1>();", "", ["WHEN it is read"]),
+    # (threads in step hide it, and so do copies landing at once: only late copies with warp 0 run ahead show it,
+    # the emulator's third way; a learner's slip found by a review, 2026-11-30)
+    ("06_cp_async", "a barrier that orders one warp (__syncwarp for __syncthreads)",
+     "__syncthreads();                                   // ...and so have everyone else's", "__syncwarp();",
+     ["running ahead", "__syncwarp orders one warp"]),
     ("06_cp_async", "the copies of an item too far ahead", "fill(k + STAGES - 1,", "fill(k + STAGES,",
-     ["FAIL", WHOLE_TARGETS]),
+     ["FAIL", (WHOLE_TARGETS, "not the target's interval")]),
     ("06_cp_async", "the item ahead written for two stages (k + 1)", "fill(k + STAGES - 1,", "fill(k + 1,",
      ["FAIL", "stages=3"]),
     ("06_cp_async", "the wait before the copies are started",

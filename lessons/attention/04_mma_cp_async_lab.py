@@ -24,9 +24,10 @@
 # d = 64 and 128, Nq != Nk), with 64-key tiles and with 16-key tiles at 2 and 3 stages (small cases must have
 # several tiles for the ring to turn). Without a GPU of compute capability 8.0 or newer it runs your kernel
 # **on the CPU, in an emulator** (`cudabook.emulate`): every CUDA thread a coroutine, `mma.sync` and `ldmatrix`
-# as warp operations, every case twice: with the copies landing as late as your waits allow (shared memory
-# starts as NaN, so a read before its copy landed shows), and with them landing at once. It cannot time
-# anything: speed needs the GPU.
+# as warp operations, every case three times: with the copies landing as late as your waits allow (shared memory
+# starts as NaN, so a read before its copy landed shows), with them landing at once, and with late copies and
+# each warp running as far ahead of the others as your barriers allow. It cannot time anything: speed needs the
+# GPU.
 #
 # A race passes a run more often than not, on a GPU especially. So the grader also reads your text, for a
 # commit under the `if`, a missing barrier after the wait, and copies into the slot being read. Count by hand

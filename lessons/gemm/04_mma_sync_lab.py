@@ -22,7 +22,8 @@
 # and 4. It needs a GPU of compute capability 8.0 or newer (sm_80: `cp.async`, `ldmatrix`, `mma.sync`); without
 # one it runs your code **on the CPU, in an emulator** (`cudabook.emulate`), which knows these instructions:
 # once with every copy landing as late as your waits allow (and shared memory starting as NaN), once with every
-# copy landing at once. It cannot time anything: speed needs the GPU. The lesson (GEMM 04) draws the ring.
+# copy landing at once, and once with late copies and each warp running as far ahead of the others as your
+# barriers allow. It cannot time anything: speed needs the GPU. The lesson (GEMM 04) draws the ring.
 #
 # A race passes a test run more often than not: a wait that is one group short, or a commit that is skipped
 # at the end of K, can give right answers on a GPU and wrong ones elsewhere. The emulator's late copies catch

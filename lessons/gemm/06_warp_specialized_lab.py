@@ -26,6 +26,10 @@
 #    barrier's.)
 # 5. step `s`, flipping `phase` when it wraps.
 #
+# The blocks are persistent: one block works tile after tile, and `s` and `phase` carry on from one tile's last
+# k-tile to the next tile's first, where the producer's own `s` and `phase` are too. A parity worked out from
+# the k-tile number alone (lab 05's `(kt / STAGES) & 1`) is right only in a block's first tile.
+#
 # What `mbar_wait(bar, p)` does, lap by lap, for a barrier that one fill completes:
 #
 # ```

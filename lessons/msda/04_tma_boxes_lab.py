@@ -14,7 +14,9 @@
 #
 # 1. **Announce the bytes.** Lane 0: `mbar_expect_tx(full, bytes)`: it arrives on the barrier and tells it how
 #    many bytes will land: every box brings `BOX_BYTES` (its parts outside the map too, as zeros), so
-#    `boxes * BOX_BYTES`: not the slots' stride, not one box per sample. Then `__syncwarp()`.
+#    `boxes * BOX_BYTES`: not the slots' stride, not one box per sample. Then `__syncwarp()`, so that the
+#    count is announced before any lane asks for a box (the kernel's order; PTX allows the other too: bytes
+#    that land first count down from zero, and the phase cannot complete before lane 0 has arrived).
 # 2. **Ask for the boxes.** Each lane, for each round `r` whose sample touches the map (`on[r]`):
 #    `tma_load_5d(dst, map, full, c0, c1, c2, c3, c4)`, coordinates **innermost first**: channel `0`, head `m`,
 #    column `x0s[r]`, row `y0s[r]`, image `n` (the map describes value as `[N, H, W, M, D]`). An item has

@@ -24,7 +24,9 @@
 # 2. **the position**, as grid_sample with `align_corners=False`: `x = s.x * W - 0.5f`, `y = s.y * H - 0.5f`;
 # 3. **the corner and the fractions**: `floorf(x)`, `floorf(y)`, `fx = x - floorf(x)`, likewise `fy`; the sample
 #    touches the map (`on`) when `x > -1`, `y > -1`, `x < W`, `y < H`. When it does not, use `x0 = y0 = 0`:
-#    `(int)floorf(x)` of a location far outside overflows;
+#    otherwise the clamps of step 4 cross (`x0 = -2` gives `xl = 0` but `xr = -1`), the packed steps turn
+#    negative and a corner's address falls before the image, and `(int)floorf(x)` of a location far outside
+#    overflows;
 # 4. **which corners are on the map**: `left` (`x0 >= 0`), `right` (`x0 + 1 < W`), `top` (`y0 >= 0`),
 #    `bottom` (`y0 + 1 < H`), each only if `on`; clamp the columns and rows onto the map (`xl = max(x0, 0)`,
 #    `xr = min(x0 + 1, W - 1)`, likewise `yt`, `yb`), so that every corner's address is a pixel that exists;

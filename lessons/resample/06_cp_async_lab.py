@@ -16,13 +16,16 @@
 #    thread's own copies, so *everyone's* must have landed before anyone reads the stage.
 #
 # The grader runs every case at the stage's default depth (`stages` = 2, compiled as `STAGES`) and again at 3,
-# so write `STAGES`, not a number.
+# so write `N` in terms of `STAGES`: a number that is right at one depth is wrong at the other, or waits for more
+# than it needs (still right, with fewer copies in flight).
 #
 # Write C++ in the string below; the grader puts it into `kernels/cp_async.cu` in place of the lab region,
 # compiles the file with NVRTC and runs it. Without a suitable GPU it runs it on the CPU in an emulator
-# (`cudabook.emulate`), twice: once with every `cp.async` group landing only when its thread waits for it (and
-# shared memory starting as NaN, so reading a row before its copy landed shows), once with every copy landing the
-# moment it is issued. A correct pipeline is right both ways; a wait one group too shallow is not.
+# (`cudabook.emulate`), three ways: once with every `cp.async` group landing only when its thread waits for it
+# (and shared memory starting as NaN, so reading a row before its copy landed shows), once with every copy landing
+# the moment it is issued, and once with the groups landing late and each warp running as far ahead of the others
+# as your barriers allow (so a warp reads rows that another warp copied before that one waited). A correct
+# pipeline is right every way; a wait one group too shallow, or a barrier that orders one warp only, is not.
 # Read the lesson's loop (06 · cp.async) if you are stuck.
 
 # %%
