@@ -174,8 +174,10 @@ def diagnose(got, ref, bad, nan, inputs=None, unwritten=None) -> str | None:
         return (f"{int(computed.sum()):,} outputs were computed as NaN (the kernel wrote them; they are not the "
                 f"poison): 0 / 0 when a row's sum l stays 0, or exp(-inf - (-inf)) when the running max is still "
                 f"-inf (a tile with every key masked before any key was seen), an inf from exp of an unscaled "
-                f"score (is the max subtracted before exp?), or a read of shared memory before anyone wrote it "
-                f"(a barrier missing after the tile loads)")
+                f"score (is the max subtracted before exp?), or a read of shared memory that nothing was copied "
+                f"into (in the emulator it starts as NaN): a barrier missing after the tile loads, a wait too "
+                f"shallow, or a slot index that is not the one the tile was loaded into (a slot computed as "
+                f"(t - 1) % STAGES is -1 at t = 0 in C++)")
     if nan.any():
         rows = nan.any(axis=(0, 1, 3))
         chans = nan.any(axis=(0, 1, 2))

@@ -10,7 +10,8 @@
 #
 # 1. **the next request**: if tile `t + STAGES - 1` exists (`< tiles`), `load_kv` it into slot
 #    `(t + STAGES - 1) % STAGES`, the slot tile `t - 1` used (every warp finished reading it at the
-#    `__syncthreads()` that ended the last pass). Not into `s`: that is the slot about to be read;
+#    `__syncthreads()` that ended the last pass). Not into `s`: that is the slot about to be read. (Write it as
+#    above, not `(t - 1) % STAGES`: in C++ that is -1 at `t = 0`, a slot before the first);
 # 2. **`cp_async_commit();`**, always, outside the `if`: then commit group `g` is always tile `g`, and the
 #    wait counts right at the last tiles too;
 # 3. **`cp_async_wait<N>();`** so that tile `t` has landed while later ones may still fly. Count before you
