@@ -125,6 +125,18 @@ def _race(array, key, does, tid, did, other):
         f"one of them skips, or in a loop it leaves early, orders nothing for it.")
 
 
+def _never_written(shape, dtype) -> np.ndarray:
+    """A new static shared array (cuda.shared.array of a shape) as a GPU hands it out, unwritten: all bits set (NaN
+    where it holds floats, -1 in an integer array), so that a value read before anything was stored shows, even
+    where a zero would have hidden it (GEMM 02's tiles zero-filled on one side only: the other side's zeros
+    cancelled what the unfilled side held, until it holds NaN, as a GPU's shared memory may). The CPU emulator's
+    shared memory starts as NaN too. The dynamic shared buffer stays as the simulator makes it (zeros): msda 03's
+    hints read a tile slot never staged as a zero there."""
+    out = np.empty(shape, dtype)
+    out.view(np.uint8)[...] = 0xFF
+    return out
+
+
 def track(array: np.ndarray, name: str) -> Tracked:
     """`array` (a simulator's shared array), checked on every access of one element from now on."""
     tracked = array.view(Tracked)
@@ -176,7 +188,7 @@ def install() -> None:
         if made is None:
             caller = traceback.extract_stack(frame, limit=1)[0]
             name = (caller.line or "").split("=")[0].strip() or f"the shared array made at line {caller.lineno}"
-            made = self._allocations.setdefault(key, track(np.empty(shape, dtype), name))   # (the first one made)
+            made = self._allocations.setdefault(key, track(_never_written(shape, dtype), name))   # (the first one made)
         return made
 
     kernelapi.FakeCUDAShared.array = array

@@ -27,7 +27,8 @@ from .inputs import BF16, POISON, attention, float64, random_problem
 # that exp overflows float32 unless the row max is subtracted. The simulator runs every thread in Python: its
 # cases are tiny (and long enough for tiles of 16 and 32 keys to repeat).
 _CASES_SIM = [
-    ("causal, ragged, d=64", dict(B=1, H=1, Nq=37, Nk=37, d=64, causal=True)),
+    ("causal, ragged, d=64", dict(B=1, H=2, Nq=37, Nk=37, d=64, causal=True)),   # H = 2: a query's row in the
+    # flattened [B * H * Nq] numbering is not its place in the sequence (a causal mask taken from it fails)
     ("Nq != Nk, d=128", dict(B=1, H=1, Nq=19, Nk=35, d=128)),
     ("one key, d=64", dict(B=2, H=1, Nq=5, Nk=1, d=64)),
     ("large scores (spread 4), causal, d=128", dict(B=1, H=1, Nq=21, Nk=21, d=128, causal=True, spread=4.0)),
@@ -332,7 +333,9 @@ def _variants(inputs):
                 tiles = "one key at a time" if tile == 1 else f"key tiles of {tile}"
                 out.append(("norescale", (tile, which),
                             f"{what} when the running max grew (the output matches {tiles}): when m_new > m_old, "
-                            f"multiply o and l by alpha = exp(m_old - m_new) before adding the new keys"))
+                            f"multiply o and l by alpha = exp(m_old - m_new) before adding the new keys (and "
+                            f"set m to m_new only after alpha: worked out from a max already set to m_new, alpha "
+                            f"is always 1)"))
     for which in ("previous", "first"):
         for tile in _TILES[1:]:
             if which == "previous" and tile < Nk:

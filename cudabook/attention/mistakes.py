@@ -17,7 +17,7 @@ RACE = "a race"
 RACE_OR_NAN = RACE
 RAGGED = "out of bounds for axis 2"      # the simulator's IndexError: a key row past Nk was read
 SMALL_CASES = [
-    ("causal, ragged, d=64", dict(B=1, H=1, Nq=12, Nk=12, d=64, causal=True)),
+    ("causal, ragged, d=64", dict(B=1, H=2, Nq=12, Nk=12, d=64, causal=True)),   # H = 2: see checking's
     ("Nq != Nk, four tiles of keys, rising scores, d=128", dict(B=1, H=1, Nq=8, Nk=100, d=128, rise=0.5)),
 ]   # the second: later keys score higher, so every row's max grows past the first tile and a missing rescale shows
 # (with plain random scores the rows' maxima are correlated through the keys, and now and then all of them lay in
@@ -54,6 +54,12 @@ _NUMBA = [  # (stage, what, edits of the lab region, a phrase the grader's messa
      ("a race on shared memory", "cuda.syncwarp()")),
     ("02_online_softmax", "p taken against the old max (exp(s - m), not exp(s - m_new))",
      [("p = math.exp(s - m_new)", "p = math.exp(s - m)")], "is the max subtracted before exp?"),
+    # (a review's, 2026-11-30: they passed while every causal case had one head, where a row of the flattened
+    # [B * H * Nq] numbering is the query's place in its sequence)
+    ("02_online_softmax", "the causal limit from the flattened row (row + 1), not the query's place i",
+     [("last = i + 1 if causal else Nk", "last = row + 1 if causal else Nk")], None),
+    ("03_tiled", "the causal mask against the block's rows counted over every head (blockIdx.x * BQ), not i0",
+     [("(not causal or j <= i0 + w * ROWS + r)", "(not causal or j <= cuda.blockIdx.x * BQ + w * ROWS + r)")], None),
     ("03_tiled", "the causal mask off by one in the diagonal tiles (keys j < i)",
      [("(not causal or j <= i0 + w * ROWS + r)", "(not causal or j < i0 + w * ROWS + r)")], "hides the diagonal"),
 ]

@@ -184,9 +184,10 @@ def diagnose(bad, nan, ref, got, layout=None) -> str | None:
     M, N = bad.shape
     if nan.all():
         return ("every element of C is NaN: none was written, or each was computed from NaN. Does the kernel store "
-                "to `c`, and is it launched? A kernel that reads shared memory before the copies into it have "
-                "landed reads NaN there in the emulator (its shared memory starts as NaN): a tile read from a stage "
-                "nothing was copied into, or before the wait for its copies")
+                "to `c`, and is it launched? Shared memory starts as NaN in the emulator and in the simulator (on "
+                "a GPU it holds whatever was there): a kernel reads NaN where nothing was stored, a tile's elements "
+                "past the edge of a or b left unwritten (write zeros there, in both tiles), a stage nothing was "
+                "copied into, or one read before the wait for its copies")
     if not nan.any() and not got.any() and ref.any():
         return "C is all zeros: nothing was added to the sums (is the loop body still the TODO?)"
     if not nan.any() and bad.mean() > 0.3:

@@ -20,6 +20,13 @@ OUT_OF_BOUNDS = "sim: the simulator checks indices; on a GPU the read lands in m
 # (what, edits of gemm_tiled, a phrase the message must hold (or a tuple: each of them), why only the simulator
 # shows it or None)
 _NUMBA = [
+    # (a review's, 2026-11-30: it passed while the simulator's shared arrays started as zeros, which A's zeros
+    # cancelled; they start as NaN now, as a GPU's may hold)
+    ("only A's tile zero-filled: B's elements past K or N keep what shared memory held",
+     [("        b_val = float32(0.0)\n        if k0 + ty < K and n < N:\n            b_val = bf16_to_f32(b[k0 + ty, n])\n"
+       "        Bs[ty, tx] = b_val",
+       "        if k0 + ty < K and n < N:\n            Bs[ty, tx] = bf16_to_f32(b[k0 + ty, n])")],
+     "in both tiles", "sim: the simulator's shared arrays start as NaN; a GPU's hold whatever was there"),
     ("the k loop of a tile stops one short (range(TILE - 1))", [("for k in range(TILE):", "for k in range(TILE - 1):")],
      "the last k of every", None),
     ("the K tiles counted rounding down: the last, partial tile skipped",

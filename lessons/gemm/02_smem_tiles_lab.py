@@ -10,7 +10,9 @@
 #    - `Bs[ty, tx] = B[k0 + ty, n]`, or `0.0` when `k0 + ty >= K` or `n >= N`.
 #
 #    The zeros matter: the last step is partial when K is not a multiple of `TILE`, and a zero adds nothing
-#    to the sum, so the loop below needs no test of its own.
+#    to the sum, so the loop below needs no test of its own. Write them in both tiles: shared memory is not
+#    zero to begin with (on a GPU it holds whatever was there, NaN included; here it starts as NaN), and a
+#    zero in one tile does not cancel a NaN in the other.
 # 2. **Barrier** (`cuda.syncthreads()`): nobody reads the tiles before everybody has written them.
 # 3. **Multiply-add:** `acc += As[ty, k] * Bs[k, tx]` for `k` in `range(TILE)`.
 # 4. **Barrier** again: nobody overwrites the tiles (next step) while somebody still reads them.
