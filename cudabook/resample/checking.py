@@ -71,6 +71,10 @@ def diagnose(bad, nan, targets=None, times=None, *, unwritten=None, bits=None, r
     if nan.all():
         return all_nan_hint(None if not known else True if unwritten.all() else False if not unwritten.any()
                             else None)
+    if got is not None and ref is not None and not nan.any() and not got.any() and ref.any():
+        return ("every output is zero and the reference is not: the kernel stored zeros. Is the value it stores "
+                "the interpolation's, and do the rows and weights it reads hold what was loaded (a search over rows "
+                "that were never filled finds no interval, or one with no width)?")
     if bits is not None and ref is not None and _stored_as_integers(bits, ref):
         return ("the stored bits are the values converted to integers (1.7 is stored as 1, a bf16 bit pattern "
                 "that means 1e-40): a float32 stored straight into the uint16 output. `out` holds bf16 bits: "
@@ -249,8 +253,10 @@ def _truncated(got, ref, bad, nan, targets=None, times=None, feats=None) -> bool
 
 
 def _stored_as_integers(bits, ref) -> bool:
-    """True when (nearly) every stored uint16 is int(reference), wrapped (the simulator) or saturated (a GPU)."""
-    if ref.size == 0 or not np.isfinite(ref).all():
+    """True when (nearly) every stored uint16 is int(reference), wrapped (the simulator) or saturated (a GPU). An
+    output of (nearly) all zeros is not that, though saturation sends every negative reference to 0 (a review's
+    wrong kernel stored zeros where the references were all negative, and was told it stored integers)."""
+    if ref.size == 0 or not np.isfinite(ref).all() or np.mean(bits == 0) > 0.5:
         return False
     whole = np.trunc(ref)
     wrapped = whole.astype(np.int64) & 0xFFFF

@@ -110,3 +110,12 @@ def test_outside_worked_in_blocks_on_threads_is_the_tolerance_itself():
         blocked = verdict.outside(got.reshape(300, 400), ref.reshape(300, 400),
                                   s if np.ndim(s) == 0 else s.reshape(300, 400), chunk=1 << 12)
         assert np.array_equal(blocked.ravel(), plain)
+
+
+def test_an_output_of_zeros_is_named_as_zeros_not_as_integers():
+    """Zeros where every reference is negative: saturating int(reference) into uint16 gives 0 too, and the
+    integer-bits hint used to take it (a review's wrong kernel); the hint says zeros were stored."""
+    ref, scale = problem()
+    ref = -np.abs(ref) - 1.0
+    v = check.compare(np.zeros(ref.shape, BF16), ref, scale)
+    assert not v.ok and "every output is zero" in v.message and "converted to integers" not in v.message
