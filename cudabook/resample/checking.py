@@ -254,9 +254,13 @@ def _truncated(got, ref, bad, nan, targets=None, times=None, feats=None) -> bool
 
 def _stored_as_integers(bits, ref) -> bool:
     """True when (nearly) every stored uint16 is int(reference), wrapped (the simulator) or saturated (a GPU). An
-    output of (nearly) all zeros is not that, though saturation sends every negative reference to 0 (a review's
-    wrong kernel stored zeros where the references were all negative, and was told it stored integers)."""
-    if ref.size == 0 or not np.isfinite(ref).all() or np.mean(bits == 0) > 0.5:
+    output of zeros where (nearly) every reference is a whole number or more is not that, though saturation sends
+    every negative reference to 0 (a review's wrong kernel stored zeros where the references were all negative,
+    and was told it stored integers)."""
+    if ref.size == 0 or not np.isfinite(ref).all():
+        return False
+    big = np.abs(ref) >= 1
+    if big.any() and np.mean(bits[big] == 0) > 0.9:
         return False
     whole = np.trunc(ref)
     wrapped = whole.astype(np.int64) & 0xFFFF
