@@ -436,7 +436,8 @@ def _grade_emulated(t, module, stage_name, source, track, params, say) -> bool:
     from . import emulate
     graded = []
     copies = getattr(module, "ASYNC_COPIES", True)     # a kernel without asynchronous copies: one way is enough
-    ways = [("lazy", False, LATE), ("eager", True, EARLY)] if copies else [("eager", True, None)]
+    # (landing, ahead: the third way, lazy landing with the warps run ahead; "eager" runs them ahead anyway)
+    ways = [("lazy", False, LATE), ("eager", False, EARLY)] if copies else [("eager", False, None)]
     if copies and re.search(r"\bcp_async_wait<", source):     # cp.async groups: each thread waits for its own
         ways.append(("lazy", True, LATE_AHEAD))
     for landing, ahead, meaning in ways:
@@ -446,7 +447,7 @@ def _grade_emulated(t, module, stage_name, source, track, params, say) -> bool:
                 # (the third way, warps run ahead, at the first grading variant only: it is there for an order
                 # between warps, which the ring's depth does not change; every variant of it doubled GEMM 04's time)
                 ok = _run_cases(t, module, stage_name, source, track, params, notes.append,
-                                first_variant_only=ahead and landing == "lazy")
+                                first_variant_only=ahead)
         except emulate.HostCompilerMissing as e:
             _run_cases.failed = ("no host compiler", str(e), None)
             say(f"Your code compiles (sm_90a cubin), but it is not graded: {e}")
@@ -460,7 +461,7 @@ def _grade_emulated(t, module, stage_name, source, track, params, say) -> bool:
         other_right = False
         if failed and failed[0] == "verdict" and copies:
             _, inputs, variant = failed
-            other = "eager" if landing == "lazy" and not ahead else "lazy"
+            other = "eager" if landing == "lazy" and not ahead else "lazy"     # the third way: in step
             try:                  # the other landing may stop too (a deadlock either way): then it is no timing
                 with emulate.emulating(other, timeout_s=WATCHDOG_EMULATED_S):
                     again = check.check_case(t, lambda p: module.launch(p, kernel=source, **{**variant, **params}),
@@ -473,7 +474,7 @@ def _grade_emulated(t, module, stage_name, source, track, params, say) -> bool:
                 note = "\n".join(line for line in note.split("\n") if not line.startswith("Hint: "))
             say(note)
         if other_right:
-            say("Hint: " + (AHEAD if ahead and landing == "lazy" else TIMING if landing == "lazy" else REFILL))
+            say("Hint: " + (AHEAD if ahead else TIMING if landing == "lazy" else REFILL))
         return False
     say(f"PASS: {stage_name} is correct on {len(graded)} fresh random cases, run on the CPU by the emulator"
         + (" with the copies landing as late and as early as your waits allow: " if copies else ": ")

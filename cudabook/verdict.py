@@ -111,15 +111,11 @@ class Verdict:
 def all_nan_hint(never_written: bool | None) -> str:
     """The hint for an output that is NaN everywhere. never_written: True where every output still holds the
     poison, False where the kernel stored every NaN itself, None where the checker cannot tell them apart."""
-    never = "no output was written at all: does the kernel store to `out`, and is it launched?"
-    computed = ("every output is a NaN the kernel computed from NaN, and in the CPU emulator shared memory holds "
-                "NaN until a copy lands in it: a stage read where no copy landed (too few copies issued, copies to "
-                "the wrong place, or a read before the wait)")
+    store = "does the kernel store to `out`, and is it launched?"
+    source = ("in the CPU emulator shared memory holds NaN until a copy lands in it: a stage read where no copy "
+              "landed (too few copies issued, copies to the wrong place, or a read before the wait)")
     if never_written is True:
-        return never
+        return f"no output was written at all: {store}"
     if never_written is False:
-        return computed
-    return ("every output is NaN: either no output was written (does the kernel store to `out`, and is it "
-            "launched?), or every one was computed from NaN (in the CPU emulator shared memory holds NaN until a "
-            "copy lands in it: a stage read where no copy landed: too few copies issued, copies to the wrong "
-            "place, or a read before the wait)")
+        return f"every output is a NaN the kernel computed from NaN, and {source}"
+    return f"every output is NaN: either no output was written ({store}), or every one was computed from NaN ({source})"

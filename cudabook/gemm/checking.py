@@ -22,33 +22,30 @@ _CASES_GPU = [("square, ragged", 333, 517, 200), ("K not a multiple of 8", 130, 
 # (the wrong stage, the wrong slice, a wait one group short) has nothing to break. K = 300 is 10 slices: the ring
 # of 4 stages turns twice and more, each stage refilled at least twice (and K is not a multiple of 8 either).
 # 05's to 07's TMA rings hold `stages` k-tiles of BK = 64: K = 600 is 10 of them, so a ring of 2 to 4 turns.
-_RING_TURNS = [("K long: the TMA ring turns", 20, 36, 600)]
+# Every C++ stage also gets a case past the first tile, last (the grader stops at the first failing case, so a wrong
+# kernel rarely pays for it): the other cases stay within one block's first 64 rows, where a learner's wrong offset
+# for a block's tile (m0 and n0 swapped), for the second warpgroup (rows 64..127) or for a consumer passes unseen;
+# and 06's persistent blocks (the emulated GPU has 2 SMs) get one tile each, so a ring position that restarts at
+# each tile, not carried over, passes too. 150 x 300 is two row tiles of 128 and two column tiles of 256 (four
+# tiles: two a block), K = 320 five k-tiles of 64, the ring wrapping within each tile and between them. About a
+# second each in the emulator. 04's blocks are not persistent and its own case already turns the ring: K = 70
+# (three slices of 32) keeps the emulated mma.sync warps' time down (the grader runs its cases at three depths).
+_PAST_THE_FIRST_TILE = ("past the first tile: its rows, columns and a second tile a block", 150, 300, 320)
+_RING_TURNS = [("K long: the TMA ring turns", 20, 36, 600), _PAST_THE_FIRST_TILE]
 _STAGE_CASES_SIM = {
-    "04_mma_sync": [("K long: the copy ring turns", 20, 36, 300)],
+    "04_mma_sync": [("K long: the copy ring turns", 20, 36, 300),
+                    ("past the first tile: its rows and columns", 150, 300, 70)],
     "05_wgmma_tma": _RING_TURNS, "06_warp_specialized": _RING_TURNS,
     # 07's one emulated cluster gets two units instead (K = 320: five k-tiles a tile, so the ring turns in each,
     # every stage is refilled at least twice, and the second tile starts at slot 1): the tile loop runs twice,
     # and with the grader's Stream-K variant some clusters hold two pieces. (A slot computed from kt fails here in
     # the eager landing, where the second tile lets fast consumers' extra releases refill a stage under a slow one;
     # the grader reads it from the text first: s07_clusters.LAB_TEXT_MISTAKES.)
-    "07_clusters": [("two tiles a cluster: the TMA ring turns", 20, 300, 320)],
+    "07_clusters": [("two tiles a cluster: the TMA ring turns", 20, 300, 320), _PAST_THE_FIRST_TILE],
     # 08's k-tiles hold BK = 128 of K: K = 300 is three, the last ragged, so the sums run across k-tiles. (Its
     # tolerance widens with K, s08_fp8.py: at a few hundred a missing k32 step still shows; at 600 it may not.)
-    "08_fp8": [("K over three k-tiles", 20, 36, 300)],
+    "08_fp8": [("K over three k-tiles", 20, 36, 300), _PAST_THE_FIRST_TILE],
 }
-# The cases above stay within one block's first 64 rows, where a learner's wrong offset for a block's tile (m0
-# and n0 swapped), for the second warpgroup (rows 64..127) or for a consumer passes unseen; and 06's persistent
-# blocks (the emulated GPU has 2 SMs) get one tile each, so a ring position that restarts at each tile, not
-# carried over, passes too. Last (the grader stops at the first failing case, so a wrong kernel rarely pays for
-# it): 150 x 300 is two row tiles of 128 and two column tiles of 256 (four tiles: two a block), K = 320 five
-# k-tiles of 64, the ring wrapping within each tile and between them. About a second each in the emulator.
-_PAST_THE_FIRST_TILE = ("past the first tile: its rows, columns and a second tile a block", 150, 300, 320)
-for _stage in ("05_wgmma_tma", "06_warp_specialized", "07_clusters", "08_fp8"):
-    _STAGE_CASES_SIM[_stage] = _STAGE_CASES_SIM[_stage] + [_PAST_THE_FIRST_TILE]
-# 04's blocks are not persistent and its own case above already turns the ring: K = 70 (three slices of 32) keeps
-# the emulated mma.sync warps' time down (the grader runs its cases at three ring depths)
-_STAGE_CASES_SIM["04_mma_sync"] = _STAGE_CASES_SIM["04_mma_sync"] + [("past the first tile: its rows and columns",
-                                                                      150, 300, 70)]
 
 
 def cases(simulator=None, stage_name=None):
